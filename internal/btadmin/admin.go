@@ -1,0 +1,110 @@
+// Package btadmin prepares Bigtable before a run: it checks that Bigtable
+// can be reached and creates the spec's tables, families and GC policies
+// when they are missing.
+package btadmin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+// ErrUnreachable means Bigtable did not answer.
+var ErrUnreachable = errors.New("bigtable unreachable")
+
+// EnsureTables checks every table of spec. Missing tables and families are
+// created when create is true, and reported as errors otherwise.
+func EnsureTables(ctx context.Context, project, instance string, spec *schemas.Spec, create bool, timeout time.Duration) error {
+	ac, err := bigtable.NewAdminClient(ctx, project, instance)
+	if err != nil {
+		return fmt.Errorf("bigtable admin client: %w", err)
+	}
+	defer ac.Close()
+	for _, t := range spec.Bigtable.Tables {
+		if err := ensureTable(ctx, ac, t, create, timeout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func where() string {
+	if h := os.Getenv("BIGTABLE_EMULATOR_HOST"); h != "" {
+		return "the emulator at " + h
+	}
+	return "Cloud Bigtable"
+}
+
+func ensureTable(ctx context.Context, ac *bigtable.AdminClient, t schemas.TableSpec, create bool, timeout time.Duration) error {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	info, err := ac.TableInfo(cctx, t.Name)
+	switch {
+	case status.Code(err) == codes.NotFound:
+		if !create {
+			return fmt.Errorf("bigtable table %q does not exist: create it (cbt createtable %s) or run with --create_tables=true", t.Name, t.Name)
+		}
+		if err := ac.CreateTable(cctx, t.Name); err != nil && status.Code(err) != codes.AlreadyExists {
+			return fmt.Errorf("create table %s: %w", t.Name, err)
+		}
+		info = &bigtable.TableInfo{}
+	case err != nil:
+		code := status.Code(err)
+		if code == codes.Unavailable || code == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%w: no answer from %s within %v: %v", ErrUnreachable, where(), timeout, err)
+		}
+		return fmt.Errorf("bigtable table %s: %w", t.Name, err)
+	}
+	have := map[string]bool{}
+	for _, f := range info.FamilyInfos {
+		have[f.Name] = true
+	}
+	for _, fam := range t.Families {
+		if have[fam.Name] {
+			continue
+		}
+		if !create {
+			return fmt.Errorf("bigtable table %q has no column family %q: create it (cbt createfamily %s %s) or run with --create_tables=true", t.Name, fam.Name, t.Name, fam.Name)
+		}
+		if err := ac.CreateColumnFamily(cctx, t.Name, fam.Name); err != nil && status.Code(err) != codes.AlreadyExists {
+			return fmt.Errorf("create family %s:%s: %w", t.Name, fam.Name, err)
+		}
+		if p := GCPolicy(fam.GC); p != nil {
+			if err := ac.SetGCPolicy(cctx, t.Name, fam.Name, p); err != nil {
+				return fmt.Errorf("gc policy %s:%s: %w", t.Name, fam.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// GCPolicy converts a spec GC policy; nil means keep everything.
+func GCPolicy(gc *schemas.GCSpec) bigtable.GCPolicy {
+	if gc == nil {
+		return nil
+	}
+	var ps []bigtable.GCPolicy
+	if gc.MaxVersions > 0 {
+		ps = append(ps, bigtable.MaxVersionsPolicy(gc.MaxVersions))
+	}
+	if gc.MaxAge != "" {
+		if d, err := time.ParseDuration(gc.MaxAge); err == nil && d > 0 {
+			ps = append(ps, bigtable.MaxAgePolicy(d))
+		}
+	}
+	switch len(ps) {
+	case 0:
+		return nil
+	case 1:
+		return ps[0]
+	}
+	return bigtable.UnionPolicy(ps...)
+}

@@ -1,0 +1,256 @@
+// Command launch runs sensorpipe: it reads sensor readings from files (a
+// historical re-ingestion batch) or Pub/Sub (a stream), validates them,
+// builds Bigtable row keys by field promotion, windows them by event-time
+// hour, and writes Bigtable, BigQuery and a dead letter.
+//
+// It runs on prism by default; --runner=direct and --runner=dataflow work
+// too. Exit codes: 0 the job ran (even if records were dead-lettered), 1 the
+// job or its set-up failed (e.g. Bigtable unreachable), 2 bad flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/internal/btadmin"
+	"github.com/sensorpipe/sensorpipe/internal/progress"
+	"github.com/sensorpipe/sensorpipe/pipelines"
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+var (
+	source       = flag.String("source", "files", "Where readings come from: files (a batch over --input) or pubsub (a stream from --subscription).")
+	input        = flag.String("input", "", "With --source=files: a file glob, local or gs://; .gz files are decompressed. Example: 'testdata/*.jsonl'.")
+	specFlag     = flag.String("spec", "vitals", "Dataset spec: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a path to a YAML file.")
+	btProject    = flag.String("bigtable_project", "", "Bigtable project id (required).")
+	btInstance   = flag.String("bigtable_instance", "", "Bigtable instance id (required).")
+	btTable      = flag.String("bigtable_table", "", "Bigtable table for the spec's first table (default: the spec's name, patient_vitals for vitals).")
+	deadLetter   = flag.String("dead_letter", "", "Where rejected records go, as JSON Lines: a local folder or gs:// prefix (required).")
+	createTables = flag.Bool("create_tables", true, "Create missing Bigtable tables and column families (with the spec's GC policies) before running.")
+	timeout      = flag.Duration("bigtable_timeout", 10*time.Second, "How long to wait for Bigtable to answer at start-up.")
+	printRows    = flag.Int("print_rows", 0, "After a local batch run, print this many rows of the first table.")
+	progressIval = flag.Duration("progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
+)
+
+// exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// usageError is a bad flag or flag combination.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func main() {
+	flag.CommandLine.Init(os.Args[0], flag.ContinueOnError)
+	flag.CommandLine.SetOutput(io.Discard)
+	if err := flag.CommandLine.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			flag.CommandLine.SetOutput(os.Stdout)
+			fmt.Println("Usage: go run ./launch --source=files --input=GLOB --bigtable_project=P --bigtable_instance=I --dead_letter=DIR [flags]")
+			flag.PrintDefaults()
+			os.Exit(exitOK)
+		}
+		fail(exitUsage, fmt.Errorf("%w (see --help)", err))
+	}
+	beam.Init()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			fail(exitUsage, err)
+		}
+		fail(exitFailed, err)
+	}
+}
+
+func fail(code int, err error) {
+	fmt.Fprintf(os.Stderr, "sensorpipe: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+	os.Exit(code)
+}
+
+func runnerName() string {
+	if *runners.Runner == "" {
+		return "prism"
+	}
+	return *runners.Runner
+}
+
+func local() bool {
+	switch runnerName() {
+	case "prism", "direct", "DirectRunner":
+		return true
+	}
+	return false
+}
+
+// config validates the flags and builds the pipeline configuration.
+func config(ctx context.Context) (pipelines.Config, error) {
+	var cfg pipelines.Config
+	if flag.NArg() > 0 {
+		return cfg, usageError{fmt.Sprintf("unexpected argument %q: every option is a --flag", flag.Arg(0))}
+	}
+	spec, err := schemas.LoadSpec(*specFlag)
+	if err != nil {
+		return cfg, usageError{fmt.Sprintf("--spec: %v", err)}
+	}
+	if *btTable != "" {
+		if err := spec.RenameTable(spec.Bigtable.Tables[0].Name, *btTable); err != nil {
+			return cfg, usageError{err.Error()}
+		}
+	}
+	switch {
+	case *btProject == "":
+		return cfg, usageError{"--bigtable_project is required"}
+	case *btInstance == "":
+		return cfg, usageError{"--bigtable_instance is required"}
+	case *deadLetter == "":
+		return cfg, usageError{"--dead_letter is required: a local folder or gs:// prefix for rejected records"}
+	}
+	cfg = pipelines.Config{Spec: spec, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: *deadLetter}
+	switch *source {
+	case "files":
+		if *input == "" {
+			return cfg, usageError{"--input is required with --source=files: give a file glob such as 'testdata/*.jsonl'"}
+		}
+		if local() {
+			if err := checkInput(ctx, *input); err != nil {
+				return cfg, usageError{err.Error()}
+			}
+		}
+	case "pubsub":
+		return cfg, usageError{"--source=pubsub is not available in this build yet"}
+	default:
+		return cfg, usageError{fmt.Sprintf("--source=%q: use files or pubsub", *source)}
+	}
+	return cfg, nil
+}
+
+// checkInput fails early when the glob matches no file.
+func checkInput(ctx context.Context, glob string) error {
+	fs, err := filesystem.New(ctx, glob)
+	if err != nil {
+		return fmt.Errorf("--input %s: %v", glob, err)
+	}
+	defer fs.Close()
+	files, err := fs.List(ctx, glob)
+	if err != nil {
+		return fmt.Errorf("--input %s: %v", glob, err)
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("--input %s matches no file", glob)
+	}
+	return nil
+}
+
+func run(ctx context.Context) error {
+	cfg, err := config(ctx)
+	if err != nil {
+		return err
+	}
+	if !dryRun() {
+		if err := btadmin.EnsureTables(ctx, cfg.BigtableProject, cfg.BigtableInstance, cfg.Spec, *createTables, *timeout); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	p, s := beam.NewPipelineWithRoot()
+	if err := pipelines.Batch(s, cfg, *input); err != nil {
+		return usageError{err.Error()}
+	}
+
+	progress.Reset()
+	stopProgress := make(chan struct{})
+	if local() && *progressIval > 0 {
+		go progress.Report(os.Stderr, *progressIval, stopProgress)
+	}
+	err = beamx.Run(ctx, p)
+	close(stopProgress)
+	if err != nil {
+		return fmt.Errorf("job failed: %w", err)
+	}
+	if local() {
+		summary(os.Stdout, time.Since(start), cfg)
+		if *printRows > 0 {
+			if err := showRows(ctx, cfg, *printRows); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func dryRun() bool {
+	f := flag.Lookup("dry_run")
+	return f != nil && f.Value.String() == "true"
+}
+
+// summary prints what the run did.
+func summary(w io.Writer, took time.Duration, cfg pipelines.Config) {
+	s := progress.Take()
+	fmt.Fprintf(w, "sensorpipe: %s run finished in %.1fs\n", runnerName(), took.Seconds())
+	fmt.Fprintf(w, "  readings read:      %d\n", s.Read)
+	fmt.Fprintf(w, "  readings written:   %d (Bigtable rows written: %d)\n", s.Written, progress.Rows.Load())
+	fmt.Fprintf(w, "  duplicates merged:  %d (same identity and millisecond)\n", progress.Duplicates.Load())
+	if cfg.BigQuery != nil {
+		fmt.Fprintf(w, "  BigQuery rows:      %d\n", s.BQWritten)
+	}
+	var parts []string
+	for _, rc := range progress.DeadByReason() {
+		parts = append(parts, fmt.Sprintf("%s %d", rc.Reason, rc.Count))
+	}
+	detail := ""
+	if len(parts) > 0 {
+		detail = " (" + strings.Join(parts, ", ") + ")"
+	}
+	fmt.Fprintf(w, "  dead letters:       %d%s -> %s\n", s.DeadLettered, detail, cfg.DeadLetter)
+}
+
+// showRows prints the first n rows of the first table, cbt-style.
+func showRows(ctx context.Context, cfg pipelines.Config, n int) error {
+	c, err := dofns.NewBigtableClient(ctx, cfg.BigtableProject, cfg.BigtableInstance)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	name := cfg.Spec.Bigtable.Tables[0].Name
+	fmt.Printf("first %d rows of %s (latest cell of each column):\n", n, name)
+	err = c.Open(name).ReadRows(ctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
+		fmt.Println(r.Key())
+		fams := make([]string, 0, len(r))
+		for fam := range r {
+			fams = append(fams, fam)
+		}
+		sort.Strings(fams)
+		for _, fam := range fams {
+			for _, it := range r[fam] {
+				fmt.Printf("  %-28s @ %s  %q\n", it.Column, it.Timestamp.Time().UTC().Format(time.RFC3339Nano), it.Value)
+			}
+		}
+		return true
+	}, bigtable.LimitRows(int64(n)), bigtable.RowFilter(bigtable.LatestNFilter(1)))
+	if err != nil {
+		return fmt.Errorf("read rows of %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,257 @@
+package schemas
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Cell is one Bigtable cell. TsMicros is the event time in milliseconds,
+// written as microseconds, so a retried write lands on the same version.
+type Cell struct {
+	Family    string
+	Qualifier string
+	TsMicros  int64
+	Value     []byte
+}
+
+// Origin is the payload cells came from, kept for dead-lettering. In a
+// RowMutation, Cells counts the cells it contributed; they follow those of
+// the origin before it.
+type Origin struct {
+	Raw    string
+	Source string
+	Cells  int
+}
+
+// RowMutation is every cell one group writes to one row.
+type RowMutation struct {
+	Table   string
+	RowKey  string
+	Cells   []Cell
+	Origins []Origin
+}
+
+// BQRow is one BigQuery row: Values follow the spec's BigQuery columns.
+type BQRow struct {
+	Values []Value
+	Origin Origin
+}
+
+// Builder turns prepared groups into Bigtable mutations and BigQuery rows.
+// It is built once per spec and safe for concurrent use.
+type Builder struct {
+	spec   *Spec
+	tables []tableBuilder
+	bqCols []valueRef
+}
+
+type tableBuilder struct {
+	name    string
+	key     *Template
+	columns []columnBuilder
+}
+
+type columnBuilder struct {
+	family    string
+	qualifier *Template
+	literal   string // the qualifier when it has no fields
+	value     valueRef
+	int64be   bool
+}
+
+// valueRef is where a column's value comes from: a field index, or one of
+// the computed values.
+type valueRef struct {
+	field    int
+	computed string
+}
+
+// NewBuilder compiles the spec's templates.
+func NewBuilder(spec *Spec) (*Builder, error) {
+	b := &Builder{spec: spec}
+	for _, t := range spec.Bigtable.Tables {
+		key, err := CompileTemplate(t.RowKey, spec)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.Name, err)
+		}
+		tb := tableBuilder{name: t.Name, key: key.WithEscape(t.Escape)}
+		for _, fam := range t.Families {
+			for _, c := range fam.Columns {
+				q, err := CompileTemplate(c.Qualifier, spec)
+				if err != nil {
+					return nil, fmt.Errorf("table %s: %w", t.Name, err)
+				}
+				q.delim, q.maxBytes = "", 0
+				cb := columnBuilder{family: fam.Name, value: ref(spec, c.Value), int64be: c.Encoding == "int64be"}
+				if q.isLiteral() {
+					cb.literal = c.Qualifier
+				} else {
+					cb.qualifier = q
+				}
+				tb.columns = append(tb.columns, cb)
+			}
+		}
+		b.tables = append(b.tables, tb)
+	}
+	if bq := spec.BigQuery; bq != nil {
+		for _, c := range bq.Columns {
+			b.bqCols = append(b.bqCols, ref(spec, c.Value))
+		}
+	}
+	return b, nil
+}
+
+func ref(spec *Spec, v string) valueRef {
+	if len(v) > 0 && v[0] == '$' {
+		return valueRef{field: -1, computed: v}
+	}
+	return valueRef{field: spec.FieldIndex(v)}
+}
+
+func (t *Template) isLiteral() bool {
+	for _, s := range t.segs {
+		if s.field >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Spec returns the builder's spec.
+func (b *Builder) Spec() *Spec { return b.spec }
+
+// Check renders every key and qualifier of r, so a record that cannot be
+// written is rejected at parse time with its reason rather than later.
+func (b *Builder) Check(r *Record) error {
+	var buf [128]byte
+	for i := range b.tables {
+		t := &b.tables[i]
+		if _, err := t.key.Render(buf[:0], r); err != nil {
+			return fmt.Errorf("table %s row key: %w", t.name, err)
+		}
+		for j := range t.columns {
+			if q := t.columns[j].qualifier; q != nil {
+				if _, err := q.Render(buf[:0], r); err != nil {
+					return fmt.Errorf("table %s qualifier: %w", t.name, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Rejected is a record that could not be built, with why.
+type Rejected struct {
+	Origin Origin
+	Err    error
+}
+
+// Mutations builds one RowMutation per row the prepared group touches, for
+// every table. Records whose key cannot be rendered (Check rejects them
+// first) are skipped and returned as rejected.
+func (b *Builder) Mutations(recs []Record) ([]RowMutation, []Rejected) {
+	var (
+		out  []RowMutation
+		errs []Rejected
+		buf  []byte
+	)
+	for ti := range b.tables {
+		t := &b.tables[ti]
+		rows := map[string]int{}
+		for ri := range recs {
+			r := &recs[ri]
+			var err error
+			buf, err = t.key.Render(buf[:0], r)
+			if err != nil {
+				errs = append(errs, Rejected{Origin{Raw: r.Raw, Source: r.Source}, err})
+				continue
+			}
+			idx, ok := rows[string(buf)]
+			if !ok {
+				idx = len(out)
+				rows[string(buf)] = idx
+				out = append(out, RowMutation{Table: t.name, RowKey: string(buf)})
+			}
+			m := &out[idx]
+			cells, err := b.appendCells(m.Cells, t, r)
+			if err != nil {
+				errs = append(errs, Rejected{Origin{Raw: r.Raw, Source: r.Source}, err})
+				continue
+			}
+			m.Origins = append(m.Origins, Origin{Raw: r.Raw, Source: r.Source, Cells: len(cells) - len(m.Cells)})
+			m.Cells = cells
+		}
+	}
+	return out, errs
+}
+
+// appendCells appends r's cells for table t: one per column with a value.
+func (b *Builder) appendCells(dst []Cell, t *tableBuilder, r *Record) ([]Cell, error) {
+	ts := r.EventMs * 1000
+	for i := range t.columns {
+		c := &t.columns[i]
+		v := b.value(c.value, r, 0)
+		if v.Kind == KindNull {
+			continue
+		}
+		q := c.literal
+		if c.qualifier != nil {
+			qb, err := c.qualifier.Render(nil, r)
+			if err != nil {
+				return dst, err
+			}
+			q = string(qb)
+		}
+		dst = append(dst, Cell{Family: c.family, Qualifier: q, TsMicros: ts, Value: EncodeValue(v, c.int64be)})
+	}
+	return dst, nil
+}
+
+// EncodeValue is a cell's bytes: text (see AppendText), or with int64be an
+// 8-byte big-endian integer, the form Bigtable increments.
+func EncodeValue(v Value, int64be bool) []byte {
+	if int64be {
+		var n int64
+		switch v.Kind {
+		case KindInt, KindTime:
+			n = v.Int
+		case KindFloat:
+			n = int64(v.Num)
+		case KindBool:
+			if v.Bool {
+				n = 1
+			}
+		}
+		return binary.BigEndian.AppendUint64(nil, uint64(n))
+	}
+	return AppendText(nil, v)
+}
+
+// value resolves a column's value for r; ingestedMs is used for
+// $ingested_at.
+func (b *Builder) value(ref valueRef, r *Record, ingestedMs int64) Value {
+	if ref.field >= 0 {
+		return r.Values[ref.field]
+	}
+	switch ref.computed {
+	case ValueEventTime:
+		return Value{Kind: KindTime, Int: r.EventMs}
+	case ValueReadingID:
+		return Value{Kind: KindString, Str: b.spec.ReadingID(r)}
+	case ValueIngestedAt:
+		if ingestedMs == 0 {
+			return Value{}
+		}
+		return Value{Kind: KindTime, Int: ingestedMs}
+	}
+	return Value{}
+}
+
+// BQRow builds r's BigQuery row; ingestedMs fills $ingested_at.
+func (b *Builder) BQRow(r *Record, ingestedMs int64) BQRow {
+	vals := make([]Value, len(b.bqCols))
+	for i, c := range b.bqCols {
+		vals[i] = b.value(c, r, ingestedMs)
+	}
+	return BQRow{Values: vals, Origin: Origin{Raw: r.Raw, Source: r.Source}}
+}

@@ -1,0 +1,302 @@
+package schemas
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	// fastjson is chosen by measurement (see BenchmarkDecode in
+	// parse_bench_test.go): it scans a line without reflection, lets us tell
+	// absent from null from the wrong JSON type, and reuses its arena through
+	// a pool, so a vitals line costs a fraction of encoding/json's time.
+	"github.com/valyala/fastjson"
+)
+
+// Parser turns input lines into validated Records following a Spec. It is
+// safe for concurrent use.
+type Parser struct {
+	spec     *Spec
+	paths    [][]string // per field; nil for fields filled by explode
+	eventIdx int
+	explode  []string
+	pool     fastjson.ParserPool
+}
+
+// NewParser prepares a parser for spec.
+func NewParser(spec *Spec) *Parser {
+	p := &Parser{spec: spec, eventIdx: spec.FieldIndex(spec.EventTime)}
+	for _, f := range spec.Fields {
+		if ex := spec.Explode; ex != nil && (f.Name == ex.TimeField || f.Name == ex.ValueField) {
+			p.paths = append(p.paths, nil)
+			continue
+		}
+		path := f.Path
+		if path == "" {
+			path = f.Name
+		}
+		p.paths = append(p.paths, strings.Split(path, "."))
+	}
+	if spec.Explode != nil {
+		p.explode = strings.Split(spec.Explode.Path, ".")
+	}
+	return p
+}
+
+// Spec returns the parser's spec.
+func (p *Parser) Spec() *Spec { return p.spec }
+
+// check classes, in the order their reasons are reported.
+const (
+	classMissing = iota
+	classInvalid
+	classTimestamp
+	classRange
+	numClasses
+)
+
+var classReason = [numClasses]error{ErrMissingField, ErrInvalidField, ErrBadTimestamp, ErrOutOfRange}
+
+// Parse appends the records of one input line to dst. A blank line yields no
+// record and no error. An invalid line yields an error wrapping one of the
+// reason sentinels; when a line has several problems, the reason reported is
+// the first of missing_field, invalid_field, bad_timestamp, out_of_range.
+func (p *Parser) Parse(dst []Record, line []byte, source string) ([]Record, error) {
+	trimmed := bytes.TrimSpace(line)
+	if len(trimmed) == 0 {
+		return dst, nil
+	}
+	jp := p.pool.Get()
+	defer p.pool.Put(jp)
+	root, err := jp.ParseBytes(trimmed)
+	if err != nil {
+		return dst, reject(ErrMalformed, "not valid JSON: %v", err)
+	}
+	if root.Type() != fastjson.TypeObject {
+		return dst, reject(ErrMalformed, "a line must be a JSON object, got %s", root.Type())
+	}
+	raw := string(line)
+	values := make([]Value, p.spec.NumValues())
+	var errs [numClasses]error
+	for i := range p.spec.Fields {
+		if p.paths[i] == nil {
+			continue
+		}
+		class, err := p.field(&values[i], &p.spec.Fields[i], root.Get(p.paths[i]...))
+		if err != nil && errs[class] == nil {
+			errs[class] = err
+		}
+	}
+	if p.explode == nil {
+		if err := firstError(errs); err != nil {
+			return dst, err
+		}
+		return append(dst, Record{Values: values, EventMs: values[p.eventIdx].Int, Raw: raw, Source: source}), nil
+	}
+	return p.explodePoints(dst, root, values, errs, raw, source)
+}
+
+func firstError(errs [numClasses]error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// explodePoints emits one record per [timestamp_ms, value] point.
+func (p *Parser) explodePoints(dst []Record, root *fastjson.Value, base []Value, errs [numClasses]error, raw, source string) ([]Record, error) {
+	ex := p.spec.Explode
+	pts := root.Get(p.explode...)
+	if pts == nil || pts.Type() == fastjson.TypeNull {
+		errs[classMissing] = firstNonNil(errs[classMissing], reject(ErrMissingField, "%s is missing", ex.Path))
+	} else if pts.Type() != fastjson.TypeArray {
+		errs[classInvalid] = firstNonNil(errs[classInvalid], reject(ErrInvalidField, "%s must be an array of [timestamp_ms, value] points", ex.Path))
+	}
+	if err := firstError(errs); err != nil {
+		return dst, err
+	}
+	arr, _ := pts.Array()
+	if len(arr) == 0 {
+		return dst, reject(ErrMissingField, "%s has no points", ex.Path)
+	}
+	ti, vi := p.spec.FieldIndex(ex.TimeField), p.spec.FieldIndex(ex.ValueField)
+	start := len(dst)
+	for n, pt := range arr {
+		pair, err := pt.Array()
+		if err != nil || len(pair) != 2 {
+			return dst[:start], reject(ErrInvalidField, "%s[%d] must be a [timestamp_ms, value] pair", ex.Path, n)
+		}
+		values := append([]Value(nil), base...)
+		var perr [numClasses]error
+		for _, fv := range []struct {
+			idx int
+			v   *fastjson.Value
+		}{{ti, pair[0]}, {vi, pair[1]}} {
+			class, err := p.field(&values[fv.idx], &p.spec.Fields[fv.idx], fv.v)
+			if err != nil && perr[class] == nil {
+				perr[class] = fmt.Errorf("%s[%d]: %w", ex.Path, n, err)
+			}
+		}
+		if err := firstError(perr); err != nil {
+			return dst[:start], err
+		}
+		dst = append(dst, Record{Values: values, EventMs: values[p.eventIdx].Int, Raw: raw, Source: source})
+	}
+	return dst, nil
+}
+
+func firstNonNil(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// field decodes and validates one field into out, returning the check class
+// of any error.
+func (p *Parser) field(out *Value, f *FieldSpec, v *fastjson.Value) (int, error) {
+	if v == nil || v.Type() == fastjson.TypeNull {
+		if f.Required {
+			return classMissing, reject(ErrMissingField, "%s is required", f.Name)
+		}
+		return 0, nil
+	}
+	switch f.Type {
+	case TypeString, TypeBytes:
+		b, err := v.StringBytes()
+		if err != nil {
+			return classInvalid, reject(ErrInvalidField, "%s must be a string, got %s", f.Name, v.Type())
+		}
+		if len(b) == 0 && f.Required {
+			return classMissing, reject(ErrMissingField, "%s is empty", f.Name)
+		}
+		kind := KindString
+		if f.Type == TypeBytes {
+			kind = KindBytes
+		}
+		*out = Value{Kind: kind, Str: string(b)}
+		if f.MaxLength > 0 && len(b) > f.MaxLength {
+			return classInvalid, reject(ErrInvalidField, "%s is %d bytes; at most %d allowed", f.Name, len(b), f.MaxLength)
+		}
+		if len(f.Enum) > 0 && !contains(f.Enum, out.Str) {
+			return classInvalid, reject(ErrInvalidField, "%s %q is not one of %s", f.Name, out.Str, strings.Join(f.Enum, ", "))
+		}
+	case TypeFloat:
+		if v.Type() != fastjson.TypeNumber {
+			return classInvalid, reject(ErrInvalidField, "%s must be a number, got %s", f.Name, v.Type())
+		}
+		n, _ := v.Float64()
+		*out = Value{Kind: KindFloat, Num: n}
+		return classRange, checkRange(f, n)
+	case TypeInt:
+		n, err := v.Int64()
+		if v.Type() != fastjson.TypeNumber || err != nil {
+			return classInvalid, reject(ErrInvalidField, "%s must be an integer, got %s", f.Name, v)
+		}
+		*out = Value{Kind: KindInt, Int: n}
+		return classRange, checkRange(f, float64(n))
+	case TypeBool:
+		switch v.Type() {
+		case fastjson.TypeTrue:
+			*out = Value{Kind: KindBool, Bool: true}
+		case fastjson.TypeFalse:
+			*out = Value{Kind: KindBool}
+		default:
+			return classInvalid, reject(ErrInvalidField, "%s must be true or false, got %s", f.Name, v.Type())
+		}
+	case TypeTimestamp:
+		ms, err := timestampValue(v)
+		if err != nil {
+			return classTimestamp, reject(ErrBadTimestamp, "%s: %v", f.Name, err)
+		}
+		*out = Value{Kind: KindTime, Int: ms}
+	case TypeTags:
+		obj, err := v.Object()
+		if err != nil {
+			return classInvalid, reject(ErrInvalidField, "%s must be an object of strings, got %s", f.Name, v.Type())
+		}
+		pairs := make([]Pair, 0, obj.Len())
+		var bad error
+		obj.Visit(func(k []byte, tv *fastjson.Value) {
+			s, err := tv.StringBytes()
+			if err != nil && bad == nil {
+				bad = reject(ErrInvalidField, "%s.%s must be a string", f.Name, k)
+			}
+			pairs = append(pairs, Pair{K: string(k), V: string(s)})
+		})
+		if bad != nil {
+			return classInvalid, bad
+		}
+		sort.Slice(pairs, func(i, j int) bool { return pairs[i].K < pairs[j].K })
+		*out = Value{Kind: KindTags, Pairs: pairs}
+	}
+	return 0, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func checkRange(f *FieldSpec, n float64) error {
+	if (f.Min != nil && n < *f.Min) || (f.Max != nil && n > *f.Max) {
+		return reject(ErrOutOfRange, "%s %v is outside %s", f.Name, n, rangeText(f))
+	}
+	return nil
+}
+
+func rangeText(f *FieldSpec) string {
+	switch {
+	case f.Min != nil && f.Max != nil:
+		return fmt.Sprintf("[%v, %v]", *f.Min, *f.Max)
+	case f.Min != nil:
+		return fmt.Sprintf("[%v, ∞)", *f.Min)
+	default:
+		return fmt.Sprintf("(-∞, %v]", *f.Max)
+	}
+}
+
+// Bounds of a usable event time: years 1 to 9999, so every time renders in
+// the four-digit-year key forms.
+var (
+	minEventMs = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	maxEventMs = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC).UnixMilli()
+)
+
+// timestampValue reads an RFC 3339 string (any UTC offset, optional
+// fraction) or an integer of epoch milliseconds.
+func timestampValue(v *fastjson.Value) (int64, error) {
+	switch v.Type() {
+	case fastjson.TypeString:
+		b, _ := v.StringBytes()
+		return ParseTimestamp(string(b))
+	case fastjson.TypeNumber:
+		ms, err := v.Int64()
+		if err != nil {
+			return 0, fmt.Errorf("%s is not an integer of epoch milliseconds", v)
+		}
+		if ms < minEventMs || ms > maxEventMs {
+			return 0, fmt.Errorf("%d epoch milliseconds is outside years 1 to 9999", ms)
+		}
+		return ms, nil
+	}
+	return 0, fmt.Errorf("want an RFC 3339 string or integer epoch milliseconds, got %s", v.Type())
+}
+
+// ParseTimestamp parses an RFC 3339 timestamp with any UTC offset and an
+// optional fraction, returning epoch milliseconds (sub-millisecond digits are
+// truncated toward the past).
+func ParseTimestamp(s string) (int64, error) {
+	t, err := time.Parse(time.RFC3339Nano, strings.ToUpper(s))
+	if err != nil {
+		return 0, fmt.Errorf("%q is not RFC 3339 (e.g. 2026-03-01T10:15:30.250Z or 2026-03-01T12:15:30+02:00)", s)
+	}
+	return t.UnixMilli(), nil
+}

@@ -1,0 +1,494 @@
+package schemas
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+//go:embed specs/*.yaml
+var builtinSpecs embed.FS
+
+// Field types a spec may declare.
+const (
+	TypeString    = "string"
+	TypeFloat     = "float"
+	TypeInt       = "int"
+	TypeBool      = "bool"
+	TypeTimestamp = "timestamp"
+	TypeTags      = "tags" // a JSON object of string values, kept as sorted pairs
+	TypeBytes     = "bytes"
+)
+
+// Pseudo-fields usable as column values; they are computed, not read.
+const (
+	ValueEventTime  = "$event_time"
+	ValueReadingID  = "$reading_id"
+	ValueIngestedAt = "$ingested_at"
+)
+
+// Spec is a declarative dataset: what the input looks like, how it is
+// validated, and how it lands in Bigtable and BigQuery. It is loaded from YAML
+// once at launch; Compile checks it and prepares the fast paths.
+type Spec struct {
+	Name         string        `yaml:"name"`
+	Description  string        `yaml:"description"`
+	KeyDelimiter string        `yaml:"key_delimiter"`
+	EventTime    string        `yaml:"event_time"`
+	Identity     []string      `yaml:"identity"`
+	Explode      *ExplodeSpec  `yaml:"explode,omitempty"`
+	Fields       []FieldSpec   `yaml:"fields"`
+	Impute       []ImputeSpec  `yaml:"impute"`
+	Bigtable     BigtableSpec  `yaml:"bigtable"`
+	BigQuery     *BigQuerySpec `yaml:"bigquery,omitempty"`
+	Rollup       *RollupSpec   `yaml:"rollup,omitempty"`
+	Queries      []QuerySpec   `yaml:"queries"`
+
+	// file is where the spec was loaded from, for error messages.
+	file string
+}
+
+// ExplodeSpec turns one input object into one record per element of an array
+// of [timestamp_ms, value] points (Heroic's write format).
+type ExplodeSpec struct {
+	// Path is the dotted path of the points array, e.g. "data.data".
+	Path string `yaml:"path"`
+	// TimeField and ValueField name the fields each point fills.
+	TimeField  string `yaml:"time_field"`
+	ValueField string `yaml:"value_field"`
+}
+
+// FieldSpec is one input field.
+type FieldSpec struct {
+	Name     string   `yaml:"name"`
+	Path     string   `yaml:"path,omitempty"` // dotted JSON path; defaults to Name
+	Type     string   `yaml:"type"`
+	Required bool     `yaml:"required"`
+	Min      *float64 `yaml:"min,omitempty"`
+	Max      *float64 `yaml:"max,omitempty"`
+	Enum     []string `yaml:"enum,omitempty"`
+	PII      bool     `yaml:"pii,omitempty"`
+	// Sequential marks a monotonically increasing id (for key lint).
+	Sequential bool `yaml:"sequential,omitempty"`
+	// Cardinality is "low" or "high", a hint for key lint.
+	Cardinality string `yaml:"cardinality,omitempty"`
+	// MaxLength bounds a string or bytes value in bytes; a longer value is
+	// rejected with invalid_field. Key lint uses it to bound the key length.
+	MaxLength int `yaml:"max_length,omitempty"`
+}
+
+// ImputeSpec fills a missing value from the nearest observed one in the same
+// identity and hour, and sets Flag to whether it did.
+type ImputeSpec struct {
+	Field string `yaml:"field"`
+	Flag  string `yaml:"flag"`
+}
+
+// BigtableSpec lists the tables one input fans out to.
+type BigtableSpec struct {
+	Tables []TableSpec `yaml:"tables"`
+}
+
+// TableSpec is one Bigtable table: its row key template and families.
+type TableSpec struct {
+	Name     string       `yaml:"name"`
+	RowKey   string       `yaml:"row_key"`
+	Escape   bool         `yaml:"escape,omitempty"` // escape the delimiter in field values instead of rejecting them
+	Families []FamilySpec `yaml:"families"`
+}
+
+// FamilySpec is a column family with its garbage-collection policy.
+type FamilySpec struct {
+	Name    string       `yaml:"name"`
+	GC      *GCSpec      `yaml:"gc,omitempty"`
+	Columns []ColumnSpec `yaml:"columns"`
+}
+
+// GCSpec is a family's GC policy. Both set means either rule collects (union).
+type GCSpec struct {
+	MaxVersions int    `yaml:"max_versions,omitempty"`
+	MaxAge      string `yaml:"max_age,omitempty"` // a Go duration, e.g. 720h
+}
+
+// ColumnSpec is one column: a qualifier template and the value it holds.
+type ColumnSpec struct {
+	Qualifier string `yaml:"qualifier"`
+	Value     string `yaml:"value"`
+	// Encoding is "text" (default: shortest decimal, true/false, raw
+	// strings) or "int64be" (8-byte big-endian, Bigtable's counter format).
+	Encoding string `yaml:"encoding,omitempty"`
+}
+
+// BigQuerySpec is the analytics table: one flat row per reading.
+type BigQuerySpec struct {
+	Table            string         `yaml:"table"`
+	TimePartitioning *PartitionSpec `yaml:"time_partitioning,omitempty"`
+	Clustering       []string       `yaml:"clustering,omitempty"`
+	Columns          []BQColumnSpec `yaml:"columns"`
+}
+
+// PartitionSpec is BigQuery time partitioning.
+type PartitionSpec struct {
+	Type  string `yaml:"type"` // DAY, HOUR, MONTH, YEAR
+	Field string `yaml:"field"`
+}
+
+// BQColumnSpec is one BigQuery column and the value it holds.
+type BQColumnSpec struct {
+	Name  string `yaml:"name"`
+	Type  string `yaml:"type"`           // STRING, FLOAT64, INT64, BOOL, TIMESTAMP, BYTES
+	Mode  string `yaml:"mode,omitempty"` // NULLABLE (default) or REQUIRED
+	Value string `yaml:"value"`
+}
+
+// RollupSpec declares per-(identity, hour) aggregates.
+type RollupSpec struct {
+	Family  string   `yaml:"family"`               // Bigtable family in the same row
+	Table   string   `yaml:"bigquery_table"`       // BigQuery table, e.g. readings_hourly
+	Stats   []string `yaml:"stats"`                // fields with count/min/max/mean
+	Last    []string `yaml:"last"`                 // fields whose last value is kept
+	Counted []string `yaml:"count_true,omitempty"` // bool fields counted when true
+}
+
+// QuerySpec is a query the key must serve; the first with Main is the main one.
+type QuerySpec struct {
+	Name        string   `yaml:"name"`
+	Description string   `yaml:"description"`
+	Main        bool     `yaml:"main"`
+	Table       string   `yaml:"table,omitempty"` // defaults to the first table
+	Where       []string `yaml:"where"`           // fields fixed by equality
+	Since       string   `yaml:"since,omitempty"` // a time range back from now
+	NewestFirst bool     `yaml:"newest_first,omitempty"`
+	// Limit caps the rows the query reads (e.g. 1 for "the latest reading"
+	// under a reverse-timestamp key); 0 means no cap.
+	Limit int `yaml:"limit,omitempty"`
+}
+
+// BuiltinSpecNames lists the specs compiled into the binary.
+func BuiltinSpecNames() []string {
+	entries, _ := builtinSpecs.ReadDir("specs")
+	var names []string
+	for _, e := range entries {
+		names = append(names, strings.TrimSuffix(e.Name(), ".yaml"))
+	}
+	sort.Strings(names)
+	return names
+}
+
+// LoadSpec loads a built-in spec by name, or a YAML file by path.
+func LoadSpec(nameOrPath string) (*Spec, error) {
+	var (
+		data []byte
+		err  error
+		file = nameOrPath
+	)
+	if strings.ContainsAny(nameOrPath, "/\\") || strings.HasSuffix(nameOrPath, ".yaml") || strings.HasSuffix(nameOrPath, ".yml") {
+		data, err = os.ReadFile(nameOrPath)
+		if err != nil {
+			return nil, fmt.Errorf("read spec: %w", err)
+		}
+	} else {
+		file = "specs/" + nameOrPath + ".yaml"
+		data, err = builtinSpecs.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("unknown spec %q: built-in specs are %s, or give a path to a YAML file", nameOrPath, strings.Join(BuiltinSpecNames(), ", "))
+		}
+	}
+	return ParseSpec(filepath.Base(file), data)
+}
+
+// ParseSpec decodes and validates a spec. Unknown keys are errors, so a typo
+// is caught at launch rather than silently ignored.
+func ParseSpec(file string, data []byte) (*Spec, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var s Spec
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	s.file = file
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// File is the file the spec was loaded from.
+func (s *Spec) File() string { return s.file }
+
+// errf formats a spec error naming the file, the field and the fix.
+func (s *Spec) errf(where, format string, args ...any) error {
+	return fmt.Errorf("%s: %s: %w", s.file, where, fmt.Errorf(format, args...))
+}
+
+// ErrSpec marks an invalid spec.
+var ErrSpec = errors.New("invalid spec")
+
+// Validate checks a spec built or decoded by other means (e.g. a DoFn's
+// serialized copy) and fills its defaults.
+func (s *Spec) Validate() error {
+	if s.file == "" {
+		s.file = s.Name + ".yaml"
+	}
+	return s.validate()
+}
+
+func (s *Spec) validate() error {
+	if s.Name == "" {
+		return s.errf("name", "missing; give the dataset a name")
+	}
+	if s.KeyDelimiter == "" {
+		s.KeyDelimiter = "#"
+	}
+	seen := map[string]bool{}
+	for i, f := range s.Fields {
+		where := fmt.Sprintf("fields[%d]", i)
+		if f.Name == "" || strings.HasPrefix(f.Name, "$") {
+			return s.errf(where+".name", "%q is not a field name; use letters, digits and _", f.Name)
+		}
+		if seen[f.Name] {
+			return s.errf(where+".name", "%q is declared twice; remove one", f.Name)
+		}
+		seen[f.Name] = true
+		switch f.Type {
+		case TypeString, TypeFloat, TypeInt, TypeBool, TypeTimestamp, TypeTags, TypeBytes:
+		default:
+			return s.errf(where+".type", "unknown type %q; use one of string, float, int, bool, timestamp, tags, bytes", f.Type)
+		}
+		if f.Cardinality != "" && f.Cardinality != "low" && f.Cardinality != "high" {
+			return s.errf(where+".cardinality", "%q; use low or high", f.Cardinality)
+		}
+		if f.MaxLength < 0 || (f.MaxLength > 0 && f.Type != TypeString && f.Type != TypeBytes) {
+			return s.errf(where+".max_length", "%d; max_length is a positive byte count for string and bytes fields", f.MaxLength)
+		}
+	}
+	if ex := s.Explode; ex != nil {
+		if ex.Path == "" || !seen[ex.TimeField] || !seen[ex.ValueField] {
+			return s.errf("explode", "needs path, and time_field and value_field naming declared fields")
+		}
+	}
+	if s.EventTime == "" {
+		return s.errf("event_time", "missing; name the timestamp field that holds the event time")
+	}
+	if f := s.Field(s.EventTime); f == nil || f.Type != TypeTimestamp {
+		return s.errf("event_time", "%q is not a declared timestamp field", s.EventTime)
+	}
+	if len(s.Identity) == 0 {
+		return s.errf("identity", "missing; list the fields that identify a series (e.g. [sensor_id]): they spread the grouping over many keys")
+	}
+	for _, id := range s.Identity {
+		if !seen[id] {
+			return s.errf("identity", "%q is not a declared field", id)
+		}
+	}
+	derived := map[string]bool{}
+	for i, im := range s.Impute {
+		where := fmt.Sprintf("impute[%d]", i)
+		f := s.Field(im.Field)
+		if f == nil || (f.Type != TypeFloat && f.Type != TypeInt) {
+			return s.errf(where+".field", "%q is not a declared numeric field", im.Field)
+		}
+		if f.Required {
+			return s.errf(where+".field", "%q is required, so it is never missing; drop the imputation or make it optional", im.Field)
+		}
+		if im.Flag == "" || seen[im.Flag] || derived[im.Flag] {
+			return s.errf(where+".flag", "%q must be a new, unique name for the imputed flag", im.Flag)
+		}
+		derived[im.Flag] = true
+	}
+	known := func(v string) bool {
+		return seen[v] || derived[v] || v == ValueEventTime || v == ValueReadingID || v == ValueIngestedAt
+	}
+	if len(s.Bigtable.Tables) == 0 {
+		return s.errf("bigtable.tables", "missing; declare at least one table with a row_key")
+	}
+	for ti, t := range s.Bigtable.Tables {
+		tw := fmt.Sprintf("bigtable.tables[%d]", ti)
+		if t.Name == "" {
+			return s.errf(tw+".name", "missing")
+		}
+		if _, err := CompileTemplate(t.RowKey, s); err != nil {
+			return s.errf(tw+".row_key", "%w", err)
+		}
+		if len(t.Families) == 0 {
+			return s.errf(tw+".families", "missing; declare at least one column family")
+		}
+		for fi, fam := range t.Families {
+			fw := fmt.Sprintf("%s.families[%d]", tw, fi)
+			if fam.Name == "" {
+				return s.errf(fw+".name", "missing")
+			}
+			if fam.GC != nil && fam.GC.MaxAge != "" {
+				if _, err := time.ParseDuration(fam.GC.MaxAge); err != nil {
+					return s.errf(fw+".gc.max_age", "%q is not a Go duration such as 720h", fam.GC.MaxAge)
+				}
+			}
+			for ci, c := range fam.Columns {
+				cw := fmt.Sprintf("%s.columns[%d]", fw, ci)
+				if _, err := CompileTemplate(c.Qualifier, s); err != nil || c.Qualifier == "" {
+					return s.errf(cw+".qualifier", "bad qualifier %q: %v", c.Qualifier, err)
+				}
+				if !known(c.Value) {
+					return s.errf(cw+".value", "%q is not a declared field, imputed flag or one of $event_time, $reading_id, $ingested_at", c.Value)
+				}
+				if c.Encoding != "" && c.Encoding != "text" && c.Encoding != "int64be" {
+					return s.errf(cw+".encoding", "%q; use text or int64be", c.Encoding)
+				}
+			}
+		}
+	}
+	if bq := s.BigQuery; bq != nil {
+		cols := map[string]string{}
+		for ci, c := range bq.Columns {
+			cw := fmt.Sprintf("bigquery.columns[%d]", ci)
+			if !known(c.Value) {
+				return s.errf(cw+".value", "%q is not a declared field, imputed flag or one of $event_time, $reading_id, $ingested_at", c.Value)
+			}
+			switch c.Type {
+			case "STRING", "FLOAT64", "INT64", "BOOL", "TIMESTAMP", "BYTES":
+			default:
+				return s.errf(cw+".type", "%q; use STRING, FLOAT64, INT64, BOOL, TIMESTAMP or BYTES", c.Type)
+			}
+			switch c.Mode {
+			case "", "NULLABLE", "REQUIRED":
+			default:
+				return s.errf(cw+".mode", "%q; use NULLABLE or REQUIRED", c.Mode)
+			}
+			cols[c.Name] = c.Type
+		}
+		if p := bq.TimePartitioning; p != nil {
+			if cols[p.Field] != "TIMESTAMP" {
+				return s.errf("bigquery.time_partitioning.field", "%q is not a TIMESTAMP column of the table", p.Field)
+			}
+			switch p.Type {
+			case "DAY", "HOUR", "MONTH", "YEAR":
+			default:
+				return s.errf("bigquery.time_partitioning.type", "%q; use DAY, HOUR, MONTH or YEAR", p.Type)
+			}
+		}
+		for _, c := range bq.Clustering {
+			if cols[c] == "" {
+				return s.errf("bigquery.clustering", "%q is not a column of the table", c)
+			}
+		}
+	}
+	for qi, q := range s.Queries {
+		qw := fmt.Sprintf("queries[%d]", qi)
+		for _, w := range q.Where {
+			if !seen[w] {
+				return s.errf(qw+".where", "%q is not a declared field", w)
+			}
+		}
+		if q.Table != "" && s.Table(q.Table) == nil {
+			return s.errf(qw+".table", "%q is not one of the bigtable tables", q.Table)
+		}
+		if q.Since != "" {
+			if _, err := ParseSince(q.Since); err != nil {
+				return s.errf(qw+".since", "%v", err)
+			}
+		}
+		if q.Limit < 0 {
+			return s.errf(qw+".limit", "%d; give a row count >= 0", q.Limit)
+		}
+	}
+	return nil
+}
+
+// ParseSince parses a look-back duration: a Go duration (90m, 1h) or a
+// whole number of days (1d, 7d).
+func ParseSince(s string) (time.Duration, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		var n int
+		if _, err := fmt.Sscanf(d, "%d", &n); err == nil && n > 0 && fmt.Sprint(n) == d {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is not a positive duration such as 1h, 90m or 7d", s)
+	}
+	return d, nil
+}
+
+// QueryTable is the table a query reads: its own, or the spec's first.
+func (s *Spec) QueryTable(q *QuerySpec) *TableSpec {
+	if q.Table != "" {
+		return s.Table(q.Table)
+	}
+	return &s.Bigtable.Tables[0]
+}
+
+// Field returns the field named name, or nil.
+func (s *Spec) Field(name string) *FieldSpec {
+	for i := range s.Fields {
+		if s.Fields[i].Name == name {
+			return &s.Fields[i]
+		}
+	}
+	return nil
+}
+
+// FieldIndex returns the index of a field or imputed flag in a Record's
+// Values, or -1. Imputed flags follow the input fields in declaration order.
+func (s *Spec) FieldIndex(name string) int {
+	for i := range s.Fields {
+		if s.Fields[i].Name == name {
+			return i
+		}
+	}
+	for i, im := range s.Impute {
+		if im.Flag == name {
+			return len(s.Fields) + i
+		}
+	}
+	return -1
+}
+
+// NumValues is the length of a Record's Values: fields then imputed flags.
+func (s *Spec) NumValues() int { return len(s.Fields) + len(s.Impute) }
+
+// MainQuery returns the query marked main, or the first, or nil.
+func (s *Spec) MainQuery() *QuerySpec {
+	for i := range s.Queries {
+		if s.Queries[i].Main {
+			return &s.Queries[i]
+		}
+	}
+	if len(s.Queries) > 0 {
+		return &s.Queries[0]
+	}
+	return nil
+}
+
+// Table returns the table named name, or nil.
+func (s *Spec) Table(name string) *TableSpec {
+	for i := range s.Bigtable.Tables {
+		if s.Bigtable.Tables[i].Name == name {
+			return &s.Bigtable.Tables[i]
+		}
+	}
+	return nil
+}
+
+// RenameTable renames a Bigtable table (e.g. from --bigtable_table).
+func (s *Spec) RenameTable(from, to string) error {
+	t := s.Table(from)
+	if t == nil {
+		return fmt.Errorf("spec %s has no table %q", s.Name, from)
+	}
+	t.Name = to
+	for i := range s.Queries {
+		if s.Queries[i].Table == from {
+			s.Queries[i].Table = to
+		}
+	}
+	return nil
+}
