@@ -1,0 +1,132 @@
+package schemas
+
+import (
+	"errors"
+	"testing"
+)
+
+func mustSpec(t testing.TB, name string) *Spec {
+	t.Helper()
+	s, err := LoadSpec(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+const okLine = `{"sensor_id":"s-1","timestamp":"2026-03-01T10:15:30.250Z","heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`
+
+func TestParseVitalsReasons(t *testing.T) {
+	p := NewParser(mustSpec(t, "vitals"))
+	tests := []struct {
+		name string
+		line string
+		want error // nil: valid
+	}{
+		{"valid", okLine, nil},
+		{"heart_rate null is valid", `{"sensor_id":"s","timestamp":"2026-03-01T10:00:00Z","heart_rate":null,"body_temperature":36.8,"spO2":98,"battery_level":87}`, nil},
+		{"heart_rate absent is valid", `{"sensor_id":"s","timestamp":"2026-03-01T10:00:00Z","body_temperature":36.8,"spO2":98,"battery_level":87}`, nil},
+		{"epoch millis", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, nil},
+		{"extra fields ignored", `{"sensor_id":"s","timestamp":1772360130250,"x":[1],"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, nil},
+		{"range bounds inclusive", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":300,"body_temperature":25,"spO2":100,"battery_level":0}`, nil},
+		{"not json", `hello`, ErrMalformed},
+		{"truncated json", `{"sensor_id":"s"`, ErrMalformed},
+		{"array", `[1,2]`, ErrMalformed},
+		{"string", `"x"`, ErrMalformed},
+		{"null line", `null`, ErrMalformed},
+		{"sensor_id absent", `{"timestamp":1772360130250,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrMissingField},
+		{"sensor_id null", `{"sensor_id":null,"timestamp":1772360130250,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrMissingField},
+		{"sensor_id empty", `{"sensor_id":"","timestamp":1772360130250,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrMissingField},
+		{"timestamp absent", `{"sensor_id":"s","heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrMissingField},
+		{"battery null", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":null}`, ErrMissingField},
+		{"spO2 absent", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":72,"body_temperature":36.8,"battery_level":9}`, ErrMissingField},
+		{"sensor_id number", `{"sensor_id":7,"timestamp":1772360130250,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrInvalidField},
+		{"sensor_id with delimiter", `{"sensor_id":"a#b","timestamp":1772360130250,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrInvalidField},
+		{"heart_rate string", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":"72","body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrInvalidField},
+		{"temperature bool", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":72,"body_temperature":true,"spO2":98,"battery_level":87}`, ErrInvalidField},
+		{"timestamp words", `{"sensor_id":"s","timestamp":"yesterday","heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrBadTimestamp},
+		{"timestamp no zone", `{"sensor_id":"s","timestamp":"2026-03-01T10:00:00","heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrBadTimestamp},
+		{"timestamp fractional millis", `{"sensor_id":"s","timestamp":1772360130250.5,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrBadTimestamp},
+		{"timestamp exponent", `{"sensor_id":"s","timestamp":1.7e12,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrBadTimestamp},
+		{"timestamp numeric string", `{"sensor_id":"s","timestamp":"1772360130250","heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrBadTimestamp},
+		{"timestamp bool", `{"sensor_id":"s","timestamp":true,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrBadTimestamp},
+		{"heart_rate low", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":19.9,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrOutOfRange},
+		{"heart_rate high", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":301,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrOutOfRange},
+		{"temperature high", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":72,"body_temperature":45.1,"spO2":98,"battery_level":87}`, ErrOutOfRange},
+		{"spO2 low", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":72,"body_temperature":36.8,"spO2":49,"battery_level":87}`, ErrOutOfRange},
+		{"battery negative", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":-1}`, ErrOutOfRange},
+		{"missing wins over range", `{"timestamp":1772360130250,"heart_rate":700,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrMissingField},
+		{"invalid wins over timestamp", `{"sensor_id":"s","timestamp":"x","heart_rate":"1","body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrInvalidField},
+		{"timestamp wins over range", `{"sensor_id":"s","timestamp":"x","heart_rate":1,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrBadTimestamp},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			recs, err := p.Parse(nil, []byte(tt.line), "f")
+			b, _ := NewBuilder(p.Spec())
+			if err == nil && len(recs) == 1 {
+				err = b.Check(&recs[0])
+			}
+			if tt.want == nil {
+				if err != nil || len(recs) != 1 {
+					t.Fatalf("Parse = %d records, %v; want one valid record", len(recs), err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Parse error = %v; want reason %v", err, tt.want)
+			}
+			if got := Reason(err); got != tt.want.Error() {
+				t.Fatalf("Reason = %q; want %q", got, tt.want.Error())
+			}
+		})
+	}
+}
+
+func TestParseBlankLines(t *testing.T) {
+	p := NewParser(mustSpec(t, "vitals"))
+	for _, line := range []string{"", "   ", "\t\r"} {
+		recs, err := p.Parse(nil, []byte(line), "f")
+		if err != nil || len(recs) != 0 {
+			t.Errorf("Parse(%q) = %d records, %v; want none and no error", line, len(recs), err)
+		}
+	}
+}
+
+func TestParseTimestamp(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"2026-03-01T10:15:30Z", 1772360130000, true},
+		{"2026-03-01T10:15:30.250Z", 1772360130250, true},
+		{"2026-03-01T10:15:30.2509999Z", 1772360130250, true},
+		{"2026-03-01T12:15:30.25+02:00", 1772360130250, true},
+		{"2026-03-01T05:45:30-04:30", 1772360130000, true},
+		{"2026-03-01t10:15:30z", 1772360130000, true},
+		{"1969-12-31T23:59:59.9995Z", -1, true},
+		{"2026-03-01 10:15:30Z", 0, false},
+		{"2026-03-01T10:15:30", 0, false},
+		{"2026-13-01T10:15:30Z", 0, false},
+		{"", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseTimestamp(tt.in)
+			if (err == nil) != tt.ok || got != tt.want {
+				t.Fatalf("ParseTimestamp(%q) = %d, %v; want %d, ok=%v", tt.in, got, err, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestParseKeepsSourceAndRaw(t *testing.T) {
+	p := NewParser(mustSpec(t, "vitals"))
+	recs, err := p.Parse(nil, []byte(okLine), "gs://b/f.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs[0].Raw != okLine || recs[0].Source != "gs://b/f.jsonl" || recs[0].EventMs != 1772360130250 {
+		t.Fatalf("record = %+v", recs[0])
+	}
+}
