@@ -28,6 +28,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
 	"github.com/sensorpipe/sensorpipe/internal/btadmin"
 	"github.com/sensorpipe/sensorpipe/internal/progress"
 	"github.com/sensorpipe/sensorpipe/pipelines"
@@ -44,6 +45,10 @@ var (
 	deadLetter   = flag.String("dead_letter", "", "Where rejected records go, as JSON Lines: a local folder or gs:// prefix (required).")
 	createTables = flag.Bool("create_tables", true, "Create missing Bigtable tables and column families (with the spec's GC policies) before running.")
 	timeout      = flag.Duration("bigtable_timeout", 10*time.Second, "How long to wait for Bigtable to answer at start-up.")
+	bqProject    = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project).")
+	bqDataset    = flag.String("bigquery_dataset", "", "BigQuery dataset; empty turns the BigQuery sink off.")
+	bqTable      = flag.String("bigquery_table", "", "BigQuery table (default: the spec's, readings for vitals).")
+	bqMethod     = flag.String("bigquery_write_method", "storage_write", "storage_write: Storage Write API default stream (at-least-once); insert_all: tabledata.insertAll with insertId = reading_id (best-effort dedup).")
 	printRows    = flag.Int("print_rows", 0, "After a local batch run, print this many rows of the first table.")
 	progressIval = flag.Duration("progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
 )
@@ -128,6 +133,22 @@ func config(ctx context.Context) (pipelines.Config, error) {
 		return cfg, usageError{"--dead_letter is required: a local folder or gs:// prefix for rejected records"}
 	}
 	cfg = pipelines.Config{Spec: spec, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: *deadLetter}
+	if *bqDataset != "" {
+		if spec.BigQuery == nil {
+			return cfg, usageError{fmt.Sprintf("--bigquery_dataset: spec %s has no bigquery section", spec.Name)}
+		}
+		bq := &pipelines.BigQueryConfig{Project: *bqProject, Dataset: *bqDataset, Table: *bqTable, WriteMethod: *bqMethod}
+		if bq.Project == "" {
+			bq.Project = *btProject
+		}
+		if bq.Table == "" {
+			bq.Table = spec.BigQuery.Table
+		}
+		if bq.WriteMethod != "storage_write" && bq.WriteMethod != "insert_all" {
+			return cfg, usageError{fmt.Sprintf("--bigquery_write_method=%q: use storage_write or insert_all", bq.WriteMethod)}
+		}
+		cfg.BigQuery = bq
+	}
 	switch *source {
 	case "files":
 		if *input == "" {
@@ -171,6 +192,11 @@ func run(ctx context.Context) error {
 	if !dryRun() {
 		if err := btadmin.EnsureTables(ctx, cfg.BigtableProject, cfg.BigtableInstance, cfg.Spec, *createTables, *timeout); err != nil {
 			return err
+		}
+		if bq := cfg.BigQuery; bq != nil {
+			if err := bqadmin.EnsureTable(ctx, bq.Project, bq.Dataset, bq.Table, cfg.Spec, *createTables); err != nil {
+				return err
+			}
 		}
 	}
 	start := time.Now()
