@@ -79,14 +79,22 @@ func HourlyWindows(s beam.Scope, records beam.PCollection, opts ...beam.WindowIn
 // returns the dead letters of the writes.
 func Ingest(s beam.Scope, cfg Config, windowed beam.PCollection) []beam.PCollection {
 	s = s.Scope("Ingest")
-	grouped := beam.GroupByKey(s, windowed)
-	rows, bqRows, dead := beam.ParDo3(s, &dofns.BuildRowsFn{Spec: cfg.Spec, BigQuery: cfg.BigQuery != nil}, grouped)
+	rows, bqRows, dead := BuildRows(s, cfg.Spec, cfg.BigQuery != nil, windowed)
 	btDead := WriteBigtable(s, cfg.BigtableProject, cfg.BigtableInstance, rows)
 	out := []beam.PCollection{dead, btDead}
 	if cfg.BigQuery != nil {
 		out = append(out, WriteBigQuery(s, *cfg.BigQuery, cfg.Spec, bqRows))
 	}
 	return out
+}
+
+// BuildRows groups windowed KV<identity, Record> by identity and hour and
+// returns the Bigtable row mutations, the BigQuery rows (empty unless
+// withBigQuery) and the dead letters of records that could not be built.
+func BuildRows(s beam.Scope, spec *schemas.Spec, withBigQuery bool, windowed beam.PCollection) (rows, bqRows, dead beam.PCollection) {
+	s = s.Scope("BuildRows")
+	grouped := beam.GroupByKey(s, windowed)
+	return beam.ParDo3(s, &dofns.BuildRowsFn{Spec: spec, BigQuery: withBigQuery}, grouped)
 }
 
 // WriteBigtable writes RowMutations and returns the dead letters of those

@@ -1,0 +1,121 @@
+package pipelines
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+func TestMain(m *testing.M) {
+	ptest.MainWithDefault(m, "prism")
+}
+
+func init() {
+	register.Function1x1(rowSummary)
+	register.Function1x1(deadReason)
+	register.Function1x1(bqSummary)
+	register.Function2x0(keyByTestSource)
+}
+
+// keyByTestSource keys a line by a fixed file name, as ReadFiles would.
+func keyByTestSource(line string, emit func(string, string)) { emit("in.jsonl", line) }
+
+// rowSummary renders a mutation as "key: family:qualifier@ts=value ...",
+// cells sorted, so a test can compare whole rows.
+func rowSummary(m schemas.RowMutation) string {
+	var cells []string
+	for _, c := range m.Cells {
+		cells = append(cells, fmt.Sprintf("%s:%s@%d=%s", c.Family, c.Qualifier, c.TsMicros, c.Value))
+	}
+	sort.Strings(cells)
+	return m.Table + "/" + m.RowKey + ": " + strings.Join(cells, " ")
+}
+
+func deadReason(d schemas.DeadLetter) string { return d.Reason + " " + d.Source }
+
+func bqSummary(r schemas.BQRow) string {
+	var vals []string
+	for _, v := range r.Values[:7] {
+		vals = append(vals, string(schemas.AppendText(nil, v)))
+	}
+	return strings.Join(vals, ",")
+}
+
+func vitalsLine(sensor, ts string, hr string) string {
+	return fmt.Sprintf(`{"sensor_id":%q,"timestamp":%s,"heart_rate":%s,"body_temperature":36.8,"spO2":98,"battery_level":87}`, sensor, ts, hr)
+}
+
+func TestBuildRowsGroupsByHourImputesAndDeadLetters(t *testing.T) {
+	spec, err := schemas.LoadSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, s := beam.NewPipelineWithRoot()
+	lines := beam.ParDo(s, keyByTestSource, beam.Create(s,
+		vitalsLine("a", `"2026-03-01T10:00:00Z"`, "null"),
+		vitalsLine("a", `"2026-03-01T10:59:59.999Z"`, "70"),
+		vitalsLine("a", `1772362800000`, "80"), // 11:00:00Z, the next hour
+		vitalsLine("a", `1772362800000`, "80"), // duplicate
+		vitalsLine("b", `"2026-03-01T12:30:00+02:00"`, "null"),
+		`{"sensor_id":"c"}`,
+		`oops`,
+		vitalsLine("d", `"2026-03-01T10:00:00Z"`, "999"),
+	))
+	records, parseDead := Parse(s, spec, lines)
+	rows, bqRows, buildDead := BuildRows(s, spec, true, HourlyWindows(s, records))
+	// passert compares in the global window.
+	global := func(c beam.PCollection) beam.PCollection { return beam.WindowInto(s, window.NewGlobalWindows(), c) }
+	rows, bqRows, buildDead = global(rows), global(bqRows), global(buildDead)
+
+	passert.Equals(s, beam.ParDo(s, rowSummary, rows),
+		"patient_vitals/a#2026-03-01T10: meta:battery_level@1772359200000000=87 meta:battery_level@1772362799999000=87 "+
+			"meta:heart_rate_imputed@1772359200000000=true meta:heart_rate_imputed@1772362799999000=false "+
+			"vitals:body_temperature@1772359200000000=36.8 vitals:body_temperature@1772362799999000=36.8 "+
+			"vitals:heart_rate@1772359200000000=70 vitals:heart_rate@1772362799999000=70 "+
+			"vitals:spO2@1772359200000000=98 vitals:spO2@1772362799999000=98",
+		"patient_vitals/a#2026-03-01T11: meta:battery_level@1772362800000000=87 meta:heart_rate_imputed@1772362800000000=false "+
+			"vitals:body_temperature@1772362800000000=36.8 vitals:heart_rate@1772362800000000=80 vitals:spO2@1772362800000000=98",
+		"patient_vitals/b#2026-03-01T10: meta:battery_level@1772361000000000=87 meta:heart_rate_imputed@1772361000000000=false "+
+			"vitals:body_temperature@1772361000000000=36.8 vitals:spO2@1772361000000000=98",
+	)
+	passert.Equals(s, beam.ParDo(s, deadReason, parseDead),
+		"missing_field in.jsonl", "malformed in.jsonl", "out_of_range in.jsonl")
+	passert.Count(s, buildDead, "build dead letters", 0)
+	passert.Equals(s, beam.ParDo(s, bqSummary, bqRows),
+		"a,1772359200000,70,36.8,98,87,true",
+		"a,1772362799999,70,36.8,98,87,false",
+		"a,1772362800000,80,36.8,98,87,false",
+		"b,1772361000000,,36.8,98,87,false",
+	)
+	ptest.RunAndValidate(t, p)
+}
+
+func TestConfigValidate(t *testing.T) {
+	spec, _ := schemas.LoadSpec("vitals")
+	tests := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"complete", Config{Spec: spec, BigtableProject: "p", BigtableInstance: "i", DeadLetter: "d"}, true},
+		{"no spec", Config{BigtableProject: "p", BigtableInstance: "i", DeadLetter: "d"}, false},
+		{"no instance", Config{Spec: spec, BigtableProject: "p", DeadLetter: "d"}, false},
+		{"no dead letter", Config{Spec: spec, BigtableProject: "p", BigtableInstance: "i"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.cfg.Validate(); (err == nil) != tt.ok {
+				t.Fatalf("Validate() = %v; want ok=%v", err, tt.ok)
+			}
+		})
+	}
+}
