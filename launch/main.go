@@ -24,6 +24,7 @@ import (
 	"cloud.google.com/go/bigtable"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
+	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
@@ -50,6 +51,7 @@ var (
 	bqTable      = flag.String("bigquery_table", "", "BigQuery table (default: the spec's, readings for vitals).")
 	bqMethod     = flag.String("bigquery_write_method", "storage_write", "storage_write: Storage Write API default stream (at-least-once); insert_all: tabledata.insertAll with insertId = reading_id (best-effort dedup).")
 	printRows    = flag.Int("print_rows", 0, "After a local batch run, print this many rows of the first table.")
+	logLevel     = flag.String("log_level", "warn", "Runner and SDK log level: debug, info, warn or error.")
 	progressIval = flag.Duration("progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
 )
 
@@ -76,6 +78,12 @@ func main() {
 			os.Exit(exitOK)
 		}
 		fail(exitUsage, fmt.Errorf("%w (see --help)", err))
+	}
+	switch *logLevel {
+	case "debug", "info", "warn", "error":
+		beamlog.LogLevel = *logLevel
+	default:
+		fail(exitUsage, fmt.Errorf("--log_level=%q: use debug, info, warn or error", *logLevel))
 	}
 	beam.Init()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -234,7 +242,7 @@ func dryRun() bool {
 // summary prints what the run did.
 func summary(w io.Writer, took time.Duration, cfg pipelines.Config) {
 	s := progress.Take()
-	fmt.Fprintf(w, "sensorpipe: %s run finished in %.1fs\n", runnerName(), took.Seconds())
+	fmt.Fprintf(w, "sensorpipe: %s run finished in %v\n", runnerName(), took.Round(time.Millisecond))
 	fmt.Fprintf(w, "  readings read:      %d\n", s.Read)
 	fmt.Fprintf(w, "  readings written:   %d (Bigtable rows written: %d)\n", s.Written, progress.Rows.Load())
 	fmt.Fprintf(w, "  duplicates merged:  %d (same identity and millisecond)\n", progress.Duplicates.Load())

@@ -1,0 +1,82 @@
+// Command bqemulator runs the sensorpipe BigQuery emulator: BigQuery's REST
+// API v2 and the Storage Write gRPC API, backed by memory.
+//
+// Usage:
+//
+//	go run ./launch/bqemulator [--rest_addr=127.0.0.1:9050] [--grpc_addr=127.0.0.1:9060] [--quiet]
+//
+// Point clients at it with option.WithEndpoint("http://127.0.0.1:9050") (REST)
+// or option.WithEndpoint("127.0.0.1:9060") plus insecure transport
+// credentials (Storage Write), and option.WithoutAuthentication().
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sensorpipe/sensorpipe/internal/bqemu"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "bqemulator: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	restAddr := flag.String("rest_addr", "127.0.0.1:9050", "host:port to serve the BigQuery REST API v2 on")
+	grpcAddr := flag.String("grpc_addr", "127.0.0.1:9060", "host:port to serve the BigQuery Storage Write gRPC API on")
+	quiet := flag.Bool("quiet", false, "do not log each request")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", flag.Args())
+	}
+
+	restLis, err := net.Listen("tcp", *restAddr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on --rest_addr: %w", err)
+	}
+	grpcLis, err := net.Listen("tcp", *grpcAddr)
+	if err != nil {
+		restLis.Close()
+		return fmt.Errorf("cannot listen on --grpc_addr: %w", err)
+	}
+
+	logger := log.New(os.Stderr, "bqemulator: ", log.LstdFlags|log.Lmicroseconds)
+	srv := bqemu.New(bqemu.Options{Logger: logger, Quiet: *quiet})
+
+	errc := make(chan error, 2)
+	go func() { errc <- srv.ServeREST(restLis) }()
+	go func() { errc <- srv.ServeGRPC(grpcLis) }()
+	logger.Printf("serving BigQuery REST API on http://%s and Storage Write gRPC API on %s", restLis.Addr(), grpcLis.Addr())
+
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+
+	var serveErr error
+	select {
+	case sig := <-sigc:
+		logger.Printf("received %s, shutting down", sig)
+	case serveErr = <-errc:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	if serveErr != nil {
+		return serveErr
+	}
+	logger.Printf("stopped")
+	return nil
+}

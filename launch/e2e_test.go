@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+
+	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/internal/emulators"
+)
+
+// launcher builds the launcher once per test binary and returns its path.
+func launcher(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped under -short")
+	}
+	bin := filepath.Join(os.TempDir(), fmt.Sprintf("sensorpipe-e2e-%d", os.Getpid()))
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runLauncher(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(launcher(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run launcher: %v", err)
+	}
+	return result{code, stdout.String(), stderr.String()}
+}
+
+func line(sensor string, ts any, hr any) string {
+	b, _ := json.Marshal(map[string]any{"sensor_id": sensor, "timestamp": ts, "heart_rate": hr,
+		"body_temperature": 36.8, "spO2": 98, "battery_level": 87})
+	return string(b)
+}
+
+// writeInput writes the acceptance input: a plain and a gzipped file.
+func writeInput(t *testing.T) string {
+	dir := t.TempDir()
+	plain := []string{
+		line("p-1", "2026-03-01T10:00:00Z", nil),
+		line("p-1", "2026-03-01T12:30:00.5+02:00", 70), // 10:30:00.500Z
+		line("p-1", 1772362799999, nil),                // 10:59:59.999Z
+		"",
+		line("p-1", "2026-03-01T10:30:00.500Z", 70), // duplicate of the second
+		`{"sensor_id":"p-2","timestamp":"2026-03-01T11:00:00Z","body_temperature":37,"spO2":99,"battery_level":50}`,
+		`not json`,
+		`{"sensor_id":"p#3","timestamp":"2026-03-01T11:00:00Z","body_temperature":37,"spO2":99,"battery_level":50}`,
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a.jsonl"), []byte(strings.Join(plain, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	// Enough lines that the decompressed text is far longer than the file.
+	for i := 0; i < 300; i++ {
+		fmt.Fprintln(zw, line("p-4", 1772359200000+int64(i)*1000, 60+i%10))
+	}
+	fmt.Fprintln(zw, `{"sensor_id":"p-5","timestamp":"yesterday","body_temperature":37,"spO2":99,"battery_level":50}`)
+	fmt.Fprintln(zw, `{"sensor_id":"p-5","timestamp":"2026-03-01T11:00:00Z","body_temperature":99,"spO2":99,"battery_level":50}`)
+	zw.Close()
+	if err := os.WriteFile(filepath.Join(dir, "b.jsonl.gz"), gz.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// dump reads every cell of every row: "row fam:col@micros=value".
+func dump(t *testing.T, host, table string) []string {
+	t.Helper()
+	t.Setenv("BIGTABLE_EMULATOR_HOST", host)
+	ctx := context.Background()
+	c, err := dofns.NewBigtableClient(ctx, "p", "i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var out []string
+	err = c.Open(table).ReadRows(ctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
+		for _, items := range r {
+			for _, it := range items {
+				out = append(out, fmt.Sprintf("%s %s@%d=%s", r.Key(), it.Column, it.Timestamp, it.Value))
+			}
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func deadLetters(t *testing.T, dir string) []map[string]string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	var out []map[string]string
+	for _, f := range files {
+		fd, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fd)
+		for sc.Scan() {
+			var m map[string]string
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				t.Fatalf("dead letter %s: %v", f, err)
+			}
+			out = append(out, m)
+		}
+		fd.Close()
+	}
+	return out
+}
+
+func TestBatchEndToEndAgainstBigtableEmulator(t *testing.T) {
+	host := emulators.StartBigtable(t)
+	in := writeInput(t)
+	env := []string{"BIGTABLE_EMULATOR_HOST=" + host}
+	args := func(dl string, extra ...string) []string {
+		return append([]string{"--source=files", "--input=" + in + "/*", "--bigtable_project=p", "--bigtable_instance=i",
+			"--bigtable_table=patient_vitals", "--dead_letter=" + dl}, extra...)
+	}
+	dl := t.TempDir()
+	r := runLauncher(t, env, args(dl)...)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	cells := dump(t, host, "patient_vitals")
+
+	t.Run("imputation and encoding", func(t *testing.T) {
+		want := []string{
+			"p-1#2026-03-01T10 meta:battery_level@1772359200000000=87",
+			"p-1#2026-03-01T10 meta:battery_level@1772361000500000=87",
+			"p-1#2026-03-01T10 meta:battery_level@1772362799999000=87",
+			"p-1#2026-03-01T10 meta:heart_rate_imputed@1772359200000000=true",
+			"p-1#2026-03-01T10 meta:heart_rate_imputed@1772361000500000=false",
+			"p-1#2026-03-01T10 meta:heart_rate_imputed@1772362799999000=true",
+			"p-1#2026-03-01T10 vitals:body_temperature@1772359200000000=36.8",
+			"p-1#2026-03-01T10 vitals:body_temperature@1772361000500000=36.8",
+			"p-1#2026-03-01T10 vitals:body_temperature@1772362799999000=36.8",
+			"p-1#2026-03-01T10 vitals:heart_rate@1772359200000000=70",
+			"p-1#2026-03-01T10 vitals:heart_rate@1772361000500000=70",
+			"p-1#2026-03-01T10 vitals:heart_rate@1772362799999000=70",
+			"p-1#2026-03-01T10 vitals:spO2@1772359200000000=98",
+			"p-1#2026-03-01T10 vitals:spO2@1772361000500000=98",
+			"p-1#2026-03-01T10 vitals:spO2@1772362799999000=98",
+			"p-2#2026-03-01T11 meta:battery_level@1772362800000000=50",
+			"p-2#2026-03-01T11 meta:heart_rate_imputed@1772362800000000=false",
+			"p-2#2026-03-01T11 vitals:body_temperature@1772362800000000=37",
+			"p-2#2026-03-01T11 vitals:spO2@1772362800000000=99",
+		}
+		var got []string
+		for _, c := range cells {
+			if strings.HasPrefix(c, "p-1#") || strings.HasPrefix(c, "p-2#") {
+				got = append(got, c)
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("cells:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+
+	t.Run("gzip file read whole", func(t *testing.T) {
+		n := 0
+		for _, c := range cells {
+			if strings.HasPrefix(c, "p-4#2026-03-01T10 vitals:heart_rate@") {
+				n++
+			}
+		}
+		if n != 300 {
+			t.Fatalf("p-4 has %d heart_rate versions; want 300", n)
+		}
+	})
+
+	t.Run("dead letters", func(t *testing.T) {
+		got := map[string]int{}
+		for _, d := range deadLetters(t, dl) {
+			for _, k := range []string{"payload", "reason", "error", "source", "time"} {
+				if d[k] == "" {
+					t.Errorf("dead letter %v has no %s", d, k)
+				}
+			}
+			if _, err := time.Parse(time.RFC3339Nano, d["time"]); err != nil {
+				t.Errorf("time %q: %v", d["time"], err)
+			}
+			got[d["reason"]]++
+			if d["reason"] == "invalid_field" && !strings.Contains(d["payload"], "p#3") {
+				t.Errorf("invalid_field payload %q", d["payload"])
+			}
+			if d["reason"] == "bad_timestamp" && !strings.HasSuffix(d["source"], "b.jsonl.gz") {
+				t.Errorf("bad_timestamp source %q; want the .gz file", d["source"])
+			}
+		}
+		want := map[string]int{"malformed": 1, "invalid_field": 1, "bad_timestamp": 1, "out_of_range": 1}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("dead letters by reason = %v; want %v", got, want)
+		}
+	})
+
+	t.Run("summary", func(t *testing.T) {
+		for _, want := range []string{"readings read:      309", "readings written:   304", "duplicates merged:  1", "dead letters:       4"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("summary lacks %q:\n%s", want, r.stdout)
+			}
+		}
+	})
+
+	t.Run("idempotent rerun, direct runner", func(t *testing.T) {
+		r := runLauncher(t, env, args(t.TempDir(), "--runner=direct")...)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		if again := dump(t, host, "patient_vitals"); strings.Join(again, "\n") != strings.Join(cells, "\n") {
+			t.Fatalf("second run changed Bigtable: %d cells before, %d after", len(cells), len(again))
+		}
+	})
+
+	t.Run("create_tables=false on a missing table", func(t *testing.T) {
+		r := runLauncher(t, env, append(args(t.TempDir()), "--bigtable_table=nope", "--create_tables=false")...)
+		if r.code == 0 || !strings.Contains(r.stderr, `"nope" does not exist`) {
+			t.Fatalf("exit %d, stderr %q; want failure naming the table", r.code, r.stderr)
+		}
+	})
+}
+
+func TestLauncherFailsWithOneLineReason(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	base := []string{"--source=files", "--input=../testdata/vitals/*", "--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=" + t.TempDir()}
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown flag", nil, append(base, "--nope"), 2, "flag provided but not defined"},
+		{"no project", nil, []string{"--input=x", "--bigtable_instance=i", "--dead_letter=d"}, 2, "--bigtable_project is required"},
+		{"no input", nil, []string{"--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=d"}, 2, "--input is required"},
+		{"no dead letter", nil, []string{"--input=x", "--bigtable_project=p", "--bigtable_instance=i"}, 2, "--dead_letter is required"},
+		{"bad source", nil, append(base, "--source=kafka"), 2, `--source="kafka"`},
+		{"glob matches nothing", nil, append(base, "--input=/nonexistent/*.jsonl"), 2, "matches no file"},
+		{"unknown spec", nil, append(base, "--spec=nope"), 2, "unknown spec"},
+		{"bigtable unreachable", []string{"BIGTABLE_EMULATOR_HOST=" + closed}, append(base, "--bigtable_timeout=2s"), 1, "bigtable unreachable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runLauncher(t, tt.env, tt.args...)
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			if r.code != tt.code || len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and one line containing %q", r.code, r.stderr, tt.code, tt.want)
+			}
+		})
+	}
+}

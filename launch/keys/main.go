@@ -1,0 +1,179 @@
+// Command keys is the row-key design toolkit: it previews the cells a
+// dataset spec writes, lints a spec against the Bigtable schema rules of the
+// seed documents, and simulates where its writes land on tablets.
+//
+//	keys preview  --schema NAME|FILE --input FILE
+//	keys lint     --schema NAME|FILE
+//	keys hotspots --schema NAME|FILE --input FILE [--tablets N] [--slices N] [--table T] [--out DIR] [--name NAME]
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sensorpipe/sensorpipe/internal/keys"
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+const usage = `keys: row-key design toolkit for sensorpipe dataset specs.
+
+Usage:
+  keys preview  --schema NAME|FILE --input FILE
+      Print one JSON line per input record: {"table","row_key","cells":[...]}
+      for every table the record feeds, or {"reason","error"} for a record
+      the pipeline would dead-letter.
+  keys lint     --schema NAME|FILE
+      Check the spec's row keys against the seeds' schema rules. Prints one
+      line per finding (severity, rule, why); exits 1 on any error.
+  keys hotspots --schema NAME|FILE --input FILE [--tablets N] [--slices N]
+                [--table T] [--out DIR] [--name NAME]
+      Play the input's writes in event-time order over N tablets split at
+      equal key counts, print each time slice's write shares, and write a
+      Key Visualizer-style heatmap (PNG and HTML) to DIR.
+
+Built-in specs: %s.
+`
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		var ex exitError
+		if errors.As(err, &ex) {
+			os.Exit(int(ex))
+		}
+		fmt.Fprintln(os.Stderr, "keys:", err)
+		os.Exit(2)
+	}
+}
+
+// exitError is a non-zero exit whose message has already been printed.
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(stderr, usage, strings.Join(schemas.BuiltinSpecNames(), ", "))
+		if len(args) == 0 {
+			return exitError(2)
+		}
+		return nil
+	}
+	cmd, args := args[0], args[1:]
+	fs := flag.NewFlagSet("keys "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	schema := fs.String("schema", "", "dataset spec: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a YAML file")
+	var (
+		input   *string
+		tablets *int
+		slices  *int
+		table   *string
+		outDir  *string
+		name    *string
+	)
+	switch cmd {
+	case "preview":
+		input = fs.String("input", "", "input file: one JSON object per line")
+	case "lint":
+	case "hotspots":
+		input = fs.String("input", "", "input file: one JSON object per line")
+		tablets = fs.Int("tablets", 8, "number of tablets to split the key space into")
+		slices = fs.Int("slices", 24, "number of time slices across the input's event-time span")
+		table = fs.String("table", "", "table to simulate (default: the spec's first table)")
+		outDir = fs.String("out", ".", "directory for the heatmap files")
+		name = fs.String("name", "hotspots", "base name of the heatmap files: NAME.png and NAME.html")
+	default:
+		return fmt.Errorf("unknown command %q: use preview, lint or hotspots (keys --help)", cmd)
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitError(2)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected arguments %q", cmd, fs.Args())
+	}
+	if *schema == "" {
+		return fmt.Errorf("%s: --schema is required (a built-in name or a YAML file)", cmd)
+	}
+	spec, err := schemas.LoadSpec(*schema)
+	if err != nil {
+		return err
+	}
+	openInput := func() (*os.File, error) {
+		if *input == "" {
+			return nil, fmt.Errorf("%s: --input is required (one JSON object per line)", cmd)
+		}
+		return os.Open(*input)
+	}
+	switch cmd {
+	case "preview":
+		f, err := openInput()
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		rows, rejects, err := keys.Preview(spec, f, stdout)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "keys preview: %d rows, %d rejects\n", rows, rejects)
+	case "lint":
+		findings := schemas.Lint(spec)
+		errs := 0
+		for _, f := range findings {
+			fmt.Fprintln(stdout, f)
+			if f.Severity == schemas.SeverityError {
+				errs++
+			}
+		}
+		fmt.Fprintf(stderr, "keys lint: %s: %d findings, %d errors\n", spec.Name, len(findings), errs)
+		if errs > 0 {
+			return exitError(1)
+		}
+	case "hotspots":
+		if *tablets < 1 || *slices < 1 {
+			return fmt.Errorf("hotspots: --tablets and --slices must be at least 1")
+		}
+		f, err := openInput()
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		writes, rejected, err := keys.ReadWrites(spec, *table, f)
+		if err != nil {
+			return err
+		}
+		rep := keys.Simulate(writes, *tablets, *slices)
+		rep.Title = fmt.Sprintf("%s: %s", spec.Name, keyTemplate(spec, *table))
+		if err := rep.WriteText(stdout); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(*outDir, 0o755); err != nil {
+			return err
+		}
+		pngPath := filepath.Join(*outDir, *name+".png")
+		htmlPath := filepath.Join(*outDir, *name+".html")
+		if err := rep.WritePNGFile(pngPath); err != nil {
+			return err
+		}
+		if err := rep.WriteHTMLFile(htmlPath); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "keys hotspots: %d writes (%d rejected); wrote %s and %s\n", len(writes), rejected, pngPath, htmlPath)
+	}
+	return nil
+}
+
+// keyTemplate is the row-key template of the simulated table.
+func keyTemplate(spec *schemas.Spec, table string) string {
+	if table == "" {
+		return spec.Bigtable.Tables[0].RowKey
+	}
+	if t := spec.Table(table); t != nil {
+		return t.RowKey
+	}
+	return ""
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runKeys(args ...string) (stdout, stderr string, code int) {
+	var out, errb bytes.Buffer
+	err := run(args, &out, &errb)
+	var ex exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ex):
+		code = int(ex)
+	default:
+		errb.WriteString(err.Error())
+		code = 2
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestLintExitCodes(t *testing.T) {
+	tests := []struct {
+		name     string
+		schema   string
+		wantCode int
+		wantOut  string
+	}{
+		{"built-in vitals passes", "vitals", 0, ""},
+		{"built-in heroic passes", "heroic_metrics", 0, ""},
+		{"timestamp first fails", "../../testdata/specs/timestamp-first.yaml", 1, "error timestamp-first:"},
+		{"needless reverse only warns", "../../testdata/specs/needless-reverse-timestamp.yaml", 0, "warning needless-reverse-timestamp:"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := runKeys("lint", "--schema", tc.schema)
+			if code != tc.wantCode {
+				t.Errorf("exit %d, want %d; stderr %s", code, tc.wantCode, errOut)
+			}
+			if tc.wantOut == "" && out != "" {
+				t.Errorf("want no findings, got:\n%s", out)
+			}
+			if !strings.Contains(out, tc.wantOut) {
+				t.Errorf("output lacks %q:\n%s", tc.wantOut, out)
+			}
+		})
+	}
+}
+
+func TestPreviewCommand(t *testing.T) {
+	out, errOut, code := runKeys("preview", "--schema", "heroic_metrics", "--input", "../../testdata/samples/heroic_metrics.jsonl")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	first := strings.SplitN(out, "\n", 2)[0]
+	want := `{"table":"heroic_metrics","row_key":"system,cpu-type=idle,site=gew,system-component=cpu,unit=%,what=cpu-idle-percentage,1297080123392,database.example.com,pod-example-123-abc","cells":[{"family":"points","qualifier":"2919876608","timestamp_micros":1300000000000000,"value":"42"}]}`
+	if first != want {
+		t.Errorf("first line\n got %s\nwant %s", first, want)
+	}
+}
+
+func TestHotspotsCommandWritesHeatmap(t *testing.T) {
+	dir := t.TempDir()
+	out, errOut, code := runKeys("hotspots", "--schema", "vitals", "--input", "../../testdata/samples/vitals_fleet.jsonl", "--tablets", "4", "--slices", "6", "--out", dir, "--name", "v")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "4 tablets") || !strings.Contains(out, "summary:") {
+		t.Errorf("report:\n%s", out)
+	}
+	for _, f := range []string{"v.png", "v.html"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestBadUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown command", []string{"frob"}, "unknown command"},
+		{"missing schema", []string{"lint"}, "--schema is required"},
+		{"unknown schema", []string{"lint", "--schema", "nope"}, "unknown spec"},
+		{"missing input", []string{"preview", "--schema", "vitals"}, "--input is required"},
+		{"bad tablets", []string{"hotspots", "--schema", "vitals", "--input", "x", "--tablets", "0"}, "at least 1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := runKeys(tc.args...)
+			if code == 0 || !strings.Contains(errOut, tc.want) {
+				t.Errorf("exit %d, stderr %q; want non-zero and %q", code, errOut, tc.want)
+			}
+		})
+	}
+}
