@@ -1,0 +1,425 @@
+package pubsubread_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+
+	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
+	"github.com/sensorpipe/sensorpipe/internal/emulators"
+)
+
+const project = "test-project"
+
+func init() {
+	register.DoFn3x0[context.Context, beam.EventTime, pubsubread.Message]((*recordFn)(nil))
+	register.DoFn1x2[pubsubread.Message, string, string]((*keyByOneFn)(nil))
+	register.DoFn3x0[beam.Window, string, func(*string) bool]((*recordPaneFn)(nil))
+	register.Iter1[string]()
+}
+
+func TestMain(m *testing.M) {
+	ptest.Main(m)
+}
+
+// ---------------------------------------------------------------------------
+// Package-level, thread-safe record of what the sinks saw (prism runs the SDK
+// harness in-process in loopback mode, so sinks and test share memory).
+
+type seen struct {
+	ElementTime int64 // element timestamp, epoch ms
+	Msg         pubsubread.Message
+}
+
+type pane struct {
+	WindowEnd int64
+	IDs       []string
+}
+
+var store = struct {
+	sync.Mutex
+	elems map[string][]seen // run -> elements
+	panes map[string][]pane // run -> fired panes
+	acked map[string]int    // subscription -> acked by finalization callbacks
+}{elems: map[string][]seen{}, panes: map[string][]pane{}, acked: map[string]int{}}
+
+// release unblocks sinks configured to block (see recordFn.BlockOnBatch).
+var release = make(chan struct{})
+
+func elemsOf(run string) []seen {
+	store.Lock()
+	defer store.Unlock()
+	return append([]seen(nil), store.elems[run]...)
+}
+
+func panesOf(run string) []pane {
+	store.Lock()
+	defer store.Unlock()
+	return append([]pane(nil), store.panes[run]...)
+}
+
+func ackedOn(sub string) int {
+	store.Lock()
+	defer store.Unlock()
+	return store.acked[sub]
+}
+
+// recordFn records every element. If BlockOnBatch is set, it blocks forever
+// (until the test binary releases it) on the first message whose "batch"
+// attribute equals it, so that the bundle holding it can never finish.
+type recordFn struct {
+	Run          string
+	BlockOnBatch string
+}
+
+func (fn *recordFn) ProcessElement(ctx context.Context, et beam.EventTime, m pubsubread.Message) {
+	store.Lock()
+	store.elems[fn.Run] = append(store.elems[fn.Run], seen{ElementTime: et.Milliseconds(), Msg: m})
+	store.Unlock()
+	if fn.BlockOnBatch != "" && m.Attributes["batch"] == fn.BlockOnBatch {
+		<-release
+	}
+}
+
+type keyByOneFn struct{}
+
+func (*keyByOneFn) ProcessElement(m pubsubread.Message) (string, string) { return "all", m.ID }
+
+type recordPaneFn struct{ Run string }
+
+func (fn *recordPaneFn) ProcessElement(w beam.Window, _ string, ids func(*string) bool) {
+	p := pane{WindowEnd: w.MaxTimestamp().Milliseconds()}
+	var id string
+	for ids(&id) {
+		p.IDs = append(p.IDs, id)
+	}
+	store.Lock()
+	store.panes[fn.Run] = append(store.panes[fn.Run], p)
+	store.Unlock()
+}
+
+// ---------------------------------------------------------------------------
+// Emulator and pipeline helpers.
+
+type env struct {
+	topics *pubsub.TopicAdminClient
+	subs   *pubsub.SubscriptionAdminClient
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	topics, err := pubsub.NewTopicAdminClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { topics.Close() })
+	subs, err := pubsub.NewSubscriptionAdminClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { subs.Close() })
+	return &env{topics: topics, subs: subs}
+}
+
+// create makes a topic and a subscription with a 10s ack deadline (the
+// minimum), returning their names.
+func (e *env) create(t *testing.T, name string) (topic, sub string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topic = fmt.Sprintf("projects/%s/topics/%s", project, name)
+	sub = fmt.Sprintf("projects/%s/subscriptions/%s", project, name)
+	if _, err := e.topics.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		t.Fatalf("CreateTopic: %v", err)
+	}
+	if _, err := e.subs.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic, AckDeadlineSeconds: 10}); err != nil {
+		t.Fatalf("CreateSubscription: %v", err)
+	}
+	return topic, sub
+}
+
+func (e *env) publish(t *testing.T, topic string, msgs []*pubsubpb.PubsubMessage) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.topics.Publish(ctx, &pubsubpb.PublishRequest{Topic: topic, Messages: msgs}); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+}
+
+// pullAll pulls (without acking) everything delivered within d.
+func (e *env) pullAll(t *testing.T, sub string, d time.Duration) []*pubsubpb.ReceivedMessage {
+	t.Helper()
+	var out []*pubsubpb.ReceivedMessage
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := e.subs.Pull(ctx, &pubsubpb.PullRequest{Subscription: sub, MaxMessages: 100})
+		cancel()
+		if err == nil {
+			out = append(out, resp.GetReceivedMessages()...)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return out
+}
+
+// startPipeline runs the pipeline built by build on prism until the returned
+// stop function (also registered as a cleanup) cancels it.
+func startPipeline(t *testing.T, build func(s beam.Scope)) (stop func()) {
+	t.Helper()
+	p, s := beam.NewPipelineWithRoot()
+	build(s)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := prism.Execute(ctx, p)
+		done <- err
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				t.Logf("pipeline stopped: %v", err)
+			case <-time.After(30 * time.Second):
+				t.Logf("pipeline did not return within 30s of cancellation")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func idsOf(es []seen) map[string]seen {
+	m := map[string]seen{}
+	for _, e := range es {
+		m[e.Msg.Attributes["rid"]] = e
+	}
+	return m
+}
+
+// ---------------------------------------------------------------------------
+
+func TestRead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: starts the Pub/Sub emulator (a JVM) and streaming prism pipelines; run without -short")
+	}
+	hostPort := emulators.StartPubSub(t)
+	t.Setenv("PUBSUB_EMULATOR_HOST", hostPort)
+	pubsubread.SetAfterAck(func(sub string, n int) {
+		store.Lock()
+		store.acked[sub] += n
+		store.Unlock()
+	})
+	t.Cleanup(func() { close(release) })
+	e := newEnv(t)
+
+	t.Run("ReadTimestampsAndAck", func(t *testing.T) { testReadTimestampsAndAck(t, e) })
+	t.Run("IdleWatermarkFiresWindow", func(t *testing.T) { testIdleWatermark(t, e) })
+	t.Run("RestartRedeliversUnfinalized", func(t *testing.T) { testRestart(t, e) })
+}
+
+// testReadTimestampsAndAck: every message arrives once with the right event
+// timestamp, is acked by a finalization callback, and the subscription is
+// empty afterwards (a fresh Pull past the ack deadline returns nothing).
+func testReadTimestampsAndAck(t *testing.T, e *env) {
+	topic, sub := e.create(t, "basic")
+	const run = "basic"
+	stop := startPipeline(t, func(s beam.Scope) {
+		msgs := pubsubread.Read(s, pubsubread.Config{
+			Subscription:       sub,
+			TimestampAttribute: "event_ts",
+			IDAttribute:        "rid",
+			IdleAdvance:        time.Second,
+			AckDeadline:        10 * time.Second,
+			FinalizeTimeout:    5 * time.Second,
+		})
+		beam.ParDo0(s, &recordFn{Run: run}, msgs)
+	})
+
+	const n = 50
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	var batch []*pubsubpb.PubsubMessage
+	want := map[string]int64{} // rid -> expected event time; -1: publish time + error
+	for i := 0; i < n; i++ {
+		rid := fmt.Sprintf("m%03d", i)
+		attrs := map[string]string{"rid": rid}
+		switch {
+		case i == 0:
+			want[rid] = -1 // no timestamp attribute
+		case i == 1:
+			attrs["event_ts"] = "not-a-time"
+			want[rid] = -1
+		case i == 2:
+			ts := base.Add(2 * time.Second)
+			attrs["event_ts"] = ts.UTC().Format(time.RFC3339Nano)
+			want[rid] = ts.UnixMilli()
+		default:
+			ts := base.Add(time.Duration(i) * time.Second)
+			attrs["event_ts"] = strconv.FormatInt(ts.UnixMilli(), 10)
+			want[rid] = ts.UnixMilli()
+		}
+		batch = append(batch, &pubsubpb.PubsubMessage{Data: []byte(rid), Attributes: attrs})
+	}
+	e.publish(t, topic, batch)
+
+	waitFor(t, "all messages to be read", 60*time.Second, func() bool { return len(idsOf(elemsOf(run))) == n })
+	got := idsOf(elemsOf(run))
+	for rid, w := range want {
+		g := got[rid]
+		if w == -1 {
+			if g.Msg.TimestampError == "" {
+				t.Errorf("%s: TimestampError is empty, want an error", rid)
+			}
+			if g.ElementTime != g.Msg.PublishTime || g.Msg.EventTime != g.Msg.PublishTime {
+				t.Errorf("%s: element time %d / EventTime %d, want publish time %d", rid, g.ElementTime, g.Msg.EventTime, g.Msg.PublishTime)
+			}
+			continue
+		}
+		if g.Msg.TimestampError != "" {
+			t.Errorf("%s: unexpected TimestampError %q", rid, g.Msg.TimestampError)
+		}
+		if g.ElementTime != w || g.Msg.EventTime != w {
+			t.Errorf("%s: element time %d / EventTime %d, want %d", rid, g.ElementTime, g.Msg.EventTime, w)
+		}
+		if string(g.Msg.Data) != rid || g.Msg.ID == "" {
+			t.Errorf("%s: bad message %+v", rid, g.Msg)
+		}
+	}
+	if len(elemsOf(run)) != n {
+		t.Errorf("read %d elements, want %d (duplicates?)", len(elemsOf(run)), n)
+	}
+
+	// (a) acks happen in finalization callbacks ...
+	waitFor(t, "all messages to be acked on finalization", 30*time.Second, func() bool { return ackedOn(sub) >= n })
+	stop()
+	// ... and the emulator agrees: nothing is redelivered after the 10s ack deadline.
+	if left := e.pullAll(t, sub, 11*time.Second); len(left) > 0 {
+		t.Errorf("%d messages redelivered after the pipeline acked everything", len(left))
+	}
+}
+
+// testIdleWatermark: messages with old event times fall into one one-minute
+// window; the default trigger fires it only when the watermark passes the
+// window end, which happens when the idle subscription advances it.
+func testIdleWatermark(t *testing.T, e *env) {
+	topic, sub := e.create(t, "idle")
+	const run = "idle"
+	startPipeline(t, func(s beam.Scope) {
+		msgs := pubsubread.Read(s, pubsubread.Config{
+			Subscription:       sub,
+			TimestampAttribute: "event_ts",
+			IdleAdvance:        time.Second,
+		})
+		w := beam.WindowInto(s, window.NewFixedWindows(time.Minute), msgs)
+		keyed := beam.ParDo(s, &keyByOneFn{}, w)
+		beam.ParDo0(s, &recordPaneFn{Run: run}, beam.GroupByKey(s, keyed))
+	})
+
+	const n = 20
+	winStart := time.Now().Add(-10 * time.Minute).Truncate(time.Minute)
+	var batch []*pubsubpb.PubsubMessage
+	for i := 0; i < n; i++ {
+		ts := winStart.Add(time.Duration(i) * time.Second)
+		batch = append(batch, &pubsubpb.PubsubMessage{
+			Data:       []byte("x"),
+			Attributes: map[string]string{"event_ts": strconv.FormatInt(ts.UnixMilli(), 10)},
+		})
+	}
+	e.publish(t, topic, batch)
+
+	waitFor(t, "the window to fire", 60*time.Second, func() bool { return len(panesOf(run)) > 0 })
+	ps := panesOf(run)
+	wantEnd := int64(mtime.FromTime(winStart.Add(time.Minute))) - 1
+	if len(ps) != 1 || ps[0].WindowEnd != wantEnd || len(ps[0].IDs) != n {
+		t.Errorf("fired panes = %+v, want one pane ending at %d with %d messages", ps, wantEnd, n)
+	}
+}
+
+// testRestart: run 1 emits and finalizes batch A, then blocks inside the
+// bundle that emitted batch B, so B is never finalized; run 1 is cancelled.
+// Run 2 must receive all of B (redelivered: nothing lost) and none of A
+// (acked after its bundle was finalized).
+func testRestart(t *testing.T, e *env) {
+	topic, sub := e.create(t, "restart")
+	cfg := pubsubread.Config{
+		Subscription:    sub,
+		IDAttribute:     "rid",
+		IdleAdvance:     time.Second,
+		AckDeadline:     10 * time.Second,
+		FinalizeTimeout: 5 * time.Second, // how long a dead run holds leases
+	}
+	mk := func(b string, n int) []*pubsubpb.PubsubMessage {
+		var out []*pubsubpb.PubsubMessage
+		for i := 0; i < n; i++ {
+			out = append(out, &pubsubpb.PubsubMessage{
+				Data:       []byte(b),
+				Attributes: map[string]string{"rid": fmt.Sprintf("%s%03d", b, i), "batch": b},
+			})
+		}
+		return out
+	}
+	const nA, nB = 10, 10
+	const run1, run2 = "restart-1", "restart-2"
+
+	stop1 := startPipeline(t, func(s beam.Scope) {
+		beam.ParDo0(s, &recordFn{Run: run1, BlockOnBatch: "B"}, pubsubread.Read(s, cfg))
+	})
+	e.publish(t, topic, mk("A", nA))
+	waitFor(t, "run 1 to read batch A", 60*time.Second, func() bool { return len(elemsOf(run1)) >= nA })
+	waitFor(t, "batch A to be acked on finalization", 30*time.Second, func() bool { return ackedOn(sub) >= nA })
+
+	e.publish(t, topic, mk("B", nB))
+	waitFor(t, "run 1 to start on batch B", 30*time.Second, func() bool { return len(elemsOf(run1)) > nA })
+	stop1() // the bundle holding B is stuck in the sink: it is never finalized
+	if got := ackedOn(sub); got != nA {
+		t.Errorf("acked %d messages before the restart, want %d (batch B must not be acked)", got, nA)
+	}
+
+	startPipeline(t, func(s beam.Scope) {
+		beam.ParDo0(s, &recordFn{Run: run2}, pubsubread.Read(s, cfg))
+	})
+	waitFor(t, "run 2 to receive all of batch B", 60*time.Second, func() bool {
+		got := idsOf(elemsOf(run2))
+		for i := 0; i < nB; i++ {
+			if _, ok := got[fmt.Sprintf("B%03d", i)]; !ok {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, "batch B to be acked by run 2", 30*time.Second, func() bool { return ackedOn(sub) >= nA+nB })
+	time.Sleep(2 * time.Second) // would any of A show up?
+	for rid := range idsOf(elemsOf(run2)) {
+		if rid[0] == 'A' {
+			t.Errorf("run 2 received %s, which run 1 had acked", rid)
+		}
+	}
+}
