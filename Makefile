@@ -1,0 +1,55 @@
+# sensorpipe: sensor readings into Bigtable and BigQuery with Apache Beam (Go).
+#   make run   the main job: a batch over testdata/ on prism against local emulators
+#   make test  every test (unit, prism pipeline, emulator end-to-end)
+
+export BIGTABLE_EMULATOR_HOST ?= 127.0.0.1:8086
+export BIGQUERY_EMULATOR_HOST ?= 127.0.0.1:9050
+export BIGQUERY_STORAGE_EMULATOR_HOST ?= 127.0.0.1:9060
+export PUBSUB_EMULATOR_HOST ?= 127.0.0.1:8085
+
+PROJECT ?= local-project
+INSTANCE ?= local-instance
+INPUT ?= testdata/vitals/*
+DEAD_LETTER ?= .run/deadletter
+GO_TEST_FLAGS ?= -timeout 25m
+
+.PHONY: run test test-short bench lint emulators stop-emulators proto stream help
+
+help:
+	@sed -n 's/^#   //p' Makefile
+
+## run: start the emulators if none are up, run the batch pipeline on testdata/ on prism, print a summary and a few rows.
+run: emulators
+	go run ./launch --source=files --input='$(INPUT)' \
+		--bigtable_project=$(PROJECT) --bigtable_instance=$(INSTANCE) --bigtable_table=patient_vitals \
+		--dead_letter=$(DEAD_LETTER) --print_rows=3
+
+## test: every test; the emulator tests start their own emulator processes on free ports.
+test:
+	go test $(GO_TEST_FLAGS) ./...
+
+## test-short: unit and pipeline tests only, no emulators.
+test-short:
+	go test -short ./...
+
+## bench: micro-benchmarks and the end-to-end throughput comparison (see README).
+bench:
+	go test -run '^$$' -bench . -benchmem ./schemas/ ./dofns/...
+	go run ./internal/bench/e2e
+
+## lint: gofmt, go vet, and go mod tidy with no diff.
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	go vet ./...
+	cp go.mod .run-go.mod.bak && cp go.sum .run-go.sum.bak && go mod tidy && \
+		{ diff -q go.mod .run-go.mod.bak >/dev/null && diff -q go.sum .run-go.sum.bak >/dev/null; st=$$?; \
+		  mv .run-go.mod.bak go.mod; mv .run-go.sum.bak go.sum; \
+		  [ $$st -eq 0 ] || { echo "go mod tidy changes go.mod/go.sum: run it and commit"; exit 1; }; }
+
+## emulators: start the Bigtable, BigQuery and Pub/Sub emulators (those not already up).
+emulators:
+	@scripts/emulators.sh start bigtable bigquery
+
+## stop-emulators: stop the emulators this Makefile started, by process id.
+stop-emulators:
+	@scripts/emulators.sh stop
