@@ -20,6 +20,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // launcher builds the launcher once per test binary and returns its path.
@@ -289,4 +290,87 @@ func TestLauncherFailsWithOneLineReason(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEveryBuiltinSpecEndToEnd runs the batch pipeline on each built-in
+// spec's sample input and checks that Bigtable holds exactly the cells of
+// the spec's golden preview (testdata/golden), and that every rejected
+// record reached the dead letter.
+func TestEveryBuiltinSpecEndToEnd(t *testing.T) {
+	host := emulators.StartBigtable(t)
+	env := []string{"BIGTABLE_EMULATOR_HOST=" + host}
+	for _, name := range schemas.BuiltinSpecNames() {
+		t.Run(name, func(t *testing.T) {
+			spec, err := schemas.LoadSpec(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dl := t.TempDir()
+			r := runLauncher(t, env, "--source=files", "--spec="+name, "--input=../testdata/samples/"+name+".jsonl",
+				"--bigtable_project=p", "--bigtable_instance=i", "--dead_letter="+dl)
+			if r.code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+			want, rejects := goldenCells(t, "../testdata/golden/"+name+".preview.jsonl")
+			if len(want) == 0 || rejects == 0 {
+				t.Fatalf("golden preview has %d cells and %d rejects; the sample should have both", len(want), rejects)
+			}
+			var got []string
+			for _, tbl := range spec.Bigtable.Tables {
+				for _, c := range dump(t, host, tbl.Name) {
+					got = append(got, tbl.Name+" "+c)
+				}
+			}
+			sort.Strings(got)
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("Bigtable differs from the golden preview: %d cells, want %d\ngot:\n%s\nwant:\n%s",
+					len(got), len(want), strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if n := len(deadLetters(t, dl)); n != rejects {
+				t.Fatalf("%d dead letters; the preview rejects %d records", n, rejects)
+			}
+		})
+	}
+}
+
+// goldenCells reads a preview file: the distinct cells as dump formats
+// them, prefixed with the table, and the number of rejected records.
+func goldenCells(t *testing.T, path string) ([]string, int) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	rejects := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var row struct {
+			Table  string `json:"table"`
+			RowKey string `json:"row_key"`
+			Reason string `json:"reason"`
+			Cells  []struct {
+				Family, Qualifier string
+				TimestampMicros   int64 `json:"timestamp_micros"`
+				Value             string
+			} `json:"cells"`
+		}
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if row.Reason != "" {
+			if row.Reason != "duplicate" {
+				rejects++
+			}
+			continue
+		}
+		for _, c := range row.Cells {
+			seen[fmt.Sprintf("%s %s %s:%s@%d=%s", row.Table, row.RowKey, c.Family, c.Qualifier, c.TimestampMicros, c.Value)] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out, rejects
 }
