@@ -1,6 +1,7 @@
 # sensorpipe: sensor readings into Bigtable and BigQuery with Apache Beam (Go).
 #   make run   the main job: a batch over testdata/ on prism against local emulators
 #   make test  every test (unit, prism pipeline, emulator end-to-end)
+#   make stream  the streaming job on prism, fed by a real-time publisher (Ctrl-C stops it)
 
 export BIGTABLE_EMULATOR_HOST ?= 127.0.0.1:8086
 export BIGQUERY_EMULATOR_HOST ?= 127.0.0.1:9050
@@ -23,6 +24,10 @@ run: emulators
 	go run ./launch --source=files --input='$(INPUT)' \
 		--bigtable_project=$(PROJECT) --bigtable_instance=$(INSTANCE) --bigtable_table=patient_vitals \
 		--dead_letter=$(DEAD_LETTER) --print_rows=3
+
+## stream: the streaming job on prism: emulators up, topic and subscription created, readings published in real time (RATE, SENSORS, DURATION, BAD_FRACTION, LATE_FRACTION); Ctrl-C stops it.
+stream:
+	PROJECT=$(PROJECT) INSTANCE=$(INSTANCE) DEAD_LETTER=$(DEAD_LETTER)-stream scripts/stream.sh
 
 ## test: every test; the emulator tests start their own emulator processes on free ports.
 test:
@@ -49,6 +54,21 @@ lint:
 ## emulators: start the Bigtable, BigQuery and Pub/Sub emulators (those not already up).
 emulators:
 	@scripts/emulators.sh start bigtable bigquery
+
+## proto: regenerate schemas/proto/readingpb from schemas/proto/*.proto (installs protoc and protoc-gen-go if missing; idempotent).
+PROTOC_GEN_GO_VERSION := v1.36.12
+PROTOC_GEN_GO := $(CURDIR)/bin/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)/protoc-gen-go
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+proto: $(PROTOC_GEN_GO)
+	@command -v protoc >/dev/null || { echo "installing protoc (Debian protobuf-compiler)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq protobuf-compiler; }
+	protoc --plugin=protoc-gen-go=$(PROTOC_GEN_GO) -I schemas/proto \
+		--go_out=. --go_opt=module=github.com/sensorpipe/sensorpipe \
+		schemas/proto/*.proto
+
+$(PROTOC_GEN_GO):
+	GOBIN=$(dir $@) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 
 ## stop-emulators: stop the emulators this Makefile started, by process id.
 stop-emulators:

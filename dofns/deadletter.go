@@ -2,20 +2,31 @@ package dofns
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
+	"cloud.google.com/go/bigquery"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/gcs"   // gs:// dead-letter prefixes
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/local" // local dead-letter folders
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
 	"github.com/sensorpipe/sensorpipe/internal/progress"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -24,31 +35,69 @@ func init() {
 	register.DoFn2x1[context.Context, schemas.DeadLetter, error](&WriteDeadLettersFn{})
 }
 
-// WriteDeadLettersFn writes dead letters as JSON Lines under Dir (a local
-// folder or a gs:// prefix), one file per bundle. It needs no GroupByKey,
-// so it works the same on bounded and unbounded input.
+// WriteDeadLettersFn writes dead letters to the target Dir names (see
+// schemas.ParseDeadLetterTarget):
+//
+//   - a local folder or gs:// prefix: JSON Lines, one file per bundle;
+//   - bigquery:[PROJECT:]DATASET.TABLE: rows inserted with
+//     tabledata.insertAll at the end of each bundle, into a table created
+//     when missing (see DeadLetterSchema);
+//   - pubsub:projects/P/topics/T: one message per dead letter, its JSON with
+//     the attribute reason, every publish awaited at the end of the bundle.
+//
+// It needs no GroupByKey, so it works the same on bounded and unbounded
+// input. A failed write fails the bundle: the runner retries it, so no dead
+// letter is lost (a retried BigQuery insert is deduplicated best-effort by
+// its insertId; a retried Pub/Sub bundle may publish some letters twice).
 type WriteDeadLettersFn struct {
 	Dir string
 
-	buf      bytes.Buffer
+	sink     deadLetterSink
 	n        int64
 	byReason map[string]int64
 	counter  beam.Counter
 }
 
-// Setup prepares the counter.
-func (f *WriteDeadLettersFn) Setup() {
-	f.counter = beam.NewCounter("deadletter", "records")
+// deadLetterSink is one kind of dead-letter store.
+type deadLetterSink interface {
+	// add takes one dead letter and its JSON encoding.
+	add(ctx context.Context, d schemas.DeadLetter, line []byte) error
+	// flush makes everything added durable, or fails.
+	flush(ctx context.Context) error
+	// reset drops whatever was added since the last flush.
+	reset()
+	close() error
 }
 
-// ProcessElement buffers one dead letter.
-func (f *WriteDeadLettersFn) ProcessElement(_ context.Context, d schemas.DeadLetter) error {
+// Setup parses Dir and opens the store's client.
+func (f *WriteDeadLettersFn) Setup(ctx context.Context) error {
+	f.counter = beam.NewCounter("deadletter", "records")
+	target, err := schemas.ParseDeadLetterTarget(f.Dir)
+	if err != nil {
+		return fmt.Errorf("dead letter: %w", err)
+	}
+	f.sink, err = openDeadLetterSink(ctx, target)
+	return err
+}
+
+// StartBundle drops anything left by a failed bundle.
+func (f *WriteDeadLettersFn) StartBundle(context.Context) {
+	if f.sink != nil {
+		f.sink.reset()
+	}
+	f.n = 0
+	clear(f.byReason)
+}
+
+// ProcessElement hands one dead letter to the store.
+func (f *WriteDeadLettersFn) ProcessElement(ctx context.Context, d schemas.DeadLetter) error {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("encode dead letter: %w", err)
 	}
-	f.buf.Write(b)
-	f.buf.WriteByte('\n')
+	if err := f.sink.add(ctx, d, b); err != nil {
+		return err
+	}
 	f.n++
 	if f.byReason == nil {
 		f.byReason = map[string]int64{}
@@ -57,13 +106,97 @@ func (f *WriteDeadLettersFn) ProcessElement(_ context.Context, d schemas.DeadLet
 	return nil
 }
 
-// FinishBundle writes the bundle's file. A failure fails the bundle, so the
-// runner retries it and no dead letter is lost.
+// FinishBundle makes the bundle's dead letters durable. A failure fails the
+// bundle, so the runner retries it and no dead letter is lost.
 func (f *WriteDeadLettersFn) FinishBundle(ctx context.Context) error {
 	if f.n == 0 {
 		return nil
 	}
-	name, err := DeadLetterFileName(f.Dir)
+	if err := f.sink.flush(ctx); err != nil {
+		return err
+	}
+	f.counter.Inc(ctx, f.n)
+	for reason, n := range f.byReason {
+		progress.AddDead(reason, n)
+		delete(f.byReason, reason)
+	}
+	f.n = 0
+	return nil
+}
+
+// Teardown closes the store's client.
+func (f *WriteDeadLettersFn) Teardown() error {
+	if f.sink == nil {
+		return nil
+	}
+	err := f.sink.close()
+	f.sink = nil
+	return err
+}
+
+func openDeadLetterSink(ctx context.Context, t schemas.DeadLetterTarget) (deadLetterSink, error) {
+	switch t.Kind {
+	case schemas.DeadLetterBigQuery:
+		return openBigQueryDeadLetters(ctx, t)
+	case schemas.DeadLetterPubSub:
+		return openPubSubDeadLetters(ctx, t)
+	}
+	return &fileDeadLetters{dir: t.Path}, nil
+}
+
+// EnsureDeadLetterTarget prepares the store target names before a run, so a
+// missing store stops the launch instead of failing every bundle: it
+// creates a missing BigQuery table (the dataset must exist) and checks that
+// a Pub/Sub topic exists. Folders and gs:// prefixes need nothing.
+func EnsureDeadLetterTarget(ctx context.Context, target string) error {
+	t, err := schemas.ParseDeadLetterTarget(target)
+	if err != nil {
+		return fmt.Errorf("dead letter: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	switch t.Kind {
+	case schemas.DeadLetterBigQuery:
+		s, err := openBigQueryDeadLetters(ctx, t)
+		if err != nil {
+			return err
+		}
+		return s.close()
+	case schemas.DeadLetterPubSub:
+		c, err := pubsub.NewClient(ctx, t.TopicProject())
+		if err != nil {
+			return fmt.Errorf("dead letter %s: pubsub client: %w", t, err)
+		}
+		defer c.Close()
+		if _, err := c.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: t.Topic}); err != nil {
+			if status.Code(err) == codes.NotFound {
+				return fmt.Errorf("dead letter topic %s does not exist: create it (gcloud pubsub topics create %s): %w", t.Topic, t.Topic, err)
+			}
+			return fmt.Errorf("dead letter topic %s: %w", t.Topic, err)
+		}
+	}
+	return nil
+}
+
+// fileDeadLetters writes JSON Lines, one file per bundle, under a local
+// folder or gs:// prefix.
+type fileDeadLetters struct {
+	dir string
+	buf bytes.Buffer
+}
+
+func (s *fileDeadLetters) add(_ context.Context, _ schemas.DeadLetter, line []byte) error {
+	s.buf.Write(line)
+	s.buf.WriteByte('\n')
+	return nil
+}
+
+func (s *fileDeadLetters) reset() { s.buf.Reset() }
+
+func (s *fileDeadLetters) close() error { return nil }
+
+func (s *fileDeadLetters) flush(ctx context.Context) error {
+	name, err := DeadLetterFileName(s.dir)
 	if err != nil {
 		return err
 	}
@@ -76,20 +209,14 @@ func (f *WriteDeadLettersFn) FinishBundle(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dead letter %s: %w", name, err)
 	}
-	if _, err := w.Write(f.buf.Bytes()); err != nil {
+	if _, err := w.Write(s.buf.Bytes()); err != nil {
 		w.Close()
 		return fmt.Errorf("dead letter %s: %w", name, err)
 	}
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("dead letter %s: %w", name, err)
 	}
-	f.counter.Inc(ctx, f.n)
-	for reason, n := range f.byReason {
-		progress.AddDead(reason, n)
-		delete(f.byReason, reason)
-	}
-	f.buf.Reset()
-	f.n = 0
+	s.buf.Reset()
 	return nil
 }
 
@@ -101,4 +228,179 @@ func DeadLetterFileName(dir string) (string, error) {
 	}
 	return fmt.Sprintf("%s/deadletter-%s-%s.jsonl", strings.TrimRight(dir, "/"),
 		time.Now().UTC().Format("20060102T150405.000"), hex.EncodeToString(r[:])), nil
+}
+
+// DeadLetterSchema is the schema of a BigQuery dead-letter table: the
+// fields of schemas.DeadLetter, partitioned by day on time.
+func DeadLetterSchema() bigquery.Schema {
+	return bigquery.Schema{
+		{Name: "payload", Type: bigquery.StringFieldType, Description: "The rejected input, as read."},
+		{Name: "reason", Type: bigquery.StringFieldType, Description: "Why: malformed, missing_field, invalid_field, bad_timestamp, out_of_range, write_failed or too_late."},
+		{Name: "error", Type: bigquery.StringFieldType, Description: "The error, in words."},
+		{Name: "source", Type: bigquery.StringFieldType, Description: "The file or subscription the input came from."},
+		{Name: "time", Type: bigquery.TimestampFieldType, Description: "When the record was dead-lettered (UTC)."},
+	}
+}
+
+// bqInsertRows is how many rows one insertAll request carries (BigQuery
+// recommends at most 500).
+const bqInsertRows = 500
+
+// bigQueryDeadLetters inserts rows with tabledata.insertAll.
+type bigQueryDeadLetters struct {
+	client *bigquery.Client
+	table  *bigquery.Table
+	name   string
+	rows   []bigquery.ValueSaver
+}
+
+// openBigQueryDeadLetters opens a client (BIGQUERY_EMULATOR_HOST is
+// honoured) and creates the table when it is missing.
+func openBigQueryDeadLetters(ctx context.Context, t schemas.DeadLetterTarget) (*bigQueryDeadLetters, error) {
+	project := t.Project
+	if project == "" {
+		project = bigquery.DetectProjectID
+	}
+	c, err := bigquery.NewClient(ctx, project, bqadmin.ClientOptions()...)
+	if err != nil {
+		return nil, fmt.Errorf("dead letter %s: bigquery client (name the project: bigquery:PROJECT:%s.%s): %w", t, t.Dataset, t.Table, err)
+	}
+	s := &bigQueryDeadLetters{client: c, table: c.Dataset(t.Dataset).Table(t.Table), name: c.Project() + ":" + t.Dataset + "." + t.Table}
+	if err := s.ensureTable(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// ensureTable creates the table when it is missing. Several workers may
+// race to create it; the losers see 409 and go on.
+func (s *bigQueryDeadLetters) ensureTable(ctx context.Context) error {
+	_, err := s.table.Metadata(ctx)
+	if err == nil {
+		return nil
+	}
+	if !isHTTPStatus(err, http.StatusNotFound) {
+		return fmt.Errorf("dead letter table %s: %w", s.name, err)
+	}
+	err = s.table.Create(ctx, &bigquery.TableMetadata{
+		Description:      "sensorpipe dead letters: records that could not be written, with why.",
+		Schema:           DeadLetterSchema(),
+		TimePartitioning: &bigquery.TimePartitioning{Type: bigquery.DayPartitioningType, Field: "time"},
+	})
+	switch {
+	case err == nil, isHTTPStatus(err, http.StatusConflict):
+		return nil
+	case isHTTPStatus(err, http.StatusNotFound):
+		return fmt.Errorf("dead letter table %s: dataset %s does not exist: create it (bq mk --dataset %s:%s): %w",
+			s.name, s.table.DatasetID, s.client.Project(), s.table.DatasetID, err)
+	}
+	return fmt.Errorf("dead letter table %s: create: %w", s.name, err)
+}
+
+func isHTTPStatus(err error, code int) bool {
+	var ge *googleapi.Error
+	return errors.As(err, &ge) && ge.Code == code
+}
+
+func (s *bigQueryDeadLetters) add(_ context.Context, d schemas.DeadLetter, line []byte) error {
+	s.rows = append(s.rows, deadLetterRow{d: d, insertID: deadLetterID(line)})
+	return nil
+}
+
+func (s *bigQueryDeadLetters) reset() { s.rows = s.rows[:0] }
+
+func (s *bigQueryDeadLetters) close() error { return s.client.Close() }
+
+func (s *bigQueryDeadLetters) flush(ctx context.Context) error {
+	ins := s.table.Inserter()
+	for start := 0; start < len(s.rows); start += bqInsertRows {
+		end := min(start+bqInsertRows, len(s.rows))
+		if err := ins.Put(ctx, s.rows[start:end]); err != nil {
+			return fmt.Errorf("dead letter table %s: insert %d rows: %w", s.name, end-start, err)
+		}
+	}
+	s.rows = s.rows[:0]
+	return nil
+}
+
+// deadLetterID is the insertId of a dead letter: a retried bundle inserts
+// the same letters with the same ids, which BigQuery deduplicates
+// best-effort.
+func deadLetterID(line []byte) string {
+	h := sha256.Sum256(line)
+	return hex.EncodeToString(h[:16])
+}
+
+// deadLetterRow is one dead letter as a BigQuery row.
+type deadLetterRow struct {
+	d        schemas.DeadLetter
+	insertID string
+}
+
+// Save implements bigquery.ValueSaver.
+func (r deadLetterRow) Save() (map[string]bigquery.Value, string, error) {
+	t, err := time.Parse(time.RFC3339Nano, r.d.Time)
+	if err != nil {
+		t = time.Now()
+	}
+	return map[string]bigquery.Value{
+		"payload": r.d.Payload,
+		"reason":  r.d.Reason,
+		"error":   r.d.Error,
+		"source":  r.d.Source,
+		"time":    t.UTC(),
+	}, r.insertID, nil
+}
+
+// pubSubDeadLetters publishes one message per dead letter.
+type pubSubDeadLetters struct {
+	client  *pubsub.Client
+	pub     *pubsub.Publisher
+	topic   string
+	results []*pubsub.PublishResult
+}
+
+// openPubSubDeadLetters opens a client (PUBSUB_EMULATOR_HOST is honoured)
+// and a publisher on the topic.
+func openPubSubDeadLetters(ctx context.Context, t schemas.DeadLetterTarget) (*pubSubDeadLetters, error) {
+	c, err := pubsub.NewClient(ctx, t.TopicProject())
+	if err != nil {
+		return nil, fmt.Errorf("dead letter %s: pubsub client: %w", t, err)
+	}
+	return &pubSubDeadLetters{client: c, pub: c.Publisher(t.Topic), topic: t.Topic}, nil
+}
+
+func (s *pubSubDeadLetters) add(ctx context.Context, d schemas.DeadLetter, line []byte) error {
+	s.results = append(s.results, s.pub.Publish(ctx, &pubsub.Message{
+		Data:       line,
+		Attributes: map[string]string{"reason": d.Reason},
+	}))
+	return nil
+}
+
+// reset forgets the results of a failed bundle; its messages may still be
+// published, and the retry publishes them again (at least once).
+func (s *pubSubDeadLetters) reset() { s.results = s.results[:0] }
+
+func (s *pubSubDeadLetters) close() error {
+	s.pub.Stop()
+	return s.client.Close()
+}
+
+func (s *pubSubDeadLetters) flush(ctx context.Context) error {
+	var first error
+	failed := 0
+	for _, r := range s.results {
+		if _, err := r.Get(ctx); err != nil {
+			first = cmp.Or(first, err)
+			failed++
+		}
+	}
+	n := len(s.results)
+	s.results = s.results[:0]
+	if failed > 0 {
+		return fmt.Errorf("dead letter topic %s: %d of %d publishes failed: %w", s.topic, failed, n, first)
+	}
+	return nil
 }

@@ -1,9 +1,13 @@
 // Command publish publishes generated patient-vitals readings to a Pub/Sub
-// topic in real time, one JSON reading per message, for exercising the
-// sensorpipe pipeline (locally against the Pub/Sub emulator, or on GCP).
+// topic in real time, one reading per message (JSON, or protobuf with
+// --format=proto), for exercising the sensorpipe pipeline (locally against
+// the Pub/Sub emulator, or on GCP).
 //
 //	go run ./launch/publish --topic=projects/P/topics/T --rate=2000 --sensors=100 \
-//	    --duration=60s --bad_fraction=0.01 --late_fraction=0.01 --late_by=2h [--create]
+//	    --duration=60s --bad_fraction=0.01 --late_fraction=0.01 --late_by=2h [--create] [--format=proto]
+//
+// With --format=proto each message is a sensorpipe.v1.Reading
+// (schemas/proto/reading.proto) instead of a JSON object.
 //
 // Every message carries the attribute event_ts (the reading's event time in
 // epoch milliseconds) and record_id (unique per message, usable for
@@ -34,6 +38,9 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sensorpipe/sensorpipe/schemas/proto/readingpb"
 )
 
 // Reading is one generated patient-vitals reading.
@@ -50,10 +57,10 @@ type Reading struct {
 // --format: add an entry to encoders (e.g. "proto") to support a new format.
 type Encoder func(Reading) ([]byte, error)
 
-// encoders maps --format values to encoders. Only JSON exists today.
+// encoders maps --format values to encoders.
 var encoders = map[string]Encoder{
-	"json": encodeJSON,
-	// "proto": encodeProto, // planned
+	"json":  encodeJSON,
+	"proto": encodeProto,
 }
 
 // encodeJSON renders r like
@@ -75,6 +82,27 @@ func encodeJSON(r Reading) ([]byte, error) {
 		SpO2:            r.SpO2,
 		BatteryLevel:    r.BatteryLevel,
 	})
+}
+
+// encodeProto renders r as a sensorpipe.v1.Reading (schemas/proto/
+// reading.proto) carrying the same values as encodeJSON's object, so the
+// pipeline's --format=proto decoder sees the same reading.
+func encodeProto(r Reading) ([]byte, error) {
+	m := &readingpb.Reading{
+		SensorId:        r.SensorID,
+		Timestamp:       &readingpb.Reading_Rfc3339{Rfc3339: r.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z")},
+		BodyTemperature: proto.Float64(r.BodyTemperature),
+		SpO2:            proto.Float64(float64(r.SpO2)),
+		BatteryLevel:    proto.Float64(float64(r.BatteryLevel)),
+	}
+	if r.HeartRate != nil {
+		m.HeartRate = proto.Float64(float64(*r.HeartRate))
+	}
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode proto reading: %w", err)
+	}
+	return b, nil
 }
 
 type config struct {
@@ -108,7 +136,7 @@ func parseFlags(args []string) (config, error) {
 	fs.Float64Var(&c.lateFraction, "late_fraction", 0.01, "fraction of late records")
 	fs.DurationVar(&c.lateBy, "late_by", 2*time.Hour, "how far in the past late records' event times are")
 	fs.BoolVar(&c.create, "create", false, "create the topic (and --subscription) if missing")
-	fs.StringVar(&c.format, "format", "json", "payload format: json (proto is planned)")
+	fs.StringVar(&c.format, "format", "json", "payload format: json, or proto (a sensorpipe.v1.Reading, schemas/proto/reading.proto)")
 	fs.Uint64Var(&c.seed, "seed", 0, "random seed (0: time based)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -138,10 +166,7 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("--late_by=%v must not be negative", c.lateBy)
 	}
 	if _, ok := encoders[c.format]; !ok {
-		if c.format == "proto" {
-			return c, errors.New("--format=proto is not implemented yet (only json)")
-		}
-		return c, fmt.Errorf("--format=%q is unknown (json)", c.format)
+		return c, fmt.Errorf("--format=%q is unknown (json or proto)", c.format)
 	}
 	if c.seed == 0 {
 		c.seed = uint64(time.Now().UnixNano())

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+// TestProtoAndJSONEncodersCarryTheSameReading decodes both encodings with
+// the pipeline's parsers and compares the records.
+func TestProtoAndJSONEncodersCarryTheSameReading(t *testing.T) {
+	spec, err := schemas.LoadSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jp := schemas.NewParser(spec)
+	pp, err := schemas.NewProtoParser(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr := 72
+	badHR := 400
+	ts := time.Date(2026, 11, 22, 10, 15, 30, 123456789, time.UTC)
+	tests := []struct {
+		name string
+		r    Reading
+		want string // the reason, "" when valid
+	}{
+		{"complete", Reading{SensorID: "sensor-0042", Timestamp: ts, HeartRate: &hr, BodyTemperature: 36.8, SpO2: 98, BatteryLevel: 87}, ""},
+		{"heart_rate null", Reading{SensorID: "sensor-0001", Timestamp: ts, BodyTemperature: 37.1, SpO2: 95, BatteryLevel: 12}, ""},
+		{"out of range", Reading{SensorID: "sensor-0002", Timestamp: ts, HeartRate: &badHR, BodyTemperature: 36.8, SpO2: 98, BatteryLevel: 87}, "out_of_range"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j, err := encodeJSON(tt.r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := encodeProto(tt.r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromJSON, jerr := jp.Parse(nil, j, "t")
+			fromProto, perr := pp.Parse(nil, p, "t")
+			reason := func(err error) string {
+				if err == nil {
+					return ""
+				}
+				return schemas.Reason(err)
+			}
+			if reason(jerr) != tt.want || reason(perr) != tt.want {
+				t.Fatalf("reasons json %q (%v), proto %q (%v); want %q", reason(jerr), jerr, reason(perr), perr, tt.want)
+			}
+			if len(fromJSON) != len(fromProto) {
+				t.Fatalf("json gave %d records, proto %d", len(fromJSON), len(fromProto))
+			}
+			for i := range fromJSON {
+				if !reflect.DeepEqual(fromJSON[i].Values, fromProto[i].Values) || fromJSON[i].EventMs != fromProto[i].EventMs {
+					t.Errorf("records differ:\n json  %+v\n proto %+v", fromJSON[i], fromProto[i])
+				}
+			}
+		})
+	}
+}
+
+func TestParseFlagsFormat(t *testing.T) {
+	tests := []struct {
+		format  string
+		wantErr bool
+	}{
+		{"json", false},
+		{"proto", false},
+		{"avro", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.format, func(t *testing.T) {
+			_, err := parseFlags([]string{"--topic=projects/p/topics/t", "--format=" + tt.format})
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("parseFlags(--format=%s) error %v; want error %v", tt.format, err, tt.wantErr)
+			}
+		})
+	}
+}
