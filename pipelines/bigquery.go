@@ -3,14 +3,15 @@ package pipelines
 import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
-// WriteBigQuery writes BQRows and returns the dead letters of rejected rows.
-// TODO(bigquery sink): replaced by the Storage Write API sink.
+// WriteBigQuery writes BQRows to cfg's table with cfg's write method
+// (storage_write, the default, or insert_all) and returns the dead letters
+// of the rows BigQuery rejected, as PCollection<schemas.DeadLetter>. Each
+// DoFn instance writes on its own: there is no grouping onto a fixed key.
 func WriteBigQuery(s beam.Scope, cfg BigQueryConfig, spec *schemas.Spec, rows beam.PCollection) beam.PCollection {
 	s = s.Scope("bigquery.Write")
-	_ = cfg
-	_ = spec
-	return beam.Create(s) // placeholder until the sink lands
+	return beam.ParDo(s, dofns.NewBigQueryWriteFn(cfg.Project, cfg.Dataset, cfg.Table, cfg.WriteMethod, spec), rows)
 }

@@ -1,19 +1,312 @@
 // Package bqadmin prepares BigQuery before a run and builds client options
 // that honour the emulator environment variables.
+//
+// EnsureTable runs once at launch: it creates the dataset and the table of
+// the spec's bigquery section when they are missing, adds NULLABLE columns
+// the spec has and the table lacks, and fails with an error naming the
+// table, the column and the fix when the table cannot take the spec's rows,
+// so a mismatch stops the launch instead of dead-lettering every row of the
+// job.
 package bqadmin
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/bigquery"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
+// Environment variables naming BigQuery emulators, as host:port.
+const (
+	// EmulatorHostEnv points the REST API (datasets, tables, insertAll) at
+	// an emulator, e.g. 127.0.0.1:9050.
+	EmulatorHostEnv = "BIGQUERY_EMULATOR_HOST"
+	// StorageEmulatorHostEnv points the Storage Write gRPC API at an
+	// emulator, e.g. 127.0.0.1:9060.
+	StorageEmulatorHostEnv = "BIGQUERY_STORAGE_EMULATOR_HOST"
+)
+
+// Timeout bounds how long EnsureTable waits for BigQuery to answer.
+const Timeout = 10 * time.Second
+
+// ErrUnreachable means BigQuery did not answer in time.
+var ErrUnreachable = errors.New("bigquery unreachable")
+
+// ClientOptions returns the options for cloud.google.com/go/bigquery.NewClient:
+// with BIGQUERY_EMULATOR_HOST set, the emulator's REST endpoint without
+// authentication; otherwise none (Cloud BigQuery with default credentials).
+func ClientOptions() []option.ClientOption {
+	h := os.Getenv(EmulatorHostEnv)
+	if h == "" {
+		return nil
+	}
+	if !strings.Contains(h, "://") {
+		h = "http://" + h
+	}
+	return []option.ClientOption{option.WithEndpoint(h), option.WithoutAuthentication()}
+}
+
+// WriterOptions returns the options for managedwriter.NewClient: with
+// BIGQUERY_STORAGE_EMULATOR_HOST set, the emulator's gRPC endpoint without
+// authentication over an insecure connection; otherwise none.
+func WriterOptions() []option.ClientOption {
+	h := os.Getenv(StorageEmulatorHostEnv)
+	if h == "" {
+		return nil
+	}
+	return []option.ClientOption{
+		option.WithEndpoint(h),
+		option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+	}
+}
+
+// Endpoint names the REST endpoint ClientOptions points at, for messages.
+func Endpoint() string {
+	if h := os.Getenv(EmulatorHostEnv); h != "" {
+		return "the BigQuery emulator at " + h + " (" + EmulatorHostEnv + ")"
+	}
+	return "BigQuery (https://bigquery.googleapis.com)"
+}
+
+// WriterEndpoint names the gRPC endpoint WriterOptions points at, for
+// messages.
+func WriterEndpoint() string {
+	if h := os.Getenv(StorageEmulatorHostEnv); h != "" {
+		return "the BigQuery Storage emulator at " + h + " (" + StorageEmulatorHostEnv + ")"
+	}
+	return "the BigQuery Storage Write API (bigquerystorage.googleapis.com:443)"
+}
+
+// FieldType maps a spec column type (STRING, FLOAT64, INT64, BOOL,
+// TIMESTAMP, BYTES) to the client's field type.
+func FieldType(t string) bigquery.FieldType {
+	switch t {
+	case "FLOAT64":
+		return bigquery.FloatFieldType
+	case "INT64":
+		return bigquery.IntegerFieldType
+	case "BOOL":
+		return bigquery.BooleanFieldType
+	}
+	return bigquery.FieldType(t)
+}
+
+// canonical maps standard SQL type names to the legacy names the REST API
+// reports, so types compare equal however they were written.
+func canonical(t bigquery.FieldType) bigquery.FieldType {
+	switch strings.ToUpper(string(t)) {
+	case "FLOAT64", "FLOAT":
+		return bigquery.FloatFieldType
+	case "INT64", "INTEGER":
+		return bigquery.IntegerFieldType
+	case "BOOL", "BOOLEAN":
+		return bigquery.BooleanFieldType
+	case "STRUCT", "RECORD":
+		return bigquery.RecordFieldType
+	}
+	return bigquery.FieldType(strings.ToUpper(string(t)))
+}
+
+// Schema is the table schema of spec's bigquery columns.
+func Schema(spec *schemas.Spec) bigquery.Schema {
+	var s bigquery.Schema
+	for _, c := range spec.BigQuery.Columns {
+		s = append(s, &bigquery.FieldSchema{Name: c.Name, Type: FieldType(c.Type), Required: c.Mode == "REQUIRED"})
+	}
+	return s
+}
+
+// TableMetadata is the metadata a new table gets: the spec's schema, time
+// partitioning and clustering.
+func TableMetadata(spec *schemas.Spec) *bigquery.TableMetadata {
+	bq := spec.BigQuery
+	md := &bigquery.TableMetadata{Schema: Schema(spec)}
+	if p := bq.TimePartitioning; p != nil {
+		md.TimePartitioning = &bigquery.TimePartitioning{Type: bigquery.TimePartitioningType(p.Type), Field: p.Field}
+	}
+	if len(bq.Clustering) > 0 {
+		md.Clustering = &bigquery.Clustering{Fields: append([]string(nil), bq.Clustering...)}
+	}
+	return md
+}
+
 // EnsureTable creates the dataset and table of spec's BigQuery section when
 // missing (with DAY partitioning and clustering from the spec), adds
 // NULLABLE columns the spec has and the table lacks, and fails with a clear
-// error when the table cannot take the spec's rows.
-// STUB: being implemented.
+// error when the table cannot take the spec's rows. With create false,
+// nothing is created or changed and anything missing is an error. It gives
+// up after Timeout when BigQuery does not answer.
 func EnsureTable(ctx context.Context, project, dataset, table string, spec *schemas.Spec, create bool) error {
-	return errors.New("bigquery sink not implemented yet")
+	if spec == nil || spec.BigQuery == nil {
+		return fmt.Errorf("bigquery: the spec has no bigquery section")
+	}
+	if project == "" || dataset == "" || table == "" {
+		return fmt.Errorf("bigquery: project, dataset and table are required (got %q, %q, %q)", project, dataset, table)
+	}
+	ref := fmt.Sprintf("%s:%s.%s", project, dataset, table)
+	c, err := bigquery.NewClient(ctx, project, ClientOptions()...)
+	if err != nil {
+		return fmt.Errorf("bigquery client for %s: %w", Endpoint(), err)
+	}
+	defer c.Close()
+	limit := Timeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < limit {
+		limit = time.Until(dl).Round(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	wrap := func(op string, err error) error { return describe(ctx, op, limit, err) }
+
+	ds := c.Dataset(dataset)
+	if _, err := ds.Metadata(ctx); err != nil {
+		switch {
+		case !notFound(err):
+			return wrap(fmt.Sprintf("bigquery dataset %s:%s", project, dataset), err)
+		case !create:
+			return fmt.Errorf("bigquery dataset %s:%s does not exist: create it (bq mk --dataset %s:%s) or run with --create_tables=true", project, dataset, project, dataset)
+		}
+		if err := ds.Create(ctx, &bigquery.DatasetMetadata{}); err != nil && !alreadyExists(err) {
+			return wrap(fmt.Sprintf("create bigquery dataset %s:%s", project, dataset), err)
+		}
+	}
+	t := ds.Table(table)
+	md, err := t.Metadata(ctx)
+	if err != nil {
+		switch {
+		case !notFound(err):
+			return wrap("bigquery table "+ref, err)
+		case !create:
+			return fmt.Errorf("bigquery table %s does not exist: create it (bq mk --table with the schema of spec %s) or run with --create_tables=true", ref, spec.Name)
+		}
+		err = t.Create(ctx, TableMetadata(spec))
+		if err == nil {
+			return nil
+		}
+		if !alreadyExists(err) {
+			return wrap("create bigquery table "+ref, err)
+		}
+		// Created concurrently: check what is there.
+		if md, err = t.Metadata(ctx); err != nil {
+			return wrap("bigquery table "+ref, err)
+		}
+	}
+	// A schema update needs the table's current ETag; a concurrent change
+	// fails the precondition, so re-read and try again.
+	for attempt := 0; ; attempt++ {
+		add, err := CheckSchema(ref, md.Schema, spec, create)
+		if err != nil || len(add) == 0 {
+			return err
+		}
+		schema := append(append(bigquery.Schema(nil), md.Schema...), add...)
+		_, err = t.Update(ctx, bigquery.TableMetadataToUpdate{Schema: schema}, md.ETag)
+		if err == nil {
+			return nil
+		}
+		if !hasCode(err, http.StatusPreconditionFailed) || attempt == 2 {
+			return wrap(fmt.Sprintf("add columns %s to bigquery table %s", names(add), ref), err)
+		}
+		if md, err = t.Metadata(ctx); err != nil {
+			return wrap("bigquery table "+ref, err)
+		}
+	}
+}
+
+// CheckSchema compares an existing table's schema with spec's columns. It
+// returns the NULLABLE columns the table lacks (to be added: BigQuery allows
+// that), or an error naming the table (ref), the column and the fix when
+// rows written by spec would be rejected: a missing REQUIRED column, a type
+// or mode mismatch, or a REQUIRED table column the spec does not write.
+// With add false, a missing NULLABLE column is an error too.
+func CheckSchema(ref string, have bigquery.Schema, spec *schemas.Spec, add bool) (bigquery.Schema, error) {
+	byName := make(map[string]*bigquery.FieldSchema, len(have))
+	for _, f := range have {
+		byName[strings.ToLower(f.Name)] = f
+	}
+	var (
+		missing  bigquery.Schema
+		problems []string
+		written  = map[string]bool{}
+	)
+	for _, c := range spec.BigQuery.Columns {
+		written[strings.ToLower(c.Name)] = true
+		want := FieldType(c.Type)
+		required := c.Mode == "REQUIRED"
+		f := byName[strings.ToLower(c.Name)]
+		switch {
+		case f == nil && required:
+			problems = append(problems, fmt.Sprintf("column %s (%s REQUIRED) is missing, and BigQuery cannot add a REQUIRED column to an existing table: make it NULLABLE in the spec so it can be added, or recreate the table (or write to a new one with --bigquery_table)", c.Name, c.Type))
+		case f == nil && !add:
+			problems = append(problems, fmt.Sprintf("column %s (%s NULLABLE) is missing: add it (ALTER TABLE %s ADD COLUMN %s %s) or run with --create_tables=true", c.Name, c.Type, sqlRef(ref), c.Name, c.Type))
+		case f == nil:
+			missing = append(missing, &bigquery.FieldSchema{Name: c.Name, Type: want})
+		case f.Repeated || canonical(f.Type) != canonical(want):
+			mode := ""
+			if f.Repeated {
+				mode = " REPEATED"
+			}
+			problems = append(problems, fmt.Sprintf("column %s is %s%s in the table but %s in the spec: change the spec's type to match, or write to a new table with --bigquery_table", c.Name, f.Type, mode, c.Type))
+		case f.Required && !required:
+			problems = append(problems, fmt.Sprintf("column %s is REQUIRED in the table but NULLABLE in the spec, so rows without it would be rejected: make it REQUIRED in the spec, or relax it (ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL)", c.Name, sqlRef(ref), c.Name))
+		}
+	}
+	for _, f := range have {
+		if f.Required && !written[strings.ToLower(f.Name)] {
+			problems = append(problems, fmt.Sprintf("column %s is REQUIRED in the table but the spec does not write it, so every row would be rejected: add it to the spec's bigquery columns, or relax it (ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL)", f.Name, sqlRef(ref), f.Name))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("bigquery table %s cannot take the rows of spec %s: %s", ref, spec.Name, strings.Join(problems, "; "))
+	}
+	return missing, nil
+}
+
+// sqlRef turns project:dataset.table into `project.dataset.table`.
+func sqlRef(ref string) string { return "`" + strings.Replace(ref, ":", ".", 1) + "`" }
+
+func names(s bigquery.Schema) string {
+	var out []string
+	for _, f := range s {
+		out = append(out, f.Name)
+	}
+	return strings.Join(out, ", ")
+}
+
+func notFound(err error) bool { return hasCode(err, http.StatusNotFound) }
+
+func alreadyExists(err error) bool { return hasCode(err, http.StatusConflict) }
+
+func hasCode(err error, code int) bool {
+	var ge *googleapi.Error
+	return errors.As(err, &ge) && ge.Code == code
+}
+
+// describe wraps an error of op, telling an unanswered request (the
+// endpoint is down or unreachable) from an answer BigQuery gave.
+func describe(ctx context.Context, op string, limit time.Duration, err error) error {
+	var (
+		ge *googleapi.Error
+		ue *url.Error
+		ne net.Error
+	)
+	switch {
+	case errors.As(err, &ge):
+		return fmt.Errorf("%s: %w", op, err)
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ue) || errors.As(err, &ne):
+		return fmt.Errorf("%s: %w: no answer from %s within %v: %w", op, ErrUnreachable, Endpoint(), limit, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
 }

@@ -1,0 +1,696 @@
+package dofns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/bigquery"
+	"cloud.google.com/go/bigquery/storage/apiv1/storagepb"
+	"cloud.google.com/go/bigquery/storage/managedwriter"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
+	"github.com/sensorpipe/sensorpipe/internal/progress"
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+func init() {
+	register.DoFn3x1[context.Context, schemas.BQRow, func(schemas.DeadLetter), error](&BigQueryWriteFn{})
+}
+
+// BigQuery write methods.
+const (
+	// WriteStorageWrite appends protobuf rows to the table's default stream
+	// with the Storage Write API: committed on append, at least once.
+	WriteStorageWrite = "storage_write"
+	// WriteInsertAll streams rows with tabledata.insertAll, each with its
+	// reading_id as insertId so BigQuery drops retried duplicates (best
+	// effort).
+	WriteInsertAll = "insert_all"
+)
+
+// Defaults of BigQueryWriteFn's settings.
+const (
+	// DefaultBQRequestBytes keeps an AppendRows request under BigQuery's
+	// 10 MB limit with room for the request's own fields.
+	DefaultBQRequestBytes = 9 << 20
+	// DefaultInsertAllRows is the rows per insertAll request BigQuery
+	// recommends.
+	DefaultInsertAllRows = 500
+	// DefaultBQInflight is how many AppendRows requests a bundle keeps in
+	// flight before it waits for the oldest.
+	DefaultBQInflight = 8
+)
+
+// BigQueryWriteFn writes BigQuery rows, without any GroupByKey: each DoFn
+// instance opens its own writer in Setup.
+//
+// With WriteStorageWrite it encodes rows as protobuf messages of the
+// descriptor derived from the spec (schemas.BQEncoder), batches them into
+// AppendRows requests of at most MaxRequestBytes on the table's default
+// stream, and in FinishBundle waits for every append. With WriteInsertAll it
+// sends batches of MaxInsertRows rows with tabledata.insertAll.
+//
+// Transient errors are retried with backoff. Rows the server rejects go to
+// the dead letter as write_failed with the server's message, and the other
+// rows of their request are sent again, so the rest of the bundle lands.
+type BigQueryWriteFn struct {
+	Project string
+	Dataset string
+	Table   string
+	// WriteMethod is WriteStorageWrite (default) or WriteInsertAll.
+	WriteMethod string
+	// Spec gives the table's columns; BQRow.Values follow them.
+	Spec *schemas.Spec
+	// MaxAttempts bounds the attempts at one request (default 5).
+	MaxAttempts int
+	// Backoff is the first retry delay, doubled each attempt (default 200ms).
+	Backoff time.Duration
+	// MaxRequestBytes caps one request's encoded rows (default 9 MB).
+	MaxRequestBytes int
+	// MaxInsertRows caps one insertAll request's rows (default 500).
+	MaxInsertRows int
+	// MaxInflight caps the AppendRows requests in flight (default 8).
+	MaxInflight int
+
+	enc      *schemas.BQEncoder
+	ref      string // project:dataset.table, for messages
+	idCol    int    // the column holding the insertId, or -1
+	mw       *managedwriter.Client
+	stream   *managedwriter.ManagedStream
+	bq       *bigquery.Client
+	inserter *bigquery.Inserter
+
+	scratch  []byte
+	batch    bqBatch
+	inflight []*bqAppend
+	written  beam.Counter
+	failed   beam.Counter
+}
+
+// bqBatch is the request being filled.
+type bqBatch struct {
+	arena   []byte   // encoded rows back to back; data slices into it
+	data    [][]byte // storage_write: one encoded row each
+	rows    []schemas.BQRow
+	origins []schemas.Origin
+	bytes   int
+}
+
+// bqAppend is one AppendRows request and its outcome.
+type bqAppend struct {
+	data    [][]byte
+	origins []schemas.Origin
+	attempt int
+	res     *managedwriter.AppendResult
+	err     error // AppendRows' own error: the request was not sent
+}
+
+// NewBigQueryWriteFn returns a writer of spec's rows to project:dataset.table.
+func NewBigQueryWriteFn(project, dataset, table, method string, spec *schemas.Spec) *BigQueryWriteFn {
+	return &BigQueryWriteFn{Project: project, Dataset: dataset, Table: table, WriteMethod: method, Spec: spec}
+}
+
+// Setup compiles the row encoder and opens the writer: a managed stream on
+// the table's default stream, or an insertAll client. Both honour the
+// emulator variables (see bqadmin.ClientOptions and bqadmin.WriterOptions).
+func (f *BigQueryWriteFn) Setup(ctx context.Context) error {
+	if f.MaxAttempts <= 0 {
+		f.MaxAttempts = 5
+	}
+	if f.Backoff <= 0 {
+		f.Backoff = 200 * time.Millisecond
+	}
+	if f.MaxRequestBytes <= 0 {
+		f.MaxRequestBytes = DefaultBQRequestBytes
+	}
+	if f.MaxInsertRows <= 0 {
+		f.MaxInsertRows = DefaultInsertAllRows
+	}
+	if f.MaxInflight <= 0 {
+		f.MaxInflight = DefaultBQInflight
+	}
+	if f.WriteMethod == "" {
+		f.WriteMethod = WriteStorageWrite
+	}
+	if f.Spec == nil {
+		return fmt.Errorf("bigquery write: no dataset spec")
+	}
+	if err := f.Spec.Validate(); err != nil {
+		return fmt.Errorf("bigquery write: spec: %w", err)
+	}
+	enc, err := schemas.NewBQEncoder(f.Spec.BigQuery)
+	if err != nil {
+		return fmt.Errorf("bigquery write: %w", err)
+	}
+	f.enc = enc
+	f.ref = fmt.Sprintf("%s:%s.%s", f.Project, f.Dataset, f.Table)
+	f.idCol = insertIDColumn(f.Spec.BigQuery)
+	f.written = beam.NewCounter("bigquery", "rows_written")
+	f.failed = beam.NewCounter("bigquery", "write_failed")
+	switch f.WriteMethod {
+	case WriteStorageWrite:
+		// The client and stream retain their context for background
+		// connection management; the bundle's must not cancel them.
+		f.mw, err = managedwriter.NewClient(context.Background(), f.Project, bqadmin.WriterOptions()...)
+		if err != nil {
+			return fmt.Errorf("bigquery storage write client for %s: %w", bqadmin.WriterEndpoint(), err)
+		}
+		return f.openStream(ctx)
+	case WriteInsertAll:
+		f.bq, err = bigquery.NewClient(ctx, f.Project, bqadmin.ClientOptions()...)
+		if err != nil {
+			return fmt.Errorf("bigquery client for %s: %w", bqadmin.Endpoint(), err)
+		}
+		f.inserter = f.bq.Dataset(f.Dataset).Table(f.Table).Inserter()
+		// Bad rows are reported one by one and the others land.
+		f.inserter.SkipInvalidRows = true
+		return nil
+	}
+	return fmt.Errorf("bigquery write: unknown write method %q: use %s or %s", f.WriteMethod, WriteStorageWrite, WriteInsertAll)
+}
+
+// openStream opens a managed stream on the table's default stream. It first
+// looks the stream up with a deadline, so an unreachable endpoint or a
+// missing table fails Setup promptly with a clear message.
+func (f *BigQueryWriteFn) openStream(ctx context.Context) error {
+	parent := managedwriter.TableParentFromParts(f.Project, f.Dataset, f.Table)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := f.mw.GetWriteStream(cctx, &storagepb.GetWriteStreamRequest{Name: parent + "/streams/_default"}); err != nil {
+		return fmt.Errorf("bigquery table %s via %s: %w", f.ref, bqadmin.WriterEndpoint(), err)
+	}
+	ms, err := f.mw.NewManagedStream(context.Background(),
+		managedwriter.WithDestinationTable(parent),
+		managedwriter.WithType(managedwriter.DefaultStream),
+		managedwriter.WithSchemaDescriptor(proto.CloneOf(f.enc.Descriptor())),
+		managedwriter.EnableWriteRetries(true),
+	)
+	if err != nil {
+		return fmt.Errorf("bigquery default stream of %s via %s: %w", f.ref, bqadmin.WriterEndpoint(), err)
+	}
+	f.stream = ms
+	return nil
+}
+
+// insertIDColumn is the column whose value is the reading id: the one
+// bound to $reading_id, else one named reading_id, else -1.
+func insertIDColumn(bq *schemas.BigQuerySpec) int {
+	for i, c := range bq.Columns {
+		if c.Value == schemas.ValueReadingID {
+			return i
+		}
+	}
+	for i, c := range bq.Columns {
+		if c.Name == "reading_id" {
+			return i
+		}
+	}
+	return -1
+}
+
+// Teardown closes the writer.
+func (f *BigQueryWriteFn) Teardown() error {
+	var errs []error
+	if f.stream != nil {
+		if err := f.stream.Close(); err != nil && !errors.Is(err, io.EOF) {
+			errs = append(errs, err)
+		}
+	}
+	if f.mw != nil {
+		errs = append(errs, f.mw.Close())
+	}
+	if f.bq != nil {
+		errs = append(errs, f.bq.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// ProcessElement adds row to the current request and sends the request when
+// it is full.
+func (f *BigQueryWriteFn) ProcessElement(ctx context.Context, row schemas.BQRow, dead func(schemas.DeadLetter)) (err error) {
+	defer f.resetOnError(&err)
+	f.scratch, err = f.enc.Append(f.scratch[:0], row.Values)
+	if err != nil {
+		f.reject(ctx, row.Origin, err.Error(), dead)
+		return nil
+	}
+	size := len(f.scratch) + 1 + protowire.SizeVarint(uint64(len(f.scratch)))
+	if f.WriteMethod == WriteInsertAll {
+		// JSON is about twice the protobuf size.
+		f.batch.rows = append(f.batch.rows, row)
+		f.batch.origins = append(f.batch.origins, row.Origin)
+		f.batch.bytes += 2*size + 64
+		if len(f.batch.rows) >= f.MaxInsertRows || f.batch.bytes >= f.MaxRequestBytes {
+			return f.flushInsert(ctx, dead)
+		}
+		return nil
+	}
+	if len(f.batch.data) > 0 && f.batch.bytes+size > f.MaxRequestBytes {
+		if err := f.sendBatch(ctx, dead); err != nil {
+			return err
+		}
+	}
+	b := &f.batch
+	if b.arena == nil {
+		b.arena = make([]byte, 0, min(64<<10, f.MaxRequestBytes))
+	}
+	start := len(b.arena)
+	b.arena = append(b.arena, f.scratch...)
+	// A full slice expression: a reallocated arena leaves earlier rows in
+	// the old array, which nothing writes to again.
+	b.data = append(b.data, b.arena[start:len(b.arena):len(b.arena)])
+	b.origins = append(b.origins, row.Origin)
+	b.bytes += size
+	return nil
+}
+
+// FinishBundle sends what is left and waits for every append, so the bundle
+// commits only once each row has landed or been dead-lettered.
+func (f *BigQueryWriteFn) FinishBundle(ctx context.Context, dead func(schemas.DeadLetter)) (err error) {
+	defer f.resetOnError(&err)
+	if f.WriteMethod == WriteInsertAll {
+		return f.flushInsert(ctx, dead)
+	}
+	if len(f.batch.data) > 0 {
+		f.send(ctx, &bqAppend{data: f.batch.data, origins: f.batch.origins})
+		f.batch = bqBatch{}
+	}
+	return f.drain(ctx, 0, dead)
+}
+
+// resetOnError drops the bundle's pending and in-flight rows when it fails:
+// the runner retries the whole bundle, so this instance must not settle
+// them again in its next bundle.
+func (f *BigQueryWriteFn) resetOnError(err *error) {
+	if *err != nil {
+		f.batch = bqBatch{}
+		f.inflight = nil
+	}
+}
+
+// sendBatch sends the current request, then waits until at most
+// MaxInflight requests are in flight.
+func (f *BigQueryWriteFn) sendBatch(ctx context.Context, dead func(schemas.DeadLetter)) error {
+	f.send(ctx, &bqAppend{data: f.batch.data, origins: f.batch.origins})
+	f.batch = bqBatch{}
+	return f.drain(ctx, f.MaxInflight, dead)
+}
+
+// send appends req's rows to the stream without waiting for the result.
+func (f *BigQueryWriteFn) send(ctx context.Context, req *bqAppend) {
+	req.attempt++
+	req.res, req.err = f.stream.AppendRows(ctx, req.data)
+	f.inflight = append(f.inflight, req)
+}
+
+// drain settles the oldest requests until at most keep are in flight.
+// Settling may send requests again (retries, the good rows of a rejected
+// request); they join the queue.
+func (f *BigQueryWriteFn) drain(ctx context.Context, keep int, dead func(schemas.DeadLetter)) error {
+	for len(f.inflight) > keep {
+		req := f.inflight[0]
+		f.inflight[0] = nil
+		f.inflight = f.inflight[1:]
+		if err := f.settle(ctx, req, dead); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settle waits for req's result. Landed rows are counted; rows the server
+// rejected are dead-lettered and the others sent again; a transient failure
+// is retried with backoff; a request too large is split; anything else
+// dead-letters the request's rows. Only a cancelled context is returned as
+// an error.
+func (f *BigQueryWriteFn) settle(ctx context.Context, req *bqAppend, dead func(schemas.DeadLetter)) error {
+	err := req.err
+	var resp *storagepb.AppendRowsResponse
+	if err == nil {
+		resp, err = req.res.FullResponse(ctx)
+	}
+	if err == nil {
+		f.landed(ctx, len(req.data))
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("bigquery append to %s: %w", f.ref, ctx.Err())
+	}
+	if bad := rowErrors(resp, len(req.data)); len(bad) > 0 {
+		// BigQuery appended none of the request's rows: dead-letter the
+		// rejected ones and send the others again.
+		good := &bqAppend{attempt: req.attempt}
+		for i := range req.data {
+			if msg, ok := bad[i]; ok {
+				f.reject(ctx, req.origins[i], msg, dead)
+				continue
+			}
+			good.data = append(good.data, req.data[i])
+			good.origins = append(good.origins, req.origins[i])
+		}
+		if len(good.data) > 0 {
+			f.send(ctx, good)
+		}
+		return nil
+	}
+	switch {
+	case tooLarge(err) && len(req.data) > 1:
+		h := len(req.data) / 2
+		f.send(ctx, &bqAppend{data: req.data[:h], origins: req.origins[:h], attempt: req.attempt - 1})
+		f.send(ctx, &bqAppend{data: req.data[h:], origins: req.origins[h:], attempt: req.attempt - 1})
+		return nil
+	case transientBQ(err) && req.attempt < f.MaxAttempts:
+		delay := f.delay(req.attempt)
+		log.Warnf(ctx, "bigquery: append of %d rows to %s failed (attempt %d of %d), retrying in %v: %v",
+			len(req.data), f.ref, req.attempt, f.MaxAttempts, delay, err)
+		if err := sleep(ctx, delay); err != nil {
+			return fmt.Errorf("bigquery append to %s: %w", f.ref, err)
+		}
+		if req.err != nil {
+			// The stream itself failed: open a new one.
+			if err := f.reopen(ctx); err != nil {
+				log.Warnf(ctx, "bigquery: %v", err)
+			}
+		}
+		f.send(ctx, req)
+		return nil
+	}
+	msg := err.Error()
+	if transientBQ(err) {
+		msg = fmt.Sprintf("after %d attempts: %s", req.attempt, msg)
+	}
+	for _, o := range req.origins {
+		f.reject(ctx, o, msg, dead)
+	}
+	return nil
+}
+
+// reopen replaces a failed managed stream.
+func (f *BigQueryWriteFn) reopen(ctx context.Context) error {
+	if f.stream != nil {
+		_ = f.stream.Close()
+	}
+	return f.openStream(ctx)
+}
+
+// rowErrors maps the indexes of the rows an append response rejects to the
+// server's message for each.
+func rowErrors(resp *storagepb.AppendRowsResponse, n int) map[int]string {
+	var bad map[int]string
+	for _, re := range resp.GetRowErrors() {
+		i := int(re.GetIndex())
+		if i < 0 || i >= n {
+			continue
+		}
+		if bad == nil {
+			bad = map[int]string{}
+		}
+		msg := re.GetMessage()
+		if msg == "" {
+			msg = re.GetCode().String()
+		}
+		bad[i] = msg
+	}
+	return bad
+}
+
+// flushInsert sends the current insertAll batch.
+func (f *BigQueryWriteFn) flushInsert(ctx context.Context, dead func(schemas.DeadLetter)) error {
+	if len(f.batch.rows) == 0 {
+		return nil
+	}
+	rows := f.batch.rows
+	f.batch = bqBatch{}
+	return f.insert(ctx, rows, 1, dead)
+}
+
+// insertTimeout bounds one insertAll call with its client-side retries.
+const insertTimeout = 2 * time.Minute
+
+// insert writes rows with tabledata.insertAll. Rows BigQuery rejects are
+// dead-lettered; rows it did not try because of them ("stopped") are sent
+// again; transient failures are retried and a request too large is split.
+func (f *BigQueryWriteFn) insert(ctx context.Context, rows []schemas.BQRow, attempt int, dead func(schemas.DeadLetter)) error {
+	savers := make([]bigquery.ValueSaver, 0, len(rows))
+	sent := make([]schemas.BQRow, 0, len(rows))
+	for _, r := range rows {
+		s, err := f.saver(r)
+		if err != nil {
+			f.reject(ctx, r.Origin, err.Error(), dead)
+			continue
+		}
+		savers = append(savers, s)
+		sent = append(sent, r)
+	}
+	if len(savers) == 0 {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, insertTimeout)
+	err := f.inserter.Put(pctx, savers)
+	cancel()
+	if err == nil {
+		f.landed(ctx, len(sent))
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("bigquery insertAll to %s: %w", f.ref, ctx.Err())
+	}
+	var pme bigquery.PutMultiError
+	if errors.As(err, &pme) {
+		failed := map[int]bool{}
+		var again []schemas.BQRow
+		for _, re := range pme {
+			i := re.RowIndex
+			if i < 0 || i >= len(sent) || failed[i] {
+				continue
+			}
+			failed[i] = true
+			msg, stopped := insertMessage(re.Errors)
+			if stopped && attempt < f.MaxAttempts {
+				again = append(again, sent[i])
+				continue
+			}
+			f.reject(ctx, sent[i].Origin, msg, dead)
+		}
+		f.landed(ctx, len(sent)-len(failed))
+		if len(again) > 0 {
+			return f.insert(ctx, again, attempt+1, dead)
+		}
+		return nil
+	}
+	switch {
+	case tooLarge(err) && len(sent) > 1:
+		h := len(sent) / 2
+		if err := f.insert(ctx, sent[:h], attempt, dead); err != nil {
+			return err
+		}
+		return f.insert(ctx, sent[h:], attempt, dead)
+	case transientBQ(err) && attempt < f.MaxAttempts:
+		delay := f.delay(attempt)
+		log.Warnf(ctx, "bigquery: insertAll of %d rows to %s failed (attempt %d of %d), retrying in %v: %v",
+			len(sent), f.ref, attempt, f.MaxAttempts, delay, err)
+		if err := sleep(ctx, delay); err != nil {
+			return fmt.Errorf("bigquery insertAll to %s: %w", f.ref, err)
+		}
+		return f.insert(ctx, sent, attempt+1, dead)
+	}
+	msg := err.Error()
+	if transientBQ(err) {
+		msg = fmt.Sprintf("after %d attempts: %s", attempt, msg)
+	}
+	for _, r := range sent {
+		f.reject(ctx, r.Origin, msg, dead)
+	}
+	return nil
+}
+
+// insertMessage joins the messages of one row's insert errors, and reports
+// whether they only say the row was stopped because of another row.
+func insertMessage(errs bigquery.MultiError) (string, bool) {
+	var msgs []string
+	stopped := len(errs) > 0
+	for _, e := range errs {
+		var be *bigquery.Error
+		if !errors.As(e, &be) {
+			msgs = append(msgs, e.Error())
+			stopped = false
+			continue
+		}
+		if be.Reason != "stopped" {
+			stopped = false
+		}
+		m := be.Message
+		if m == "" {
+			m = be.Reason
+		}
+		if be.Location != "" && !strings.Contains(m, be.Location) {
+			m += " (field " + be.Location + ")"
+		}
+		msgs = append(msgs, m)
+	}
+	return strings.Join(msgs, "; "), stopped
+}
+
+// bqSaver is one insertAll row.
+type bqSaver struct {
+	row map[string]bigquery.Value
+	id  string
+}
+
+// Save implements bigquery.ValueSaver.
+func (s bqSaver) Save() (map[string]bigquery.Value, string, error) { return s.row, s.id, nil }
+
+// saver converts r to an insertAll row: null values are left out, the
+// reading id is the insertId.
+func (f *BigQueryWriteFn) saver(r schemas.BQRow) (bqSaver, error) {
+	cols := f.Spec.BigQuery.Columns
+	if len(r.Values) != len(cols) {
+		return bqSaver{}, fmt.Errorf("%w: row has %d values for %d columns", schemas.ErrBQValue, len(r.Values), len(cols))
+	}
+	s := bqSaver{row: make(map[string]bigquery.Value, len(cols))}
+	for i, c := range cols {
+		v := r.Values[i]
+		if v.Null() {
+			continue
+		}
+		x, err := jsonValue(c, v)
+		if err != nil {
+			return bqSaver{}, err
+		}
+		s.row[c.Name] = x
+	}
+	if f.idCol >= 0 && !r.Values[f.idCol].Null() {
+		s.id = string(schemas.AppendText(nil, r.Values[f.idCol]))
+	}
+	return s, nil
+}
+
+// jsonValue converts v to the JSON value insertAll takes for column c.
+func jsonValue(c schemas.BQColumnSpec, v schemas.Value) (bigquery.Value, error) {
+	switch c.Type {
+	case "STRING":
+		if v.Kind != schemas.KindTags {
+			return string(schemas.AppendText(nil, v)), nil
+		}
+	case "BYTES":
+		if v.Kind == schemas.KindString || v.Kind == schemas.KindBytes {
+			return []byte(v.Str), nil // encoding/json sends base64, as BYTES wants
+		}
+	case "FLOAT64":
+		if v.Kind == schemas.KindFloat || v.Kind == schemas.KindInt {
+			x := v.Float()
+			switch {
+			case math.IsNaN(x):
+				return "NaN", nil
+			case math.IsInf(x, 1):
+				return "Infinity", nil
+			case math.IsInf(x, -1):
+				return "-Infinity", nil
+			}
+			return x, nil
+		}
+	case "INT64":
+		switch v.Kind {
+		case schemas.KindInt, schemas.KindTime:
+			return v.Int, nil
+		case schemas.KindFloat:
+			if v.Num == math.Trunc(v.Num) && math.Abs(v.Num) < 1<<63 {
+				return int64(v.Num), nil
+			}
+		}
+	case "BOOL":
+		if v.Kind == schemas.KindBool {
+			return v.Bool, nil
+		}
+	case "TIMESTAMP":
+		if v.Kind == schemas.KindTime {
+			return time.UnixMilli(v.Int).UTC(), nil
+		}
+	}
+	return nil, fmt.Errorf("%w: column %s (%s) cannot hold %q", schemas.ErrBQValue, c.Name, c.Type, schemas.AppendText(nil, v))
+}
+
+// landed counts n rows written.
+func (f *BigQueryWriteFn) landed(ctx context.Context, n int) {
+	if n <= 0 {
+		return
+	}
+	f.written.Inc(ctx, int64(n))
+	progress.BQWritten.Add(int64(n))
+}
+
+// reject dead-letters one row as write_failed with the server's message.
+func (f *BigQueryWriteFn) reject(ctx context.Context, o schemas.Origin, msg string, dead func(schemas.DeadLetter)) {
+	f.failed.Inc(ctx, 1)
+	dead(NewDeadLetter(o.Raw, o.Source, fmt.Errorf("%w: bigquery table %s: %s", schemas.ErrWriteFailed, f.ref, msg)))
+}
+
+// delay is the backoff before attempt+1: Backoff doubled per attempt,
+// capped at 30s.
+func (f *BigQueryWriteFn) delay(attempt int) time.Duration {
+	d := f.Backoff << (attempt - 1)
+	if d <= 0 || d > 30*time.Second {
+		d = 30 * time.Second
+	}
+	return d
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// transientBQ reports whether a BigQuery error (gRPC or REST) may succeed
+// on retry.
+func transientBQ(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		return ge.Code == http.StatusTooManyRequests || ge.Code >= 500
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return true
+	}
+	if st, ok := status.FromError(err); ok {
+		switch st.Code() {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.Internal, codes.ResourceExhausted:
+			return true
+		}
+	}
+	return false
+}
+
+// tooLarge reports whether a request was rejected for its size, so that
+// smaller requests may pass.
+func tooLarge(err error) bool {
+	var ge *googleapi.Error
+	if errors.As(err, &ge) && ge.Code == http.StatusRequestEntityTooLarge {
+		return true
+	}
+	m := strings.ToLower(err.Error())
+	return strings.Contains(m, "too large") || strings.Contains(m, "larger than")
+}

@@ -1,0 +1,359 @@
+package bqadmin
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/bigquery"
+
+	"github.com/sensorpipe/sensorpipe/internal/bqemu"
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+const project = "test-project"
+
+func vitals(t *testing.T) *schemas.Spec {
+	t.Helper()
+	spec, err := schemas.LoadSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// useEmulator starts an in-process emulator and points both environment
+// variables at it, so EnsureTable finds it the way a launch would.
+func useEmulator(t *testing.T) *bigquery.Client {
+	t.Helper()
+	ts := bqemu.StartServerForTest(t)
+	t.Setenv(EmulatorHostEnv, strings.TrimPrefix(ts.RESTEndpoint, "http://"))
+	t.Setenv(StorageEmulatorHostEnv, ts.GRPCAddr)
+	c, err := bigquery.NewClient(context.Background(), project, ClientOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// without returns spec's schema minus the named columns.
+func without(spec *schemas.Spec, drop ...string) bigquery.Schema {
+	var out bigquery.Schema
+	for _, f := range Schema(spec) {
+		keep := true
+		for _, d := range drop {
+			keep = keep && f.Name != d
+		}
+		if keep {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func TestEnsureTableCreatesDatasetAndPartitionedClusteredTable(t *testing.T) {
+	ctx := context.Background()
+	c := useEmulator(t)
+	spec := vitals(t)
+	if err := EnsureTable(ctx, project, "sensors", "readings", spec, true); err != nil {
+		t.Fatalf("EnsureTable: %v", err)
+	}
+	md, err := c.Dataset("sensors").Table("readings").Metadata(ctx)
+	if err != nil {
+		t.Fatalf("tables.get: %v", err)
+	}
+	if tp := md.TimePartitioning; tp == nil || tp.Type != bigquery.DayPartitioningType || tp.Field != "event_timestamp" {
+		t.Errorf("timePartitioning = %+v, want DAY on event_timestamp", tp)
+	}
+	if cl := md.Clustering; cl == nil || strings.Join(cl.Fields, ",") != "sensor_id" {
+		t.Errorf("clustering = %+v, want [sensor_id]", cl)
+	}
+	want := []struct {
+		name     string
+		typ      bigquery.FieldType
+		required bool
+	}{
+		{"sensor_id", bigquery.StringFieldType, true},
+		{"event_timestamp", bigquery.TimestampFieldType, true},
+		{"heart_rate", bigquery.FloatFieldType, false},
+		{"body_temperature", bigquery.FloatFieldType, false},
+		{"spO2", bigquery.FloatFieldType, false},
+		{"battery_level", bigquery.FloatFieldType, false},
+		{"heart_rate_imputed", bigquery.BooleanFieldType, false},
+		{"reading_id", bigquery.StringFieldType, true},
+		{"ingested_at", bigquery.TimestampFieldType, false},
+	}
+	if len(md.Schema) != len(want) {
+		t.Fatalf("schema has %d columns, want %d", len(md.Schema), len(want))
+	}
+	for i, w := range want {
+		f := md.Schema[i]
+		if f.Name != w.name || f.Type != w.typ || f.Required != w.required {
+			t.Errorf("column %d = %s %s required=%v, want %s %s required=%v", i, f.Name, f.Type, f.Required, w.name, w.typ, w.required)
+		}
+	}
+	// A second launch finds everything in place and changes nothing.
+	if err := EnsureTable(ctx, project, "sensors", "readings", spec, false); err != nil {
+		t.Errorf("EnsureTable on the existing table: %v", err)
+	}
+}
+
+func TestEnsureTableExistingTables(t *testing.T) {
+	tests := []struct {
+		name   string
+		schema func(*schemas.Spec) bigquery.Schema
+		create bool
+		// wantErr lists what the error must name; empty means success.
+		wantErr []string
+		// wantCols is the table's column count afterwards.
+		wantCols int
+	}{
+		{
+			name:     "missing NULLABLE columns are patched in",
+			schema:   func(s *schemas.Spec) bigquery.Schema { return without(s, "heart_rate_imputed", "ingested_at") },
+			create:   true,
+			wantCols: 9,
+		},
+		{
+			name:     "missing NULLABLE column without create is an error",
+			schema:   func(s *schemas.Spec) bigquery.Schema { return without(s, "ingested_at") },
+			create:   false,
+			wantErr:  []string{project + ":sensors.readings", "ingested_at", "--create_tables=true"},
+			wantCols: 8,
+		},
+		{
+			name:     "missing REQUIRED column is an error",
+			schema:   func(s *schemas.Spec) bigquery.Schema { return without(s, "reading_id") },
+			create:   true,
+			wantErr:  []string{project + ":sensors.readings", "reading_id", "REQUIRED", "make it NULLABLE in the spec"},
+			wantCols: 8,
+		},
+		{
+			name: "type mismatch is an error",
+			schema: func(s *schemas.Spec) bigquery.Schema {
+				sc := Schema(s)
+				sc[2] = &bigquery.FieldSchema{Name: "heart_rate", Type: bigquery.StringFieldType}
+				return sc
+			},
+			create:   true,
+			wantErr:  []string{project + ":sensors.readings", "heart_rate", "STRING", "FLOAT64"},
+			wantCols: 9,
+		},
+		{
+			name: "REQUIRED table column the spec does not write is an error",
+			schema: func(s *schemas.Spec) bigquery.Schema {
+				return append(Schema(s), &bigquery.FieldSchema{Name: "site", Type: bigquery.StringFieldType, Required: true})
+			},
+			create:   true,
+			wantErr:  []string{project + ":sensors.readings", "site", "DROP NOT NULL"},
+			wantCols: 10,
+		},
+		{
+			name: "extra NULLABLE table column is fine",
+			schema: func(s *schemas.Spec) bigquery.Schema {
+				return append(Schema(s), &bigquery.FieldSchema{Name: "site", Type: bigquery.StringFieldType})
+			},
+			create:   false,
+			wantCols: 10,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := useEmulator(t)
+			spec := vitals(t)
+			if err := c.Dataset("sensors").Create(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			tbl := c.Dataset("sensors").Table("readings")
+			md := TableMetadata(spec)
+			md.Schema = tc.schema(spec)
+			if err := tbl.Create(ctx, md); err != nil {
+				t.Fatal(err)
+			}
+			err := EnsureTable(ctx, project, "sensors", "readings", spec, tc.create)
+			if len(tc.wantErr) == 0 && err != nil {
+				t.Fatalf("EnsureTable: %v", err)
+			}
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatal("EnsureTable succeeded, want an error")
+				}
+				t.Logf("error: %v", err)
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not mention %q", err, w)
+					}
+				}
+			}
+			got, err := tbl.Metadata(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Schema) != tc.wantCols {
+				t.Errorf("table has %d columns afterwards, want %d", len(got.Schema), tc.wantCols)
+			}
+			if len(tc.wantErr) == 0 {
+				if _, err := CheckSchema("t", got.Schema, spec, false); err != nil {
+					t.Errorf("table still cannot take the spec's rows: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestEnsureTableWithoutCreateReportsWhatIsMissing(t *testing.T) {
+	tests := []struct {
+		name        string
+		makeDataset bool
+		want        []string
+	}{
+		{"missing dataset", false, []string{"dataset " + project + ":sensors does not exist", "--create_tables=true"}},
+		{"missing table", true, []string{"table " + project + ":sensors.readings does not exist", "--create_tables=true"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := useEmulator(t)
+			if tc.makeDataset {
+				if err := c.Dataset("sensors").Create(ctx, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := EnsureTable(ctx, project, "sensors", "readings", vitals(t), false)
+			if err == nil {
+				t.Fatal("EnsureTable succeeded, want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if _, err := c.Dataset("sensors").Table("readings").Metadata(ctx); err == nil {
+				t.Error("the table exists afterwards; create=false must not create it")
+			}
+		})
+	}
+}
+
+func TestEnsureTableUnreachableFailsInBoundedTime(t *testing.T) {
+	// A port nothing listens on.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	t.Setenv(EmulatorHostEnv, addr)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = EnsureTable(ctx, project, "sensors", "readings", vitals(t), true)
+	if !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("err = %v, want ErrUnreachable", err)
+	}
+	t.Logf("error: %v", err)
+	if !strings.Contains(err.Error(), addr) {
+		t.Errorf("error %q does not name the endpoint %s", err, addr)
+	}
+	if took := time.Since(start); took > Timeout+5*time.Second {
+		t.Errorf("took %v, want the deadline to bound it", took)
+	}
+}
+
+func TestCheckSchema(t *testing.T) {
+	spec := vitals(t)
+	tests := []struct {
+		name    string
+		have    bigquery.Schema
+		add     bool
+		wantAdd []string
+		wantErr string
+	}{
+		{"same schema", Schema(spec), false, nil, ""},
+		{"standard SQL type names compare equal", func() bigquery.Schema {
+			s := Schema(spec)
+			s[2] = &bigquery.FieldSchema{Name: "heart_rate", Type: "FLOAT64"}
+			return s
+		}(), false, nil, ""},
+		{"column names compare case-insensitively", func() bigquery.Schema {
+			s := Schema(spec)
+			s[4] = &bigquery.FieldSchema{Name: "SPO2", Type: bigquery.FloatFieldType}
+			return s
+		}(), false, nil, ""},
+		{"REQUIRED in spec, NULLABLE in table is fine", func() bigquery.Schema {
+			s := Schema(spec)
+			s[0] = &bigquery.FieldSchema{Name: "sensor_id", Type: bigquery.StringFieldType}
+			return s
+		}(), false, nil, ""},
+		{"missing NULLABLE with add", without(spec, "spO2", "ingested_at"), true, []string{"spO2", "ingested_at"}, ""},
+		{"missing NULLABLE without add", without(spec, "spO2"), false, nil, "ALTER TABLE `p.d.t` ADD COLUMN spO2 FLOAT64"},
+		{"missing REQUIRED", without(spec, "sensor_id"), true, nil, "column sensor_id (STRING REQUIRED) is missing"},
+		{"REPEATED column", func() bigquery.Schema {
+			s := Schema(spec)
+			s[3] = &bigquery.FieldSchema{Name: "body_temperature", Type: bigquery.FloatFieldType, Repeated: true}
+			return s
+		}(), true, nil, "body_temperature is FLOAT REPEATED in the table"},
+		{"NULLABLE in spec, REQUIRED in table", func() bigquery.Schema {
+			s := Schema(spec)
+			s[5] = &bigquery.FieldSchema{Name: "battery_level", Type: bigquery.FloatFieldType, Required: true}
+			return s
+		}(), true, nil, "battery_level is REQUIRED in the table but NULLABLE in the spec"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			add, err := CheckSchema("p:d.t", tc.have, spec, tc.add)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "p:d.t") {
+					t.Fatalf("err = %v, want one naming p:d.t and containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("CheckSchema: %v", err)
+			}
+			var got []string
+			for _, f := range add {
+				if f.Required {
+					t.Errorf("column %s would be added as REQUIRED", f.Name)
+				}
+				got = append(got, f.Name)
+			}
+			if strings.Join(got, ",") != strings.Join(tc.wantAdd, ",") {
+				t.Errorf("add = %v, want %v", got, tc.wantAdd)
+			}
+		})
+	}
+}
+
+func TestOptionsFollowTheEnvironment(t *testing.T) {
+	tests := []struct {
+		name, rest, grpc string
+		wantRest         int
+		wantGRPC         int
+		wantEndpoint     string
+	}{
+		{"unset: Cloud BigQuery", "", "", 0, 0, "bigquery.googleapis.com"},
+		{"emulators", "127.0.0.1:9050", "127.0.0.1:9060", 2, 3, "127.0.0.1:9050"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EmulatorHostEnv, tc.rest)
+			t.Setenv(StorageEmulatorHostEnv, tc.grpc)
+			if n := len(ClientOptions()); n != tc.wantRest {
+				t.Errorf("ClientOptions has %d options, want %d", n, tc.wantRest)
+			}
+			if n := len(WriterOptions()); n != tc.wantGRPC {
+				t.Errorf("WriterOptions has %d options, want %d", n, tc.wantGRPC)
+			}
+			if e := Endpoint(); !strings.Contains(e, tc.wantEndpoint) {
+				t.Errorf("Endpoint() = %q, want it to name %s", e, tc.wantEndpoint)
+			}
+		})
+	}
+}

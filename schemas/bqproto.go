@@ -1,0 +1,201 @@
+package schemas
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
+)
+
+// BQRowMessageName is the name of the protobuf message that carries one
+// BigQuery row to the Storage Write API.
+const BQRowMessageName = "sensorpipe_bq_row"
+
+// ErrBQValue marks a value that the column it is bound to cannot hold (for
+// example a string bound to a FLOAT64 column). The spec allows such a
+// binding, so it is reported per row rather than at launch.
+var ErrBQValue = errors.New("value does not fit the bigquery column")
+
+// BQEncoder encodes BigQuery rows as protobuf messages of the descriptor
+// derived from a spec's BigQuery columns: field i+1 carries column i, with
+// proto2 semantics (optional, or required for REQUIRED columns). It is
+// built once per spec and safe for concurrent use.
+//
+// Type mapping: STRING → string, BYTES → bytes, INT64 → int64, FLOAT64 →
+// double, BOOL → bool, TIMESTAMP → int64 microseconds since the epoch.
+type BQEncoder struct {
+	cols []bqCol
+	desc *descriptorpb.DescriptorProto
+}
+
+// bqCol is one column's compiled encoding.
+type bqCol struct {
+	name string
+	typ  string
+	tag  uint64 // protowire tag: field number and wire type
+}
+
+// NewBQEncoder compiles the encoder of bq's columns.
+func NewBQEncoder(bq *BigQuerySpec) (*BQEncoder, error) {
+	if bq == nil || len(bq.Columns) == 0 {
+		return nil, fmt.Errorf("bigquery: the spec has no bigquery columns")
+	}
+	e := &BQEncoder{
+		cols: make([]bqCol, len(bq.Columns)),
+		desc: &descriptorpb.DescriptorProto{Name: proto.String(BQRowMessageName)},
+	}
+	seen := make(map[string]bool, len(bq.Columns))
+	for i, c := range bq.Columns {
+		num := protowire.Number(i + 1)
+		var (
+			typ  descriptorpb.FieldDescriptorProto_Type
+			wire protowire.Type
+		)
+		switch c.Type {
+		case "STRING":
+			typ, wire = descriptorpb.FieldDescriptorProto_TYPE_STRING, protowire.BytesType
+		case "BYTES":
+			typ, wire = descriptorpb.FieldDescriptorProto_TYPE_BYTES, protowire.BytesType
+		case "INT64", "TIMESTAMP":
+			typ, wire = descriptorpb.FieldDescriptorProto_TYPE_INT64, protowire.VarintType
+		case "FLOAT64":
+			typ, wire = descriptorpb.FieldDescriptorProto_TYPE_DOUBLE, protowire.Fixed64Type
+		case "BOOL":
+			typ, wire = descriptorpb.FieldDescriptorProto_TYPE_BOOL, protowire.VarintType
+		default:
+			return nil, fmt.Errorf("bigquery column %s: unsupported type %q; use STRING, FLOAT64, INT64, BOOL, TIMESTAMP or BYTES", c.Name, c.Type)
+		}
+		if !protoIdent(c.Name) {
+			return nil, fmt.Errorf("bigquery column %q: not a valid column name; use letters, digits and _", c.Name)
+		}
+		if seen[c.Name] {
+			return nil, fmt.Errorf("bigquery column %s: declared twice", c.Name)
+		}
+		seen[c.Name] = true
+		label := descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL
+		if c.Mode == "REQUIRED" {
+			label = descriptorpb.FieldDescriptorProto_LABEL_REQUIRED
+		}
+		e.desc.Field = append(e.desc.Field, &descriptorpb.FieldDescriptorProto{
+			Name:   proto.String(c.Name),
+			Number: proto.Int32(int32(num)),
+			Label:  label.Enum(),
+			Type:   typ.Enum(),
+		})
+		e.cols[i] = bqCol{name: c.Name, typ: c.Type, tag: protowire.EncodeTag(num, wire)}
+	}
+	return e, nil
+}
+
+// protoIdent reports whether s is a valid protobuf field name, which every
+// valid BigQuery column name is.
+func protoIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Descriptor returns the row message's descriptor, self-contained (no
+// imports), as managedwriter.WithSchemaDescriptor takes it. The caller must
+// not modify it; clone it first.
+func (e *BQEncoder) Descriptor() *descriptorpb.DescriptorProto { return e.desc }
+
+// NumColumns is the number of values Append expects.
+func (e *BQEncoder) NumColumns() int { return len(e.cols) }
+
+// Append appends the wire encoding of the row vals (aligned to the spec's
+// BigQuery columns, as BQRow.Values is) to dst. Null values are left out,
+// REQUIRED or not: BigQuery itself rejects a row that lacks a REQUIRED
+// column, with its own message. A value the column cannot hold is an error
+// wrapping ErrBQValue, and dst is returned unchanged.
+func (e *BQEncoder) Append(dst []byte, vals []Value) ([]byte, error) {
+	if len(vals) != len(e.cols) {
+		return dst, fmt.Errorf("%w: row has %d values for %d columns", ErrBQValue, len(vals), len(e.cols))
+	}
+	start := len(dst)
+	for i := range vals {
+		v := &vals[i]
+		if v.Kind == KindNull {
+			continue
+		}
+		c := &e.cols[i]
+		switch c.typ {
+		case "STRING", "BYTES":
+			switch v.Kind {
+			case KindString, KindBytes:
+				dst = protowire.AppendVarint(dst, c.tag)
+				dst = protowire.AppendString(dst, v.Str)
+				continue
+			}
+			if c.typ == "STRING" && v.Kind != KindTags {
+				dst = protowire.AppendVarint(dst, c.tag)
+				dst = protowire.AppendBytes(dst, AppendText(nil, *v))
+				continue
+			}
+		case "FLOAT64":
+			switch v.Kind {
+			case KindFloat:
+				dst = protowire.AppendVarint(dst, c.tag)
+				dst = protowire.AppendFixed64(dst, math.Float64bits(v.Num))
+				continue
+			case KindInt:
+				dst = protowire.AppendVarint(dst, c.tag)
+				dst = protowire.AppendFixed64(dst, math.Float64bits(float64(v.Int)))
+				continue
+			}
+		case "INT64":
+			switch v.Kind {
+			case KindInt, KindTime:
+				dst = protowire.AppendVarint(dst, c.tag)
+				dst = protowire.AppendVarint(dst, uint64(v.Int))
+				continue
+			case KindFloat:
+				if v.Num == math.Trunc(v.Num) && math.Abs(v.Num) < 1<<63 {
+					dst = protowire.AppendVarint(dst, c.tag)
+					dst = protowire.AppendVarint(dst, uint64(int64(v.Num)))
+					continue
+				}
+			}
+		case "BOOL":
+			if v.Kind == KindBool {
+				dst = protowire.AppendVarint(dst, c.tag)
+				dst = protowire.AppendVarint(dst, protowire.EncodeBool(v.Bool))
+				continue
+			}
+		case "TIMESTAMP":
+			if v.Kind == KindTime {
+				dst = protowire.AppendVarint(dst, c.tag)
+				dst = protowire.AppendVarint(dst, uint64(TimestampMicros(v.Int)))
+				continue
+			}
+		}
+		return dst[:start], fmt.Errorf("%w: column %s (%s) cannot hold %s value %s", ErrBQValue, c.name, c.typ, kindName(v.Kind), strconv.Quote(string(AppendText(nil, *v))))
+	}
+	return dst, nil
+}
+
+// kindName names a value kind for messages.
+func kindName(k Kind) string {
+	if n, ok := kindNames[k]; ok {
+		return "a " + n
+	}
+	return "a null"
+}
+
+// TimestampMicros converts epoch milliseconds (a KindTime value) to the
+// epoch microseconds of a BigQuery TIMESTAMP.
+func TimestampMicros(ms int64) int64 { return ms * 1000 }

@@ -1,0 +1,294 @@
+package schemas
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+func vitalsBQ(t testing.TB) (*Spec, *BQEncoder) {
+	t.Helper()
+	spec, err := LoadSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := NewBQEncoder(spec.BigQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec, enc
+}
+
+// messageType turns the encoder's descriptor into a dynamic message type,
+// the way BigQuery reads a writer schema: a proto2 file holding only it.
+func messageType(t testing.TB, dp *descriptorpb.DescriptorProto) protoreflect.MessageType {
+	t.Helper()
+	fd, err := protodesc.NewFile(&descriptorpb.FileDescriptorProto{
+		Name:        proto.String("bqproto_test.proto"),
+		Package:     proto.String("test"),
+		Syntax:      proto.String("proto2"),
+		MessageType: []*descriptorpb.DescriptorProto{proto.CloneOf(dp)},
+	}, nil)
+	if err != nil {
+		t.Fatalf("descriptor does not build a proto2 file: %v", err)
+	}
+	return dynamicpb.NewMessageType(fd.Messages().Get(0))
+}
+
+func TestBQDescriptorFollowsTheSpecColumns(t *testing.T) {
+	_, enc := vitalsBQ(t)
+	type field struct {
+		name  string
+		num   int32
+		label descriptorpb.FieldDescriptorProto_Label
+		typ   descriptorpb.FieldDescriptorProto_Type
+	}
+	const (
+		opt = descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL
+		req = descriptorpb.FieldDescriptorProto_LABEL_REQUIRED
+	)
+	want := []field{
+		{"sensor_id", 1, req, descriptorpb.FieldDescriptorProto_TYPE_STRING},
+		{"event_timestamp", 2, req, descriptorpb.FieldDescriptorProto_TYPE_INT64},
+		{"heart_rate", 3, opt, descriptorpb.FieldDescriptorProto_TYPE_DOUBLE},
+		{"body_temperature", 4, opt, descriptorpb.FieldDescriptorProto_TYPE_DOUBLE},
+		{"spO2", 5, opt, descriptorpb.FieldDescriptorProto_TYPE_DOUBLE},
+		{"battery_level", 6, opt, descriptorpb.FieldDescriptorProto_TYPE_DOUBLE},
+		{"heart_rate_imputed", 7, opt, descriptorpb.FieldDescriptorProto_TYPE_BOOL},
+		{"reading_id", 8, req, descriptorpb.FieldDescriptorProto_TYPE_STRING},
+		{"ingested_at", 9, opt, descriptorpb.FieldDescriptorProto_TYPE_INT64},
+	}
+	dp := enc.Descriptor()
+	if dp.GetName() != BQRowMessageName {
+		t.Errorf("message name = %q, want %q", dp.GetName(), BQRowMessageName)
+	}
+	if len(dp.Field) != len(want) {
+		t.Fatalf("descriptor has %d fields, want %d", len(dp.Field), len(want))
+	}
+	for i, w := range want {
+		f := dp.Field[i]
+		got := field{f.GetName(), f.GetNumber(), f.GetLabel(), f.GetType()}
+		if got != w {
+			t.Errorf("field %d = %+v, want %+v", i, got, w)
+		}
+	}
+	mt := messageType(t, dp)
+	if s := mt.Descriptor().ParentFile().Syntax(); s != protoreflect.Proto2 {
+		t.Errorf("syntax = %v, want proto2", s)
+	}
+}
+
+func TestNewBQEncoderRejectsBadColumns(t *testing.T) {
+	tests := []struct {
+		name string
+		cols []BQColumnSpec
+	}{
+		{"no columns", nil},
+		{"unknown type", []BQColumnSpec{{Name: "a", Type: "NUMERIC"}}},
+		{"bad name", []BQColumnSpec{{Name: "1a", Type: "STRING"}}},
+		{"duplicate", []BQColumnSpec{{Name: "a", Type: "STRING"}, {Name: "a", Type: "INT64"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := NewBQEncoder(&BigQuerySpec{Columns: tc.cols}); err == nil {
+				t.Error("NewBQEncoder succeeded, want an error")
+			}
+		})
+	}
+}
+
+func TestBQEncoderAppendDecodesWithDynamicpb(t *testing.T) {
+	spec, enc := vitalsBQ(t)
+	mt := messageType(t, enc.Descriptor())
+	b, err := NewBuilder(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const eventMs = 1_714_560_000_123 // 2024-05-01T10:40:00.123Z
+	const ingestedMs = 1_714_563_600_000
+	rec := Record{
+		Values: []Value{
+			{Kind: KindString, Str: "sensor-7"},
+			{Kind: KindTime, Int: eventMs},
+			{}, // heart_rate not observed
+			{Kind: KindFloat, Num: 36.8},
+			{Kind: KindFloat, Num: 98},
+			{Kind: KindFloat, Num: -0.5},
+			{Kind: KindBool, Bool: false},
+		},
+		EventMs: eventMs,
+	}
+	row := b.BQRow(&rec, ingestedMs)
+
+	tests := []struct {
+		name string
+		vals []Value
+		want map[string]any // absent keys must be unset
+	}{
+		{
+			name: "vitals row with a null heart rate",
+			vals: row.Values,
+			want: map[string]any{
+				"sensor_id":          "sensor-7",
+				"event_timestamp":    int64(eventMs * 1000),
+				"body_temperature":   36.8,
+				"spO2":               98.0,
+				"battery_level":      -0.5,
+				"heart_rate_imputed": false,
+				"reading_id":         spec.ReadingID(&rec),
+				"ingested_at":        int64(ingestedMs * 1000),
+			},
+		},
+		{
+			name: "every optional column null",
+			vals: []Value{{Kind: KindString, Str: ""}, {Kind: KindTime, Int: -1}, {}, {}, {}, {}, {}, {Kind: KindString, Str: "id"}, {}},
+			want: map[string]any{"sensor_id": "", "event_timestamp": int64(-1000), "reading_id": "id"},
+		},
+		{
+			name: "ints widen to float, extreme floats survive",
+			vals: []Value{{Kind: KindString, Str: "s"}, {Kind: KindTime, Int: 0}, {Kind: KindInt, Int: 72}, {Kind: KindFloat, Num: math.Inf(1)}, {Kind: KindFloat, Num: math.SmallestNonzeroFloat64}, {Kind: KindFloat, Num: math.MaxFloat64}, {Kind: KindBool, Bool: true}, {Kind: KindString, Str: "ü✓"}, {Kind: KindTime, Int: 253402300799999}},
+			want: map[string]any{"sensor_id": "s", "event_timestamp": int64(0), "heart_rate": 72.0, "body_temperature": math.Inf(1), "spO2": math.SmallestNonzeroFloat64, "battery_level": math.MaxFloat64, "heart_rate_imputed": true, "reading_id": "ü✓", "ingested_at": int64(253402300799999000)},
+		},
+		{
+			name: "a null REQUIRED column is left for BigQuery to reject",
+			vals: []Value{{}, {Kind: KindTime, Int: 5}, {}, {}, {}, {}, {}, {Kind: KindString, Str: "id"}, {}},
+			want: map[string]any{"event_timestamp": int64(5000), "reading_id": "id"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := []byte("keep")
+			got, err := enc.Append(prefix, tc.vals)
+			if err != nil {
+				t.Fatalf("Append: %v", err)
+			}
+			if string(got[:4]) != "keep" {
+				t.Fatalf("Append overwrote dst: %q", got[:4])
+			}
+			msg := mt.New()
+			if err := (proto.UnmarshalOptions{AllowPartial: true}).Unmarshal(got[4:], msg.Interface()); err != nil {
+				t.Fatalf("dynamicpb cannot decode the row: %v", err)
+			}
+			fields := msg.Descriptor().Fields()
+			for i := 0; i < fields.Len(); i++ {
+				fd := fields.Get(i)
+				want, set := tc.want[string(fd.Name())]
+				if msg.Has(fd) != set {
+					t.Errorf("%s: set = %v, want %v", fd.Name(), msg.Has(fd), set)
+					continue
+				}
+				if !set {
+					continue
+				}
+				if got := msg.Get(fd).Interface(); got != want {
+					t.Errorf("%s = %#v, want %#v", fd.Name(), got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestBQEncoderAppendRejectsValuesTheColumnCannotHold(t *testing.T) {
+	_, enc := vitalsBQ(t)
+	good := func() []Value {
+		return []Value{{Kind: KindString, Str: "s"}, {Kind: KindTime, Int: 1}, {}, {}, {}, {}, {}, {Kind: KindString, Str: "id"}, {}}
+	}
+	tests := []struct {
+		name string
+		col  int
+		v    Value
+	}{
+		{"string in FLOAT64", 2, Value{Kind: KindString, Str: "72"}},
+		{"float in BOOL", 6, Value{Kind: KindFloat, Num: 1}},
+		{"int in TIMESTAMP", 1, Value{Kind: KindInt, Int: 1}},
+		{"tags in STRING", 0, Value{Kind: KindTags, Pairs: []Pair{{"a", "b"}}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := good()
+			vals[tc.col] = tc.v
+			got, err := enc.Append([]byte("x"), vals)
+			if !errors.Is(err, ErrBQValue) {
+				t.Fatalf("err = %v, want ErrBQValue", err)
+			}
+			if string(got) != "x" {
+				t.Errorf("dst = %q after an error, want it unchanged", got)
+			}
+		})
+	}
+	t.Run("wrong number of values", func(t *testing.T) {
+		if _, err := enc.Append(nil, good()[:3]); !errors.Is(err, ErrBQValue) {
+			t.Errorf("err = %v, want ErrBQValue", err)
+		}
+	})
+}
+
+// BenchmarkBQRowEncode encodes one vitals BigQuery row into a reused buffer.
+func BenchmarkBQRowEncode(b *testing.B) {
+	spec, enc := vitalsBQ(b)
+	bld, err := NewBuilder(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := Record{
+		Values: []Value{
+			{Kind: KindString, Str: "sensor-000123"},
+			{Kind: KindTime, Int: 1_714_560_000_123},
+			{Kind: KindFloat, Num: 72.5},
+			{Kind: KindFloat, Num: 36.8},
+			{Kind: KindFloat, Num: 98},
+			{Kind: KindFloat, Num: 87},
+			{Kind: KindBool, Bool: false},
+		},
+		EventMs: 1_714_560_000_123,
+	}
+	row := bld.BQRow(&rec, 1_714_563_600_000)
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		buf, err = enc.Append(buf[:0], row.Values)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+// BenchmarkBQRowBuildAndEncode is the sink's whole per-row cost: building
+// the row from a record (with its SHA-256 reading id) and encoding it.
+func BenchmarkBQRowBuildAndEncode(b *testing.B) {
+	spec, enc := vitalsBQ(b)
+	bld, err := NewBuilder(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := Record{
+		Values: []Value{
+			{Kind: KindString, Str: "sensor-000123"},
+			{Kind: KindTime, Int: 1_714_560_000_123},
+			{Kind: KindFloat, Num: 72.5},
+			{Kind: KindFloat, Num: 36.8},
+			{Kind: KindFloat, Num: 98},
+			{Kind: KindFloat, Num: 87},
+			{Kind: KindBool, Bool: false},
+		},
+		EventMs: 1_714_560_000_123,
+	}
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		row := bld.BQRow(&rec, 1_714_563_600_000)
+		buf, err = enc.Append(buf[:0], row.Values)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
