@@ -16,9 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/bigquery"
 	"cloud.google.com/go/bigtable"
+	"google.golang.org/api/iterator"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/internal/bqemu"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -373,4 +376,104 @@ func goldenCells(t *testing.T, path string) ([]string, int) {
 	}
 	sort.Strings(out)
 	return out, rejects
+}
+
+// TestBatchBothSinks runs the contract command with the BigQuery sink on,
+// for each write method, and checks BigQuery against Bigtable: one row per
+// distinct valid reading, with the same values and imputation as the cells,
+// in a DAY-partitioned table clustered by sensor_id.
+func TestBatchBothSinks(t *testing.T) {
+	host := emulators.StartBigtable(t)
+	for _, method := range []string{"storage_write", "insert_all"} {
+		t.Run(method, func(t *testing.T) {
+			bq := bqemu.StartServerForTest(t)
+			env := []string{"BIGTABLE_EMULATOR_HOST=" + host,
+				"BIGQUERY_EMULATOR_HOST=" + strings.TrimPrefix(bq.RESTEndpoint, "http://"),
+				"BIGQUERY_STORAGE_EMULATOR_HOST=" + bq.GRPCAddr}
+			table := "vitals_" + method
+			r := runLauncher(t, env, "--source=files", "--input="+writeInput(t)+"/*", "--bigtable_project=p",
+				"--bigtable_instance=i", "--bigtable_table="+table, "--bigquery_project=p", "--bigquery_dataset=vitals",
+				"--bigquery_table=readings", "--bigquery_write_method="+method, "--dead_letter="+t.TempDir())
+			if r.code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+
+			// Bigtable: sensor|ms -> "hr,bt,spo2,bat,imputed" from the cells.
+			fromBT := map[string][]string{}
+			cols := map[string]int{"heart_rate": 0, "body_temperature": 1, "spO2": 2, "battery_level": 3, "heart_rate_imputed": 4}
+			for _, c := range dump(t, host, table) {
+				// "row fam:col@micros=value"
+				row, rest, _ := strings.Cut(c, " ")
+				col, rest, _ := strings.Cut(rest, "@")
+				micros, val, _ := strings.Cut(rest, "=")
+				sensor, _, _ := strings.Cut(row, "#")
+				_, q, _ := strings.Cut(col, ":")
+				i, ok := cols[q]
+				if !ok {
+					continue // rollup families
+				}
+				k := sensor + "|" + strings.TrimSuffix(micros, "000")
+				if fromBT[k] == nil {
+					fromBT[k] = make([]string, 5)
+				}
+				fromBT[k][i] = val
+			}
+
+			ctx := context.Background()
+			client, err := bigquery.NewClient(ctx, "p", bq.BigQueryOptions()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			tbl := client.Dataset("vitals").Table("readings")
+			md, err := tbl.Metadata(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := md.TimePartitioning; p == nil || p.Type != bigquery.DayPartitioningType || p.Field != "event_timestamp" {
+				t.Errorf("time partitioning = %+v; want DAY on event_timestamp", md.TimePartitioning)
+			}
+			if c := md.Clustering; c == nil || strings.Join(c.Fields, ",") != "sensor_id" {
+				t.Errorf("clustering = %+v; want sensor_id", md.Clustering)
+			}
+			fromBQ := map[string][]string{}
+			ids := map[string]bool{}
+			it := tbl.Read(ctx)
+			for {
+				var row map[string]bigquery.Value
+				if err := it.Next(&row); err != nil {
+					if err == iterator.Done {
+						break
+					}
+					t.Fatal(err)
+				}
+				ms := row["event_timestamp"].(time.Time).UnixMilli()
+				k := fmt.Sprintf("%s|%d", row["sensor_id"], ms)
+				if fromBQ[k] != nil {
+					t.Errorf("reading %s landed twice", k)
+				}
+				text := func(v bigquery.Value) string {
+					if v == nil {
+						return ""
+					}
+					return fmt.Sprint(v)
+				}
+				fromBQ[k] = []string{text(row["heart_rate"]), text(row["body_temperature"]), text(row["spO2"]),
+					text(row["battery_level"]), text(row["heart_rate_imputed"])}
+				id, _ := row["reading_id"].(string)
+				if len(id) != 32 || ids[id] {
+					t.Errorf("reading_id %q: want 32 unique hex digits", id)
+				}
+				ids[id] = true
+			}
+			if len(fromBQ) != 304 || len(fromBT) != 304 {
+				t.Fatalf("BigQuery has %d readings, Bigtable %d; want 304 each", len(fromBQ), len(fromBT))
+			}
+			for k, want := range fromBT {
+				if got := fromBQ[k]; strings.Join(got, ",") != strings.Join(want, ",") {
+					t.Errorf("reading %s: BigQuery %v, Bigtable %v", k, got, want)
+				}
+			}
+		})
+	}
 }
