@@ -3,6 +3,7 @@ package schemas
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 )
 
 // Cell is one Bigtable cell. TsMicros is the event time in milliseconds,
@@ -43,6 +44,8 @@ type Builder struct {
 	spec   *Spec
 	tables []tableBuilder
 	bqCols []valueRef
+	// cellsPerRecord is the most cells one record writes, for sizing.
+	cellsPerRecord int
 }
 
 type tableBuilder struct {
@@ -92,6 +95,7 @@ func NewBuilder(spec *Spec) (*Builder, error) {
 			}
 		}
 		b.tables = append(b.tables, tb)
+		b.cellsPerRecord += len(tb.columns)
 	}
 	if bq := spec.BigQuery; bq != nil {
 		for _, c := range bq.Columns {
@@ -123,22 +127,29 @@ func (b *Builder) Spec() *Spec { return b.spec }
 // Check renders every key and qualifier of r, so a record that cannot be
 // written is rejected at parse time with its reason rather than later.
 func (b *Builder) Check(r *Record) error {
-	var buf [128]byte
+	bp := keyBufs.Get().(*[]byte)
+	defer keyBufs.Put(bp)
+	buf := (*bp)[:0]
+	var err error
 	for i := range b.tables {
 		t := &b.tables[i]
-		if _, err := t.key.Render(buf[:0], r); err != nil {
+		if buf, err = t.key.Render(buf[:0], r); err != nil {
 			return fmt.Errorf("table %s row key: %w", t.name, err)
 		}
 		for j := range t.columns {
 			if q := t.columns[j].qualifier; q != nil {
-				if _, err := q.Render(buf[:0], r); err != nil {
+				if buf, err = q.Render(buf[:0], r); err != nil {
 					return fmt.Errorf("table %s qualifier: %w", t.name, err)
 				}
 			}
 		}
 	}
+	*bp = buf
 	return nil
 }
+
+// keyBufs recycles the buffers Check renders keys into.
+var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 // Rejected is a record that could not be built, with why.
 type Rejected struct {
@@ -154,6 +165,9 @@ func (b *Builder) Mutations(recs []Record) ([]RowMutation, []Rejected) {
 		out  []RowMutation
 		errs []Rejected
 		buf  []byte
+		// arena holds every cell value of this call: one allocation
+		// instead of one per cell.
+		arena = make([]byte, 0, len(recs)*b.cellsPerRecord*8)
 	)
 	for ti := range b.tables {
 		t := &b.tables[ti]
@@ -173,7 +187,12 @@ func (b *Builder) Mutations(recs []Record) ([]RowMutation, []Rejected) {
 				out = append(out, RowMutation{Table: t.name, RowKey: string(buf)})
 			}
 			m := &out[idx]
-			cells, err := b.appendCells(m.Cells, t, r)
+			if m.Cells == nil {
+				// Rows usually hold many readings (a sensor's hour) or
+				// one (a key with the event millisecond); start modest.
+				m.Cells = make([]Cell, 0, min(len(recs), 64)*len(t.columns))
+			}
+			cells, err := b.appendCells(m.Cells, &arena, t, r)
 			if err != nil {
 				errs = append(errs, Rejected{Origin{Raw: r.Raw, Source: r.Source}, err})
 				continue
@@ -186,7 +205,7 @@ func (b *Builder) Mutations(recs []Record) ([]RowMutation, []Rejected) {
 }
 
 // appendCells appends r's cells for table t: one per column with a value.
-func (b *Builder) appendCells(dst []Cell, t *tableBuilder, r *Record) ([]Cell, error) {
+func (b *Builder) appendCells(dst []Cell, arena *[]byte, t *tableBuilder, r *Record) ([]Cell, error) {
 	ts := r.EventMs * 1000
 	for i := range t.columns {
 		c := &t.columns[i]
@@ -202,14 +221,18 @@ func (b *Builder) appendCells(dst []Cell, t *tableBuilder, r *Record) ([]Cell, e
 			}
 			q = string(qb)
 		}
-		dst = append(dst, Cell{Family: c.family, Qualifier: q, TsMicros: ts, Value: EncodeValue(v, c.int64be)})
+		start := len(*arena)
+		*arena = appendEncoded(*arena, v, c.int64be)
+		dst = append(dst, Cell{Family: c.family, Qualifier: q, TsMicros: ts, Value: (*arena)[start:len(*arena):len(*arena)]})
 	}
 	return dst, nil
 }
 
 // EncodeValue is a cell's bytes: text (see AppendText), or with int64be an
 // 8-byte big-endian integer, the form Bigtable increments.
-func EncodeValue(v Value, int64be bool) []byte {
+func EncodeValue(v Value, int64be bool) []byte { return appendEncoded(nil, v, int64be) }
+
+func appendEncoded(dst []byte, v Value, int64be bool) []byte {
 	if int64be {
 		var n int64
 		switch v.Kind {
@@ -222,9 +245,9 @@ func EncodeValue(v Value, int64be bool) []byte {
 				n = 1
 			}
 		}
-		return binary.BigEndian.AppendUint64(nil, uint64(n))
+		return binary.BigEndian.AppendUint64(dst, uint64(n))
 	}
-	return AppendText(nil, v)
+	return AppendText(dst, v)
 }
 
 // value resolves a column's value for r; ingestedMs is used for

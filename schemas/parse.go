@@ -1,14 +1,13 @@
 package schemas
 
 import (
-	"bytes"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
 	// fastjson is chosen by measurement (see BenchmarkDecode in
-	// parse_bench_test.go): it scans a line without reflection, lets us tell
+	// bench_test.go): it scans a line without reflection, lets us tell
 	// absent from null from the wrong JSON type, and reuses its arena through
 	// a pool, so a vitals line costs a fraction of encoding/json's time.
 	"github.com/valyala/fastjson"
@@ -63,20 +62,26 @@ var classReason = [numClasses]error{ErrMissingField, ErrInvalidField, ErrBadTime
 // reason sentinels; when a line has several problems, the reason reported is
 // the first of missing_field, invalid_field, bad_timestamp, out_of_range.
 func (p *Parser) Parse(dst []Record, line []byte, source string) ([]Record, error) {
-	trimmed := bytes.TrimSpace(line)
+	return p.ParseString(dst, string(line), source)
+}
+
+// ParseString is Parse for a line already held as a string; the records
+// share it as their Raw payload without a copy.
+func (p *Parser) ParseString(dst []Record, line, source string) ([]Record, error) {
+	trimmed := strings.TrimSpace(line)
 	if len(trimmed) == 0 {
 		return dst, nil
 	}
 	jp := p.pool.Get()
 	defer p.pool.Put(jp)
-	root, err := jp.ParseBytes(trimmed)
+	root, err := jp.Parse(trimmed)
 	if err != nil {
 		return dst, reject(ErrMalformed, "not valid JSON: %v", err)
 	}
 	if root.Type() != fastjson.TypeObject {
 		return dst, reject(ErrMalformed, "a line must be a JSON object, got %s", root.Type())
 	}
-	raw := string(line)
+	raw := line
 	values := make([]Value, p.spec.NumValues())
 	var errs [numClasses]error
 	for i := range p.spec.Fields {
@@ -276,6 +281,9 @@ func timestampValue(v *fastjson.Value) (int64, error) {
 	switch v.Type() {
 	case fastjson.TypeString:
 		b, _ := v.StringBytes()
+		if ms, ok := parseUTCTimestamp(b); ok {
+			return ms, nil
+		}
 		return ParseTimestamp(string(b))
 	case fastjson.TypeNumber:
 		ms, err := v.Int64()
@@ -288,6 +296,60 @@ func timestampValue(v *fastjson.Value) (int64, error) {
 		return ms, nil
 	}
 	return 0, fmt.Errorf("want an RFC 3339 string or integer epoch milliseconds, got %s", v.Type())
+}
+
+// parseUTCTimestamp is a fast path for the common form
+// YYYY-MM-DDTHH:MM:SS[.fraction]Z, parsed from the bytes without a string.
+// It reports false for anything else (other offsets, odd lengths, invalid
+// dates), which then goes through ParseTimestamp; where it succeeds it gives
+// exactly ParseTimestamp's result.
+func parseUTCTimestamp(b []byte) (int64, bool) {
+	n := len(b)
+	if n < 20 || n > 30 || (b[n-1] != 'Z' && b[n-1] != 'z') ||
+		b[4] != '-' || b[7] != '-' || (b[10] != 'T' && b[10] != 't') || b[13] != ':' || b[16] != ':' {
+		return 0, false
+	}
+	num := func(i, w int) (int, bool) {
+		v := 0
+		for _, c := range b[i : i+w] {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v, true
+	}
+	year, ok1 := num(0, 4)
+	month, ok2 := num(5, 2)
+	day, ok3 := num(8, 2)
+	hour, ok4 := num(11, 2)
+	minute, ok5 := num(14, 2)
+	sec, ok6 := num(17, 2)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || sec > 59 {
+		return 0, false
+	}
+	if day > time.Date(year, time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day() {
+		return 0, false
+	}
+	ms := 0
+	if n > 20 {
+		// A fraction: '.', one to nine digits, then Z.
+		if b[19] != '.' || n-21 < 1 || n-21 > 9 {
+			return 0, false
+		}
+		frac, ok := num(20, n-21)
+		if !ok {
+			return 0, false
+		}
+		for i := n - 21; i < 3; i++ {
+			frac *= 10
+		}
+		for i := n - 21; i > 3; i-- {
+			frac /= 10
+		}
+		ms = frac
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, 0, time.UTC).UnixMilli() + int64(ms), true
 }
 
 // ParseTimestamp parses an RFC 3339 timestamp with any UTC offset and an

@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -129,4 +130,43 @@ func TestParseKeepsSourceAndRaw(t *testing.T) {
 	if recs[0].Raw != okLine || recs[0].Source != "gs://b/f.jsonl" || recs[0].EventMs != 1772360130250 {
 		t.Fatalf("record = %+v", recs[0])
 	}
+}
+
+func TestUTCTimestampFastPathAgreesWithTimeParse(t *testing.T) {
+	inputs := []string{
+		"2026-03-01T10:15:30Z", "2026-03-01T10:15:30.2Z", "2026-03-01T10:15:30.25Z", "2026-03-01T10:15:30.250Z",
+		"2026-03-01T10:15:30.2509Z", "2026-03-01T10:15:30.123456789Z", "2026-03-01t10:15:30z", "0001-01-01T00:00:00Z",
+		"9999-12-31T23:59:59.999Z", "1969-12-31T23:59:59.9995Z", "2024-02-29T00:00:00Z", "2023-02-29T00:00:00Z",
+		"2026-04-31T00:00:00Z", "2026-13-01T00:00:00Z", "2026-00-01T00:00:00Z", "2026-01-00T00:00:00Z",
+		"2026-01-01T24:00:00Z", "2026-01-01T23:60:00Z", "2026-01-01T23:59:60Z", "2026-01-01T10:15:30.Z",
+		"2026-01-01T10:15:30.1234567890Z", "2026-01-01T10:15:30,5Z", "2026-01-01T10:15:3aZ", "+026-01-01T10:15:30Z",
+		"2026-03-01T12:15:30+02:00", "2026-03-01 10:15:30Z",
+	}
+	for _, in := range inputs {
+		t.Run(in, func(t *testing.T) {
+			want, werr := ParseTimestamp(in)
+			got, ok := parseUTCTimestamp([]byte(in))
+			if ok && (werr != nil || got != want) {
+				t.Fatalf("fast path = %d; ParseTimestamp = %d, %v", got, want, werr)
+			}
+			if strings.HasPrefix(in, "2026-03-01T10:15:30") && strings.HasSuffix(in, "Z") && werr == nil && !ok {
+				t.Fatalf("common UTC form %q missed the fast path", in)
+			}
+		})
+	}
+}
+
+func FuzzUTCTimestampFastPath(f *testing.F) {
+	f.Add("2026-03-01T10:15:30.250Z")
+	f.Add("2024-02-29T23:59:59.9Z")
+	f.Fuzz(func(t *testing.T, in string) {
+		got, ok := parseUTCTimestamp([]byte(in))
+		if !ok {
+			return
+		}
+		want, err := ParseTimestamp(in)
+		if err != nil || got != want {
+			t.Fatalf("fast path(%q) = %d; ParseTimestamp = %d, %v", in, got, want, err)
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"bytes"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
@@ -63,6 +64,9 @@ type op struct {
 	name string
 	arg  string
 	fn   func(Value) (Value, error)
+	// app, when set, renders the op's output straight into the key (no
+	// intermediate string); it is used when the op is the segment's last.
+	app func(dst []byte, v Value) []byte
 	// order is how the op's output sorts against its input: orderUp keeps
 	// the order, orderDown reverses it, orderNone scrambles it.
 	order int
@@ -128,6 +132,61 @@ func timeBucket(layout string) func(string) (func(Value) (Value, error), error) 
 	return noArg(func(v Value) (Value, error) {
 		return Value{Kind: KindString, Str: time.UnixMilli(v.Int).UTC().Format(layout)}, nil
 	})
+}
+
+// appenders render some ops' output straight into the key.
+var appenders = map[string]func(dst []byte, v Value) []byte{
+	"year":   bucketAppender(bucketYear),
+	"month":  bucketAppender(bucketMonth),
+	"day":    bucketAppender(bucketDay),
+	"hour":   bucketAppender(bucketHour),
+	"minute": bucketAppender(bucketMinute),
+}
+
+// Time-bucket granularities, coarsest first.
+const (
+	bucketYear = iota
+	bucketMonth
+	bucketDay
+	bucketHour
+	bucketMinute
+)
+
+// bucketAppender renders a UTC time bucket by appending digits, the same
+// text as time.Format with the bucket's layout (2006, 2006-01, 2006-01-02,
+// 2006-01-02T15, 2006-01-02T15:04) without building a string: the hour
+// bucket is on every vitals reading's hot path.
+func bucketAppender(level int) func(dst []byte, v Value) []byte {
+	return func(dst []byte, v Value) []byte {
+		t := time.UnixMilli(v.Int).UTC()
+		y, mo, d := t.Date()
+		dst = appendDigits(dst, y, 4)
+		if level >= bucketMonth {
+			dst = appendDigits(append(dst, '-'), int(mo), 2)
+		}
+		if level >= bucketDay {
+			dst = appendDigits(append(dst, '-'), d, 2)
+		}
+		if level >= bucketHour {
+			dst = appendDigits(append(dst, 'T'), t.Hour(), 2)
+		}
+		if level >= bucketMinute {
+			dst = appendDigits(append(dst, ':'), t.Minute(), 2)
+		}
+		return dst
+	}
+}
+
+// appendDigits appends n (0 <= n) zero-padded to width digits.
+func appendDigits(dst []byte, n, width int) []byte {
+	var b [20]byte
+	i := len(b)
+	for n > 0 || i > len(b)-width {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return append(dst, b[i:]...)
 }
 
 // padOp renders a non-negative integer zero-padded to a fixed width.
@@ -314,7 +373,7 @@ func compileSegment(body string, spec *Spec) (segment, error) {
 		if def.out != KindNull {
 			seg.out = def.out
 		}
-		seg.ops = append(seg.ops, op{name: fname, arg: arg, fn: fn, order: def.order})
+		seg.ops = append(seg.ops, op{name: fname, arg: arg, fn: fn, app: appenders[fname], order: def.order})
 	}
 	return seg, nil
 }
@@ -416,27 +475,43 @@ func (t *Template) Render(dst []byte, r *Record) ([]byte, error) {
 // appendField renders one field segment of value v.
 func (t *Template) appendField(dst []byte, s *segment, v Value) ([]byte, error) {
 	var err error
-	for _, o := range s.ops {
+	var app func([]byte, Value) []byte
+	for i, o := range s.ops {
+		if i == len(s.ops)-1 && o.app != nil {
+			app = o.app
+			break
+		}
 		if v, err = o.fn(v); err != nil {
 			return dst, reject(ErrInvalidField, "%s|%s: %v", s.name, o.name, err)
 		}
 	}
-	if v.Kind == KindTags {
+	if v.Kind == KindTags && app == nil {
 		return t.appendTags(dst, s, v.Pairs)
 	}
 	segStart := len(dst)
-	dst = AppendText(dst, v)
-	if t.delim != "" && strings.Contains(string(dst[segStart:]), t.delim) {
+	if app != nil {
+		dst = app(dst, v)
+	} else {
+		dst = AppendText(dst, v)
+	}
+	if t.delim != "" && bytes.Contains(dst[segStart:], t.delimBytes()) {
 		if !t.escape {
-			return dst, reject(ErrInvalidField, "%s %q contains the key delimiter %q", s.name, dst[segStart:], t.delim)
+			return dst, reject(ErrInvalidField, "%s %q contains the key delimiter %q", s.name, string(dst[segStart:]), t.delim)
 		}
 		esc := t.escapeText(string(dst[segStart:]))
 		dst = append(dst[:segStart], esc...)
-	} else if t.escape && strings.Contains(string(dst[segStart:]), `\`) {
+	} else if t.escape && bytes.IndexByte(dst[segStart:], '\\') >= 0 {
 		esc := t.escapeText(string(dst[segStart:]))
 		dst = append(dst[:segStart], esc...)
 	}
 	return dst, nil
+}
+
+func (t *Template) delimBytes() []byte {
+	if len(t.delim) == 1 {
+		return []byte{t.delim[0]}[:1:1]
+	}
+	return []byte(t.delim)
 }
 
 func (t *Template) escapeText(s string) string {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 // templateSpec is a spec with one field of every kind the template tests
@@ -235,5 +236,18 @@ func TestHelpers(t *testing.T) {
 	// in any language can recompute it: FNV-1a("s1") = 0x0851b8c9, mod 8 is 1.
 	if got := SaltBucket(8, []byte("s1")); got != 1 {
 		t.Errorf("SaltBucket(8, s1) = %d, want 1", got)
+	}
+}
+
+func TestBucketAppendersMatchTimeFormat(t *testing.T) {
+	layouts := map[string]string{"year": "2006", "month": "2006-01", "day": "2006-01-02", "hour": "2006-01-02T15", "minute": "2006-01-02T15:04"}
+	times := []int64{0, -1, 1772360130250, minEventMs, maxEventMs, 951782400000 /* 2000-02-29 */, -62135596800000 + 3600_000}
+	for name, layout := range layouts {
+		for _, ms := range times {
+			want := time.UnixMilli(ms).UTC().Format(layout)
+			if got := string(appenders[name](nil, Value{Kind: KindTime, Int: ms})); got != want {
+				t.Errorf("%s(%d) = %q; want %q", name, ms, got, want)
+			}
+		}
 	}
 }
