@@ -23,6 +23,7 @@ help:
 run: emulators
 	go run ./launch --source=files --input='$(INPUT)' \
 		--bigtable_project=$(PROJECT) --bigtable_instance=$(INSTANCE) --bigtable_table=patient_vitals \
+		--bigquery_project=$(PROJECT) --bigquery_dataset=vitals --bigquery_table=readings \
 		--dead_letter=$(DEAD_LETTER) --print_rows=3
 
 ## stream: the streaming job on prism: emulators up, topic and subscription created, readings published in real time (RATE, SENSORS, DURATION, BAD_FRACTION, LATE_FRACTION); Ctrl-C stops it.
@@ -38,9 +39,11 @@ test-short:
 	go test -short ./...
 
 ## bench: micro-benchmarks and the end-to-end throughput comparison (see README).
+##   BENCH_FLAGS e.g. -count 5; E2E_FLAGS e.g. -sensors 2000 -cpuprofile .run/pipeline.pprof
 bench:
-	go test -run '^$$' -bench . -benchmem ./schemas/ ./dofns/...
-	go run ./internal/bench/e2e
+	go test -run '^$$' -bench . -benchmem $(BENCH_FLAGS) ./schemas/ ./dofns/...
+	@mkdir -p .run
+	go run ./internal/bench/e2e -out .run/bench-e2e.json $(E2E_FLAGS)
 
 ## lint: gofmt, go vet, and go mod tidy with no diff.
 lint:

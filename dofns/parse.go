@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -22,13 +24,71 @@ func init() {
 	register.Emitter1[schemas.DeadLetter]()
 }
 
+// Decoder turns one payload (a line of a file, or a Pub/Sub message's data)
+// into records. schemas.Parser is the JSON decoder.
+type Decoder interface {
+	Parse(dst []schemas.Record, payload []byte, source string) ([]schemas.Record, error)
+}
+
+// Formats maps a payload format (the launcher's --format) to the constructor
+// of its decoder. A new format is one entry here: the launcher and the
+// pipelines pass --format through to ParseFn.
+var Formats = map[string]func(*schemas.Spec) (Decoder, error){
+	"json": func(s *schemas.Spec) (Decoder, error) { return schemas.NewParser(s), nil },
+	"proto": func(s *schemas.Spec) (Decoder, error) {
+		p, err := schemas.NewProtoParser(s)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	},
+}
+
+// CheckFormat reports whether format has a decoder ("" means json).
+func CheckFormat(format string) error {
+	if format == "" {
+		format = "json"
+	}
+	if _, ok := Formats[format]; !ok {
+		return fmt.Errorf("format %q has no decoder in this build (available: %s)", format, formatNames())
+	}
+	return nil
+}
+
+// NewDecoder returns the decoder of format ("" means json) for spec, or an
+// error naming what does not fit.
+func NewDecoder(spec *schemas.Spec, format string) (Decoder, error) {
+	if err := CheckFormat(format); err != nil {
+		return nil, err
+	}
+	if format == "" {
+		format = "json"
+	}
+	d, err := Formats[format](spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s decoder: %w", format, err)
+	}
+	return d, nil
+}
+
+func formatNames() string {
+	names := make([]string, 0, len(Formats))
+	for n := range Formats {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
 // ParseFn parses one input line (keyed by its source) into records keyed by
 // their identity and stamped with their event time. Lines that fail
 // validation go to the dead-letter output with their reason.
 type ParseFn struct {
 	Spec *schemas.Spec
+	// Format is the payload format, a key of Formats ("" means json).
+	Format string
 
-	parser  *schemas.Parser
+	parser  Decoder
 	builder *schemas.Builder
 	buf     []schemas.Record
 	read    beam.Counter
@@ -38,13 +98,18 @@ type ParseFn struct {
 // NewParseFn returns a ParseFn for spec.
 func NewParseFn(spec *schemas.Spec) *ParseFn { return &ParseFn{Spec: spec} }
 
-// Setup compiles the spec.
+// Setup compiles the spec and picks the decoder of Format.
 func (f *ParseFn) Setup() error {
 	var err error
-	f.parser, f.builder, err = compile(f.Spec)
+	if _, f.builder, err = compile(f.Spec); err != nil {
+		return err
+	}
+	if f.parser, err = NewDecoder(f.Spec, f.Format); err != nil {
+		return err
+	}
 	f.read = beam.NewCounter("parse", "records")
 	f.invalid = beam.NewCounter("parse", "dead_lettered")
-	return err
+	return nil
 }
 
 func compile(spec *schemas.Spec) (*schemas.Parser, *schemas.Builder, error) {

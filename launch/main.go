@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -53,7 +54,20 @@ var (
 	printRows    = flag.Int("print_rows", 0, "After a local batch run, print this many rows of the first table.")
 	logLevel     = flag.String("log_level", "warn", "Runner and SDK log level: debug, info, warn or error.")
 	progressIval = flag.Duration("progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
+	format       = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (a schemas/proto Reading per message; see dofns.Formats).")
+
+	// Stream flags (--source=pubsub).
+	subscription    = flag.String("subscription", "", "With --source=pubsub: the subscription, projects/P/subscriptions/S (required). PUBSUB_EMULATOR_HOST is honoured on prism and direct.")
+	timestampAttr   = flag.String("timestamp_attribute", "", "With --source=pubsub: the message attribute holding the event time (epoch ms); empty uses the publish time.")
+	idAttr          = flag.String("id_attribute", "", "With --source=pubsub: a message attribute with a unique record id, for deduplicating redeliveries.")
+	earlyFiring     = flag.Duration("early_firing", pipelines.DefaultEarlyFiring, "With --source=pubsub: how often an open hour fires early (processing time).")
+	lateFiring      = flag.Duration("late_firing", pipelines.DefaultLateFiring, "With --source=pubsub: how long after a late reading its hour fires again.")
+	allowedLateness = flag.Duration("allowed_lateness", pipelines.DefaultAllowedLateness, "With --source=pubsub: how long after its end an hour still takes late readings; later ones go to the dead letter as too_late.")
+	ackDeadline     = flag.Duration("pubsub_ack_deadline", 0, "With --source=pubsub on prism or direct: the lease kept on messages until their bundle commits (10s..600s; 0: 60s). After a crash, unacknowledged messages return this long after.")
 )
+
+// streamFlags are the flags that only apply to --source=pubsub.
+var streamFlags = []string{"subscription", "timestamp_attribute", "id_attribute", "early_firing", "late_firing", "allowed_lateness", "pubsub_ack_deadline"}
 
 // exit codes.
 const (
@@ -74,6 +88,8 @@ func main() {
 		if errors.Is(err, flag.ErrHelp) {
 			flag.CommandLine.SetOutput(os.Stdout)
 			fmt.Println("Usage: go run ./launch --source=files --input=GLOB --bigtable_project=P --bigtable_instance=I --dead_letter=DIR [flags]")
+			fmt.Println("       go run ./launch --source=pubsub --subscription=projects/P/subscriptions/S --timestamp_attribute=event_ts \\")
+			fmt.Println("           --bigtable_project=P --bigtable_instance=I --dead_letter=DIR [flags]   (runs until interrupted)")
 			flag.PrintDefaults()
 			os.Exit(exitOK)
 		}
@@ -140,7 +156,13 @@ func config(ctx context.Context) (pipelines.Config, error) {
 	case *deadLetter == "":
 		return cfg, usageError{"--dead_letter is required: a local folder or gs:// prefix for rejected records"}
 	}
-	cfg = pipelines.Config{Spec: spec, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: *deadLetter}
+	if _, err := dofns.NewDecoder(spec, *format); err != nil {
+		return cfg, usageError{"--format: " + err.Error()}
+	}
+	if _, err := schemas.NewRoller(spec); err != nil {
+		return cfg, usageError{fmt.Sprintf("--spec: %v", err)}
+	}
+	cfg = pipelines.Config{Spec: spec, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: *deadLetter, Format: *format}
 	if *bqDataset != "" {
 		if spec.BigQuery == nil {
 			return cfg, usageError{fmt.Sprintf("--bigquery_dataset: spec %s has no bigquery section", spec.Name)}
@@ -162,17 +184,76 @@ func config(ctx context.Context) (pipelines.Config, error) {
 		if *input == "" {
 			return cfg, usageError{"--input is required with --source=files: give a file glob such as 'testdata/*.jsonl'"}
 		}
+		for _, name := range streamFlags {
+			if isSet(name) {
+				return cfg, usageError{fmt.Sprintf("--%s applies to --source=pubsub only", name)}
+			}
+		}
 		if local() {
 			if err := checkInput(ctx, *input); err != nil {
 				return cfg, usageError{err.Error()}
 			}
 		}
 	case "pubsub":
-		return cfg, usageError{"--source=pubsub is not available in this build yet"}
+		if *input != "" {
+			return cfg, usageError{"--input applies to --source=files only; a stream reads --subscription"}
+		}
+		if *subscription == "" {
+			return cfg, usageError{"--subscription is required with --source=pubsub: give projects/P/subscriptions/S"}
+		}
+		if _, err := streamSource(); err != nil {
+			return cfg, usageError{err.Error()}
+		}
+		if *earlyFiring <= 0 || *lateFiring <= 0 || *allowedLateness < 0 {
+			return cfg, usageError{"--early_firing and --late_firing must be positive, --allowed_lateness not negative"}
+		}
+		if *ackDeadline != 0 && (*ackDeadline < 10*time.Second || *ackDeadline > 600*time.Second) {
+			return cfg, usageError{fmt.Sprintf("--pubsub_ack_deadline=%v: use 10s..600s", *ackDeadline)}
+		}
+		cfg.Windowing = pipelines.Windowing{Streaming: true, EarlyFiring: *earlyFiring, LateFiring: *lateFiring, AllowedLateness: *allowedLateness}
+		if *allowedLateness == 0 {
+			// 0 is a valid lateness (late readings are all too_late);
+			// the pipelines' zero means "default", so say 1ms.
+			cfg.Windowing.AllowedLateness = time.Millisecond
+		}
+		// prism and direct keep windows in memory: write each reading's
+		// own cells before its message is acknowledged.
+		cfg.WriteOnArrival = local()
 	default:
 		return cfg, usageError{fmt.Sprintf("--source=%q: use files or pubsub", *source)}
 	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageError{err.Error()}
+	}
 	return cfg, nil
+}
+
+// streamSource is the Pub/Sub source the flags describe.
+func streamSource() (pipelines.PubSubSource, error) {
+	src := pipelines.PubSubSource{
+		Subscription:       *subscription,
+		TimestampAttribute: *timestampAttr,
+		IDAttribute:        *idAttr,
+		Dataflow:           !local(),
+		AckDeadline:        *ackDeadline,
+	}
+	if !subscriptionRE.MatchString(src.Subscription) {
+		return src, fmt.Errorf("--subscription=%q: use projects/P/subscriptions/S", src.Subscription)
+	}
+	return src, nil
+}
+
+var subscriptionRE = regexp.MustCompile(`^projects/[^/]+/subscriptions/[^/]+$`)
+
+// isSet reports whether the flag name was given on the command line.
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
 }
 
 // checkInput fails early when the glob matches no file.
@@ -209,7 +290,14 @@ func run(ctx context.Context) error {
 	}
 	start := time.Now()
 	p, s := beam.NewPipelineWithRoot()
-	if err := pipelines.Batch(s, cfg, *input); err != nil {
+	streaming := cfg.Windowing.Streaming
+	if streaming {
+		src, _ := streamSource()
+		err = pipelines.Stream(s, cfg, src)
+	} else {
+		err = pipelines.Batch(s, cfg, *input)
+	}
+	if err != nil {
 		return usageError{err.Error()}
 	}
 
@@ -218,8 +306,20 @@ func run(ctx context.Context) error {
 	if local() && *progressIval > 0 {
 		go progress.Report(os.Stderr, *progressIval, stopProgress)
 	}
+	if streaming && local() {
+		fmt.Fprintf(os.Stderr, "sensorpipe: streaming %s on %s; Ctrl-C or SIGTERM stops\n", *subscription, runnerName())
+	}
 	err = beamx.Run(ctx, p)
 	close(stopProgress)
+	if streaming && ctx.Err() != nil {
+		// Interrupted: the stream's normal end. Bundles in flight are
+		// abandoned uncommitted, so their messages were not acknowledged
+		// and Pub/Sub redelivers them to the next run.
+		if local() {
+			summary(os.Stdout, time.Since(start), cfg)
+		}
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("job failed: %w", err)
 	}
@@ -242,9 +342,17 @@ func dryRun() bool {
 // summary prints what the run did.
 func summary(w io.Writer, took time.Duration, cfg pipelines.Config) {
 	s := progress.Take()
-	fmt.Fprintf(w, "sensorpipe: %s run finished in %v\n", runnerName(), took.Round(time.Millisecond))
+	if cfg.Windowing.Streaming {
+		fmt.Fprintf(w, "sensorpipe: %s stream stopped after %v\n", runnerName(), took.Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(w, "sensorpipe: %s run finished in %v\n", runnerName(), took.Round(time.Millisecond))
+	}
 	fmt.Fprintf(w, "  readings read:      %d\n", s.Read)
-	fmt.Fprintf(w, "  readings written:   %d (Bigtable rows written: %d)\n", s.Written, progress.Rows.Load())
+	if cfg.Windowing.Streaming {
+		fmt.Fprintf(w, "  reading writes:     %d (Bigtable row writes: %d; each firing of an hour rewrites its readings)\n", s.Written, progress.Rows.Load())
+	} else {
+		fmt.Fprintf(w, "  readings written:   %d (Bigtable rows written: %d)\n", s.Written, progress.Rows.Load())
+	}
 	fmt.Fprintf(w, "  duplicates merged:  %d (same identity and millisecond)\n", progress.Duplicates.Load())
 	if cfg.BigQuery != nil {
 		fmt.Fprintf(w, "  BigQuery rows:      %d\n", s.BQWritten)

@@ -10,13 +10,14 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window/trigger"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/fileio"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
-// Config says where a run writes.
+// Config says where a run writes and how it windows.
 type Config struct {
 	Spec *schemas.Spec
 
@@ -28,6 +29,19 @@ type Config struct {
 
 	// DeadLetter is a local folder or gs:// prefix.
 	DeadLetter string
+
+	// Format is the payload format, a key of dofns.Formats ("" means json).
+	Format string
+
+	// Windowing is how readings are grouped into hours and when the groups
+	// fire. The zero value is the batch windowing.
+	Windowing Windowing
+
+	// WriteOnArrival writes each streamed reading's observed cells to
+	// Bigtable in the bundle that reads it, before the windowed firings
+	// (see dofns.ArrivalRowsFn). The launcher sets it on the local runners,
+	// whose windows live in memory.
+	WriteOnArrival bool
 }
 
 // BigQueryConfig is the BigQuery sink's destination.
@@ -48,7 +62,13 @@ func (c Config) Validate() error {
 	case c.DeadLetter == "":
 		return fmt.Errorf("pipelines: a dead-letter location is required")
 	}
-	return nil
+	if _, err := dofns.NewDecoder(c.Spec, c.Format); err != nil {
+		return fmt.Errorf("pipelines: %w", err)
+	}
+	if _, err := schemas.NewRoller(c.Spec); err != nil {
+		return fmt.Errorf("pipelines: %w", err)
+	}
+	return c.Windowing.Validate()
 }
 
 // ReadFiles reads every line of the files matching glob (local paths or
@@ -61,11 +81,16 @@ func ReadFiles(s beam.Scope, glob string) (lines, dead beam.PCollection) {
 	return beam.ParDo2(s, &dofns.ReadLinesFn{}, files)
 }
 
-// Parse turns KV<source, line> into KV<identity, Record> stamped with event
-// time, and the dead letters of lines that fail validation.
+// Parse turns KV<source, line> of JSON into KV<identity, Record> stamped
+// with event time, and the dead letters of lines that fail validation.
 func Parse(s beam.Scope, spec *schemas.Spec, lines beam.PCollection) (records, dead beam.PCollection) {
+	return ParseFormat(s, spec, "", lines)
+}
+
+// ParseFormat is Parse for payloads in format (a key of dofns.Formats).
+func ParseFormat(s beam.Scope, spec *schemas.Spec, format string, lines beam.PCollection) (records, dead beam.PCollection) {
 	s = s.Scope("Parse")
-	return beam.ParDo2(s, dofns.NewParseFn(spec), lines)
+	return beam.ParDo2(s, &dofns.ParseFn{Spec: spec, Format: format}, lines)
 }
 
 // HourlyWindows windows readings into fixed one-hour event-time windows, the
@@ -74,27 +99,112 @@ func HourlyWindows(s beam.Scope, records beam.PCollection, opts ...beam.WindowIn
 	return beam.WindowInto(s.Scope("HourlyWindows"), window.NewFixedWindows(time.Hour), records, opts...)
 }
 
-// Ingest groups windowed KV<identity, Record> by identity and hour, builds
-// rows, and writes them to Bigtable (and BigQuery when configured). It
-// returns the dead letters of the writes.
-func Ingest(s beam.Scope, cfg Config, windowed beam.PCollection) []beam.PCollection {
+// Ingest is the one composite both runs share: it takes parsed readings,
+// KV<identity, Record> stamped with event time, windows them by hour as
+// cfg.Windowing says, and writes Bigtable (readings and hourly rollups) and,
+// when configured, BigQuery. It returns the dead letters: readings too late
+// for their window (streams only) and failed writes.
+//
+// Batch and stream differ only in cfg.Windowing (and the source in front).
+func Ingest(s beam.Scope, cfg Config, records beam.PCollection) []beam.PCollection {
 	s = s.Scope("Ingest")
-	rows, bqRows, dead := BuildRows(s, cfg.Spec, cfg.BigQuery != nil, windowed)
-	btDead := WriteBigtable(s, cfg.BigtableProject, cfg.BigtableInstance, rows)
-	out := []beam.PCollection{dead, btDead}
-	if cfg.BigQuery != nil {
-		out = append(out, WriteBigQuery(s, *cfg.BigQuery, cfg.Spec, bqRows))
+	var dead []beam.PCollection
+	if cfg.Windowing.Streaming {
+		var late beam.PCollection
+		records, late = DeadLetterTooLate(s, cfg.Windowing, records)
+		dead = append(dead, late)
+		if cfg.WriteOnArrival {
+			arrival := beam.ParDo(s.Scope("WriteOnArrival"), &dofns.ArrivalRowsFn{Spec: cfg.Spec}, records)
+			dead = append(dead, WriteBigtable(s.Scope("WriteOnArrival"), cfg.BigtableProject, cfg.BigtableInstance, arrival))
+		}
 	}
-	return out
+	b := BuildRowsAndRollups(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...))
+	dead = append(dead, b.Dead, WriteBigtable(s, cfg.BigtableProject, cfg.BigtableInstance, b.Rows))
+	if cfg.BigQuery != nil {
+		dead = append(dead, WriteBigQuery(s, *cfg.BigQuery, cfg.Spec, b.BQRows))
+		// TODO(lead, BigQuery sink): write b.Rollups to the rollup table.
+		// WriteBigQuery takes the whole *schemas.Spec and its DoFn calls
+		// Spec.Validate and encodes Spec.BigQuery, so it cannot take the
+		// rollup table (schemas.Roller.BigQuery(), whose columns are not
+		// spec fields). Needed: a variant that takes the table's own
+		// description, e.g.
+		//   WriteBigQueryTable(s, cfg BigQueryConfig, table *schemas.BigQuerySpec, rows) PCollection<DeadLetter>
+		// with cfg.Table = table.Table, and bqadmin.EnsureTable for it. Then:
+		//   rcfg := *cfg.BigQuery; rcfg.Table = roller.BigQuery().Table
+		//   dead = append(dead, WriteBigQueryTable(s, rcfg, roller.BigQuery(), b.Rollups))
+	}
+	return dead
 }
+
+// DeadLetterTooLate passes the stream's readings that can still join their
+// window and dead-letters the others with reason too_late (see
+// dofns.TooLateFn for why a wall-clock check before windowing is sound).
+func DeadLetterTooLate(s beam.Scope, w Windowing, records beam.PCollection) (onTime, dead beam.PCollection) {
+	s = s.Scope("TooLate")
+	w = w.withDefaults()
+	return beam.ParDo2(s, &dofns.TooLateFn{WindowSize: time.Hour, AllowedLateness: w.AllowedLateness, Margin: tooLateMargin}, records)
+}
+
+// tooLateMargin is how far ahead of the wall clock the too_late check
+// looks: a reading whose window closes within it is dead-lettered rather
+// than risk the runner dropping it silently after the check.
+const tooLateMargin = 30 * time.Second
 
 // BuildRows groups windowed KV<identity, Record> by identity and hour and
 // returns the Bigtable row mutations, the BigQuery rows (empty unless
 // withBigQuery) and the dead letters of records that could not be built.
 func BuildRows(s beam.Scope, spec *schemas.Spec, withBigQuery bool, windowed beam.PCollection) (rows, bqRows, dead beam.PCollection) {
+	b := BuildRowsAndRollups(s, spec, withBigQuery, windowed)
+	return b.Rows, b.BQRows, b.Dead
+}
+
+// Built is what BuildRowsAndRollups returns.
+type Built struct {
+	// Rows are Bigtable RowMutations: every firing's readings, with the
+	// rollup cells in the first table's rows.
+	Rows beam.PCollection
+	// BQRows are BigQuery rows of the readings, each sent once per window
+	// (again only when a late firing changes its imputed values).
+	BQRows beam.PCollection
+	// Rollups are BigQuery rows of the rollup table, one per on-time or
+	// late firing (empty without BigQuery or a rollup section).
+	Rollups beam.PCollection
+	// Dead are the records that could not be built.
+	Dead beam.PCollection
+}
+
+// BuildRowsAndRollups groups windowed KV<identity, Record> by identity and
+// window and builds each firing's rows (see dofns.BuildRowsFn). When the
+// input's windowing can fire a window more than once (early or late
+// firings), BigQuery rows pass a stateful dofns.BigQueryOnceFn so that each
+// reading is sent once; a window that fires once needs no state.
+func BuildRowsAndRollups(s beam.Scope, spec *schemas.Spec, withBigQuery bool, windowed beam.PCollection) Built {
 	s = s.Scope("BuildRows")
 	grouped := beam.GroupByKey(s, windowed)
-	return beam.ParDo3(s, &dofns.BuildRowsFn{Spec: spec, BigQuery: withBigQuery}, grouped)
+	rows, panes, rollups, dead := beam.ParDo4(s, &dofns.BuildRowsFn{Spec: spec, BigQuery: withBigQuery}, grouped)
+	var bq beam.PCollection
+	if firesMoreThanOnce(windowed.WindowingStrategy()) {
+		bq = beam.ParDo(s.Scope("BigQueryOnce"), dofns.NewBigQueryOnceFn(), panes)
+	} else {
+		bq = beam.ParDo(s, dofns.UnpackPaneRowsFn{}, panes)
+	}
+	return Built{Rows: rows, BQRows: bq, Rollups: rollups, Dead: dead}
+}
+
+// firesMoreThanOnce reports whether a windowing strategy may fire a window
+// more than once: any trigger but the default, or late data allowed.
+func firesMoreThanOnce(ws *window.WindowingStrategy) bool {
+	if ws == nil {
+		return false
+	}
+	if ws.AllowedLateness > 0 {
+		return true
+	}
+	switch ws.Trigger.(type) {
+	case nil, *trigger.DefaultTrigger, trigger.DefaultTrigger:
+		return false
+	}
+	return true
 }
 
 // WriteBigtable writes RowMutations and returns the dead letters of those
@@ -120,9 +230,12 @@ func Batch(s beam.Scope, cfg Config, glob string) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if cfg.Windowing.Streaming {
+		return fmt.Errorf("pipelines: a batch run takes the batch windowing")
+	}
 	lines, readDead := ReadFiles(s, glob)
-	records, parseDead := Parse(s, cfg.Spec, lines)
-	dead := Ingest(s, cfg, HourlyWindows(s, records))
+	records, parseDead := ParseFormat(s, cfg.Spec, cfg.Format, lines)
+	dead := Ingest(s, cfg, records)
 	WriteDeadLetters(s, cfg.DeadLetter, append(dead, readDead, parseDead)...)
 	return nil
 }

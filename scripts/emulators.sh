@@ -40,7 +40,8 @@ start_bigtable() {
   if listening "$BIGTABLE_EMULATOR_HOST"; then echo "Bigtable emulator already up at $BIGTABLE_EMULATOR_HOST"; return; fi
   local bin; bin="$(sdk_root)/platform/bigtable-emulator/cbtemulator"
   [ -x "$bin" ] || { echo "cbtemulator not found at $bin: install the gcloud SDK's Bigtable emulator (package google-cloud-cli-bigtable-emulator)" >&2; exit 1; }
-  "$bin" -host "${BIGTABLE_EMULATOR_HOST%:*}" -port "${BIGTABLE_EMULATOR_HOST##*:}" >"$RUN/bigtable.log" 2>&1 &
+  # setsid: its own process group, so a Ctrl-C meant for a job (make stream) leaves it up.
+  setsid "$bin" -host "${BIGTABLE_EMULATOR_HOST%:*}" -port "${BIGTABLE_EMULATOR_HOST##*:}" >"$RUN/bigtable.log" 2>&1 &
   echo $! >"$RUN/bigtable.pid"
   wait_for bigtable "$BIGTABLE_EMULATOR_HOST" "$!" 30
 }

@@ -28,12 +28,27 @@ func EnsureTables(ctx context.Context, project, instance string, spec *schemas.S
 		return fmt.Errorf("bigtable admin client: %w", err)
 	}
 	defer ac.Close()
-	for _, t := range spec.Bigtable.Tables {
+	for i, t := range spec.Bigtable.Tables {
+		if i == 0 && spec.Rollup != nil && spec.Rollup.Family != "" && !hasFamily(t, spec.Rollup.Family) {
+			// The hourly rollups live in the first table's rows, in a
+			// family of their own (no GC rule: one version per firing
+			// time, rewritten in place).
+			t.Families = append(append([]schemas.FamilySpec(nil), t.Families...), schemas.FamilySpec{Name: spec.Rollup.Family})
+		}
 		if err := ensureTable(ctx, ac, t, create, timeout); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func hasFamily(t schemas.TableSpec, name string) bool {
+	for _, f := range t.Families {
+		if f.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func where() string {

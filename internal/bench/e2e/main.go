@@ -1,0 +1,598 @@
+// Command e2e measures sensorpipe's end-to-end write throughput: the batch
+// pipeline on prism into a Bigtable emulator, against a plain Go writer (no
+// Beam) that parses with the same schemas parser, builds the same cells with
+// the same Builder, and writes them with ApplyBulk, one entry per reading.
+// Each side gets a fresh emulator, started here and stopped by its PID.
+//
+//	go run ./internal/bench/e2e                       # 1,000 sensors x 300 s
+//	go run ./internal/bench/e2e -sensors 2000 -out .run/bench.json
+//	go run ./internal/bench/e2e -cpuprofile .run/pipeline.pprof   # in-process pipeline
+//
+// By default the pipeline side runs the real launcher (built from ./launch)
+// as a separate process, as users run it. With -pipeline=inprocess, or with
+// -cpuprofile, it runs the same pipelines.Batch in this process instead, so
+// the prism runner and the SDK harness show up in one CPU profile.
+//
+// The figures are readings per second over each side's run: for the
+// pipeline, the launcher's own "run finished in" time (pipeline construction,
+// prism start-up and the job, after its table check); for the plain writer,
+// from opening the client to the last ApplyBulk. They are benchmarks, not
+// assertions, and on a shared machine they are noisy.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/internal/bench"
+	"github.com/sensorpipe/sensorpipe/internal/btadmin"
+	"github.com/sensorpipe/sensorpipe/internal/progress"
+	"github.com/sensorpipe/sensorpipe/pipelines"
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+var (
+	sensors    = flag.Int("sensors", 1000, "Sensors in the generated workload, each reporting at 1 Hz.")
+	seconds    = flag.Int("seconds", 300, "Seconds of readings in the generated workload.")
+	inputFlag  = flag.String("input", "", "Use this JSON Lines file instead of generating one (its line count is the readings figure).")
+	sides      = flag.String("sides", "both", "Which sides to run: both, pipeline or plain.")
+	mode       = flag.String("pipeline", "exec", "How to run the pipeline: exec (build ./launch and run it, as users do) or inprocess (pipelines.Batch in this process).")
+	launcher   = flag.String("launcher", "", "A launcher binary to exec instead of building ./launch.")
+	cpuProfile = flag.String("cpuprofile", "", "Write a CPU profile of the pipeline run here (implies -pipeline=inprocess).")
+	plainProf  = flag.String("plain_cpuprofile", "", "Write a CPU profile of the plain writer here.")
+	batch      = flag.Int("plain_batch", 1000, "Entries (readings) per ApplyBulk call of the plain writer.")
+	verify     = flag.Bool("verify", true, "After each side, read the table back and check both sides wrote the same number of rows and cells.")
+	outFlag    = flag.String("out", "", "Also write the figures as JSON to this file.")
+	keep       = flag.Bool("keep", false, "Keep the work directory (input, dead letters, launcher).")
+)
+
+const (
+	project  = "bench"
+	instance = "bench"
+)
+
+// Side is one side's figures.
+type Side struct {
+	Name            string  `json:"name"`
+	Readings        int64   `json:"readings"`
+	Seconds         float64 `json:"seconds"`
+	ReadingsPerSec  float64 `json:"readings_per_sec"`
+	ProcessSeconds  float64 `json:"process_seconds,omitempty"` // exec mode: the launcher process's wall time
+	CPUSeconds      float64 `json:"cpu_seconds"`               // user+system CPU of the side (launcher process, or this process during the side)
+	EmulatorCPU     float64 `json:"emulator_cpu_seconds"`      // user+system CPU of the side's emulator, up to the end of the side
+	Rows            int64   `json:"rows,omitempty"`
+	Cells           int64   `json:"cells,omitempty"`
+	ApplyBulkCalls  int     `json:"apply_bulk_calls,omitempty"`
+	DeadLetters     int64   `json:"dead_letters"`
+	EmulatorPID     int     `json:"emulator_pid"`
+	PipelineMode    string  `json:"pipeline_mode,omitempty"`
+	ProfileFile     string  `json:"profile,omitempty"`
+	LauncherSummary string  `json:"launcher_summary,omitempty"`
+}
+
+// Report is the run's figures.
+type Report struct {
+	Machine  bench.Machine `json:"machine"`
+	Workload string        `json:"workload"`
+	Input    string        `json:"input"`
+	Readings int64         `json:"readings"`
+	Pipeline *Side         `json:"pipeline,omitempty"`
+	Plain    *Side         `json:"plain,omitempty"`
+	Ratio    float64       `json:"ratio_pipeline_over_plain,omitempty"`
+	Time     string        `json:"time"`
+}
+
+func main() {
+	flag.Parse()
+	beamlog.LogLevel = "warn"
+	// Needed for -pipeline=inprocess: prism runs the Go SDK harness in this
+	// process (loopback), and beam.Init must run before it.
+	beam.Init()
+	if err := run(context.Background()); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	if *cpuProfile != "" {
+		*mode = "inprocess"
+	}
+	if *mode != "exec" && *mode != "inprocess" {
+		return fmt.Errorf("-pipeline=%q: use exec or inprocess", *mode)
+	}
+	if *sides != "both" && *sides != "pipeline" && *sides != "plain" {
+		return fmt.Errorf("-sides=%q: use both, pipeline or plain", *sides)
+	}
+	emuBin, err := bench.FindBigtableEmulator()
+	if err != nil {
+		return fmt.Errorf("the end-to-end benchmark needs the Bigtable emulator: %w", err)
+	}
+	work, err := os.MkdirTemp("", "sensorpipe-bench-")
+	if err != nil {
+		return err
+	}
+	if *keep {
+		fmt.Printf("work directory: %s\n", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+
+	rep := Report{Machine: bench.ThisMachine(), Time: time.Now().UTC().Format(time.RFC3339)}
+	fmt.Printf("machine: %s\n", rep.Machine)
+	input := *inputFlag
+	if input == "" {
+		w := bench.Workload{Sensors: *sensors, Seconds: *seconds, Start: bench.DefaultStart}
+		input = filepath.Join(work, "vitals.jsonl")
+		f, err := os.Create(input)
+		if err != nil {
+			return err
+		}
+		size, err := w.WriteTo(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("write workload: %w", err)
+		}
+		rep.Workload = w.String()
+		fmt.Printf("workload: %s, %.1f MB at %s\n", w, float64(size)/1e6, input)
+	} else {
+		rep.Workload = "file " + input
+	}
+	rep.Input = input
+	if rep.Readings, err = countLines(input); err != nil {
+		return err
+	}
+
+	if *sides != "plain" {
+		s, err := withEmulator(emuBin, func(host string) (*Side, error) { return pipelineSide(ctx, host, work, input) })
+		if err != nil {
+			return fmt.Errorf("pipeline: %w", err)
+		}
+		rep.Pipeline = s
+		printSide(s)
+	}
+	if *sides != "pipeline" {
+		s, err := withEmulator(emuBin, func(host string) (*Side, error) { return plainSide(ctx, host, input) })
+		if err != nil {
+			return fmt.Errorf("plain writer: %w", err)
+		}
+		rep.Plain = s
+		printSide(s)
+	}
+	if rep.Pipeline != nil && rep.Plain != nil {
+		rep.Ratio = rep.Pipeline.ReadingsPerSec / rep.Plain.ReadingsPerSec
+		fmt.Printf("ratio pipeline/plain: %.2f (target >= 0.8, aim >= 1.0)\n", rep.Ratio)
+		if *verify && (rep.Pipeline.Cells != rep.Plain.Cells || rep.Pipeline.Rows != rep.Plain.Rows) {
+			return fmt.Errorf("the sides wrote different data: pipeline %d rows %d cells, plain %d rows %d cells",
+				rep.Pipeline.Rows, rep.Pipeline.Cells, rep.Plain.Rows, rep.Plain.Cells)
+		}
+	}
+	if *outFlag != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(*outFlag, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("figures written to %s\n", *outFlag)
+	}
+	return nil
+}
+
+func printSide(s *Side) {
+	fmt.Printf("%-8s %9d readings in %7.2fs = %9.0f readings/s", s.Name, s.Readings, s.Seconds, s.ReadingsPerSec)
+	if s.ProcessSeconds > 0 {
+		fmt.Printf(" (launcher process %.2fs)", s.ProcessSeconds)
+	}
+	if s.Cells > 0 {
+		fmt.Printf("; %d rows, %d cells", s.Rows, s.Cells)
+	}
+	if s.ApplyBulkCalls > 0 {
+		fmt.Printf("; %d ApplyBulk calls", s.ApplyBulkCalls)
+	}
+	fmt.Printf("; CPU %.1fs, emulator CPU %.1fs", s.CPUSeconds, s.EmulatorCPU)
+	if s.DeadLetters > 0 {
+		fmt.Printf("; %d DEAD LETTERS", s.DeadLetters)
+	}
+	fmt.Println()
+}
+
+// withEmulator runs fn against a fresh Bigtable emulator, then stops it by
+// its PID and, with -verify, counts what fn wrote first.
+func withEmulator(bin string, fn func(host string) (*Side, error)) (*Side, error) {
+	emu, err := bench.StartBigtable(bin)
+	if err != nil {
+		return nil, err
+	}
+	defer emu.Stop()
+	os.Setenv("BIGTABLE_EMULATOR_HOST", emu.HostPort)
+	cpu0 := selfCPU()
+	s, err := fn(emu.HostPort)
+	if err != nil {
+		return nil, err
+	}
+	if s.CPUSeconds == 0 { // in this process
+		s.CPUSeconds = selfCPU() - cpu0
+	}
+	s.EmulatorCPU = emu.CPUSeconds()
+	s.EmulatorPID = emu.PID
+	if *verify {
+		if s.Rows, s.Cells, err = countCells(context.Background(), tableName(s.Name)); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func tableName(side string) string { return "patient_vitals_" + side }
+
+// vitalsSpec is the vitals spec writing to side's table.
+func vitalsSpec(side string) (*schemas.Spec, error) {
+	spec, err := schemas.LoadSpec("vitals")
+	if err != nil {
+		return nil, err
+	}
+	return spec, spec.RenameTable(spec.Bigtable.Tables[0].Name, tableName(side))
+}
+
+func pipelineSide(ctx context.Context, host, work, input string) (*Side, error) {
+	dead := filepath.Join(work, "deadletter-pipeline")
+	s := &Side{Name: "pipeline", PipelineMode: *mode}
+	if *mode == "inprocess" {
+		if err := pipelineInProcess(ctx, s, input, dead); err != nil {
+			return nil, err
+		}
+	} else if err := pipelineExec(ctx, s, host, work, input, dead); err != nil {
+		return nil, err
+	}
+	s.ReadingsPerSec = float64(s.Readings) / s.Seconds
+	return s, nil
+}
+
+// pipelineExec builds the launcher (unless -launcher) and runs it.
+func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string) error {
+	bin := *launcher
+	if bin == "" {
+		bin = filepath.Join(work, "sensorpipe")
+		root, err := moduleRoot()
+		if err != nil {
+			return err
+		}
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./launch")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build ./launch: %v\n%s", err, out)
+		}
+	}
+	cmd := exec.CommandContext(ctx, bin, "--source=files", "--input="+input,
+		"--bigtable_project="+project, "--bigtable_instance="+instance, "--bigtable_table="+tableName(s.Name),
+		"--dead_letter="+dead, "--progress_interval=0")
+	cmd.Env = append(os.Environ(), "BIGTABLE_EMULATOR_HOST="+host)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	s.ProcessSeconds = time.Since(start).Seconds()
+	if cmd.ProcessState != nil {
+		s.CPUSeconds = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+	}
+	if err != nil {
+		return fmt.Errorf("launcher: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	s.LauncherSummary = strings.TrimSpace(out)
+	took, err := summaryField(out, `run finished in (\S+)`)
+	if err != nil {
+		return err
+	}
+	d, err := time.ParseDuration(took)
+	if err != nil {
+		return fmt.Errorf("launcher summary: %w", err)
+	}
+	s.Seconds = d.Seconds()
+	if s.Readings, err = summaryInt(out, `readings written:\s+(\d+)`); err != nil {
+		return err
+	}
+	if s.DeadLetters, err = summaryInt(out, `dead letters:\s+(\d+)`); err != nil {
+		return err
+	}
+	return nil
+}
+
+func summaryField(out, re string) (string, error) {
+	m := regexp.MustCompile(re).FindStringSubmatch(out)
+	if m == nil {
+		return "", fmt.Errorf("launcher summary has no %q:\n%s", re, out)
+	}
+	return m[1], nil
+}
+
+func summaryInt(out, re string) (int64, error) {
+	v, err := summaryField(out, re)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
+// pipelineInProcess runs what the launcher's run does for --source=files
+// on prism: check the tables, build pipelines.Batch, run it.
+func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
+	spec, err := vitalsSpec(s.Name)
+	if err != nil {
+		return err
+	}
+	if err := btadmin.EnsureTables(ctx, project, instance, spec, true, 10*time.Second); err != nil {
+		return err
+	}
+	cfg := pipelines.Config{Spec: spec, BigtableProject: project, BigtableInstance: instance, DeadLetter: dead}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+		s.ProfileFile = *cpuProfile
+	}
+	progress.Reset()
+	start := time.Now()
+	p, root := beam.NewPipelineWithRoot()
+	if err := pipelines.Batch(root, cfg, input); err != nil {
+		return err
+	}
+	if err := beamx.Run(ctx, p); err != nil {
+		return fmt.Errorf("job failed: %w", err)
+	}
+	s.Seconds = time.Since(start).Seconds()
+	snap := progress.Take()
+	s.Readings, s.DeadLetters = snap.Written, snap.DeadLettered
+	return nil
+}
+
+// plainSide is the baseline without Beam: read the file, Parse and Check
+// every line, group by identity and event-time hour (as the pipeline's
+// GroupByKey does, so imputation yields the same cells), PrepareGroup,
+// Mutations and the hourly rollup cells per group (as BuildRowsFn), then
+// ApplyBulk one entry per reading in batches of -plain_batch entries, one
+// call at a time.
+func plainSide(ctx context.Context, host, input string) (*Side, error) {
+	s := &Side{Name: "plain"}
+	spec, err := vitalsSpec(s.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := btadmin.EnsureTables(ctx, project, instance, spec, true, 10*time.Second); err != nil {
+		return nil, err
+	}
+	bld, err := schemas.NewBuilder(spec)
+	if err != nil {
+		return nil, err
+	}
+	parser := schemas.NewParser(spec)
+	// The spec's hourly rollup cells, written with each row as BuildRowsFn
+	// does (nil when the spec has no rollup).
+	roller, err := schemas.NewRoller(spec)
+	if err != nil {
+		return nil, err
+	}
+	firstTable := spec.Bigtable.Tables[0].Name
+	if *plainProf != "" {
+		f, err := os.Create(*plainProf)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile()
+		s.ProfileFile = *plainProf
+	}
+
+	start := time.Now()
+	client, err := dofns.NewBigtableClient(ctx, project, instance)
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	tbl := client.Open(tableName(s.Name))
+
+	type groupKey struct {
+		identity string
+		hour     int64
+	}
+	groups := map[groupKey][]schemas.Record{}
+	var order []groupKey
+	f, err := os.Open(input)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rd := bufio.NewReaderSize(f, 1<<20)
+	var recs []schemas.Record
+	for {
+		line, rerr := rd.ReadBytes('\n')
+		if len(line) > 0 {
+			recs, err = parser.Parse(recs[:0], bytes.TrimRight(line, "\r\n"), input)
+			for i := 0; err == nil && i < len(recs); i++ {
+				err = bld.Check(&recs[i])
+			}
+			if err != nil {
+				s.DeadLetters++
+			} else {
+				for _, r := range recs {
+					k := groupKey{spec.IdentityKey(&r), floorDiv(r.EventMs, 3_600_000)}
+					if _, ok := groups[k]; !ok {
+						order = append(order, k)
+					}
+					groups[k] = append(groups[k], r)
+				}
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return nil, rerr
+		}
+	}
+
+	keys := make([]string, 0, *batch)
+	muts := make([]*bigtable.Mutation, 0, *batch)
+	flush := func() error {
+		if len(keys) == 0 {
+			return nil
+		}
+		errs, err := tbl.ApplyBulk(ctx, keys, muts)
+		if err != nil {
+			return fmt.Errorf("apply bulk: %w", err)
+		}
+		for _, e := range errs {
+			if e != nil {
+				return fmt.Errorf("apply bulk entry: %w", e)
+			}
+		}
+		s.ApplyBulkCalls++
+		keys, muts = keys[:0], muts[:0]
+		return nil
+	}
+	for _, k := range order {
+		kept, _ := spec.PrepareGroup(groups[k])
+		rows, rejected := bld.Mutations(kept)
+		s.DeadLetters += int64(len(rejected))
+		if roller != nil && len(kept) > 0 {
+			ru := roller.Compute(kept, schemas.WindowStart(kept[0].EventMs, time.Hour), schemas.WindowEnd(kept[0].EventMs, time.Hour))
+			cells := roller.Cells(&ru)
+			for i := range rows {
+				if m := &rows[i]; m.Table == firstTable && len(m.Origins) > 0 {
+					m.Cells = append(m.Cells, cells...)
+					m.Origins[len(m.Origins)-1].Cells += len(cells)
+				}
+			}
+		}
+		for _, rm := range rows {
+			next := 0
+			for _, o := range rm.Origins {
+				m := bigtable.NewMutation()
+				for _, c := range rm.Cells[next : next+o.Cells] {
+					m.Set(c.Family, c.Qualifier, bigtable.Timestamp(c.TsMicros), c.Value)
+				}
+				next += o.Cells
+				keys, muts = append(keys, rm.RowKey), append(muts, m)
+				s.Readings++
+				if len(keys) >= *batch {
+					if err := flush(); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+		delete(groups, k)
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	s.Seconds = time.Since(start).Seconds()
+	s.ReadingsPerSec = float64(s.Readings) / s.Seconds
+	return s, nil
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// countCells reads table back and counts its rows and cells.
+func countCells(ctx context.Context, table string) (rows, cells int64, err error) {
+	c, err := dofns.NewBigtableClient(ctx, project, instance)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	err = c.Open(table).ReadRows(ctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
+		rows++
+		for _, items := range r {
+			cells += int64(len(items))
+		}
+		return true
+	}, bigtable.RowFilter(bigtable.StripValueFilter()))
+	if err != nil {
+		return 0, 0, fmt.Errorf("read back %s: %w", table, err)
+	}
+	return rows, cells, nil
+}
+
+func countLines(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var n int64
+	buf := make([]byte, 1<<20)
+	for {
+		m, err := f.Read(buf)
+		n += int64(bytes.Count(buf[:m], []byte{'\n'}))
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// moduleRoot finds the directory of go.mod from the working directory up.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory: run from the sensorpipe module")
+		}
+		dir = parent
+	}
+}
+
+// selfCPU is the user+system CPU this process has used, in seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}

@@ -1,0 +1,379 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/internal/emulators"
+)
+
+// syncBuffer is a bytes.Buffer safe for a subprocess to write while the
+// test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// streamJob is a streaming launcher running as a subprocess.
+type streamJob struct {
+	cmd            *exec.Cmd
+	stdout, stderr syncBuffer
+	done           chan struct{}
+	err            error
+}
+
+func startStream(t *testing.T, env []string, args ...string) *streamJob {
+	t.Helper()
+	j := &streamJob{cmd: exec.Command(launcher(t), args...), done: make(chan struct{})}
+	j.cmd.Env = append(os.Environ(), env...)
+	j.cmd.Stdout, j.cmd.Stderr = &j.stdout, &j.stderr
+	if err := j.cmd.Start(); err != nil {
+		t.Fatalf("start launcher: %v", err)
+	}
+	go func() { j.err = j.cmd.Wait(); close(j.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-j.done:
+		default:
+			_ = j.cmd.Process.Kill() // by its pid; prism runs inside it
+			<-j.done
+		}
+	})
+	return j
+}
+
+// stop sends sig and waits for the launcher to exit; it returns the exit code.
+func (j *streamJob) stop(t *testing.T, sig syscall.Signal) int {
+	t.Helper()
+	_ = j.cmd.Process.Signal(sig)
+	select {
+	case <-j.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("launcher did not exit 30s after %v\nstderr:\n%s", sig, j.stderr.String())
+	}
+	if ee, ok := j.err.(*exec.ExitError); ok {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return -int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return 0
+}
+
+// exited reports a launcher that stopped by itself, with its output.
+func (j *streamJob) exited() (bool, string) {
+	select {
+	case <-j.done:
+		return true, fmt.Sprintf("launcher exited: %v\nstdout:\n%s\nstderr:\n%s", j.err, j.stdout.String(), j.stderr.String())
+	default:
+		return false, ""
+	}
+}
+
+// eventually polls cond every 200ms until it holds or the deadline passes;
+// it fails the test with what cond last said.
+func eventually(t *testing.T, within time.Duration, job *streamJob, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if job != nil {
+			if gone, out := job.exited(); gone {
+				t.Fatalf("%s\n(waiting for: %s)", out, why)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, why)
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// pubsubFixture is a topic and subscription on the emulator.
+type pubsubFixture struct {
+	client *pubsub.Client
+	topic  string
+	sub    string
+	pub    *pubsub.Publisher
+}
+
+func newPubSub(t *testing.T, host, name string) *pubsubFixture {
+	t.Helper()
+	t.Setenv("PUBSUB_EMULATOR_HOST", host)
+	ctx := context.Background()
+	c, err := pubsub.NewClient(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	f := &pubsubFixture{client: c, topic: "projects/p/topics/" + name, sub: "projects/p/subscriptions/" + name}
+	if _, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: f.topic}); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	if _, err := c.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: f.sub, Topic: f.topic, AckDeadlineSeconds: 10}); err != nil {
+		t.Fatalf("create subscription: %v", err)
+	}
+	f.pub = c.Publisher(f.topic)
+	t.Cleanup(f.pub.Stop)
+	return f
+}
+
+// publish publishes payloads with attribute event_ts (epoch ms) and waits
+// for every publish to be acknowledged by the emulator.
+func (f *pubsubFixture) publish(t *testing.T, msgs ...streamMsg) {
+	t.Helper()
+	ctx := context.Background()
+	var results []*pubsub.PublishResult
+	for _, m := range msgs {
+		results = append(results, f.pub.Publish(ctx, &pubsub.Message{
+			Data:       []byte(m.payload),
+			Attributes: map[string]string{"event_ts": strconv.FormatInt(m.eventMs, 10)},
+		}))
+	}
+	for _, r := range results {
+		if _, err := r.Get(ctx); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+}
+
+type streamMsg struct {
+	payload string
+	eventMs int64
+}
+
+func msg(payload string, eventMs int64) streamMsg { return streamMsg{payload, eventMs} }
+
+func streamArgs(sub, table, dl string, extra ...string) []string {
+	return append([]string{"--source=pubsub", "--subscription=" + sub, "--timestamp_attribute=event_ts",
+		"--bigtable_project=p", "--bigtable_instance=i", "--bigtable_table=" + table, "--dead_letter=" + dl,
+		"--early_firing=2s", "--progress_interval=1s"}, extra...)
+}
+
+// reasons counts the dead letters under dir by reason.
+func reasons(t *testing.T, dir string) map[string]int {
+	got := map[string]int{}
+	for _, d := range deadLetters(t, dir) {
+		got[d["reason"]]++
+	}
+	return got
+}
+
+// cells is dump that reads a table not created yet as empty.
+func cells(t *testing.T, host, table string) []string {
+	t.Helper()
+	t.Setenv("BIGTABLE_EMULATOR_HOST", host)
+	ctx := context.Background()
+	c, err := dofns.NewBigtableClient(ctx, "p", "i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	ac, err := bigtable.NewAdminClient(ctx, "p", "i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ac.Close()
+	if _, err := ac.TableInfo(ctx, table); status.Code(err) == codes.NotFound {
+		return nil
+	}
+	return dump(t, host, table)
+}
+
+// TestStreamEndToEnd runs the streaming launcher against real Pub/Sub and
+// Bigtable emulators.
+func TestStreamEndToEnd(t *testing.T) {
+	bt := emulators.StartBigtable(t) // skips under -short
+	ps := emulators.StartPubSub(t)
+	env := []string{"BIGTABLE_EMULATOR_HOST=" + bt, "PUBSUB_EMULATOR_HOST=" + ps}
+
+	t.Run("closed windows equal the batch result; too_late and bad records dead-lettered; SIGTERM stops cleanly", func(t *testing.T) {
+		f := newPubSub(t, ps, "accept")
+		// The acceptance readings, moved to the hours two and three hours ago.
+		h := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
+		ms := func(d time.Duration) int64 { return h.Add(d).UnixMilli() }
+		good := []streamMsg{
+			msg(line("p-1", ms(0), nil), ms(0)),
+			msg(line("p-1", ms(30*time.Minute+500*time.Millisecond), 70), ms(30*time.Minute+500*time.Millisecond)),
+			msg(line("p-1", ms(time.Hour-time.Millisecond), nil), ms(time.Hour-time.Millisecond)),
+			msg(line("p-1", ms(30*time.Minute+500*time.Millisecond), 70), ms(30*time.Minute+500*time.Millisecond)), // duplicate
+			msg(line("p-2", ms(time.Hour), nil), ms(time.Hour)),
+		}
+		for i := 0; i < 20; i++ {
+			d := time.Hour + 40*time.Minute + time.Duration(i)*time.Second
+			var hr any = 60 + i
+			if i%3 == 0 {
+				hr = nil
+			}
+			good = append(good, msg(line("p-4", ms(d), hr), ms(d)))
+		}
+		now := time.Now().UnixMilli()
+		bad := []streamMsg{
+			msg(`not json`, now),
+			msg(`{"sensor_id":"p#3","timestamp":"2026-03-01T11:00:00Z","body_temperature":37,"spO2":99,"battery_level":50}`, now),
+			msg(line("p-5", ms(0), 999), ms(0)),                      // out of range
+			msg(line("p-6", ms(-9*time.Hour), 70), ms(-9*time.Hour)), // its window closed 5h ago: too_late
+		}
+		f.publish(t, append(good, bad...)...)
+
+		// The batch result for the same (accepted) readings.
+		in := t.TempDir()
+		var lines []string
+		for _, m := range good {
+			lines = append(lines, m.payload)
+		}
+		if err := os.WriteFile(filepath.Join(in, "a.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := runLauncher(t, env, "--source=files", "--input="+in+"/*", "--bigtable_project=p", "--bigtable_instance=i",
+			"--bigtable_table=batch_vitals", "--dead_letter="+t.TempDir())
+		if r.code != 0 {
+			t.Fatalf("batch: exit %d\n%s", r.code, r.stderr)
+		}
+		want := strings.Join(dump(t, bt, "batch_vitals"), "\n")
+
+		dl := t.TempDir()
+		job := startStream(t, env, streamArgs(f.sub, "stream_vitals", dl, "--allowed_lateness=6h")...)
+		eventually(t, 90*time.Second, job, func() (bool, string) {
+			got := strings.Join(cells(t, bt, "stream_vitals"), "\n")
+			return got == want, fmt.Sprintf("stream table equal to the batch table\n got:\n%s\nwant:\n%s", got, want)
+		})
+		eventually(t, 30*time.Second, job, func() (bool, string) {
+			got := reasons(t, dl)
+			w := map[string]int{"malformed": 1, "invalid_field": 1, "out_of_range": 1, "too_late": 1}
+			return fmt.Sprint(got) == fmt.Sprint(w), fmt.Sprintf("dead letters by reason %v; want %v", got, w)
+		})
+
+		// A reading of now lands within --early_firing (2s) plus 5s.
+		cur := time.Now().UnixMilli()
+		f.publish(t, msg(line("p-now", cur, 80), cur))
+		published := time.Now()
+		eventually(t, 7*time.Second, job, func() (bool, string) {
+			for _, c := range cells(t, bt, "stream_vitals") {
+				if strings.HasPrefix(c, "p-now#") && strings.Contains(c, fmt.Sprintf("vitals:heart_rate@%d=80", cur*1000)) {
+					return true, ""
+				}
+			}
+			return false, "the reading of now in Bigtable"
+		})
+		t.Logf("a reading of now landed %v after its publish was acknowledged", time.Since(published).Round(time.Millisecond))
+
+		if code := job.stop(t, syscall.SIGTERM); code != 0 {
+			t.Fatalf("SIGTERM: exit %d; want 0\nstderr:\n%s", code, job.stderr.String())
+		}
+		out := job.stdout.String()
+		if !strings.Contains(out, "stream stopped after") || !strings.Contains(out, "dead letters:       4") {
+			t.Errorf("no summary at stop:\n%s", out)
+		}
+		if !strings.Contains(job.stderr.String(), "progress ") {
+			t.Errorf("no progress lines while streaming:\n%s", job.stderr.String())
+		}
+	})
+
+	t.Run("killed and restarted, every published reading ends in Bigtable or the dead letter", func(t *testing.T) {
+		f := newPubSub(t, ps, "kill")
+		dl := t.TempDir()
+		args := streamArgs(f.sub, "kill_vitals", dl, "--pubsub_ack_deadline=10s")
+		base := time.Now().UTC().Truncate(time.Minute).Add(-30 * time.Minute).UnixMilli()
+		var all []streamMsg
+		wantCells := map[string]bool{}
+		wantDead := map[string]bool{}
+		for i := 0; i < 600; i++ {
+			ts := base + int64(i)*1000
+			sensor := fmt.Sprintf("k-%d", i%3)
+			if i%50 == 7 {
+				p := fmt.Sprintf(`{"sensor_id":"%s","seq":%d`, sensor, i) // truncated: malformed
+				all = append(all, msg(p, ts))
+				wantDead[p] = true
+				continue
+			}
+			all = append(all, msg(line(sensor, ts, 60+i%40), ts))
+			row := sensor + "#" + time.UnixMilli(ts).UTC().Format("2006-01-02T15")
+			wantCells[fmt.Sprintf("%s vitals:body_temperature@%d=36.8", row, ts*1000)] = true
+		}
+		missing := func() (bool, string) {
+			have := map[string]bool{}
+			for _, c := range cells(t, bt, "kill_vitals") {
+				have[c] = true
+			}
+			n := 0
+			for c := range wantCells {
+				if !have[c] {
+					n++
+				}
+			}
+			dead := map[string]bool{}
+			for _, d := range deadLetters(t, dl) {
+				dead[d["payload"]] = true
+			}
+			m := 0
+			for p := range wantDead {
+				if !dead[p] {
+					m++
+				}
+			}
+			return n == 0 && m == 0, fmt.Sprintf("%d of %d readings not in Bigtable, %d of %d bad records not dead-lettered", n, len(wantCells), m, len(wantDead))
+		}
+
+		// Publish in real time, about 100 readings a second, and kill the
+		// launcher mid-stream, once the first readings have landed.
+		job := startStream(t, env, args...)
+		published := make(chan struct{})
+		go func() {
+			defer close(published)
+			for i := 0; i < len(all); i += 10 {
+				f.publish(t, all[i:min(i+10, len(all))]...)
+				time.Sleep(100 * time.Millisecond) // the publishing rate
+			}
+		}()
+		eventually(t, 60*time.Second, job, func() (bool, string) {
+			return len(cells(t, bt, "kill_vitals")) > 0, "some cells written before the kill"
+		})
+		if code := job.stop(t, syscall.SIGKILL); code != -int(syscall.SIGKILL) {
+			t.Fatalf("SIGKILL: exit %d", code)
+		}
+		_, why := missing()
+		t.Logf("killed mid-stream: %s", why)
+		job = startStream(t, env, args...)
+		<-published
+		// Messages read but not acknowledged by the killed run come back
+		// once their lease (10s) expires.
+		eventually(t, 90*time.Second, job, missing)
+		t.Logf("after the restart: every reading is in Bigtable or the dead letter")
+		if code := job.stop(t, syscall.SIGTERM); code != 0 {
+			t.Fatalf("SIGTERM: exit %d\nstderr:\n%s", code, job.stderr.String())
+		}
+	})
+}

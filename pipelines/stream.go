@@ -1,0 +1,157 @@
+package pipelines
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window/trigger"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/pubsubio"
+
+	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
+)
+
+// Stream windowing defaults (the launcher's --early_firing,
+// --late_firing and --allowed_lateness).
+const (
+	DefaultEarlyFiring     = 10 * time.Second
+	DefaultLateFiring      = time.Second
+	DefaultAllowedLateness = 24 * time.Hour
+)
+
+// Windowing is how readings are grouped into fixed one-hour event-time
+// windows and when a window fires. The zero value is the batch windowing:
+// Beam's default trigger, one firing per window once the input is read.
+type Windowing struct {
+	// Streaming turns on the stream trigger: an early firing every
+	// EarlyFiring of processing time while the window is open, an on-time
+	// firing when the watermark passes its end, and a late firing
+	// LateFiring after late readings arrive, for AllowedLateness after
+	// the end. Panes accumulate, so each firing holds everything the
+	// window has seen. Readings later than that are dead-lettered as
+	// too_late before windowing.
+	Streaming       bool
+	EarlyFiring     time.Duration
+	LateFiring      time.Duration
+	AllowedLateness time.Duration
+}
+
+// StreamWindowing is the stream windowing with the given early-firing
+// period and allowed lateness (zero values take the defaults).
+func StreamWindowing(earlyFiring, allowedLateness time.Duration) Windowing {
+	return Windowing{Streaming: true, EarlyFiring: earlyFiring, AllowedLateness: allowedLateness}.withDefaults()
+}
+
+func (w Windowing) withDefaults() Windowing {
+	if !w.Streaming {
+		return w
+	}
+	if w.EarlyFiring == 0 {
+		w.EarlyFiring = DefaultEarlyFiring
+	}
+	if w.LateFiring == 0 {
+		w.LateFiring = DefaultLateFiring
+	}
+	if w.AllowedLateness == 0 {
+		w.AllowedLateness = DefaultAllowedLateness
+	}
+	return w
+}
+
+// Validate reports durations that cannot work.
+func (w Windowing) Validate() error {
+	switch {
+	case !w.Streaming && (w.EarlyFiring != 0 || w.LateFiring != 0 || w.AllowedLateness != 0):
+		return fmt.Errorf("pipelines: early firing, late firing and allowed lateness apply to streams only")
+	case w.EarlyFiring < 0 || w.LateFiring < 0 || w.AllowedLateness < 0:
+		return fmt.Errorf("pipelines: early firing, late firing and allowed lateness must not be negative")
+	case w.EarlyFiring != 0 && w.EarlyFiring < time.Millisecond, w.LateFiring != 0 && w.LateFiring < time.Millisecond:
+		return fmt.Errorf("pipelines: firing periods must be at least a millisecond")
+	}
+	return nil
+}
+
+// Options are the beam.WindowInto options of the windowing.
+//
+// The stream trigger is AfterEndOfWindow with early and late firings that
+// repeat AfterProcessingTime: never AfterCount or OrFinally, whose panes
+// prism mishandles (apache/beam#31153).
+func (w Windowing) Options() []beam.WindowIntoOption {
+	if !w.Streaming {
+		return nil
+	}
+	w = w.withDefaults()
+	tr := trigger.AfterEndOfWindow().
+		EarlyFiring(trigger.Repeat(trigger.AfterProcessingTime().PlusDelay(w.EarlyFiring))).
+		LateFiring(trigger.Repeat(trigger.AfterProcessingTime().PlusDelay(w.LateFiring)))
+	return []beam.WindowIntoOption{beam.Trigger(tr), beam.AllowedLateness(w.AllowedLateness), beam.PanesAccumulate()}
+}
+
+// PubSubSource is a stream's source.
+type PubSubSource struct {
+	// Subscription is "projects/P/subscriptions/S".
+	Subscription string
+	// TimestampAttribute names the attribute holding the event time (epoch
+	// milliseconds); empty uses the publish time. The parsed reading's own
+	// timestamp field is its event time in the rows either way.
+	TimestampAttribute string
+	// IDAttribute names an attribute with a unique record id, for
+	// deduplicating redeliveries.
+	IDAttribute string
+	// Dataflow reads with Beam's pubsubio, which only Dataflow runs;
+	// otherwise with pubsubread, which honours PUBSUB_EMULATOR_HOST.
+	Dataflow bool
+	// AckDeadline is pubsubread's lease extension (0: its default).
+	AckDeadline time.Duration
+}
+
+var subscriptionRE = regexp.MustCompile(`^projects/([^/]+)/subscriptions/([^/]+)$`)
+
+// ReadPubSub reads the subscription as KV<source, payload>, the input of
+// Parse; the source is the subscription.
+func ReadPubSub(s beam.Scope, src PubSubSource) (beam.PCollection, error) {
+	m := subscriptionRE.FindStringSubmatch(src.Subscription)
+	if m == nil {
+		return beam.PCollection{}, fmt.Errorf("pipelines: subscription %q is not of the form projects/P/subscriptions/S", src.Subscription)
+	}
+	s = s.Scope("ReadPubSub")
+	if src.Dataflow {
+		payloads := pubsubio.Read(s, m[1], pubsubio.ReadOptions{
+			Subscription:       m[2],
+			TimestampAttribute: src.TimestampAttribute,
+			IDAttribute:        src.IDAttribute,
+		})
+		return beam.ParDo(s, &dofns.PayloadLineFn{Source: src.Subscription}, payloads), nil
+	}
+	msgs, err := pubsubread.TryRead(s, pubsubread.Config{
+		Subscription:       src.Subscription,
+		TimestampAttribute: src.TimestampAttribute,
+		IDAttribute:        src.IDAttribute,
+		AckDeadline:        src.AckDeadline,
+	})
+	if err != nil {
+		return beam.PCollection{}, err
+	}
+	return beam.ParDo(s, &dofns.MessageLineFn{Source: src.Subscription}, msgs), nil
+}
+
+// Stream builds the streaming pipeline: Pub/Sub in, the same Ingest as
+// Batch with the stream windowing, every rejected record in the dead letter.
+func Stream(s beam.Scope, cfg Config, src PubSubSource) error {
+	if !cfg.Windowing.Streaming {
+		cfg.Windowing = StreamWindowing(0, 0)
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	lines, err := ReadPubSub(s, src)
+	if err != nil {
+		return err
+	}
+	records, parseDead := ParseFormat(s, cfg.Spec, cfg.Format, lines)
+	dead := Ingest(s, cfg, records)
+	WriteDeadLetters(s, cfg.DeadLetter, append(dead, parseDead)...)
+	return nil
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs the streaming pipeline locally: starts the Bigtable and Pub/Sub
+# emulators (those not already up), creates the topic and subscription,
+# starts the stream on prism, and publishes generated readings in real time.
+# Both print progress every 5 s. The stream keeps running after the
+# publisher is done; Ctrl-C (or SIGTERM) stops it cleanly and prints a
+# summary.
+#
+# Settings (environment): PROJECT INSTANCE TABLE TOPIC SUBSCRIPTION RATE
+# SENSORS DURATION BAD_FRACTION LATE_FRACTION LATE_BY ALLOWED_LATENESS
+# EARLY_FIRING DEAD_LETTER.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${PROJECT:=local-project}" "${INSTANCE:=local-instance}" "${TABLE:=patient_vitals}"
+: "${TOPIC:=vitals}" "${SUBSCRIPTION:=vitals-stream}"
+: "${RATE:=200}" "${SENSORS:=50}" "${DURATION:=60s}" "${BAD_FRACTION:=0.01}" "${LATE_FRACTION:=0.01}" "${LATE_BY:=2h}"
+: "${ALLOWED_LATENESS:=24h}" "${EARLY_FIRING:=10s}" "${DEAD_LETTER:=.run/deadletter-stream}"
+
+scripts/emulators.sh start bigtable pubsub >/dev/null
+: "${BIGTABLE_EMULATOR_HOST:=127.0.0.1:8086}" "${PUBSUB_EMULATOR_HOST:=127.0.0.1:8085}"
+export BIGTABLE_EMULATOR_HOST PUBSUB_EMULATOR_HOST
+echo "emulators: Bigtable $BIGTABLE_EMULATOR_HOST, Pub/Sub $PUBSUB_EMULATOR_HOST"
+
+topic="projects/$PROJECT/topics/$TOPIC"
+sub="projects/$PROJECT/subscriptions/$SUBSCRIPTION"
+put() { # path body: create a resource on the emulator; 409 means it exists
+  local code
+  code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H 'Content-Type: application/json' \
+    "http://$PUBSUB_EMULATOR_HOST/v1/$1" -d "$2")
+  case "$code" in
+    200) echo "created $1" ;;
+    409) echo "exists  $1" ;;
+    *) echo "creating $1 failed: HTTP $code" >&2; exit 1 ;;
+  esac
+}
+put "$topic" '{}'
+put "$sub" "{\"topic\":\"$topic\",\"ackDeadlineSeconds\":60}"
+
+mkdir -p .run "$DEAD_LETTER"
+go build -o .run/sensorpipe ./launch
+go build -o .run/publish ./launch/publish
+
+.run/sensorpipe --source=pubsub --subscription="$sub" --timestamp_attribute=event_ts --id_attribute=record_id \
+  --allowed_lateness="$ALLOWED_LATENESS" --early_firing="$EARLY_FIRING" \
+  --bigtable_project="$PROJECT" --bigtable_instance="$INSTANCE" --bigtable_table="$TABLE" \
+  --dead_letter="$DEAD_LETTER" &
+pipeline=$!
+stop() {
+  trap - INT TERM
+  if kill -0 "$pipeline" 2>/dev/null; then kill -TERM "$pipeline"; fi
+  wait "$pipeline" || true
+  exit 0
+}
+trap stop INT TERM
+
+.run/publish --topic="$topic" --rate="$RATE" --sensors="$SENSORS" --duration="$DURATION" \
+  --bad_fraction="$BAD_FRACTION" --late_fraction="$LATE_FRACTION" --late_by="$LATE_BY" || true
+echo "publisher done; the stream keeps running: Ctrl-C stops it"
+wait "$pipeline"
