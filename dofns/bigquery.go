@@ -74,8 +74,8 @@ type BigQueryWriteFn struct {
 	Table   string
 	// WriteMethod is WriteStorageWrite (default) or WriteInsertAll.
 	WriteMethod string
-	// Spec gives the table's columns; BQRow.Values follow them.
-	Spec *schemas.Spec
+	// Schema gives the table's columns; BQRow.Values follow them.
+	Schema *schemas.BigQuerySpec
 	// MaxAttempts bounds the attempts at one request (default 5).
 	MaxAttempts int
 	// Backoff is the first retry delay, doubled each attempt (default 200ms).
@@ -121,8 +121,8 @@ type bqAppend struct {
 }
 
 // NewBigQueryWriteFn returns a writer of spec's rows to project:dataset.table.
-func NewBigQueryWriteFn(project, dataset, table, method string, spec *schemas.Spec) *BigQueryWriteFn {
-	return &BigQueryWriteFn{Project: project, Dataset: dataset, Table: table, WriteMethod: method, Spec: spec}
+func NewBigQueryWriteFn(project, dataset, table, method string, schema *schemas.BigQuerySpec) *BigQueryWriteFn {
+	return &BigQueryWriteFn{Project: project, Dataset: dataset, Table: table, WriteMethod: method, Schema: schema}
 }
 
 // Setup compiles the row encoder and opens the writer: a managed stream on
@@ -147,19 +147,16 @@ func (f *BigQueryWriteFn) Setup(ctx context.Context) error {
 	if f.WriteMethod == "" {
 		f.WriteMethod = WriteStorageWrite
 	}
-	if f.Spec == nil {
-		return fmt.Errorf("bigquery write: no dataset spec")
+	if f.Schema == nil {
+		return fmt.Errorf("bigquery write: no table schema")
 	}
-	if err := f.Spec.Validate(); err != nil {
-		return fmt.Errorf("bigquery write: spec: %w", err)
-	}
-	enc, err := schemas.NewBQEncoder(f.Spec.BigQuery)
+	enc, err := schemas.NewBQEncoder(f.Schema)
 	if err != nil {
 		return fmt.Errorf("bigquery write: %w", err)
 	}
 	f.enc = enc
 	f.ref = fmt.Sprintf("%s:%s.%s", f.Project, f.Dataset, f.Table)
-	f.idCol = insertIDColumn(f.Spec.BigQuery)
+	f.idCol = insertIDColumn(f.Schema)
 	f.written = beam.NewCounter("bigquery", "rows_written")
 	f.failed = beam.NewCounter("bigquery", "write_failed")
 	switch f.WriteMethod {
@@ -558,7 +555,7 @@ func (s bqSaver) Save() (map[string]bigquery.Value, string, error) { return s.ro
 // saver converts r to an insertAll row: null values are left out, the
 // reading id is the insertId.
 func (f *BigQueryWriteFn) saver(r schemas.BQRow) (bqSaver, error) {
-	cols := f.Spec.BigQuery.Columns
+	cols := f.Schema.Columns
 	if len(r.Values) != len(cols) {
 		return bqSaver{}, fmt.Errorf("%w: row has %d values for %d columns", schemas.ErrBQValue, len(r.Values), len(cols))
 	}

@@ -67,7 +67,7 @@ func startBigQuery(t *testing.T, table string) (*bigquery.Client, *schemas.Spec)
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := bqadmin.EnsureTable(ctx, bqProject, bqDataset, table, spec, true); err != nil {
+	if err := bqadmin.EnsureTable(ctx, bqProject, bqDataset, table, spec.BigQuery, true); err != nil {
 		t.Fatalf("EnsureTable: %v", err)
 	}
 	c, err := bigquery.NewClient(ctx, bqProject, bqadmin.ClientOptions()...)
@@ -220,7 +220,7 @@ var writeCases = []writeCase{
 // and returns the pipeline result.
 func runWrite(t *testing.T, fn BigQueryWriteFn, spec *schemas.Spec, table string, rows []schemas.BQRow, wantDead []string) beam.PipelineResult {
 	t.Helper()
-	fn.Project, fn.Dataset, fn.Table, fn.Spec = bqProject, bqDataset, table, spec
+	fn.Project, fn.Dataset, fn.Table, fn.Schema = bqProject, bqDataset, table, spec.BigQuery
 	fn.Backoff = 10 * time.Millisecond
 	p, s := beam.NewPipelineWithRoot()
 	col := beam.CreateList(s, rows)
@@ -312,7 +312,7 @@ func TestBigQueryWriteFnSetupNamesAMissingTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fn := NewBigQueryWriteFn(bqProject, bqDataset, "nope", WriteStorageWrite, spec)
+	fn := NewBigQueryWriteFn(bqProject, bqDataset, "nope", WriteStorageWrite, spec.BigQuery)
 	err = fn.Setup(context.Background())
 	defer fn.Teardown()
 	if err == nil || !strings.Contains(err.Error(), bqProject+":"+bqDataset+".nope") || !strings.Contains(err.Error(), "emulator") {
@@ -357,14 +357,14 @@ func TestBigQueryWriteFnRealBigQuery(t *testing.T) {
 	for i, tc := range []writeCase{writeCases[0], writeCases[2]} {
 		t.Run(tc.name, func(t *testing.T) {
 			table := fmt.Sprintf("readings_%d_%d", time.Now().Unix(), i)
-			if err := bqadmin.EnsureTable(ctx, project, dataset, table, spec, true); err != nil {
+			if err := bqadmin.EnsureTable(ctx, project, dataset, table, spec.BigQuery, true); err != nil {
 				t.Fatalf("EnsureTable: %v", err)
 			}
 			t.Cleanup(func() { _ = c.Dataset(dataset).Table(table).Delete(context.Background()) })
 			rows := vitalsRows(t, spec, 50, time.Now().UTC().Add(-time.Hour).Truncate(time.Minute))
 
 			fn := tc.fn
-			fn.Project, fn.Dataset, fn.Table, fn.Spec = project, dataset, table, spec
+			fn.Project, fn.Dataset, fn.Table, fn.Schema = project, dataset, table, spec.BigQuery
 			p, s := beam.NewPipelineWithRoot()
 			dead := beam.ParDo(s, &fn, beam.CreateList(s, rows))
 			passert.Empty(s, beam.ParDo(s, deadSummary, dead))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/bigtable"
@@ -44,6 +45,9 @@ type BigtableWriteFn struct {
 	MaxAttempts int
 	// Backoff is the first retry delay, doubled each attempt (default 200ms).
 	Backoff time.Duration
+	// MaxInflight bounds the ApplyBulk batches in flight at once (default
+	// 4), so building rows overlaps with waiting for Bigtable.
+	MaxInflight int
 
 	client  *bigtable.Client
 	tables  map[string]*bigtable.Table
@@ -51,6 +55,20 @@ type BigtableWriteFn struct {
 	cells   int
 	written beam.Counter
 	failed  beam.Counter
+
+	// Batches in flight report here; the DoFn's own goroutine emits their
+	// dead letters and counts their writes.
+	slots   chan struct{}
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	results []batchResult
+}
+
+// batchResult is what one background batch did.
+type batchResult struct {
+	written int64
+	failed  []failedEntry
+	err     error
 }
 
 // entry is one ApplyBulk entry with the readings it carries.
@@ -75,6 +93,10 @@ func (f *BigtableWriteFn) Setup(ctx context.Context) error {
 	if f.Backoff <= 0 {
 		f.Backoff = 200 * time.Millisecond
 	}
+	if f.MaxInflight <= 0 {
+		f.MaxInflight = 4
+	}
+	f.slots = make(chan struct{}, f.MaxInflight)
 	c, err := NewBigtableClient(ctx, f.Project, f.Instance)
 	if err != nil {
 		return err
@@ -111,22 +133,26 @@ func (f *BigtableWriteFn) ProcessElement(ctx context.Context, m schemas.RowMutat
 	for _, e := range splitEntries(m) {
 		if e.cells == 0 {
 			// Readings with no value to store: nothing to write.
-			f.done(ctx, e)
+			progress.Written.Add(int64(len(e.origins)))
+			f.count(ctx, int64(len(e.origins)))
 			continue
 		}
 		f.pending = append(f.pending, e)
 		f.cells += e.cells
 	}
 	if f.cells >= flushCells {
-		return f.flush(ctx, dead)
+		f.flush(ctx)
 	}
-	return nil
+	return f.collect(ctx, dead)
 }
 
-// FinishBundle writes what is left, so the bundle commits only once every
-// mutation has landed or been dead-lettered.
+// FinishBundle writes what is left and waits for every batch in flight, so
+// the bundle commits only once every mutation has landed or been
+// dead-lettered.
 func (f *BigtableWriteFn) FinishBundle(ctx context.Context, dead func(schemas.DeadLetter)) error {
-	return f.flush(ctx, dead)
+	f.flush(ctx)
+	f.wg.Wait()
+	return f.collect(ctx, dead)
 }
 
 // splitEntries turns a row mutation into entries of at most
@@ -159,11 +185,11 @@ func (f *BigtableWriteFn) table(name string) *bigtable.Table {
 	return t
 }
 
-// flush writes the pending entries table by table, retrying what failed
-// transiently, and dead-letters what still fails.
-func (f *BigtableWriteFn) flush(ctx context.Context, dead func(schemas.DeadLetter)) error {
+// flush starts writing the pending entries in the background, table by
+// table, once a slot is free.
+func (f *BigtableWriteFn) flush(ctx context.Context) {
 	if len(f.pending) == 0 {
-		return nil
+		return
 	}
 	byTable := map[string][]entry{}
 	var order []string
@@ -173,20 +199,53 @@ func (f *BigtableWriteFn) flush(ctx context.Context, dead func(schemas.DeadLette
 		}
 		byTable[e.table] = append(byTable[e.table], e)
 	}
-	f.pending, f.cells = f.pending[:0], 0
-	for _, name := range order {
-		failed, err := f.apply(ctx, f.table(name), byTable[name])
-		if err != nil {
-			return err
-		}
-		for _, fe := range failed {
-			f.failed.Inc(ctx, int64(len(fe.entry.origins)))
-			for _, o := range fe.entry.origins {
-				dead(NewDeadLetter(o.Raw, o.Source, fmt.Errorf("%w: table %s row %q: %v", schemas.ErrWriteFailed, name, fe.entry.key, fe.err)))
+	f.pending, f.cells = nil, 0
+	tables := make([]*bigtable.Table, len(order))
+	for i, name := range order {
+		tables[i] = f.table(name)
+	}
+	f.slots <- struct{}{}
+	f.wg.Add(1)
+	go func() {
+		defer func() { <-f.slots; f.wg.Done() }()
+		var res batchResult
+		for i, name := range order {
+			written, failed, err := f.apply(ctx, tables[i], byTable[name])
+			res.written += written
+			res.failed = append(res.failed, failed...)
+			if err != nil {
+				res.err = err
+				break
 			}
 		}
+		f.mu.Lock()
+		f.results = append(f.results, res)
+		f.mu.Unlock()
+	}()
+}
+
+// collect emits the dead letters and counts of the batches that have
+// finished, and returns the first error among them (the bundle then fails
+// and the runner retries it: the writes are idempotent).
+func (f *BigtableWriteFn) collect(ctx context.Context, dead func(schemas.DeadLetter)) error {
+	f.mu.Lock()
+	results := f.results
+	f.results = nil
+	f.mu.Unlock()
+	var first error
+	for _, res := range results {
+		f.count(ctx, res.written)
+		for _, fe := range res.failed {
+			f.failed.Inc(ctx, int64(len(fe.entry.origins)))
+			for _, o := range fe.entry.origins {
+				dead(NewDeadLetter(o.Raw, o.Source, fmt.Errorf("%w: table %s row %q: %v", schemas.ErrWriteFailed, fe.entry.table, fe.entry.key, fe.err)))
+			}
+		}
+		if res.err != nil && first == nil {
+			first = res.err
+		}
 	}
-	return nil
+	return first
 }
 
 type failedEntry struct {
@@ -194,11 +253,15 @@ type failedEntry struct {
 	err   error
 }
 
-// apply writes entries with retries. A context cancellation is returned
-// as an error (the bundle fails and is retried by the runner); entries that
-// fail permanently or exhaust their attempts are returned as failed.
-func (f *BigtableWriteFn) apply(ctx context.Context, t *bigtable.Table, entries []entry) ([]failedEntry, error) {
-	var failed []failedEntry
+// apply writes entries with retries and returns how many readings landed.
+// A context cancellation is returned as an error (the bundle fails and is
+// retried by the runner); entries that fail permanently or exhaust their
+// attempts are returned as failed.
+func (f *BigtableWriteFn) apply(ctx context.Context, t *bigtable.Table, entries []entry) (int64, []failedEntry, error) {
+	var (
+		failed  []failedEntry
+		written int64
+	)
 	delay := f.Backoff
 	for attempt := 1; len(entries) > 0; attempt++ {
 		keys := make([]string, len(entries))
@@ -208,7 +271,7 @@ func (f *BigtableWriteFn) apply(ctx context.Context, t *bigtable.Table, entries 
 		}
 		errs, err := t.ApplyBulk(ctx, keys, muts)
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("apply bulk: %w", ctx.Err())
+			return written, nil, fmt.Errorf("apply bulk: %w", ctx.Err())
 		}
 		var retry []failedEntry
 		for i, e := range entries {
@@ -218,7 +281,9 @@ func (f *BigtableWriteFn) apply(ctx context.Context, t *bigtable.Table, entries 
 			}
 			switch {
 			case ee == nil:
-				f.done(ctx, e)
+				written += int64(len(e.origins))
+				progress.Written.Add(int64(len(e.origins)))
+				progress.Rows.Add(1)
 			case transient(ee) && attempt < f.MaxAttempts:
 				retry = append(retry, failedEntry{e, ee})
 			case transient(ee):
@@ -234,7 +299,7 @@ func (f *BigtableWriteFn) apply(ctx context.Context, t *bigtable.Table, entries 
 			len(retry), len(entries), attempt, f.MaxAttempts, delay, retry[0].err)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("apply bulk: %w", ctx.Err())
+			return written, nil, fmt.Errorf("apply bulk: %w", ctx.Err())
 		case <-time.After(delay):
 		}
 		delay *= 2
@@ -243,14 +308,13 @@ func (f *BigtableWriteFn) apply(ctx context.Context, t *bigtable.Table, entries 
 			entries = append(entries, r.entry)
 		}
 	}
-	return failed, nil
+	return written, failed, nil
 }
 
-func (f *BigtableWriteFn) done(ctx context.Context, e entry) {
-	n := int64(len(e.origins))
+// count adds to the Beam counter of readings written, on the DoFn's
+// goroutine (the progress counters are updated as batches land).
+func (f *BigtableWriteFn) count(ctx context.Context, n int64) {
 	f.written.Inc(ctx, n)
-	progress.Written.Add(n)
-	progress.Rows.Add(1)
 }
 
 // transient reports whether a write error may succeed on retry.

@@ -27,7 +27,7 @@ func init() {
 // Decoder turns one payload (a line of a file, or a Pub/Sub message's data)
 // into records. schemas.Parser is the JSON decoder.
 type Decoder interface {
-	Parse(dst []schemas.Record, payload []byte, source string) ([]schemas.Record, error)
+	ParseString(dst []schemas.Record, payload, source string) ([]schemas.Record, error)
 }
 
 // Formats maps a payload format (the launcher's --format) to the constructor
@@ -129,7 +129,7 @@ func compile(spec *schemas.Spec) (*schemas.Parser, *schemas.Builder, error) {
 // ProcessElement parses line, read from source.
 func (f *ParseFn) ProcessElement(ctx context.Context, source, line string, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
 	var err error
-	f.buf, err = f.parser.Parse(f.buf[:0], []byte(line), source)
+	f.buf, err = f.parser.ParseString(f.buf[:0], line, source)
 	if err == nil {
 		for i := range f.buf {
 			if err = f.builder.Check(&f.buf[i]); err != nil {

@@ -44,7 +44,7 @@ var (
 	btProject    = flag.String("bigtable_project", "", "Bigtable project id (required).")
 	btInstance   = flag.String("bigtable_instance", "", "Bigtable instance id (required).")
 	btTable      = flag.String("bigtable_table", "", "Bigtable table for the spec's first table (default: the spec's name, patient_vitals for vitals).")
-	deadLetter   = flag.String("dead_letter", "", "Where rejected records go, as JSON Lines: a local folder or gs:// prefix (required).")
+	deadLetter   = flag.String("dead_letter", "", "Where rejected records go, each with its payload and reason (required): "+schemas.DeadLetterTargetForms+".")
 	createTables = flag.Bool("create_tables", true, "Create missing Bigtable tables and column families (with the spec's GC policies) before running.")
 	timeout      = flag.Duration("bigtable_timeout", 10*time.Second, "How long to wait for Bigtable to answer at start-up.")
 	bqProject    = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project).")
@@ -153,8 +153,14 @@ func config(ctx context.Context) (pipelines.Config, error) {
 		return cfg, usageError{"--bigtable_project is required"}
 	case *btInstance == "":
 		return cfg, usageError{"--bigtable_instance is required"}
-	case *deadLetter == "":
-		return cfg, usageError{"--dead_letter is required: a local folder or gs:// prefix for rejected records"}
+	}
+	dlProject := *bqProject
+	if dlProject == "" {
+		dlProject = *btProject
+	}
+	dl, err := validateDeadLetter(*deadLetter, dlProject, local())
+	if err != nil {
+		return cfg, usageError{err.Error()}
 	}
 	if _, err := dofns.NewDecoder(spec, *format); err != nil {
 		return cfg, usageError{"--format: " + err.Error()}
@@ -162,7 +168,7 @@ func config(ctx context.Context) (pipelines.Config, error) {
 	if _, err := schemas.NewRoller(spec); err != nil {
 		return cfg, usageError{fmt.Sprintf("--spec: %v", err)}
 	}
-	cfg = pipelines.Config{Spec: spec, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: *deadLetter, Format: *format}
+	cfg = pipelines.Config{Spec: spec, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: dl, Format: *format}
 	if *bqDataset != "" {
 		if spec.BigQuery == nil {
 			return cfg, usageError{fmt.Sprintf("--bigquery_dataset: spec %s has no bigquery section", spec.Name)}
@@ -282,9 +288,18 @@ func run(ctx context.Context) error {
 		if err := btadmin.EnsureTables(ctx, cfg.BigtableProject, cfg.BigtableInstance, cfg.Spec, *createTables, *timeout); err != nil {
 			return err
 		}
+		if err := dofns.EnsureDeadLetterTarget(ctx, cfg.DeadLetter); err != nil {
+			return err
+		}
 		if bq := cfg.BigQuery; bq != nil {
-			if err := bqadmin.EnsureTable(ctx, bq.Project, bq.Dataset, bq.Table, cfg.Spec, *createTables); err != nil {
+			if err := bqadmin.EnsureTable(ctx, bq.Project, bq.Dataset, bq.Table, cfg.Spec.BigQuery, *createTables); err != nil {
 				return err
+			}
+			if roller, _ := schemas.NewRoller(cfg.Spec); roller != nil {
+				rt := roller.BigQuery()
+				if err := bqadmin.EnsureTable(ctx, bq.Project, bq.Dataset, rt.Table, rt, *createTables); err != nil {
+					return err
+				}
 			}
 		}
 	}

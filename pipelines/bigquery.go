@@ -11,7 +11,10 @@ import (
 // (storage_write, the default, or insert_all) and returns the dead letters
 // of the rows BigQuery rejected, as PCollection<schemas.DeadLetter>. Each
 // DoFn instance writes on its own: there is no grouping onto a fixed key.
-func WriteBigQuery(s beam.Scope, cfg BigQueryConfig, spec *schemas.Spec, rows beam.PCollection) beam.PCollection {
+//
+// table describes the table's columns: the spec's BigQuery section, or the
+// hourly rollup table.
+func WriteBigQuery(s beam.Scope, cfg BigQueryConfig, table *schemas.BigQuerySpec, rows beam.PCollection) beam.PCollection {
 	s = s.Scope("bigquery.Write")
-	return beam.ParDo(s, dofns.NewBigQueryWriteFn(cfg.Project, cfg.Dataset, cfg.Table, cfg.WriteMethod, spec), rows)
+	return beam.ParDo(s, dofns.NewBigQueryWriteFn(cfg.Project, cfg.Dataset, cfg.Table, cfg.WriteMethod, table), rows)
 }

@@ -41,7 +41,7 @@ func TestWriteBigQueryAppliesTheConfiguredSink(t *testing.T) {
 			}
 			cfg := BigQueryConfig{Project: "p", Dataset: "d", Table: "vitals_" + method, WriteMethod: method}
 			ctx := context.Background()
-			if err := bqadmin.EnsureTable(ctx, cfg.Project, cfg.Dataset, cfg.Table, spec, true); err != nil {
+			if err := bqadmin.EnsureTable(ctx, cfg.Project, cfg.Dataset, cfg.Table, spec.BigQuery, true); err != nil {
 				t.Fatal(err)
 			}
 			b, err := schemas.NewBuilder(spec)
@@ -61,7 +61,7 @@ func TestWriteBigQueryAppliesTheConfiguredSink(t *testing.T) {
 			}
 
 			p, s := beam.NewPipelineWithRoot()
-			dead := WriteBigQuery(s, cfg, spec, beam.CreateList(s, rows))
+			dead := WriteBigQuery(s, cfg, spec.BigQuery, beam.CreateList(s, rows))
 			passert.Empty(s, beam.ParDo(s, bqDeadText, dead))
 			if err := ptest.Run(p); err != nil {
 				t.Fatalf("pipeline: %v", err)

@@ -121,17 +121,12 @@ func Ingest(s beam.Scope, cfg Config, records beam.PCollection) []beam.PCollecti
 	b := BuildRowsAndRollups(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...))
 	dead = append(dead, b.Dead, WriteBigtable(s, cfg.BigtableProject, cfg.BigtableInstance, b.Rows))
 	if cfg.BigQuery != nil {
-		dead = append(dead, WriteBigQuery(s, *cfg.BigQuery, cfg.Spec, b.BQRows))
-		// TODO(lead, BigQuery sink): write b.Rollups to the rollup table.
-		// WriteBigQuery takes the whole *schemas.Spec and its DoFn calls
-		// Spec.Validate and encodes Spec.BigQuery, so it cannot take the
-		// rollup table (schemas.Roller.BigQuery(), whose columns are not
-		// spec fields). Needed: a variant that takes the table's own
-		// description, e.g.
-		//   WriteBigQueryTable(s, cfg BigQueryConfig, table *schemas.BigQuerySpec, rows) PCollection<DeadLetter>
-		// with cfg.Table = table.Table, and bqadmin.EnsureTable for it. Then:
-		//   rcfg := *cfg.BigQuery; rcfg.Table = roller.BigQuery().Table
-		//   dead = append(dead, WriteBigQueryTable(s, rcfg, roller.BigQuery(), b.Rollups))
+		dead = append(dead, WriteBigQuery(s, *cfg.BigQuery, cfg.Spec.BigQuery, b.BQRows))
+		if roller, _ := schemas.NewRoller(cfg.Spec); roller != nil {
+			rcfg := *cfg.BigQuery
+			rcfg.Table = roller.BigQuery().Table
+			dead = append(dead, WriteBigQuery(s.Scope("rollups"), rcfg, roller.BigQuery(), b.Rollups))
+		}
 	}
 	return dead
 }
@@ -236,6 +231,18 @@ func Batch(s beam.Scope, cfg Config, glob string) error {
 	lines, readDead := ReadFiles(s, glob)
 	records, parseDead := ParseFormat(s, cfg.Spec, cfg.Format, lines)
 	dead := Ingest(s, cfg, records)
-	WriteDeadLetters(s, cfg.DeadLetter, append(dead, readDead, parseDead)...)
+	// The sinks' dead letters cross a Reshuffle (random keys, not a fixed
+	// key) so the dead-letter write runs in a stage of its own: a failed
+	// dead-letter write then retries only that stage, not a whole bundle of
+	// Bigtable writes. It also gives the sink stage an output, which keeps
+	// prism (Beam v2.77) from busy-polling a stage with none: measured, the
+	// local batch goes from 0.66 to 0.9 of the plain writer's rate (README).
+	// Only the batch does this: a stream's late dead letters must not meet
+	// another grouping that could drop them.
+	sinkDead := dead[:0:0]
+	for i, d := range dead {
+		sinkDead = append(sinkDead, beam.Reshuffle(s.Scope(fmt.Sprintf("deadletter.Detach%d", i)), d))
+	}
+	WriteDeadLetters(s, cfg.DeadLetter, append(sinkDead, readDead, parseDead)...)
 	return nil
 }

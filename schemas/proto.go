@@ -158,3 +158,8 @@ func (p *ProtoParser) Parse(dst []Record, payload []byte, source string) ([]Reco
 	}
 	return p.json.Parse(dst, line, source)
 }
+
+// ParseString is Parse for a payload held as a string.
+func (p *ProtoParser) ParseString(dst []Record, payload, source string) ([]Record, error) {
+	return p.Parse(dst, []byte(payload), source)
+}

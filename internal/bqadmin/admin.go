@@ -121,10 +121,10 @@ func canonical(t bigquery.FieldType) bigquery.FieldType {
 	return bigquery.FieldType(strings.ToUpper(string(t)))
 }
 
-// Schema is the table schema of spec's bigquery columns.
-func Schema(spec *schemas.Spec) bigquery.Schema {
+// Schema is the table schema of bq's columns.
+func Schema(bq *schemas.BigQuerySpec) bigquery.Schema {
 	var s bigquery.Schema
-	for _, c := range spec.BigQuery.Columns {
+	for _, c := range bq.Columns {
 		s = append(s, &bigquery.FieldSchema{Name: c.Name, Type: FieldType(c.Type), Required: c.Mode == "REQUIRED"})
 	}
 	return s
@@ -132,9 +132,8 @@ func Schema(spec *schemas.Spec) bigquery.Schema {
 
 // TableMetadata is the metadata a new table gets: the spec's schema, time
 // partitioning and clustering.
-func TableMetadata(spec *schemas.Spec) *bigquery.TableMetadata {
-	bq := spec.BigQuery
-	md := &bigquery.TableMetadata{Schema: Schema(spec)}
+func TableMetadata(bq *schemas.BigQuerySpec) *bigquery.TableMetadata {
+	md := &bigquery.TableMetadata{Schema: Schema(bq)}
 	if p := bq.TimePartitioning; p != nil {
 		md.TimePartitioning = &bigquery.TimePartitioning{Type: bigquery.TimePartitioningType(p.Type), Field: p.Field}
 	}
@@ -150,9 +149,12 @@ func TableMetadata(spec *schemas.Spec) *bigquery.TableMetadata {
 // error when the table cannot take the spec's rows. With create false,
 // nothing is created or changed and anything missing is an error. It gives
 // up after Timeout when BigQuery does not answer.
-func EnsureTable(ctx context.Context, project, dataset, table string, spec *schemas.Spec, create bool) error {
-	if spec == nil || spec.BigQuery == nil {
-		return fmt.Errorf("bigquery: the spec has no bigquery section")
+//
+// bq describes the table: a spec's BigQuery section, or another table the
+// pipeline writes (the hourly rollups).
+func EnsureTable(ctx context.Context, project, dataset, table string, bq *schemas.BigQuerySpec, create bool) error {
+	if bq == nil {
+		return fmt.Errorf("bigquery: no table description (the spec has no bigquery section)")
 	}
 	if project == "" || dataset == "" || table == "" {
 		return fmt.Errorf("bigquery: project, dataset and table are required (got %q, %q, %q)", project, dataset, table)
@@ -190,9 +192,9 @@ func EnsureTable(ctx context.Context, project, dataset, table string, spec *sche
 		case !notFound(err):
 			return wrap("bigquery table "+ref, err)
 		case !create:
-			return fmt.Errorf("bigquery table %s does not exist: create it (bq mk --table with the schema of spec %s) or run with --create_tables=true", ref, spec.Name)
+			return fmt.Errorf("bigquery table %s does not exist: create it (bq mk --table with the columns of table %s in the spec) or run with --create_tables=true", ref, bq.Table)
 		}
-		err = t.Create(ctx, TableMetadata(spec))
+		err = t.Create(ctx, TableMetadata(bq))
 		if err == nil {
 			return nil
 		}
@@ -207,7 +209,7 @@ func EnsureTable(ctx context.Context, project, dataset, table string, spec *sche
 	// A schema update needs the table's current ETag; a concurrent change
 	// fails the precondition, so re-read and try again.
 	for attempt := 0; ; attempt++ {
-		add, err := CheckSchema(ref, md.Schema, spec, create)
+		add, err := CheckSchema(ref, md.Schema, bq, create)
 		if err != nil || len(add) == 0 {
 			return err
 		}
@@ -231,7 +233,7 @@ func EnsureTable(ctx context.Context, project, dataset, table string, spec *sche
 // rows written by spec would be rejected: a missing REQUIRED column, a type
 // or mode mismatch, or a REQUIRED table column the spec does not write.
 // With add false, a missing NULLABLE column is an error too.
-func CheckSchema(ref string, have bigquery.Schema, spec *schemas.Spec, add bool) (bigquery.Schema, error) {
+func CheckSchema(ref string, have bigquery.Schema, bq *schemas.BigQuerySpec, add bool) (bigquery.Schema, error) {
 	byName := make(map[string]*bigquery.FieldSchema, len(have))
 	for _, f := range have {
 		byName[strings.ToLower(f.Name)] = f
@@ -241,7 +243,7 @@ func CheckSchema(ref string, have bigquery.Schema, spec *schemas.Spec, add bool)
 		problems []string
 		written  = map[string]bool{}
 	)
-	for _, c := range spec.BigQuery.Columns {
+	for _, c := range bq.Columns {
 		written[strings.ToLower(c.Name)] = true
 		want := FieldType(c.Type)
 		required := c.Mode == "REQUIRED"
@@ -269,7 +271,7 @@ func CheckSchema(ref string, have bigquery.Schema, spec *schemas.Spec, add bool)
 		}
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("bigquery table %s cannot take the rows of spec %s: %s", ref, spec.Name, strings.Join(problems, "; "))
+		return nil, fmt.Errorf("bigquery table %s cannot take the rows of the spec's table %s: %s", ref, bq.Table, strings.Join(problems, "; "))
 	}
 	return missing, nil
 }

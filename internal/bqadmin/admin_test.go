@@ -43,7 +43,7 @@ func useEmulator(t *testing.T) *bigquery.Client {
 // without returns spec's schema minus the named columns.
 func without(spec *schemas.Spec, drop ...string) bigquery.Schema {
 	var out bigquery.Schema
-	for _, f := range Schema(spec) {
+	for _, f := range Schema(spec.BigQuery) {
 		keep := true
 		for _, d := range drop {
 			keep = keep && f.Name != d
@@ -59,7 +59,7 @@ func TestEnsureTableCreatesDatasetAndPartitionedClusteredTable(t *testing.T) {
 	ctx := context.Background()
 	c := useEmulator(t)
 	spec := vitals(t)
-	if err := EnsureTable(ctx, project, "sensors", "readings", spec, true); err != nil {
+	if err := EnsureTable(ctx, project, "sensors", "readings", spec.BigQuery, true); err != nil {
 		t.Fatalf("EnsureTable: %v", err)
 	}
 	md, err := c.Dataset("sensors").Table("readings").Metadata(ctx)
@@ -97,7 +97,7 @@ func TestEnsureTableCreatesDatasetAndPartitionedClusteredTable(t *testing.T) {
 		}
 	}
 	// A second launch finds everything in place and changes nothing.
-	if err := EnsureTable(ctx, project, "sensors", "readings", spec, false); err != nil {
+	if err := EnsureTable(ctx, project, "sensors", "readings", spec.BigQuery, false); err != nil {
 		t.Errorf("EnsureTable on the existing table: %v", err)
 	}
 }
@@ -135,7 +135,7 @@ func TestEnsureTableExistingTables(t *testing.T) {
 		{
 			name: "type mismatch is an error",
 			schema: func(s *schemas.Spec) bigquery.Schema {
-				sc := Schema(s)
+				sc := Schema(s.BigQuery)
 				sc[2] = &bigquery.FieldSchema{Name: "heart_rate", Type: bigquery.StringFieldType}
 				return sc
 			},
@@ -146,7 +146,7 @@ func TestEnsureTableExistingTables(t *testing.T) {
 		{
 			name: "REQUIRED table column the spec does not write is an error",
 			schema: func(s *schemas.Spec) bigquery.Schema {
-				return append(Schema(s), &bigquery.FieldSchema{Name: "site", Type: bigquery.StringFieldType, Required: true})
+				return append(Schema(s.BigQuery), &bigquery.FieldSchema{Name: "site", Type: bigquery.StringFieldType, Required: true})
 			},
 			create:   true,
 			wantErr:  []string{project + ":sensors.readings", "site", "DROP NOT NULL"},
@@ -155,7 +155,7 @@ func TestEnsureTableExistingTables(t *testing.T) {
 		{
 			name: "extra NULLABLE table column is fine",
 			schema: func(s *schemas.Spec) bigquery.Schema {
-				return append(Schema(s), &bigquery.FieldSchema{Name: "site", Type: bigquery.StringFieldType})
+				return append(Schema(s.BigQuery), &bigquery.FieldSchema{Name: "site", Type: bigquery.StringFieldType})
 			},
 			create:   false,
 			wantCols: 10,
@@ -170,12 +170,12 @@ func TestEnsureTableExistingTables(t *testing.T) {
 				t.Fatal(err)
 			}
 			tbl := c.Dataset("sensors").Table("readings")
-			md := TableMetadata(spec)
+			md := TableMetadata(spec.BigQuery)
 			md.Schema = tc.schema(spec)
 			if err := tbl.Create(ctx, md); err != nil {
 				t.Fatal(err)
 			}
-			err := EnsureTable(ctx, project, "sensors", "readings", spec, tc.create)
+			err := EnsureTable(ctx, project, "sensors", "readings", spec.BigQuery, tc.create)
 			if len(tc.wantErr) == 0 && err != nil {
 				t.Fatalf("EnsureTable: %v", err)
 			}
@@ -198,7 +198,7 @@ func TestEnsureTableExistingTables(t *testing.T) {
 				t.Errorf("table has %d columns afterwards, want %d", len(got.Schema), tc.wantCols)
 			}
 			if len(tc.wantErr) == 0 {
-				if _, err := CheckSchema("t", got.Schema, spec, false); err != nil {
+				if _, err := CheckSchema("t", got.Schema, spec.BigQuery, false); err != nil {
 					t.Errorf("table still cannot take the spec's rows: %v", err)
 				}
 			}
@@ -224,7 +224,7 @@ func TestEnsureTableWithoutCreateReportsWhatIsMissing(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := EnsureTable(ctx, project, "sensors", "readings", vitals(t), false)
+			err := EnsureTable(ctx, project, "sensors", "readings", vitals(t).BigQuery, false)
 			if err == nil {
 				t.Fatal("EnsureTable succeeded, want an error")
 			}
@@ -253,7 +253,7 @@ func TestEnsureTableUnreachableFailsInBoundedTime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	err = EnsureTable(ctx, project, "sensors", "readings", vitals(t), true)
+	err = EnsureTable(ctx, project, "sensors", "readings", vitals(t).BigQuery, true)
 	if !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("err = %v, want ErrUnreachable", err)
 	}
@@ -275,19 +275,19 @@ func TestCheckSchema(t *testing.T) {
 		wantAdd []string
 		wantErr string
 	}{
-		{"same schema", Schema(spec), false, nil, ""},
+		{"same schema", Schema(spec.BigQuery), false, nil, ""},
 		{"standard SQL type names compare equal", func() bigquery.Schema {
-			s := Schema(spec)
+			s := Schema(spec.BigQuery)
 			s[2] = &bigquery.FieldSchema{Name: "heart_rate", Type: "FLOAT64"}
 			return s
 		}(), false, nil, ""},
 		{"column names compare case-insensitively", func() bigquery.Schema {
-			s := Schema(spec)
+			s := Schema(spec.BigQuery)
 			s[4] = &bigquery.FieldSchema{Name: "SPO2", Type: bigquery.FloatFieldType}
 			return s
 		}(), false, nil, ""},
 		{"REQUIRED in spec, NULLABLE in table is fine", func() bigquery.Schema {
-			s := Schema(spec)
+			s := Schema(spec.BigQuery)
 			s[0] = &bigquery.FieldSchema{Name: "sensor_id", Type: bigquery.StringFieldType}
 			return s
 		}(), false, nil, ""},
@@ -295,19 +295,19 @@ func TestCheckSchema(t *testing.T) {
 		{"missing NULLABLE without add", without(spec, "spO2"), false, nil, "ALTER TABLE `p.d.t` ADD COLUMN spO2 FLOAT64"},
 		{"missing REQUIRED", without(spec, "sensor_id"), true, nil, "column sensor_id (STRING REQUIRED) is missing"},
 		{"REPEATED column", func() bigquery.Schema {
-			s := Schema(spec)
+			s := Schema(spec.BigQuery)
 			s[3] = &bigquery.FieldSchema{Name: "body_temperature", Type: bigquery.FloatFieldType, Repeated: true}
 			return s
 		}(), true, nil, "body_temperature is FLOAT REPEATED in the table"},
 		{"NULLABLE in spec, REQUIRED in table", func() bigquery.Schema {
-			s := Schema(spec)
+			s := Schema(spec.BigQuery)
 			s[5] = &bigquery.FieldSchema{Name: "battery_level", Type: bigquery.FloatFieldType, Required: true}
 			return s
 		}(), true, nil, "battery_level is REQUIRED in the table but NULLABLE in the spec"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			add, err := CheckSchema("p:d.t", tc.have, spec, tc.add)
+			add, err := CheckSchema("p:d.t", tc.have, spec.BigQuery, tc.add)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "p:d.t") {
 					t.Fatalf("err = %v, want one naming p:d.t and containing %q", err, tc.wantErr)
