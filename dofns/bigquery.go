@@ -628,7 +628,7 @@ func (f *BigQueryWriteFn) landed(ctx context.Context, n int) {
 		return
 	}
 	f.written.Inc(ctx, int64(n))
-	progress.BQWritten.Add(int64(n))
+	progress.AddBQ(f.Table, int64(n))
 }
 
 // reject dead-letters one row as write_failed with the server's message.

@@ -442,6 +442,20 @@ func TestBatchBothSinks(t *testing.T) {
 			if c := md.Clustering; c == nil || strings.Join(c.Fields, ",") != "sensor_id" {
 				t.Errorf("clustering = %+v; want sensor_id", md.Clustering)
 			}
+			hourly, err := client.Dataset("vitals").Table("readings_hourly").Metadata(ctx)
+			if err != nil {
+				t.Fatalf("readings_hourly: %v", err)
+			}
+			if p := hourly.TimePartitioning; p == nil || p.Type != bigquery.DayPartitioningType || p.Field != "window_start" {
+				t.Errorf("readings_hourly partitioning = %+v; want DAY on window_start", hourly.TimePartitioning)
+			}
+			if c := hourly.Clustering; c == nil || strings.Join(c.Fields, ",") != "sensor_id" {
+				t.Errorf("readings_hourly clustering = %+v; want sensor_id", hourly.Clustering)
+			}
+			// One rollup row per (sensor, hour): the batch's single firing.
+			if !strings.Contains(r.stdout, "readings_hourly 3)") {
+				t.Errorf("summary lacks 3 readings_hourly rows (p-1 and p-4 at 10h, p-2 at 11h):\n%s", r.stdout)
+			}
 			fromBQ := map[string][]string{}
 			ids := map[string]bool{}
 			it := tbl.Read(ctx)

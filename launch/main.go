@@ -370,17 +370,21 @@ func summary(w io.Writer, took time.Duration, cfg pipelines.Config) {
 	}
 	fmt.Fprintf(w, "  duplicates merged:  %d (same identity and millisecond)\n", progress.Duplicates.Load())
 	if cfg.BigQuery != nil {
-		fmt.Fprintf(w, "  BigQuery rows:      %d\n", s.BQWritten)
+		fmt.Fprintf(w, "  BigQuery rows:      %d%s\n", s.BQWritten, breakdown(progress.BQByTable()))
 	}
-	var parts []string
-	for _, rc := range progress.DeadByReason() {
-		parts = append(parts, fmt.Sprintf("%s %d", rc.Reason, rc.Count))
+	fmt.Fprintf(w, "  dead letters:       %d%s -> %s\n", s.DeadLettered, breakdown(progress.DeadByReason()), cfg.DeadLetter)
+}
+
+// breakdown formats counts as " (key n, key n)", or "" when there are none.
+func breakdown(counts []progress.Count) string {
+	if len(counts) == 0 {
+		return ""
 	}
-	detail := ""
-	if len(parts) > 0 {
-		detail = " (" + strings.Join(parts, ", ") + ")"
+	parts := make([]string, len(counts))
+	for i, c := range counts {
+		parts[i] = fmt.Sprintf("%s %d", c.Key, c.N)
 	}
-	fmt.Fprintf(w, "  dead letters:       %d%s -> %s\n", s.DeadLettered, detail, cfg.DeadLetter)
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // showRows prints the first n rows of the first table, cbt-style.

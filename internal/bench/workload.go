@@ -1,7 +1,8 @@
 // Package bench holds what sensorpipe's benchmarks share: a generator of
-// realistic vitals lines, a Bigtable emulator started outside a test, and a
-// description of the machine the figures were measured on. It imports no
-// sensorpipe package, so the schemas benchmarks can use it too.
+// realistic vitals lines, emulators started outside a test (through
+// internal/emulators), and a description of the machine the figures were
+// measured on. It imports no sensorpipe package but internal/emulators,
+// which imports none, so the schemas benchmarks can use it too.
 package bench
 
 import (

@@ -25,7 +25,7 @@ var ErrUnreachable = errors.New("bigtable unreachable")
 func EnsureTables(ctx context.Context, project, instance string, spec *schemas.Spec, create bool, timeout time.Duration) error {
 	ac, err := bigtable.NewAdminClient(ctx, project, instance)
 	if err != nil {
-		return fmt.Errorf("bigtable admin client: %w", err)
+		return fmt.Errorf("bigtable admin client: %w (for a local emulator set BIGTABLE_EMULATOR_HOST=host:port; for Cloud Bigtable run gcloud auth application-default login)", err)
 	}
 	defer ac.Close()
 	for i, t := range spec.Bigtable.Tables {

@@ -26,30 +26,48 @@ var (
 	DeadLettered atomic.Int64 // records written to the dead letter
 )
 
-var byReason sync.Map // reason -> *atomic.Int64
+var (
+	byReason  sync.Map // reason -> *atomic.Int64
+	byBQTable sync.Map // table -> *atomic.Int64
+)
 
 // AddDead counts n dead letters with reason.
 func AddDead(reason string, n int64) {
 	DeadLettered.Add(n)
-	c, _ := byReason.LoadOrStore(reason, new(atomic.Int64))
+	add(&byReason, reason, n)
+}
+
+// AddBQ counts n rows landed in BigQuery table.
+func AddBQ(table string, n int64) {
+	BQWritten.Add(n)
+	add(&byBQTable, table, n)
+}
+
+func add(m *sync.Map, key string, n int64) {
+	c, _ := m.LoadOrStore(key, new(atomic.Int64))
 	c.(*atomic.Int64).Add(n)
 }
 
 // DeadByReason returns the dead letters counted per reason, sorted by reason.
-func DeadByReason() []ReasonCount {
-	var out []ReasonCount
-	byReason.Range(func(k, v any) bool {
-		out = append(out, ReasonCount{Reason: k.(string), Count: v.(*atomic.Int64).Load()})
+func DeadByReason() []Count { return counts(&byReason) }
+
+// BQByTable returns the BigQuery rows counted per table, sorted by table.
+func BQByTable() []Count { return counts(&byBQTable) }
+
+func counts(m *sync.Map) []Count {
+	var out []Count
+	m.Range(func(k, v any) bool {
+		out = append(out, Count{Key: k.(string), N: v.(*atomic.Int64).Load()})
 		return true
 	})
-	sort.Slice(out, func(i, j int) bool { return out[i].Reason < out[j].Reason })
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
 }
 
-// ReasonCount is the number of dead letters with one reason.
-type ReasonCount struct {
-	Reason string
-	Count  int64
+// Count is a number of records under one key (a reason or a table).
+type Count struct {
+	Key string
+	N   int64
 }
 
 // Snapshot is the counters at one instant.
@@ -71,7 +89,8 @@ func Reset() {
 	Duplicates.Store(0)
 	BQWritten.Store(0)
 	DeadLettered.Store(0)
-	byReason.Range(func(k, _ any) bool { byReason.Delete(k); return true })
+	byReason.Clear()
+	byBQTable.Clear()
 }
 
 // Line formats a progress line: totals and the read rate since prev.

@@ -47,6 +47,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/internal/bench"
 	"github.com/sensorpipe/sensorpipe/internal/btadmin"
+	"github.com/sensorpipe/sensorpipe/internal/emulators"
 	"github.com/sensorpipe/sensorpipe/internal/progress"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -125,8 +126,7 @@ func run(ctx context.Context) error {
 	if *sides != "both" && *sides != "pipeline" && *sides != "plain" {
 		return fmt.Errorf("-sides=%q: use both, pipeline or plain", *sides)
 	}
-	emuBin, err := bench.FindBigtableEmulator()
-	if err != nil {
+	if _, err := emulators.Bigtable.Find(); err != nil {
 		return fmt.Errorf("the end-to-end benchmark needs the Bigtable emulator: %w", err)
 	}
 	work, err := os.MkdirTemp("", "sensorpipe-bench-")
@@ -167,7 +167,7 @@ func run(ctx context.Context) error {
 	}
 
 	if *sides != "plain" {
-		s, err := withEmulator(emuBin, func(host string) (*Side, error) { return pipelineSide(ctx, host, work, input) })
+		s, err := withEmulator(func(host string) (*Side, error) { return pipelineSide(ctx, host, work, input) })
 		if err != nil {
 			return fmt.Errorf("pipeline: %w", err)
 		}
@@ -175,7 +175,7 @@ func run(ctx context.Context) error {
 		printSide(s)
 	}
 	if *sides != "pipeline" {
-		s, err := withEmulator(emuBin, func(host string) (*Side, error) { return plainSide(ctx, host, input) })
+		s, err := withEmulator(func(host string) (*Side, error) { return plainSide(ctx, host, input) })
 		if err != nil {
 			return fmt.Errorf("plain writer: %w", err)
 		}
@@ -220,8 +220,8 @@ func printSide(s *Side) {
 
 // withEmulator runs fn against a fresh Bigtable emulator, then stops it by
 // its PID and, with -verify, counts what fn wrote first.
-func withEmulator(bin string, fn func(host string) (*Side, error)) (*Side, error) {
-	emu, err := bench.StartBigtable(bin)
+func withEmulator(fn func(host string) (*Side, error)) (*Side, error) {
+	emu, err := bench.StartBigtable()
 	if err != nil {
 		return nil, err
 	}
