@@ -98,6 +98,10 @@ func main() {
 	switch *logLevel {
 	case "debug", "info", "warn", "error":
 		beamlog.LogLevel = *logLevel
+		if dryRun() && !isSet("log_level") {
+			// The Dataflow runner prints the dry-run job at info level.
+			beamlog.LogLevel = "info"
+		}
 	default:
 		fail(exitUsage, fmt.Errorf("--log_level=%q: use debug, info, warn or error", *logLevel))
 	}
