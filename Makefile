@@ -44,6 +44,7 @@ bench:
 	go test -run '^$$' -bench . -benchmem $(BENCH_FLAGS) ./schemas/ ./dofns/...
 	@mkdir -p .run
 	go run ./internal/bench/e2e -out .run/bench-e2e.json $(E2E_FLAGS)
+	go run ./internal/bench/stream $(STREAM_FLAGS)
 
 ## lint: gofmt, go vet, and go mod tidy with no diff.
 lint:

@@ -14,13 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
 )
 
@@ -191,27 +187,6 @@ func reasons(t *testing.T, dir string) map[string]int {
 	return got
 }
 
-// cells is dump that reads a table not created yet as empty.
-func cells(t *testing.T, host, table string) []string {
-	t.Helper()
-	t.Setenv("BIGTABLE_EMULATOR_HOST", host)
-	ctx := context.Background()
-	c, err := dofns.NewBigtableClient(ctx, "p", "i")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-	ac, err := bigtable.NewAdminClient(ctx, "p", "i")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ac.Close()
-	if _, err := ac.TableInfo(ctx, table); status.Code(err) == codes.NotFound {
-		return nil
-	}
-	return dump(t, host, table)
-}
-
 // TestStreamEndToEnd runs the streaming launcher against real Pub/Sub and
 // Bigtable emulators.
 func TestStreamEndToEnd(t *testing.T) {
@@ -267,7 +242,7 @@ func TestStreamEndToEnd(t *testing.T) {
 		dl := t.TempDir()
 		job := startStream(t, env, streamArgs(f.sub, "stream_vitals", dl, "--allowed_lateness=6h")...)
 		eventually(t, 90*time.Second, job, func() (bool, string) {
-			got := strings.Join(cells(t, bt, "stream_vitals"), "\n")
+			got := strings.Join(dump(t, bt, "stream_vitals"), "\n")
 			return got == want, fmt.Sprintf("stream table equal to the batch table\n got:\n%s\nwant:\n%s", got, want)
 		})
 		eventually(t, 30*time.Second, job, func() (bool, string) {
@@ -281,7 +256,7 @@ func TestStreamEndToEnd(t *testing.T) {
 		f.publish(t, msg(line("p-now", cur, 80), cur))
 		published := time.Now()
 		eventually(t, 7*time.Second, job, func() (bool, string) {
-			for _, c := range cells(t, bt, "stream_vitals") {
+			for _, c := range dump(t, bt, "stream_vitals") {
 				if strings.HasPrefix(c, "p-now#") && strings.Contains(c, fmt.Sprintf("vitals:heart_rate@%d=80", cur*1000)) {
 					return true, ""
 				}
@@ -325,7 +300,7 @@ func TestStreamEndToEnd(t *testing.T) {
 		}
 		missing := func() (bool, string) {
 			have := map[string]bool{}
-			for _, c := range cells(t, bt, "kill_vitals") {
+			for _, c := range dump(t, bt, "kill_vitals") {
 				have[c] = true
 			}
 			n := 0
@@ -359,7 +334,7 @@ func TestStreamEndToEnd(t *testing.T) {
 			}
 		}()
 		eventually(t, 60*time.Second, job, func() (bool, string) {
-			return len(cells(t, bt, "kill_vitals")) > 0, "some cells written before the kill"
+			return len(dump(t, bt, "kill_vitals")) > 0, "some cells written before the kill"
 		})
 		if code := job.stop(t, syscall.SIGKILL); code != -int(syscall.SIGKILL) {
 			t.Fatalf("SIGKILL: exit %d", code)

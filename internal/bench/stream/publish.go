@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/sensorpipe/sensorpipe/internal/bench"
+)
+
+// Sensor index ranges of the phases, so that each phase has rows (and
+// windows) of its own: a later phase never re-fires an earlier one's.
+const (
+	throughputSensor0 = 0
+	latencySensor0    = 50_000
+	warmupSensor0     = 90_000
+	maxSensors        = 9_999 // per phase: the ranges above stay 5 digits apart
+)
+
+// rowKey is the vitals row key of sensor's reading at eventMs:
+// {sensor_id}#{YYYY-MM-DDTHH} (schemas/specs/vitals.yaml).
+func rowKey(sensor int, eventMs int64) string {
+	return fmt.Sprintf("patient-%05d#%s", sensor, time.UnixMilli(eventMs).UTC().Format("2006-01-02T15"))
+}
+
+// sensorClock hands out event times of now, strictly increasing per
+// sensor, so that no two readings of a sensor share a millisecond (the
+// pipeline would merge them as duplicates).
+type sensorClock struct{ last map[int]int64 }
+
+func (c *sensorClock) next(sensor int, now time.Time) int64 {
+	if c.last == nil {
+		c.last = map[int]int64{}
+	}
+	ms := now.UnixMilli()
+	if l, ok := c.last[sensor]; ok && ms <= l {
+		ms = l + 1
+	}
+	c.last[sensor] = ms
+	return ms
+}
+
+// message is sensor's reading at eventMs: the batch benchmark's vitals
+// line (bench.AppendVitalsLine), with attribute event_ts = eventMs and a
+// unique record_id.
+func message(sensor int, eventMs int64, seq int64) *pubsub.Message {
+	// AppendVitalsLine puts sensor's reading at start + sensor*37%1000 ms.
+	start := time.UnixMilli(eventMs - int64(sensor*37%1000))
+	return &pubsub.Message{
+		Data: bench.AppendVitalsLine(nil, start, sensor, 0),
+		Attributes: map[string]string{
+			"event_ts":  strconv.FormatInt(eventMs, 10),
+			"record_id": "bench-" + strconv.FormatInt(seq, 10),
+		},
+	}
+}
+
+// publisher publishes readings and counts the emulator's answers.
+type publisher struct {
+	pub   *pubsub.Publisher
+	seq   atomic.Int64
+	clock sensorClock
+
+	results chan pending
+	wg      sync.WaitGroup
+	ok      atomic.Int64
+	failed  atomic.Int64
+	errMu   sync.Mutex
+	first   error
+}
+
+// pending is a publish awaiting its answer; onFail, if set, runs when it
+// fails.
+type pending struct {
+	res    *pubsub.PublishResult
+	onFail func()
+}
+
+// newPublisher creates topic and sub (ack deadline 60s, as make stream
+// does) on the emulator and returns a publisher batching up to 1,000
+// messages or 10ms.
+func newPublisher(ctx context.Context, c *pubsub.Client, topic, sub string) (*publisher, error) {
+	if _, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		return nil, fmt.Errorf("create topic: %w", err)
+	}
+	if _, err := c.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic, AckDeadlineSeconds: 60}); err != nil {
+		return nil, fmt.Errorf("create subscription: %w", err)
+	}
+	p := &publisher{pub: c.Publisher(topic), results: make(chan pending, 50_000)}
+	p.pub.PublishSettings.DelayThreshold = 10 * time.Millisecond
+	p.pub.PublishSettings.CountThreshold = 1000
+	p.pub.PublishSettings.FlowControlSettings.MaxOutstandingMessages = 50_000
+	p.pub.PublishSettings.FlowControlSettings.LimitExceededBehavior = pubsub.FlowControlBlock
+	for range 4 {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			for r := range p.results {
+				if _, err := r.res.Get(context.Background()); err != nil {
+					if r.onFail != nil {
+						r.onFail()
+					}
+					p.errMu.Lock()
+					if p.first == nil {
+						p.first = err
+					}
+					p.errMu.Unlock()
+					p.failed.Add(1) // last: waitAnswered returns after onFail
+				} else {
+					p.ok.Add(1)
+				}
+			}
+		}()
+	}
+	return p, nil
+}
+
+// eventMs is the event time of sensor's next reading: now, or a
+// millisecond after its last one.
+func (p *publisher) eventMs(sensor int) int64 { return p.clock.next(sensor, time.Now()) }
+
+// send publishes sensor's reading at eventMs; onFail, if set, runs if the
+// publish fails.
+func (p *publisher) send(ctx context.Context, sensor int, eventMs int64, onFail func()) {
+	p.results <- pending{res: p.pub.Publish(ctx, message(sensor, eventMs, p.seq.Add(1))), onFail: onFail}
+}
+
+// publishing returns the number of publishes not answered yet.
+func (p *publisher) publishing() int64 { return p.seq.Load() - p.ok.Load() - p.failed.Load() }
+
+// waitAnswered waits until every publish so far is answered (or ctx ends).
+func (p *publisher) waitAnswered(ctx context.Context) error {
+	p.pub.Flush()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for p.publishing() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// firstError is the first failed publish's error, if any.
+func (p *publisher) firstError() error {
+	p.errMu.Lock()
+	defer p.errMu.Unlock()
+	return p.first
+}
+
+// close flushes and stops the publisher.
+func (p *publisher) close() {
+	p.pub.Stop()
+	close(p.results)
+	p.wg.Wait()
+}
