@@ -29,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/internal/bench"
+	"github.com/sensorpipe/sensorpipe/internal/bqemu"
 	"github.com/sensorpipe/sensorpipe/internal/btadmin"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
 	"github.com/sensorpipe/sensorpipe/internal/progress"
@@ -66,6 +68,7 @@ var (
 	verify     = flag.Bool("verify", true, "After each side, read the table back and check both sides wrote the same number of rows and cells.")
 	outFlag    = flag.String("out", "", "Also write the figures as JSON to this file.")
 	keep       = flag.Bool("keep", false, "Keep the work directory (input, dead letters, launcher).")
+	withBQ     = flag.Bool("bigquery", true, "Also run the pipeline into both sinks, Bigtable and an in-process BigQuery emulator (Storage Write API), and report that rate.")
 )
 
 const (
@@ -99,6 +102,7 @@ type Report struct {
 	Input    string        `json:"input"`
 	Readings int64         `json:"readings"`
 	Pipeline *Side         `json:"pipeline,omitempty"`
+	BothSink *Side         `json:"pipeline_with_bigquery,omitempty"`
 	Plain    *Side         `json:"plain,omitempty"`
 	Ratio    float64       `json:"ratio_pipeline_over_plain,omitempty"`
 	Time     string        `json:"time"`
@@ -172,6 +176,14 @@ func run(ctx context.Context) error {
 			return fmt.Errorf("pipeline: %w", err)
 		}
 		rep.Pipeline = s
+		printSide(s)
+	}
+	if *sides != "plain" && *withBQ && *mode == "exec" {
+		s, err := withEmulator(func(host string) (*Side, error) { return bothSinksSide(ctx, host, work, input) })
+		if err != nil {
+			return fmt.Errorf("pipeline with bigquery: %w", err)
+		}
+		rep.BothSink = s
 		printSide(s)
 	}
 	if *sides != "pipeline" {
@@ -263,18 +275,52 @@ func pipelineSide(ctx context.Context, host, work, input string) (*Side, error) 
 		if err := pipelineInProcess(ctx, s, input, dead); err != nil {
 			return nil, err
 		}
-	} else if err := pipelineExec(ctx, s, host, work, input, dead); err != nil {
+	} else if err := pipelineExec(ctx, s, host, work, input, dead, nil, nil); err != nil {
 		return nil, err
 	}
 	s.ReadingsPerSec = float64(s.Readings) / s.Seconds
 	return s, nil
 }
 
+// bothSinksSide runs the launcher into Bigtable and a BigQuery emulator
+// served by this process, and checks every reading reached BigQuery.
+func bothSinksSide(ctx context.Context, host, work, input string) (*Side, error) {
+	srv := bqemu.New(bqemu.Options{Quiet: true})
+	defer srv.Close()
+	rest, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	grpcLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go srv.ServeREST(rest)
+	go srv.ServeGRPC(grpcLis)
+	s := &Side{Name: "bigquery", PipelineMode: *mode}
+	env := []string{"BIGQUERY_EMULATOR_HOST=" + rest.Addr().String(), "BIGQUERY_STORAGE_EMULATOR_HOST=" + grpcLis.Addr().String()}
+	args := []string{"--bigquery_project=" + project, "--bigquery_dataset=bench", "--bigquery_table=readings"}
+	if err := pipelineExec(ctx, s, host, work, input, filepath.Join(work, "deadletter-bigquery"), args, env); err != nil {
+		return nil, err
+	}
+	bqRows, err := summaryInt(s.LauncherSummary, `readings (\d+)`)
+	if err != nil {
+		return nil, err
+	}
+	if bqRows != s.Readings {
+		return nil, fmt.Errorf("BigQuery got %d readings; Bigtable %d", bqRows, s.Readings)
+	}
+	s.ReadingsPerSec = float64(s.Readings) / s.Seconds
+	return s, nil
+}
+
 // pipelineExec builds the launcher (unless -launcher) and runs it.
-func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string) error {
+func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string, extraArgs, extraEnv []string) error {
 	bin := *launcher
 	if bin == "" {
 		bin = filepath.Join(work, "sensorpipe")
+	}
+	if _, err := os.Stat(bin); err != nil {
 		root, err := moduleRoot()
 		if err != nil {
 			return err
@@ -288,7 +334,8 @@ func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string) 
 	cmd := exec.CommandContext(ctx, bin, "--source=files", "--input="+input,
 		"--bigtable_project="+project, "--bigtable_instance="+instance, "--bigtable_table="+tableName(s.Name),
 		"--dead_letter="+dead, "--progress_interval=0")
-	cmd.Env = append(os.Environ(), "BIGTABLE_EMULATOR_HOST="+host)
+	cmd.Args = append(cmd.Args, extraArgs...)
+	cmd.Env = append(append(os.Environ(), "BIGTABLE_EMULATOR_HOST="+host), extraEnv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
