@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -145,6 +146,9 @@ func TestSpecErrorsNameFieldAndFix(t *testing.T) {
 				t.Fatalf("test edit %q not applied", tt.from)
 			}
 			_, err := ParseSpec("vitals.yaml", []byte(data))
+			if tt.name != "typo in key" && !errors.Is(err, ErrSpec) {
+				t.Errorf("error %v does not wrap ErrSpec", err)
+			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "vitals.yaml") {
 				t.Fatalf("ParseSpec error = %v; want one naming vitals.yaml and %q", err, tt.want)
 			}

@@ -129,19 +129,3 @@ func (s *Spec) impute(recs []Record) {
 		}
 	}
 }
-
-// copyValues gives each record its own Values slice, so a caller can
-// impute a copy without touching the originals.
-func copyValues(recs []Record) []Record {
-	out := make([]Record, len(recs))
-	for i, r := range recs {
-		r.Values = append([]Value(nil), r.Values...)
-		out[i] = r
-	}
-	return out
-}
-
-// ImputeCopy is PrepareGroup on a copy: the input is left as it was.
-func (s *Spec) ImputeCopy(recs []Record) ([]Record, int) {
-	return s.PrepareGroup(copyValues(recs))
-}

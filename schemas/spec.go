@@ -226,7 +226,7 @@ func (s *Spec) File() string { return s.file }
 
 // errf formats a spec error naming the file, the field and the fix.
 func (s *Spec) errf(where, format string, args ...any) error {
-	return fmt.Errorf("%s: %s: %w", s.file, where, fmt.Errorf(format, args...))
+	return fmt.Errorf("%w: %s: %s: %w", ErrSpec, s.file, where, fmt.Errorf(format, args...))
 }
 
 // ErrSpec marks an invalid spec.
