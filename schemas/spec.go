@@ -212,7 +212,7 @@ func ParseSpec(file string, data []byte) (*Spec, error) {
 	dec.KnownFields(true)
 	var s Spec
 	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrSpec, file, err)
 	}
 	s.file = file
 	if err := s.validate(); err != nil {
