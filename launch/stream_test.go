@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"cloud.google.com/go/bigquery"
 	"context"
 	"fmt"
+	"google.golang.org/api/iterator"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
+	"github.com/sensorpipe/sensorpipe/internal/bqemu"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
 )
 
@@ -178,6 +181,46 @@ func streamArgs(sub, table, dl string, extra ...string) []string {
 		"--early_firing=2s", "--progress_interval=1s"}, extra...)
 }
 
+// bqReadings reads dataset.readings and collapses it on reading_id, the
+// newest ingested_at winning, into reading_id -> the other values.
+func bqReadings(t *testing.T, bq *bqemu.TestServer, dataset string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	c, err := bigquery.NewClient(ctx, "p", bq.BigQueryOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	type seen struct {
+		at   time.Time
+		vals string
+	}
+	latest := map[string]seen{}
+	it := c.Dataset(dataset).Table("readings").Read(ctx)
+	for {
+		var row map[string]bigquery.Value
+		err := it.Next(&row)
+		if err == iterator.Done {
+			break
+		}
+		if err != nil {
+			return nil // not created or not written yet
+		}
+		at, _ := row["ingested_at"].(time.Time)
+		id, _ := row["reading_id"].(string)
+		vals := fmt.Sprint(row["sensor_id"], row["event_timestamp"], row["heart_rate"], row["body_temperature"],
+			row["spO2"], row["battery_level"], row["heart_rate_imputed"])
+		if prev, ok := latest[id]; !ok || at.After(prev.at) {
+			latest[id] = seen{at, vals}
+		}
+	}
+	out := make(map[string]string, len(latest))
+	for id, s := range latest {
+		out[id] = s.vals
+	}
+	return out
+}
+
 // reasons counts the dead letters under dir by reason.
 func reasons(t *testing.T, dir string) map[string]int {
 	got := map[string]int{}
@@ -196,6 +239,9 @@ func TestStreamEndToEnd(t *testing.T) {
 
 	t.Run("closed windows equal the batch result; too_late and bad records dead-lettered; SIGTERM stops cleanly", func(t *testing.T) {
 		f := newPubSub(t, ps, "accept")
+		bq := bqemu.StartServerForTest(t)
+		env := append(env, "BIGQUERY_EMULATOR_HOST="+strings.TrimPrefix(bq.RESTEndpoint, "http://"),
+			"BIGQUERY_STORAGE_EMULATOR_HOST="+bq.GRPCAddr)
 		// The acceptance readings, moved to the hours two and three hours ago.
 		h := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
 		ms := func(d time.Duration) int64 { return h.Add(d).UnixMilli() }
@@ -233,17 +279,27 @@ func TestStreamEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := runLauncher(t, env, "--source=files", "--input="+in+"/*", "--bigtable_project=p", "--bigtable_instance=i",
-			"--bigtable_table=batch_vitals", "--dead_letter="+t.TempDir())
+			"--bigtable_table=batch_vitals", "--bigquery_dataset=batch", "--dead_letter="+t.TempDir())
 		if r.code != 0 {
 			t.Fatalf("batch: exit %d\n%s", r.code, r.stderr)
 		}
 		want := strings.Join(dump(t, bt, "batch_vitals"), "\n")
 
 		dl := t.TempDir()
-		job := startStream(t, env, streamArgs(f.sub, "stream_vitals", dl, "--allowed_lateness=6h")...)
+		job := startStream(t, env, streamArgs(f.sub, "stream_vitals", dl, "--allowed_lateness=6h", "--bigquery_dataset=stream")...)
 		eventually(t, 90*time.Second, job, func() (bool, string) {
 			got := strings.Join(dump(t, bt, "stream_vitals"), "\n")
 			return got == want, fmt.Sprintf("stream table equal to the batch table\n got:\n%s\nwant:\n%s", got, want)
+		})
+		// BigQuery, collapsed on reading_id (newest ingested_at wins), equals
+		// the batch's rows once the hours have closed.
+		wantBQ := bqReadings(t, bq, "batch")
+		if len(wantBQ) != 24 {
+			t.Fatalf("batch wrote %d BigQuery readings; want 24 (25 accepted, one duplicate)", len(wantBQ))
+		}
+		eventually(t, 60*time.Second, job, func() (bool, string) {
+			got := bqReadings(t, bq, "stream")
+			return fmt.Sprint(got) == fmt.Sprint(wantBQ), fmt.Sprintf("stream BigQuery rows equal to the batch's\n got: %v\nwant: %v", got, wantBQ)
 		})
 		eventually(t, 30*time.Second, job, func() (bool, string) {
 			got := reasons(t, dl)
