@@ -321,14 +321,8 @@ func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string, 
 		bin = filepath.Join(work, "sensorpipe")
 	}
 	if _, err := os.Stat(bin); err != nil {
-		root, err := moduleRoot()
-		if err != nil {
+		if bin, err = bench.BuildLauncher(ctx, work); err != nil {
 			return err
-		}
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./launch")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build ./launch: %v\n%s", err, out)
 		}
 	}
 	cmd := exec.CommandContext(ctx, bin, "--source=files", "--input="+input,
@@ -614,24 +608,6 @@ func countLines(path string) (int64, error) {
 		if err != nil {
 			return n, err
 		}
-	}
-}
-
-// moduleRoot finds the directory of go.mod from the working directory up.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory: run from the sensorpipe module")
-		}
-		dir = parent
 	}
 }
 

@@ -255,7 +255,7 @@ func run(ctx context.Context) (err error) {
 	go func() {
 		defer wg.Done()
 		if bin = *launcherBin; bin == "" {
-			bin, buildErr = buildLauncher(ctx, work)
+			bin, buildErr = bench.BuildLauncher(ctx, work)
 		}
 	}()
 	wg.Wait()
