@@ -167,7 +167,13 @@ func splitEntries(m schemas.RowMutation) []entry {
 			cur = entry{table: m.Table, key: m.RowKey, mut: bigtable.NewMutation()}
 		}
 		for _, c := range m.Cells[next : next+o.Cells] {
-			cur.mut.Set(c.Family, c.Qualifier, bigtable.Timestamp(c.TsMicros), c.Value)
+			ts := bigtable.Timestamp(c.TsMicros)
+			if c.Delete {
+				// The version's millisecond: [ts, ts+1ms).
+				cur.mut.DeleteTimestampRange(c.Family, c.Qualifier, ts, ts+1000)
+				continue
+			}
+			cur.mut.Set(c.Family, c.Qualifier, ts, c.Value)
 		}
 		next += o.Cells
 		cur.cells += o.Cells

@@ -1,9 +1,12 @@
 package dofns
 
 import (
+	"encoding/binary"
+	"fmt"
 	"reflect"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -13,6 +16,65 @@ func init() {
 	// member each value's kind uses, where Beam's default row coder writes
 	// all six members of every value through reflection.
 	beam.RegisterCoder(reflect.TypeOf((*schemas.Record)(nil)).Elem(), encodeRecord, schemas.DecodeRecord)
+	// A stream's firings carry their records the same way.
+	beam.RegisterCoder(reflect.TypeOf((*PaneBatch)(nil)).Elem(), encodePaneBatch, decodePaneBatch)
 }
 
 func encodeRecord(r schemas.Record) []byte { return r.AppendBinary(nil) }
+
+// encodePaneBatch writes the window bounds, the timing, the index, the
+// record count, and each record's length and compact form.
+func encodePaneBatch(p PaneBatch) []byte {
+	b := binary.AppendVarint(nil, p.StartMs)
+	b = binary.AppendVarint(b, p.EndMs)
+	b = append(b, byte(p.Timing))
+	b = binary.AppendVarint(b, p.Index)
+	b = binary.AppendUvarint(b, uint64(len(p.Records)))
+	var rec []byte
+	for i := range p.Records {
+		rec = p.Records[i].AppendBinary(rec[:0])
+		b = binary.AppendUvarint(b, uint64(len(rec)))
+		b = append(b, rec...)
+	}
+	return b
+}
+
+func decodePaneBatch(b []byte) (PaneBatch, error) {
+	var p PaneBatch
+	var n int
+	if p.StartMs, n = binary.Varint(b); n <= 0 {
+		return p, fmt.Errorf("%w: pane batch window start", schemas.ErrCodec)
+	}
+	b = b[n:]
+	if p.EndMs, n = binary.Varint(b); n <= 0 || len(b) == n {
+		return p, fmt.Errorf("%w: pane batch window end", schemas.ErrCodec)
+	}
+	b = b[n:]
+	p.Timing, b = typex.PaneTiming(b[0]), b[1:]
+	idx, n := binary.Varint(b)
+	if n <= 0 {
+		return p, fmt.Errorf("%w: pane index", schemas.ErrCodec)
+	}
+	p.Index, b = idx, b[n:]
+	count, n := binary.Uvarint(b)
+	if n <= 0 || count > uint64(len(b)) {
+		return p, fmt.Errorf("%w: pane batch record count", schemas.ErrCodec)
+	}
+	b = b[n:]
+	p.Records = make([]schemas.Record, count)
+	for i := range p.Records {
+		size, n := binary.Uvarint(b)
+		if n <= 0 || size > uint64(len(b)-n) {
+			return p, fmt.Errorf("%w: pane batch record %d length", schemas.ErrCodec, i)
+		}
+		r, err := schemas.DecodeRecord(b[n : n+int(size)])
+		if err != nil {
+			return p, fmt.Errorf("pane batch record %d: %w", i, err)
+		}
+		p.Records[i], b = r, b[n+int(size):]
+	}
+	if len(b) != 0 {
+		return p, fmt.Errorf("%w: %d trailing bytes after the pane batch", schemas.ErrCodec, len(b))
+	}
+	return p, nil
+}

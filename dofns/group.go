@@ -7,7 +7,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/internal/progress"
@@ -17,72 +16,32 @@ import (
 func init() {
 	beam.RegisterType(reflect.TypeOf((*schemas.RowMutation)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*schemas.BQRow)(nil)).Elem())
-	beam.RegisterType(reflect.TypeOf((*PaneRows)(nil)).Elem())
 	register.DoFn9x0[context.Context, beam.PaneInfo, beam.Window, string, func(*schemas.Record) bool,
-		func(schemas.RowMutation), func(string, PaneRows), func(schemas.BQRow), func(schemas.DeadLetter)](&BuildRowsFn{})
+		func(schemas.RowMutation), func(schemas.BQRow), func(schemas.BQRow), func(schemas.DeadLetter)](&BuildRowsFn{})
 	register.Iter1[schemas.Record]()
 	register.Emitter1[schemas.RowMutation]()
 	register.Emitter1[schemas.BQRow]()
-	register.Emitter2[string, PaneRows]()
 }
 
-// PaneRows are the BigQuery rows one firing built for one identity and
-// window, with what BigQueryOnceFn needs to send each reading once: the
-// pane's index, and each row's reading id and fingerprint.
-type PaneRows struct {
-	Pane   int64
-	Rows   []schemas.BQRow
-	IDs    []string
-	Prints []uint64
-}
-
-// BuildRowsFn takes the readings of one identity in one event-time window
-// (one firing of it), drops duplicates, imputes, and emits one mutation per
-// Bigtable row, the firing's BigQuery rows, and its rollup.
-//
-// Every firing re-imputes the whole window from the readings it has
-// accumulated so far (PrepareGroup starts from observed values), and writes
-// every reading's cells at their event times: an early firing writes a
-// provisional imputation, the on-time and late firings overwrite it with
-// the imputation of everything seen, which for a closed window is the
-// batch result. The rollup cells ride in the first table's rows, at the
-// window's end.
-//
-// BigQuery rows are built for the on-time, late and unknown (batch) firings
-// only, never the early ones, and leave as PaneRows keyed by identity, so
-// that BigQueryOnceFn can send each reading once per window.
+// BuildRowsFn takes all the readings of one identity in one event-time
+// window, fired once (the batch windowing), drops duplicates, imputes, and
+// emits one mutation per Bigtable row, the BigQuery rows and the rollup.
+// The rollup cells ride in the first table's rows, at the window's end.
+// Windows that fire more than once take PaneBatchFn and StreamRowsFn.
 type BuildRowsFn struct {
 	Spec *schemas.Spec
 	// BigQuery turns the BigQuery outputs on.
 	BigQuery bool
 
-	builder    *schemas.Builder
-	roller     *schemas.Roller
-	firstTable string
-	duplicates beam.Counter
-	rows       beam.Counter
-	panes      beam.Counter
+	hour hourBuilder
 }
 
 // Setup compiles the spec.
-func (f *BuildRowsFn) Setup() error {
-	var err error
-	if _, f.builder, err = compile(f.Spec); err != nil {
-		return err
-	}
-	if f.roller, err = schemas.NewRoller(f.Spec); err != nil {
-		return err
-	}
-	f.firstTable = f.Spec.Bigtable.Tables[0].Name
-	f.duplicates = beam.NewCounter("group", "duplicates_dropped")
-	f.rows = beam.NewCounter("group", "rows")
-	f.panes = beam.NewCounter("group", "firings")
-	return nil
-}
+func (f *BuildRowsFn) Setup() error { return f.hour.setup(f.Spec) }
 
-// ProcessElement builds the group's rows for this firing.
-func (f *BuildRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, key string, readings func(*schemas.Record) bool,
-	emitRow func(schemas.RowMutation), emitBQ func(string, PaneRows), emitRollup func(schemas.BQRow), dead func(schemas.DeadLetter)) {
+// ProcessElement builds the group's rows.
+func (f *BuildRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, _ string, readings func(*schemas.Record) bool,
+	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), dead func(schemas.DeadLetter)) {
 	var recs []schemas.Record
 	var r schemas.Record
 	for readings(&r) {
@@ -92,48 +51,115 @@ func (f *BuildRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w 
 	if len(recs) == 0 {
 		return
 	}
-	f.panes.Inc(ctx, 1)
+	f.hour.firings.Inc(ctx, 1)
 	kept, dropped := f.Spec.PrepareGroup(recs)
-	f.duplicates.Inc(ctx, int64(dropped))
-	if pane.IsFirst {
-		// Accumulating panes repeat earlier duplicates: count them once.
-		progress.Duplicates.Add(int64(dropped))
-	}
-	muts, rejected := f.builder.Mutations(kept)
-	for _, rj := range rejected {
-		dead(NewDeadLetter(rj.Origin.Raw, rj.Origin.Source, rj.Err))
-	}
-	var rollup schemas.Rollup
-	if f.roller != nil {
-		start, end := windowBounds(w, kept[0].EventMs)
-		rollup = f.roller.Compute(kept, start, end)
-		cells := f.roller.Cells(&rollup)
-		for i := range muts {
-			if m := &muts[i]; m.Table == f.firstTable && len(m.Origins) > 0 {
-				// The rollup cells travel with the row's last reading, so
-				// they are written (or dead-lettered) with the row.
-				m.Cells = append(m.Cells, cells...)
-				m.Origins[len(m.Origins)-1].Cells += len(cells)
-			}
-		}
-	}
-	for _, m := range muts {
-		f.rows.Inc(ctx, 1)
-		emitRow(m)
-	}
-	if !f.BigQuery || pane.Timing == typex.PaneEarly {
+	f.hour.duplicates.Inc(ctx, int64(dropped))
+	progress.Duplicates.Add(int64(dropped))
+	start, end := windowBounds(w, kept[0].EventMs)
+	rollup := f.hour.rollup(start, end, kept)
+	muts, rejected := f.hour.rows(kept, rollup, false, nil)
+	f.hour.emit(ctx, muts, rejected, emitRow, dead)
+	if !f.BigQuery {
 		return
 	}
 	now := time.Now().UnixMilli()
-	pr := PaneRows{Pane: int64(pane.Index)}
 	for i := range kept {
-		pr.Rows = append(pr.Rows, f.builder.BQRow(&kept[i], now))
-		pr.IDs = append(pr.IDs, f.Spec.ReadingID(&kept[i]))
-		pr.Prints = append(pr.Prints, Fingerprint(&kept[i]))
+		emitBQ(f.hour.builder.BQRow(&kept[i], now))
 	}
-	emitBQ(key, pr)
-	if f.roller != nil {
-		emitRollup(f.roller.BQRow(&rollup, schemas.Pane{Timing: pane.Timing.String(), Index: int64(pane.Index)}, now))
+	if rollup != nil {
+		emitRollup(f.hour.roller.BQRow(rollup, schemas.Pane{Timing: pane.Timing.String(), Index: int64(pane.Index)}, now))
+	}
+}
+
+// hourBuilder is what BuildRowsFn and StreamRowsFn share: the compiled
+// spec, and the building of a window's rows with its rollup cells. Its
+// methods other than setup and emit are pure, for table tests.
+type hourBuilder struct {
+	spec       *schemas.Spec
+	builder    *schemas.Builder
+	roller     *schemas.Roller
+	firstTable string
+	duplicates beam.Counter
+	rowCount   beam.Counter
+	firings    beam.Counter
+}
+
+func (h *hourBuilder) setup(spec *schemas.Spec) error {
+	var err error
+	if _, h.builder, err = compile(spec); err != nil {
+		return err
+	}
+	if h.roller, err = schemas.NewRoller(spec); err != nil {
+		return err
+	}
+	h.spec = spec
+	h.firstTable = spec.Bigtable.Tables[0].Name
+	h.duplicates = beam.NewCounter("group", "duplicates_dropped")
+	h.rowCount = beam.NewCounter("group", "rows")
+	h.firings = beam.NewCounter("group", "firings")
+	return nil
+}
+
+// rollup is the rollup of the prepared readings in the window [start,
+// end), or nil when the spec has none.
+func (h *hourBuilder) rollup(start, end int64, kept []schemas.Record) *schemas.Rollup {
+	if h.roller == nil {
+		return nil
+	}
+	ru := h.roller.Compute(kept, start, end)
+	return &ru
+}
+
+// rows builds the mutations of recs, as Mutations (or Rewrites when
+// rewrite is set), and the dead letters of the records that cannot be
+// built. The rollup's cells travel with the last reading of each
+// first-table row, so they are written (or dead-lettered) with it; each row
+// of rollupRows that recs do not touch gets a mutation of the rollup cells
+// alone.
+func (h *hourBuilder) rows(recs []schemas.Record, rollup *schemas.Rollup, rewrite bool, rollupRows []string) ([]schemas.RowMutation, []schemas.DeadLetter) {
+	build := h.builder.Mutations
+	if rewrite {
+		build = h.builder.Rewrites
+	}
+	muts, rejected := build(recs)
+	var dead []schemas.DeadLetter
+	for _, rj := range rejected {
+		dead = append(dead, NewDeadLetter(rj.Origin.Raw, rj.Origin.Source, rj.Err))
+	}
+	if rollup == nil {
+		return muts, dead
+	}
+	cells := h.roller.Cells(rollup)
+	if rewrite {
+		cells = h.roller.RewriteCells(rollup)
+	}
+	touched := map[string]bool{}
+	for i := range muts {
+		if m := &muts[i]; m.Table == h.firstTable && len(m.Origins) > 0 {
+			m.Cells = append(m.Cells, cells...)
+			m.Origins[len(m.Origins)-1].Cells += len(cells)
+			touched[m.RowKey] = true
+		}
+	}
+	for _, key := range rollupRows {
+		if !touched[key] {
+			o := h.roller.Origin(rollup)
+			o.Cells = len(cells)
+			muts = append(muts, schemas.RowMutation{Table: h.firstTable, RowKey: key, Cells: cells, Origins: []schemas.Origin{o}})
+		}
+	}
+	return muts, dead
+}
+
+// emit emits a firing's rows and dead letters.
+func (h *hourBuilder) emit(ctx context.Context, muts []schemas.RowMutation, dead []schemas.DeadLetter,
+	emitRow func(schemas.RowMutation), emitDead func(schemas.DeadLetter)) {
+	for _, d := range dead {
+		emitDead(d)
+	}
+	for _, m := range muts {
+		h.rowCount.Inc(ctx, 1)
+		emitRow(m)
 	}
 }
 

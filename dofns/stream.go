@@ -3,12 +3,9 @@ package dofns
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
-	"reflect"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
@@ -16,11 +13,8 @@ import (
 )
 
 func init() {
-	beam.RegisterType(reflect.TypeOf((*SentRows)(nil)).Elem())
 	register.DoFn6x0[context.Context, beam.EventTime, string, schemas.Record, func(string, schemas.Record), func(schemas.DeadLetter)](&TooLateFn{})
 	register.DoFn4x0[context.Context, string, schemas.Record, func(schemas.RowMutation)](&ArrivalRowsFn{})
-	register.DoFn5x1[context.Context, state.Provider, string, PaneRows, func(schemas.BQRow), error](&BigQueryOnceFn{})
-	register.DoFn3x0[string, PaneRows, func(schemas.BQRow)](&UnpackPaneRowsFn{})
 	register.DoFn2x0[pubsubread.Message, func(string, string)](&MessageLineFn{})
 	register.DoFn2x0[[]byte, func(string, string)](&PayloadLineFn{})
 	register.Emitter2[string, schemas.Record]()
@@ -95,110 +89,6 @@ func (f *ArrivalRowsFn) ProcessElement(_ context.Context, _ string, r schemas.Re
 	for _, m := range muts {
 		emit(m)
 	}
-}
-
-// SentRows is BigQueryOnceFn's state for one identity and window: the last
-// pane handled, and the reading ids sent with their fingerprints.
-type SentRows struct {
-	Pane   int64
-	IDs    []string
-	Prints []uint64
-}
-
-// BigQueryOnceFn sends each reading to BigQuery once per window, keyed by
-// identity, across the firings of an accumulating window: the first firing
-// that carries it (on-time, or late for a late reading) sends it, and a
-// later firing sends it again only if its imputed values changed (reading_id
-// lets a reader collapse that repeat). A firing older than one already
-// handled is ignored: panes accumulate, so a newer one carries all of it.
-//
-// Its state is per key and window, and expires with the window.
-type BigQueryOnceFn struct {
-	Sent state.Value[SentRows]
-
-	sent       beam.Counter
-	repeats    beam.Counter
-	suppressed beam.Counter
-}
-
-// NewBigQueryOnceFn returns a BigQueryOnceFn with its state declared.
-func NewBigQueryOnceFn() *BigQueryOnceFn {
-	return &BigQueryOnceFn{Sent: state.MakeValueState[SentRows]("sent")}
-}
-
-// Setup prepares the counters.
-func (f *BigQueryOnceFn) Setup() {
-	f.sent = beam.NewCounter("bigquery_once", "rows")
-	f.repeats = beam.NewCounter("bigquery_once", "changed_rows_resent")
-	f.suppressed = beam.NewCounter("bigquery_once", "rows_already_sent")
-}
-
-// ProcessElement emits the rows of p not sent before, or changed since.
-func (f *BigQueryOnceFn) ProcessElement(ctx context.Context, sp state.Provider, _ string, p PaneRows, emit func(schemas.BQRow)) error {
-	st, ok, err := f.Sent.Read(sp)
-	if err != nil {
-		return fmt.Errorf("read bigquery-once state: %w", err)
-	}
-	if ok && p.Pane <= st.Pane {
-		f.suppressed.Inc(ctx, int64(len(p.Rows)))
-		return nil
-	}
-	prev := make(map[string]uint64, len(st.IDs))
-	for i, id := range st.IDs {
-		prev[id] = st.Prints[i]
-	}
-	next := SentRows{Pane: p.Pane, IDs: st.IDs, Prints: st.Prints}
-	for i, row := range p.Rows {
-		id, fp := p.IDs[i], p.Prints[i]
-		old, seen := prev[id]
-		switch {
-		case !seen:
-			next.IDs = append(next.IDs, id)
-			next.Prints = append(next.Prints, fp)
-			f.sent.Inc(ctx, 1)
-			emit(row)
-		case old != fp:
-			prev[id] = fp
-			f.repeats.Inc(ctx, 1)
-			emit(row)
-		default:
-			f.suppressed.Inc(ctx, 1)
-		}
-	}
-	for i, id := range next.IDs {
-		if fp, ok := prev[id]; ok {
-			next.Prints[i] = fp
-		}
-	}
-	if err := f.Sent.Write(sp, next); err != nil {
-		return fmt.Errorf("write bigquery-once state: %w", err)
-	}
-	return nil
-}
-
-// UnpackPaneRowsFn emits every row of a firing. It replaces BigQueryOnceFn
-// when each window fires once (batch), so that no state is needed.
-type UnpackPaneRowsFn struct{}
-
-// ProcessElement emits p's rows.
-func (UnpackPaneRowsFn) ProcessElement(_ string, p PaneRows, emit func(schemas.BQRow)) {
-	for _, r := range p.Rows {
-		emit(r)
-	}
-}
-
-// Fingerprint hashes a prepared record's values: two firings that built the
-// same reading with the same (imputed) values give the same fingerprint.
-func Fingerprint(r *schemas.Record) uint64 {
-	h := fnv.New64a()
-	var buf []byte
-	for _, v := range r.Values {
-		buf = append(buf[:0], v.Kind)
-		buf = schemas.AppendText(buf, v)
-		buf = append(buf, 0x1f)
-		h.Write(buf)
-	}
-	return h.Sum64()
 }
 
 // MessageLineFn keys a Pub/Sub message's payload by its source (the

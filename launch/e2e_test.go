@@ -17,12 +17,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/bigquery"
-	"cloud.google.com/go/bigtable"
 	"google.golang.org/api/iterator"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -103,34 +99,11 @@ func writeInput(t *testing.T) string {
 	return dir
 }
 
-// dump reads every cell of every row: "row fam:col@micros=value". A table
-// not created yet reads as empty.
+// dump reads every cell of every row of a table in the emulator's
+// instance p/i.
 func dump(t *testing.T, host, table string) []string {
 	t.Helper()
-	t.Setenv("BIGTABLE_EMULATOR_HOST", host)
-	ctx := context.Background()
-	c, err := dofns.NewBigtableClient(ctx, "p", "i")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var out []string
-	err = c.Open(table).ReadRows(ctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
-		for _, items := range r {
-			for _, it := range items {
-				out = append(out, fmt.Sprintf("%s %s@%d=%s", r.Key(), it.Column, it.Timestamp, it.Value))
-			}
-		}
-		return true
-	})
-	if status.Code(err) == codes.NotFound {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(out)
-	return out
+	return emulators.DumpBigtable(t, host, "p", "i", table)
 }
 
 func deadLetters(t *testing.T, dir string) []map[string]string {

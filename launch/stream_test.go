@@ -114,6 +114,9 @@ func eventually(t *testing.T, within time.Duration, job *streamJob, cond func() 
 			}
 		}
 		if time.Now().After(deadline) {
+			if job != nil {
+				t.Logf("launcher stderr:\n%s", job.stderr.String())
+			}
 			t.Fatalf("not within %v: %s", within, why)
 		}
 		time.Sleep(200 * time.Millisecond) // polling interval, not synchronisation

@@ -169,21 +169,28 @@ type Built struct {
 }
 
 // BuildRowsAndRollups groups windowed KV<identity, Record> by identity and
-// window and builds each firing's rows (see dofns.BuildRowsFn). When the
-// input's windowing can fire a window more than once (early or late
-// firings), BigQuery rows pass a stateful dofns.BigQueryOnceFn so that each
-// reading is sent once; a window that fires once needs no state.
+// window and builds each firing's rows. A window that fires once (batch)
+// is built whole by dofns.BuildRowsFn. One that can fire more than once
+// (early or late firings) has discarding panes, and dofns.StreamRowsFn
+// keeps the window's readings in state, so each firing costs what it
+// brings: early ones write their new readings provisionally imputed, the
+// on-time one rewrites the window re-imputed, late ones rewrite what
+// changed, and BigQuery gets each reading once (again if it changed).
 func BuildRowsAndRollups(s beam.Scope, spec *schemas.Spec, withBigQuery bool, windowed beam.PCollection) Built {
 	s = s.Scope("BuildRows")
 	grouped := beam.GroupByKey(s, windowed)
-	rows, panes, rollups, dead := beam.ParDo4(s, &dofns.BuildRowsFn{Spec: spec, BigQuery: withBigQuery}, grouped)
-	var bq beam.PCollection
-	if firesMoreThanOnce(windowed.WindowingStrategy()) {
-		bq = beam.ParDo(s.Scope("BigQueryOnce"), dofns.NewBigQueryOnceFn(), panes)
+	var b Built
+	if ws := windowed.WindowingStrategy(); firesMoreThanOnce(ws) {
+		// The firings meet their window's state in the global window,
+		// keyed by identity and window (see dofns.StreamRowsFn).
+		panes := beam.ParDo(s, dofns.PaneBatchFn{}, grouped)
+		panes = beam.WindowInto(s.Scope("Firings"), window.NewGlobalWindows(), panes)
+		lateness := time.Duration(ws.AllowedLateness) * time.Millisecond
+		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("Firings"), dofns.NewStreamRowsFn(spec, withBigQuery, lateness), panes)
 	} else {
-		bq = beam.ParDo(s, dofns.UnpackPaneRowsFn{}, panes)
+		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, &dofns.BuildRowsFn{Spec: spec, BigQuery: withBigQuery}, grouped)
 	}
-	return Built{Rows: rows, BQRows: bq, Rollups: rollups, Dead: dead}
+	return b
 }
 
 // firesMoreThanOnce reports whether a windowing strategy may fire a window

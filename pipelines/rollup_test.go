@@ -59,8 +59,8 @@ func TestBatchRollups(t *testing.T) {
 			"hourly:spO2_min@1772366400000000=98",
 	)
 	passert.Equals(s, global(beam.ParDo(s, rollupSummary, built.Rollups)),
-		"ontime 0 a count=3 hr_mean=75 imputed=1",
-		"ontime 0 b count=1 hr_mean= imputed=0",
+		"ontime a count=3 hr_mean=75 imputed=1",
+		"ontime b count=1 hr_mean= imputed=0",
 	)
 	ptest.RunAndValidate(t, p)
 }

@@ -29,9 +29,10 @@ type Windowing struct {
 	// EarlyFiring of processing time while the window is open, an on-time
 	// firing when the watermark passes its end, and a late firing
 	// LateFiring after late readings arrive, for AllowedLateness after
-	// the end. Panes accumulate, so each firing holds everything the
-	// window has seen. Readings later than that are dead-lettered as
-	// too_late before windowing.
+	// the end. Panes discard: each firing holds the readings that arrived
+	// since the one before, and the row builder keeps the window's state
+	// (see BuildRowsAndRollups). Readings later than that are
+	// dead-lettered as too_late before windowing.
 	Streaming       bool
 	EarlyFiring     time.Duration
 	LateFiring      time.Duration
@@ -86,7 +87,7 @@ func (w Windowing) Options() []beam.WindowIntoOption {
 	tr := trigger.AfterEndOfWindow().
 		EarlyFiring(trigger.Repeat(trigger.AfterProcessingTime().PlusDelay(w.EarlyFiring))).
 		LateFiring(trigger.Repeat(trigger.AfterProcessingTime().PlusDelay(w.LateFiring)))
-	return []beam.WindowIntoOption{beam.Trigger(tr), beam.AllowedLateness(w.AllowedLateness), beam.PanesAccumulate()}
+	return []beam.WindowIntoOption{beam.Trigger(tr), beam.AllowedLateness(w.AllowedLateness), beam.PanesDiscard()}
 }
 
 // PubSubSource is a stream's source.

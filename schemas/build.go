@@ -8,11 +8,14 @@ import (
 
 // Cell is one Bigtable cell. TsMicros is the event time in milliseconds,
 // written as microseconds, so a retried write lands on the same version.
+// With Delete, it is instead the deletion of the column's version at
+// TsMicros (the millisecond from TsMicros), and Value is empty.
 type Cell struct {
 	Family    string
 	Qualifier string
 	TsMicros  int64
 	Value     []byte
+	Delete    bool
 }
 
 // Origin is the payload cells came from, kept for dead-lettering. In a
@@ -161,6 +164,19 @@ type Rejected struct {
 // every table. Records whose key cannot be rendered (Check rejects them
 // first) are skipped and returned as rejected.
 func (b *Builder) Mutations(recs []Record) ([]RowMutation, []Rejected) {
+	return b.mutations(recs, false)
+}
+
+// Rewrites is Mutations for readings an earlier firing of a stream may have
+// written in another form (a duplicate that lost, a provisional
+// imputation): each reading's cells, and a deletion of its version in each
+// column it has no value for, so the row ends as Mutations alone would
+// have written it.
+func (b *Builder) Rewrites(recs []Record) ([]RowMutation, []Rejected) {
+	return b.mutations(recs, true)
+}
+
+func (b *Builder) mutations(recs []Record, deletes bool) ([]RowMutation, []Rejected) {
 	var (
 		out  []RowMutation
 		errs []Rejected
@@ -192,7 +208,7 @@ func (b *Builder) Mutations(recs []Record) ([]RowMutation, []Rejected) {
 				// one (a key with the event millisecond); start modest.
 				m.Cells = make([]Cell, 0, min(len(recs), 64)*len(t.columns))
 			}
-			cells, err := b.appendCells(m.Cells, &arena, t, r)
+			cells, err := b.appendCells(m.Cells, &arena, t, r, deletes)
 			if err != nil {
 				errs = append(errs, Rejected{Origin{Raw: r.Raw, Source: r.Source}, err})
 				continue
@@ -204,22 +220,53 @@ func (b *Builder) Mutations(recs []Record) ([]RowMutation, []Rejected) {
 	return out, errs
 }
 
-// appendCells appends r's cells for table t: one per column with a value.
-func (b *Builder) appendCells(dst []Cell, arena *[]byte, t *tableBuilder, r *Record) ([]Cell, error) {
+// RowKeys are the distinct row keys recs have in the named table, in
+// first-seen order; keys that cannot be rendered are left out.
+func (b *Builder) RowKeys(table string, recs []Record) []string {
+	var out []string
+	seen := map[string]bool{}
+	var buf []byte
+	for ti := range b.tables {
+		t := &b.tables[ti]
+		if t.name != table {
+			continue
+		}
+		for ri := range recs {
+			var err error
+			if buf, err = t.key.Render(buf[:0], &recs[ri]); err != nil || seen[string(buf)] {
+				continue
+			}
+			seen[string(buf)] = true
+			out = append(out, string(buf))
+		}
+	}
+	return out
+}
+
+// appendCells appends r's cells for table t: one per column with a value
+// and, with deletes, a deletion for each column without one.
+func (b *Builder) appendCells(dst []Cell, arena *[]byte, t *tableBuilder, r *Record, deletes bool) ([]Cell, error) {
 	ts := r.EventMs * 1000
 	for i := range t.columns {
 		c := &t.columns[i]
 		v := b.value(c.value, r, 0)
-		if v.Kind == KindNull {
+		if v.Kind == KindNull && !deletes {
 			continue
 		}
 		q := c.literal
 		if c.qualifier != nil {
 			qb, err := c.qualifier.Render(nil, r)
-			if err != nil {
+			switch {
+			case err != nil && v.Kind == KindNull:
+				continue // no such column to clear
+			case err != nil:
 				return dst, err
 			}
 			q = string(qb)
+		}
+		if v.Kind == KindNull {
+			dst = append(dst, Cell{Family: c.family, Qualifier: q, TsMicros: ts, Delete: true})
+			continue
 		}
 		start := len(*arena)
 		*arena = appendEncoded(*arena, v, c.int64be)

@@ -45,6 +45,14 @@ func (s *Spec) ReadingID(r *Record) string {
 // raw payload, so the choice does not depend on arrival order. It returns the
 // number of duplicates dropped. recs is reordered in place.
 func (s *Spec) PrepareGroup(recs []Record) ([]Record, int) {
+	kept, dropped := s.dedup(recs)
+	s.impute(kept)
+	return kept, dropped
+}
+
+// dedup sorts recs by event time and drops duplicates as PrepareGroup
+// describes.
+func (s *Spec) dedup(recs []Record) ([]Record, int) {
 	sort.Slice(recs, func(i, j int) bool {
 		a, b := &recs[i], &recs[j]
 		if a.EventMs != b.EventMs {
@@ -53,7 +61,7 @@ func (s *Spec) PrepareGroup(recs []Record) ([]Record, int) {
 		if ka, kb := s.IdentityKey(a), s.IdentityKey(b); ka != kb {
 			return ka < kb
 		}
-		if na, nb := present(a), present(b); na != nb {
+		if na, nb := s.present(a), s.present(b); na != nb {
 			return na > nb
 		}
 		return a.Raw < b.Raw
@@ -70,15 +78,106 @@ func (s *Spec) PrepareGroup(recs []Record) ([]Record, int) {
 		}
 		kept = append(kept, recs[i])
 	}
-	s.impute(kept)
 	return kept, dropped
 }
 
-func present(r *Record) int {
+// Seen summarises, in constant space, the observed values of the imputed
+// fields in the readings of one identity and window that earlier firings
+// prepared: for each Impute entry, the earliest and the latest observed
+// value. The zero value has seen nothing.
+type Seen struct {
+	Observed []Observed
+}
+
+// Observed is the earliest and latest observed value of one imputed field.
+type Observed struct {
+	N               int64
+	FirstMs, LastMs int64
+	First, Last     Value
+}
+
+// PrepareEarly is PrepareGroup for an early firing of a stream, which
+// carries only the readings that arrived since the previous firing: it
+// imputes them from each other and from the observed values seen holds, as
+// if those readings were in the group, and then adds the firing's observed
+// values to seen. The result is provisional: for readings that arrive in
+// event-time order it is what PrepareGroup gives for everything seen so
+// far, and the window's on-time firing re-imputes it from all its readings.
+// Duplicates are dropped within recs only.
+func (s *Spec) PrepareEarly(recs []Record, seen *Seen) ([]Record, int) {
+	kept, dropped := s.dedup(recs)
+	if len(seen.Observed) != len(s.Impute) {
+		seen.Observed = make([]Observed, len(s.Impute))
+	}
+	// The observed values seen so far join the group as anchors: records
+	// holding one field's value only, dropped again after imputing.
+	var anchors []Record
+	for i, ob := range seen.Observed {
+		if ob.N == 0 {
+			continue
+		}
+		fi := s.FieldIndex(s.Impute[i].Field)
+		for _, a := range []struct {
+			ms int64
+			v  Value
+		}{{ob.FirstMs, ob.First}, {ob.LastMs, ob.Last}} {
+			r := Record{EventMs: a.ms, Values: make([]Value, len(s.Fields)+len(s.Impute))}
+			r.Values[fi] = a.v
+			anchors = append(anchors, r)
+			if ob.FirstMs == ob.LastMs {
+				break
+			}
+		}
+	}
+	if len(anchors) == 0 {
+		s.impute(kept)
+	} else {
+		// Anchors go before readings of the same millisecond. Records
+		// share their Values with kept, so imputing all imputes kept.
+		sort.SliceStable(anchors, func(i, j int) bool { return anchors[i].EventMs < anchors[j].EventMs })
+		all := make([]Record, 0, len(kept)+len(anchors))
+		k := 0
+		for _, a := range anchors {
+			for k < len(kept) && kept[k].EventMs < a.EventMs {
+				all = append(all, kept[k])
+				k++
+			}
+			all = append(all, a)
+		}
+		s.impute(append(all, kept[k:]...))
+	}
+	n := len(s.Fields)
+	for i, im := range s.Impute {
+		fi, ob := s.FieldIndex(im.Field), &seen.Observed[i]
+		for r := range kept {
+			v := kept[r].Values[fi]
+			if v.Kind == KindNull || kept[r].Values[n+i].Bool {
+				continue
+			}
+			if ob.N == 0 || kept[r].EventMs < ob.FirstMs {
+				ob.FirstMs, ob.First = kept[r].EventMs, v
+			}
+			if ob.N == 0 || kept[r].EventMs >= ob.LastMs {
+				ob.LastMs, ob.Last = kept[r].EventMs, v
+			}
+			ob.N++
+		}
+	}
+	return kept, dropped
+}
+
+// present counts r's observed field values: imputed values and flags, which
+// a record kept by an earlier firing may carry, do not count.
+func (s *Spec) present(r *Record) int {
 	n := 0
-	for _, v := range r.Values {
-		if v.Kind != KindNull {
+	for i := range s.Fields {
+		if r.Values[i].Kind != KindNull {
 			n++
+		}
+	}
+	for i, im := range s.Impute {
+		if r.Values[len(s.Fields)+i].Bool && r.Values[s.FieldIndex(im.Field)].Kind != KindNull {
+			n--
 		}
 	}
 	return n

@@ -71,6 +71,8 @@ type Rollup struct {
 	Stats     []FieldStats
 	Last      []Value
 	CountTrue []int64
+	// LastMs is the event time of each Last value.
+	LastMs []int64
 }
 
 // Pane describes the firing a rollup row comes from: its timing ("early",
@@ -175,19 +177,33 @@ func (r *Roller) Family() string { return r.family }
 // imputed value is a copy of another reading's and would count it twice.
 // Last is the value of the latest reading that has one.
 func (r *Roller) Compute(recs []Record, startMs, endMs int64) Rollup {
-	ru := Rollup{
+	ru := r.Start(startMs, endMs)
+	r.Add(&ru, recs)
+	return ru
+}
+
+// Start is the empty rollup of the window [startMs, endMs).
+func (r *Roller) Start(startMs, endMs int64) Rollup {
+	return Rollup{
 		StartMs:   startMs,
 		EndMs:     endMs,
-		Count:     int64(len(recs)),
 		Stats:     make([]FieldStats, len(r.stats)),
 		Last:      make([]Value, len(r.last)),
+		LastMs:    make([]int64, len(r.last)),
 		CountTrue: make([]int64, len(r.counted)),
 	}
-	if len(recs) > 0 {
+}
+
+// Add aggregates more prepared readings of the rollup's identity and
+// window into ru, as Compute does: a stream's early firings add each
+// firing's readings to the rollup of the ones before.
+func (r *Roller) Add(ru *Rollup, recs []Record) {
+	if len(recs) > 0 && ru.Identity == nil {
 		for _, i := range r.identity {
 			ru.Identity = append(ru.Identity, recs[0].Values[i])
 		}
 	}
+	ru.Count += int64(len(recs))
 	for ri := range recs {
 		vals := recs[ri].Values
 		for i, fi := range r.stats {
@@ -207,8 +223,8 @@ func (r *Roller) Compute(recs []Record, startMs, endMs int64) Rollup {
 			st.Sum += x
 		}
 		for i, fi := range r.last {
-			if vals[fi].Kind != KindNull {
-				ru.Last[i] = vals[fi]
+			if vals[fi].Kind != KindNull && (ru.Last[i].Kind == KindNull || recs[ri].EventMs >= ru.LastMs[i]) {
+				ru.Last[i], ru.LastMs[i] = vals[fi], recs[ri].EventMs
 			}
 		}
 		for i, fi := range r.counted {
@@ -217,7 +233,6 @@ func (r *Roller) Compute(recs []Record, startMs, endMs int64) Rollup {
 			}
 		}
 	}
-	return ru
 }
 
 // namedValue is one rollup column and its value.
@@ -260,17 +275,30 @@ func (r *Roller) valueName(i int) string {
 // Cells renders the rollup as Bigtable cells in the rollup family, all at
 // the window's end, so each firing rewrites the same versions. Null
 // aggregates have no cell.
-func (r *Roller) Cells(ru *Rollup) []Cell {
+func (r *Roller) Cells(ru *Rollup) []Cell { return r.cells(ru, false) }
+
+// RewriteCells is Cells with a deletion of the version at the window's end
+// for each null aggregate, so the rewrite also clears what an earlier,
+// provisional firing wrote there.
+func (r *Roller) RewriteCells(ru *Rollup) []Cell { return r.cells(ru, true) }
+
+func (r *Roller) cells(ru *Rollup, deletes bool) []Cell {
 	ts := ru.EndMs * 1000
 	var out []Cell
 	for _, nv := range r.values(ru) {
-		if nv.v.Kind == KindNull {
-			continue
+		switch {
+		case nv.v.Kind != KindNull:
+			out = append(out, Cell{Family: r.family, Qualifier: nv.name, TsMicros: ts, Value: EncodeValue(nv.v, false)})
+		case deletes:
+			out = append(out, Cell{Family: r.family, Qualifier: nv.name, TsMicros: ts, Delete: true})
 		}
-		out = append(out, Cell{Family: r.family, Qualifier: nv.name, TsMicros: ts, Value: EncodeValue(nv.v, false)})
 	}
 	return out
 }
+
+// Origin names the rollup for dead letters: the cells or row of a rollup
+// that cannot be written carry it as their payload.
+func (r *Roller) Origin(ru *Rollup) Origin { return Origin{Raw: r.describe(ru), Source: "rollup"} }
 
 // BigQuery describes the rollup table: the identity fields, the window
 // bounds, the aggregates and the firing (pane timing and index, and when it
@@ -356,7 +384,7 @@ func (r *Roller) BQRow(ru *Rollup, pane Pane, firedMs int64) BQRow {
 		vals = append(vals, nv.v)
 	}
 	vals = append(vals, Value{Kind: KindString, Str: pane.Timing}, Value{Kind: KindInt, Int: pane.Index}, Value{Kind: KindTime, Int: firedMs})
-	return BQRow{Values: vals, Origin: Origin{Raw: r.describe(ru), Source: "rollup"}}
+	return BQRow{Values: vals, Origin: r.Origin(ru)}
 }
 
 // describe names a rollup for dead letters: identity and window.

@@ -1,9 +1,19 @@
 package emulators
 
 import (
+	"context"
+	"fmt"
 	"net"
+	"sort"
 	"testing"
 	"time"
+
+	"cloud.google.com/go/bigtable"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // Bigtable is the gcloud SDK's Bigtable emulator. $SENSORPIPE_BIGTABLE_EMULATOR
@@ -31,4 +41,38 @@ func tcpReady(hostPort string) error {
 		return err
 	}
 	return c.Close()
+}
+
+// DumpBigtable reads every cell of every row of a table in the Bigtable
+// emulator at hostPort, as sorted "row fam:col@micros=value" lines. A table
+// not created yet reads as empty.
+func DumpBigtable(tb testing.TB, hostPort, project, instance, table string) []string {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := grpc.NewClient(hostPort, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := bigtable.NewClient(ctx, project, instance, option.WithGRPCConn(conn))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	var out []string
+	err = c.Open(table).ReadRows(ctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
+		for _, items := range r {
+			for _, it := range items {
+				out = append(out, fmt.Sprintf("%s %s@%d=%s", r.Key(), it.Column, it.Timestamp, it.Value))
+			}
+		}
+		return true
+	})
+	if status.Code(err) == codes.NotFound {
+		return nil
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
 }

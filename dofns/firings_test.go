@@ -1,0 +1,272 @@
+package dofns
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+// firingsHour is a closed UTC hour.
+var firingsHour = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+func firingsMs(d time.Duration) int64 { return firingsHour.Add(d).UnixMilli() }
+
+// vitals renders a reading; "" leaves a field null.
+func vitals(at time.Duration, hr, temp, spo2 string) string {
+	null := func(v string) string {
+		if v == "" {
+			return "null"
+		}
+		return v
+	}
+	return fmt.Sprintf(`{"sensor_id":"s","timestamp":%d,"heart_rate":%s,"body_temperature":%s,"spO2":%s,"battery_level":87}`,
+		firingsMs(at), null(hr), null(temp), null(spo2))
+}
+
+// firingsSpec is vitals with body_temperature and spO2 optional, so that
+// duplicates can hold different fields.
+func firingsSpec(t *testing.T) (*schemas.Spec, *hourBuilder) {
+	t.Helper()
+	spec, err := schemas.LoadSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Field("body_temperature").Required = false
+	spec.Field("spO2").Required = false
+	var h hourBuilder
+	if err := h.setup(spec); err != nil {
+		t.Fatal(err)
+	}
+	return spec, &h
+}
+
+func records(t *testing.T, spec *schemas.Spec, lines ...string) []schemas.Record {
+	t.Helper()
+	p := schemas.NewParser(spec)
+	var recs []schemas.Record
+	for _, l := range lines {
+		var err error
+		if recs, err = p.Parse(recs, []byte(l), "test"); err != nil {
+			t.Fatalf("Parse(%s): %v", l, err)
+		}
+	}
+	return recs
+}
+
+// table plays mutations as Bigtable applies them, in order: a cell
+// overwrites its version, a deletion removes it.
+type table map[string]string
+
+func (tb table) apply(muts []schemas.RowMutation) {
+	for _, m := range muts {
+		for _, c := range m.Cells {
+			k := fmt.Sprintf("%s %s:%s@%d", m.RowKey, c.Family, c.Qualifier, c.TsMicros)
+			if c.Delete {
+				delete(tb, k)
+			} else {
+				tb[k] = string(c.Value)
+			}
+		}
+	}
+}
+
+func (tb table) String() string {
+	var out []string
+	for k, v := range tb {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+// written renders what a firing writes to the vitals family as
+// "+10m hr=70 imp=false temp=- ..." per reading (- is a deletion), and the
+// rollup count when it writes one.
+func written(muts []schemas.RowMutation) string {
+	byMin := map[int64][]string{}
+	var rollup string
+	for _, m := range muts {
+		for _, c := range m.Cells {
+			v := string(c.Value)
+			if c.Delete {
+				v = "-"
+			}
+			if c.Family == "hourly" {
+				if c.Qualifier == schemas.RollupCount {
+					rollup = " rollup count=" + v
+				}
+				continue
+			}
+			if c.Qualifier == "battery_level" {
+				continue
+			}
+			min := (c.TsMicros/1000 - firingsHour.UnixMilli()) / 60000
+			name := map[string]string{"heart_rate": "hr", "heart_rate_imputed": "imp", "body_temperature": "temp", "spO2": "spo2"}[c.Qualifier]
+			byMin[min] = append(byMin[min], name+"="+v)
+		}
+	}
+	var mins []int64
+	for m := range byMin {
+		mins = append(mins, m)
+	}
+	sort.Slice(mins, func(i, j int) bool { return mins[i] < mins[j] })
+	var parts []string
+	for _, m := range mins {
+		sort.Strings(byMin[m])
+		parts = append(parts, fmt.Sprintf("+%dm %s", m, strings.Join(byMin[m], " ")))
+	}
+	return strings.Join(parts, ", ") + rollup
+}
+
+func bqHR(spec *schemas.Spec, rows []schemas.BQRow) string {
+	var out []string
+	for _, r := range rows {
+		ms := r.Values[1].Int
+		out = append(out, fmt.Sprintf("+%dm:%s", (ms-firingsHour.UnixMilli())/60000, schemas.AppendText(nil, r.Values[2])))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+// fire plays one firing against in-memory state, as StreamRowsFn does with
+// the runner's.
+type windowState struct {
+	readings []schemas.Record
+	early    EarlyState
+	fin      FinalState
+	final    bool
+}
+
+func (ws *windowState) fire(h *hourBuilder, timing typex.PaneTiming, index int64, recs []schemas.Record) firing {
+	p := PaneBatch{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Timing: timing, Index: index, Records: recs}
+	var out firing
+	if timing == typex.PaneEarly && !ws.final {
+		out = h.early(p, &ws.early)
+	} else {
+		prev := append([]schemas.Record(nil), ws.readings...)
+		ws.fin, out = h.final(p, prev, ws.fin, ws.final, true, 1)
+		ws.final, ws.early = true, EarlyState{}
+	}
+	ws.readings = append(ws.readings, out.keep...)
+	return out
+}
+
+// batchTable is what the batch pipeline writes for the lines.
+func batchTable(t *testing.T, spec *schemas.Spec, h *hourBuilder, lines []string) table {
+	kept, _ := spec.PrepareGroup(records(t, spec, lines...))
+	muts, dead := h.rows(kept, h.rollup(firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli(), kept), false, nil)
+	if len(dead) > 0 {
+		t.Fatalf("batch dead letters: %v", dead)
+	}
+	tb := table{}
+	tb.apply(muts)
+	return tb
+}
+
+func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
+	spec, h := firingsSpec(t)
+	var (
+		a    = vitals(0, "", "36.8", "98")                // heart rate missing
+		b    = vitals(10*time.Minute, "70", "36.8", "98") //
+		c    = vitals(5*time.Minute, "60", "36.8", "98")  // late
+		d    = vitals(20*time.Minute, "", "36.8", "98")   // late, heart rate missing
+		eA   = vitals(30*time.Minute, "80", "", "98")     // loses to eB (larger payload) ...
+		eB   = vitals(30*time.Minute, "80", "37.5", "")   // ... so spO2 must be cleared
+		out  = vitals(40*time.Minute, "", "36.8", "98")   // out of order: after f
+		f    = vitals(50*time.Minute, "90", "36.8", "98") //
+		all  = []string{a, b, c, d, d, eA, eB, f, out}    //
+		want = batchTable(t, spec, h, all)                //
+	)
+	type step struct {
+		timing typex.PaneTiming
+		lines  []string
+		// writes is what the firing writes; bq its BigQuery heart rates.
+		writes, bq string
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{{
+		name: "in order",
+		steps: []step{
+			{typex.PaneEarly, []string{a, eA}, "+0m hr=80 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false spo2=98 rollup count=2", ""},
+			// Only b: a keeps its provisional imputation until on time.
+			{typex.PaneEarly, []string{b}, "+10m hr=70 imp=false spo2=98 temp=36.8 rollup count=3", ""},
+			// f, then out, which takes the nearest earlier value the early
+			// state holds (b's: it keeps the first and last observed only).
+			{typex.PaneEarly, []string{f}, "+50m hr=90 imp=false spo2=98 temp=36.8 rollup count=4", ""},
+			{typex.PaneEarly, []string{out}, "+40m hr=70 imp=true spo2=98 temp=36.8 rollup count=5", ""},
+			// On time: everything rewritten, re-imputed (a from b, out
+			// from eB), eA's spO2 cleared.
+			{typex.PaneOnTime, []string{eB},
+				"+0m hr=70 imp=true spo2=98 temp=36.8, +10m hr=70 imp=false spo2=98 temp=36.8, +30m hr=80 imp=false spo2=- temp=37.5, " +
+					"+40m hr=80 imp=true spo2=98 temp=36.8, +50m hr=90 imp=false spo2=98 temp=36.8 rollup count=5",
+				"+0m:70 +10m:70 +30m:80 +40m:80 +50m:90"},
+			// Late: c and d (a duplicate pair), and a, whose imputation c
+			// changes; b, eB, out and f are not rewritten.
+			{typex.PaneLate, []string{c, d, d},
+				"+0m hr=60 imp=true spo2=98 temp=36.8, +5m hr=60 imp=false spo2=98 temp=36.8, +20m hr=70 imp=true spo2=98 temp=36.8 rollup count=7",
+				"+0m:60 +20m:70 +5m:60"},
+		},
+	}, {
+		// The runner skips an empty on-time pane; StreamRowsFn's Close
+		// timer fires an on-time firing with no readings in its place.
+		name: "every reading early, closed by the timer",
+		steps: []step{
+			{typex.PaneEarly, []string{a, eA, b, c}, "+0m hr=60 imp=true spo2=98 temp=36.8, +5m hr=60 imp=false spo2=98 temp=36.8, " +
+				"+10m hr=70 imp=false spo2=98 temp=36.8, +30m hr=80 imp=false spo2=98 rollup count=4", ""},
+			// Early firings do not clear: eB leaves eA's spO2 until on time.
+			{typex.PaneEarly, []string{d, d, eB, f, out}, "+20m hr=60 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false temp=37.5, " +
+				"+40m hr=80 imp=true spo2=98 temp=36.8, +50m hr=90 imp=false spo2=98 temp=36.8 rollup count=8", ""},
+			{typex.PaneOnTime, nil, "+0m hr=60 imp=true spo2=98 temp=36.8, +5m hr=60 imp=false spo2=98 temp=36.8, " +
+				"+10m hr=70 imp=false spo2=98 temp=36.8, +20m hr=70 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false spo2=- temp=37.5, " +
+				"+40m hr=80 imp=true spo2=98 temp=36.8, +50m hr=90 imp=false spo2=98 temp=36.8 rollup count=7",
+				"+0m:60 +10m:70 +20m:70 +30m:80 +40m:80 +50m:90 +5m:60"},
+		},
+	}, {
+		name: "on time before the early firings",
+		steps: []step{
+			{typex.PaneOnTime, []string{eB}, "+30m hr=80 imp=false spo2=- temp=37.5 rollup count=1", "+30m:80"},
+			// An early firing after the on-time one is a late one: eA's
+			// duplicate eB is rewritten, since eA may have been written.
+			{typex.PaneEarly, []string{a, eA}, "+0m hr=80 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false spo2=- temp=37.5 rollup count=2", "+0m:80"},
+			{typex.PaneEarly, []string{b, f, out}, "+0m hr=70 imp=true spo2=98 temp=36.8, +10m hr=70 imp=false spo2=98 temp=36.8, " +
+				"+40m hr=80 imp=true spo2=98 temp=36.8, +50m hr=90 imp=false spo2=98 temp=36.8 rollup count=5", "+0m:70 +10m:70 +40m:80 +50m:90"},
+			{typex.PaneLate, []string{c, d, d}, "+0m hr=60 imp=true spo2=98 temp=36.8, +5m hr=60 imp=false spo2=98 temp=36.8, +20m hr=70 imp=true spo2=98 temp=36.8 rollup count=7",
+				"+0m:60 +20m:70 +5m:60"},
+		},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var ws windowState
+			var dropped int64
+			got := table{}
+			for i, st := range tc.steps {
+				out := ws.fire(h, st.timing, int64(i), records(t, spec, st.lines...))
+				if w := written(out.rows); w != st.writes {
+					t.Errorf("firing %d (%v) writes\n  %s\nwant\n  %s", i, st.timing, w, st.writes)
+				}
+				if g := bqHR(spec, out.bq); g != st.bq {
+					t.Errorf("firing %d (%v) sends BigQuery %q, want %q", i, st.timing, g, st.bq)
+				}
+				if (out.rollup != nil) != (st.timing != typex.PaneEarly || i > 0 && ws.final) {
+					t.Errorf("firing %d (%v): rollup row %v", i, st.timing, out.rollup != nil)
+				}
+				got.apply(out.rows)
+				dropped += out.dropped
+			}
+			if got.String() != want.String() {
+				t.Errorf("final table differs from the batch result\n got:\n%s\nwant:\n%s", got, want)
+			}
+			if dropped != 2 {
+				t.Errorf("duplicates dropped = %d, want 2 (d, eA)", dropped)
+			}
+		})
+	}
+}
