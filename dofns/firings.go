@@ -86,9 +86,11 @@ type FinalState struct {
 //     seen so far) and writes their cells and the provisional rollup.
 //     Earlier readings are not rewritten.
 //   - The on-time firing re-imputes the window from every reading it holds
-//     and rewrites all of them (Rewrites: each column of each reading
-//     written or cleared), so the rows equal the batch pipeline's. BigQuery
-//     gets every reading. Panes discard, and the runner skips an empty one,
+//     and rewrites each reading whose cells may differ from the batch
+//     pipeline's (Rewrites: each column written or cleared): those whose
+//     imputed values moved since their early firing, those it brings, and
+//     those of which a duplicate was written. The rows then equal the batch
+//     pipeline's. BigQuery gets every reading. Panes discard, and the runner skips an empty one,
 //     so when every reading came in early firings there is no on-time pane:
 //     an event-time timer at the window's end fires in its place.
 //   - A later firing re-imputes the window again and rewrites only what
@@ -271,7 +273,11 @@ type firing struct {
 // early builds an early firing from the window's early state, which it
 // updates.
 func (h *hourBuilder) early(p PaneBatch, es *EarlyState) firing {
-	kept, dropped := h.spec.PrepareEarly(p.Records, &es.Seen)
+	// Every reading joins the state, duplicates too: the on-time firing
+	// must know which readings had more than one copy written (locally,
+	// WriteOnArrival writes each copy).
+	keep := append([]schemas.Record(nil), p.Records...)
+	kept, _ := h.spec.PrepareEarly(p.Records, &es.Seen)
 	es.StartMs, es.EndMs, es.Firings = p.StartMs, p.EndMs, max(es.Firings, p.Index+1)
 	var rollup *schemas.Rollup
 	if r := h.roller; r != nil {
@@ -281,29 +287,54 @@ func (h *hourBuilder) early(p PaneBatch, es *EarlyState) firing {
 		r.Add(&es.Rollup, kept)
 		rollup = &es.Rollup
 	}
-	out := firing{keep: kept, dropped: int64(dropped)}
+	// Duplicates are counted once the window has them all, on time.
+	out := firing{keep: keep}
 	out.rows, out.dead = h.rows(kept, rollup, false, nil)
 	return out
 }
 
 // final builds an on-time or late firing from the window's earlier
-// readings (prev) and the state the firing before left, if final (none
-// before: every reading is rewritten and sent). It returns the state to
-// leave. now stamps the BigQuery rows' ingestion time.
+// readings (prev) and the state the firing before left, if final. It
+// returns the state to leave. now stamps the BigQuery rows' ingestion time.
+//
+// It rewrites the readings whose cells in Bigtable may differ from what it
+// builds: those it brings, those with more than one copy written, and those
+// whose values changed since they were last written (by the last final
+// firing, or else by an early one: prev then holds the early firings'
+// readings as they imputed them).
 func (h *hourBuilder) final(p PaneBatch, prev []schemas.Record, fin FinalState, final, bigQuery bool, now int64) (FinalState, firing) {
 	out := firing{keep: p.Records}
-	all := make([]schemas.Record, 0, len(prev)+len(p.Records))
-	all = append(append(all, prev...), p.Records...)
+	written := make(map[int64]uint64, len(prev))
+	if final {
+		for i, ms := range fin.Ms {
+			written[ms] = fin.Prints[i]
+		}
+	} else {
+		copies := make(map[int64]int, len(prev))
+		for i := range prev {
+			written[prev[i].EventMs] = Fingerprint(&prev[i])
+			copies[prev[i].EventMs]++
+		}
+		for ms, n := range copies {
+			if n > 1 {
+				delete(written, ms)
+			}
+		}
+	}
 	arrived := make(map[int64]bool, len(p.Records))
 	for i := range p.Records {
 		arrived[p.Records[i].EventMs] = true
 	}
+	// PrepareGroup re-imputes prev's values in place: written is taken
+	// first.
+	all := make([]schemas.Record, 0, len(prev)+len(p.Records))
+	all = append(append(all, prev...), p.Records...)
 	kept, dropped := h.spec.PrepareGroup(all)
 	out.dropped = int64(dropped) - fin.Dropped
 
-	before := make(map[int64]uint64, len(fin.Ms))
+	sent := make(map[int64]uint64, len(fin.Ms))
 	for i, ms := range fin.Ms {
-		before[ms] = fin.Prints[i]
+		sent[ms] = fin.Prints[i]
 	}
 	next := FinalState{Ms: make([]int64, len(kept)), Prints: make([]uint64, len(kept)), Dropped: int64(dropped)}
 	var rewrite []schemas.Record
@@ -311,10 +342,10 @@ func (h *hourBuilder) final(p PaneBatch, prev []schemas.Record, fin FinalState, 
 		r := &kept[i]
 		fp := Fingerprint(r)
 		next.Ms[i], next.Prints[i] = r.EventMs, fp
-		old, had := before[r.EventMs]
-		if !final || !had || old != fp || arrived[r.EventMs] {
+		if w, ok := written[r.EventMs]; !ok || w != fp || arrived[r.EventMs] {
 			rewrite = append(rewrite, *r)
 		}
+		old, had := sent[r.EventMs]
 		if !bigQuery {
 			continue
 		}

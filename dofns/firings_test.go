@@ -202,11 +202,11 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 			// state holds (b's: it keeps the first and last observed only).
 			{typex.PaneEarly, []string{f}, "+50m hr=90 imp=false spo2=98 temp=36.8 rollup count=4", ""},
 			{typex.PaneEarly, []string{out}, "+40m hr=70 imp=true spo2=98 temp=36.8 rollup count=5", ""},
-			// On time: everything rewritten, re-imputed (a from b, out
-			// from eB), eA's spO2 cleared.
+			// On time: re-imputed, and rewritten where that moved a value
+			// (a, now from b; out, now from eB) or a duplicate was written
+			// (eB, clearing eA's spO2); b and f stand as written.
 			{typex.PaneOnTime, []string{eB},
-				"+0m hr=70 imp=true spo2=98 temp=36.8, +10m hr=70 imp=false spo2=98 temp=36.8, +30m hr=80 imp=false spo2=- temp=37.5, " +
-					"+40m hr=80 imp=true spo2=98 temp=36.8, +50m hr=90 imp=false spo2=98 temp=36.8 rollup count=5",
+				"+0m hr=70 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false spo2=- temp=37.5, +40m hr=80 imp=true spo2=98 temp=36.8 rollup count=5",
 				"+0m:70 +10m:70 +30m:80 +40m:80 +50m:90"},
 			// Late: c and d (a duplicate pair), and a, whose imputation c
 			// changes; b, eB, out and f are not rewritten.
@@ -224,9 +224,8 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 			// Early firings do not clear: eB leaves eA's spO2 until on time.
 			{typex.PaneEarly, []string{d, d, eB, f, out}, "+20m hr=60 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false temp=37.5, " +
 				"+40m hr=80 imp=true spo2=98 temp=36.8, +50m hr=90 imp=false spo2=98 temp=36.8 rollup count=8", ""},
-			{typex.PaneOnTime, nil, "+0m hr=60 imp=true spo2=98 temp=36.8, +5m hr=60 imp=false spo2=98 temp=36.8, " +
-				"+10m hr=70 imp=false spo2=98 temp=36.8, +20m hr=70 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false spo2=- temp=37.5, " +
-				"+40m hr=80 imp=true spo2=98 temp=36.8, +50m hr=90 imp=false spo2=98 temp=36.8 rollup count=7",
+			// d (re-imputed, and written twice) and eB (eA was written).
+			{typex.PaneOnTime, nil, "+20m hr=70 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false spo2=- temp=37.5 rollup count=7",
 				"+0m:60 +10m:70 +20m:70 +30m:80 +40m:80 +50m:90 +5m:60"},
 		},
 	}, {

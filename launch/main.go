@@ -369,7 +369,7 @@ func summary(w io.Writer, took time.Duration, cfg pipelines.Config) {
 	}
 	fmt.Fprintf(w, "  readings read:      %d\n", s.Read)
 	if cfg.Windowing.Streaming {
-		fmt.Fprintf(w, "  reading writes:     %d (Bigtable row writes: %d; each firing of an hour rewrites its readings)\n", s.Written, progress.Rows.Load())
+		fmt.Fprintf(w, "  reading writes:     %d (Bigtable row writes: %d; locally a reading is written on arrival, by its firing, and again if its imputation changes)\n", s.Written, progress.Rows.Load())
 	} else {
 		fmt.Fprintf(w, "  readings written:   %d (Bigtable rows written: %d)\n", s.Written, progress.Rows.Load())
 	}
