@@ -155,8 +155,8 @@ func BuildRows(s beam.Scope, spec *schemas.Spec, withBigQuery bool, windowed bea
 
 // Built is what BuildRowsAndRollups returns.
 type Built struct {
-	// Rows are Bigtable RowMutations: every firing's readings, with the
-	// rollup cells in the first table's rows.
+	// Rows are Bigtable RowMutations: the readings each firing writes or
+	// rewrites, with the rollup cells in the first table's rows.
 	Rows beam.PCollection
 	// BQRows are BigQuery rows of the readings, each sent once per window
 	// (again only when a late firing changes its imputed values).
@@ -174,8 +174,9 @@ type Built struct {
 // (early or late firings) has discarding panes, and dofns.StreamRowsFn
 // keeps the window's readings in state, so each firing costs what it
 // brings: early ones write their new readings provisionally imputed, the
-// on-time one rewrites the window re-imputed, late ones rewrite what
-// changed, and BigQuery gets each reading once (again if it changed).
+// on-time one re-imputes the window and rewrites what that moved, late ones
+// the same, and BigQuery gets each reading once (again if it changed).
+// It expects discarding panes, as Windowing.Options gives.
 func BuildRowsAndRollups(s beam.Scope, spec *schemas.Spec, withBigQuery bool, windowed beam.PCollection) Built {
 	s = s.Scope("BuildRows")
 	grouped := beam.GroupByKey(s, windowed)

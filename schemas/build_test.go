@@ -83,6 +83,28 @@ func TestNoHeartRateCellWhenNothingToImpute(t *testing.T) {
 	}
 }
 
+func TestRewritesClearColumnsWithoutValue(t *testing.T) {
+	s := mustSpec(t, "vitals")
+	b, _ := NewBuilder(s)
+	kept, _ := s.PrepareGroup(parseAll(t, s, reading("s", 1772359200000, -1)))
+	muts, _ := b.Rewrites(kept)
+	var got []string
+	for _, c := range muts[0].Cells {
+		if c.Delete {
+			got = append(got, fmt.Sprintf("%s:%s@%d", c.Family, c.Qualifier, c.TsMicros))
+		}
+	}
+	if want := "vitals:heart_rate@1772359200000000"; strings.Join(got, " ") != want {
+		t.Fatalf("deletions %v; want %s", got, want)
+	}
+	if n, m := len(muts[0].Cells), muts[0].Origins[0].Cells; n != m {
+		t.Fatalf("origin counts %d cells of %d", m, n)
+	}
+	if keys := b.RowKeys("patient_vitals", kept); strings.Join(keys, ",") != "s#2026-03-01T10" {
+		t.Fatalf("RowKeys = %v", keys)
+	}
+}
+
 func TestNumberText(t *testing.T) {
 	tests := []struct {
 		v    float64

@@ -85,6 +85,35 @@ func TestPrepareGroupReimputeIsStable(t *testing.T) {
 	}
 }
 
+func TestPrepareEarlyImputesFromWhatWasSeen(t *testing.T) {
+	s := mustSpec(t, "vitals")
+	const h = 1772359200000
+	tests := []struct {
+		name    string
+		firings [][]string
+		want    []string // heart rates per firing
+	}{
+		{"from an earlier firing", [][]string{{reading("s", h, 70)}, {reading("s", h+5, -1)}}, []string{"70", "70*"}},
+		{"nearest earlier of first and last seen", [][]string{{reading("s", h, 60), reading("s", h+2, 70), reading("s", h+4, 80)}, {reading("s", h+3, -1)}},
+			[]string{"60 70 80", "60*"}}, // h+2 is neither first nor last: provisional
+		{"later when none earlier", [][]string{{reading("s", h+5, 90)}, {reading("s", h, -1)}}, []string{"90", "90*"}},
+		{"within the firing first", [][]string{{reading("s", h, 60)}, {reading("s", h+5, 75), reading("s", h+6, -1)}}, []string{"60", "75 75*"}},
+		{"imputed values are not seen", [][]string{{reading("s", h, -1)}, {reading("s", h+1, -1)}}, []string{"-", "-"}},
+		{"duplicates within a firing", [][]string{{reading("s", h, -1), reading("s", h, 70)}, {reading("s", h+1, -1)}}, []string{"70", "70*"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var seen Seen
+			for i, lines := range tt.firings {
+				kept, _ := s.PrepareEarly(parseAll(t, s, lines...), &seen)
+				if got := hrs(s, kept); got != tt.want[i] {
+					t.Fatalf("firing %d: heart rates = %q; want %q", i, got, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
 func TestPrepareGroupDuplicates(t *testing.T) {
 	s := mustSpec(t, "vitals")
 	const h = 1772359200000

@@ -170,6 +170,16 @@ func TestRollupCompute(t *testing.T) {
 			if g := strings.Join(got, " "); g != tt.cells {
 				t.Fatalf("cells:\n got %s\nwant %s", g, tt.cells)
 			}
+			// Adding the readings one at a time, newest first (as a
+			// stream's firings may), gives the same rollup.
+			recs := prepared(t, s, tt.lines...)
+			inc := r.Start(start, end)
+			for i := len(recs) - 1; i >= 0; i-- {
+				r.Add(&inc, recs[i:i+1])
+			}
+			if a, b := fmt.Sprint(r.Cells(&inc)), fmt.Sprint(r.Cells(&ru)); a != b {
+				t.Fatalf("incremental rollup\n got %s\nwant %s", a, b)
+			}
 		})
 	}
 }
