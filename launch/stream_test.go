@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"cloud.google.com/go/bigquery"
 	"context"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,29 +21,10 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
 )
 
-// syncBuffer is a bytes.Buffer safe for a subprocess to write while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // streamJob is a streaming launcher running as a subprocess.
 type streamJob struct {
 	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
+	stdout, stderr emulators.SyncBuffer
 	done           chan struct{}
 	err            error
 }

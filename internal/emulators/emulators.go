@@ -101,7 +101,7 @@ type Process struct {
 	// PID is the process (and process group) id.
 	PID    int
 	exited chan error
-	logs   *lockedBuffer
+	logs   *SyncBuffer
 	once   sync.Once
 }
 
@@ -130,7 +130,7 @@ func (k Kind) Launch() (*Process, error) {
 func (k Kind) launchOn(bin, host, port string) (*Process, error) {
 	cmd := exec.Command(bin, k.Args(host, port)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	logs := &lockedBuffer{}
+	logs := &SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
@@ -222,19 +222,20 @@ func freeLoopbackPort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// lockedBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type lockedBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent writes and reads: a
+// process's output that a test reads while the process runs.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

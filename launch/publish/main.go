@@ -235,7 +235,7 @@ func (g *generator) next(now time.Time) (data []byte, attrs map[string]string, b
 		} else {
 			switch g.rng.IntN(4) { // out-of-range values
 			case 0:
-				hr := 300 + g.rng.IntN(200)
+				hr := 301 + g.rng.IntN(200) // max is 300, inclusive
 				r.HeartRate = &hr
 			case 1:
 				r.BodyTemperature = 45 + g.rng.Float64()*10
