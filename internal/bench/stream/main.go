@@ -31,8 +31,9 @@
 //
 // Each phase writes its own sensors' rows, so the second never re-fires the
 // first's windows (but prism keeps them in memory, which costs it CPU). The
-// latency grows through the phase: every early firing rewrites all of its
-// window's readings so far, so the figures also come by publish time.
+// figures also come by publish time, in 10-second slices, so that a latency
+// that grows through the phase shows (each early firing writes only the
+// readings it brings, but the runner's state grows with the open hours).
 //
 // The BigQuery sink is on, but a stream sends a reading to BigQuery only
 // when its hour's window closes: unless the run crosses an hour, BigQuery
@@ -112,8 +113,9 @@ type Throughput struct {
 }
 
 // ProgressAt is a launcher progress line, Seconds after the phase began,
-// with the readings read and written to Bigtable since it began (each
-// firing of a window rewrites all of its readings).
+// with the readings read and written to Bigtable since it began (locally a
+// reading is written on arrival and by its firing, and again when its
+// hour's close changes its imputation).
 type ProgressAt struct {
 	Seconds float64 `json:"s"`
 	Read    int64   `json:"read"`
@@ -140,8 +142,8 @@ type Latency struct {
 	Maxms           float64 `json:"max_ms"`
 	Minms           float64 `json:"min_ms"`
 	// ByPublishTime is the latency by when the readings were published,
-	// in 10s buckets from the phase's start: an hour's windows accumulate
-	// its readings, and every early firing rewrites all of them.
+	// in 10s buckets from the phase's start, so that growth through the
+	// phase shows.
 	ByPublishTime []Bucket `json:"by_publish_time"`
 	// MissedCells describes (up to 20 of) the missed readings, read again
 	// at the end.
@@ -439,8 +441,8 @@ func throughput(ctx context.Context, j *job, pub *publisher, tbl *bigtable.Table
 		n, t.AllReadSeconds, t.ReadingsPerSec, all.At.Sub(from).Seconds(), t.EndToEndPerSec)
 	fmt.Printf("throughput: CPU %s\n", t.CPU)
 
-	// Let the phase's early firing (which rewrites all its readings) pass
-	// before the latency phase: written settles.
+	// Let the phase's early firing pass before the latency phase: written
+	// settles.
 	settle := all.At.Add(*earlyFiring + 2*time.Second)
 	prevWritten := int64(-1)
 	if _, err := j.waitProgress(ctx, *earlyFiring+time.Minute, "writes settling after the throughput phase", func(p progressLine) bool {
