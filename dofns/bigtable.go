@@ -156,27 +156,28 @@ func (f *BigtableWriteFn) FinishBundle(ctx context.Context, dead func(schemas.De
 }
 
 // splitEntries turns a row mutation into entries of at most
-// maxMutationsPerEntry cells, cutting only between readings.
+// maxMutationsPerEntry cells and deletions, cutting only between readings.
 func splitEntries(m schemas.RowMutation) []entry {
 	var out []entry
 	cur := entry{table: m.Table, key: m.RowKey, mut: bigtable.NewMutation()}
-	next := 0
+	next, nextDel := 0, 0
 	for _, o := range m.Origins {
-		if cur.cells > 0 && cur.cells+o.Cells > maxMutationsPerEntry {
+		n := o.Cells + o.Deletes
+		if cur.cells > 0 && cur.cells+n > maxMutationsPerEntry {
 			out = append(out, cur)
 			cur = entry{table: m.Table, key: m.RowKey, mut: bigtable.NewMutation()}
 		}
 		for _, c := range m.Cells[next : next+o.Cells] {
+			cur.mut.Set(c.Family, c.Qualifier, bigtable.Timestamp(c.TsMicros), c.Value)
+		}
+		for _, c := range m.Deletes[nextDel : nextDel+o.Deletes] {
+			// The version's millisecond: [ts, ts+1ms).
 			ts := bigtable.Timestamp(c.TsMicros)
-			if c.Delete {
-				// The version's millisecond: [ts, ts+1ms).
-				cur.mut.DeleteTimestampRange(c.Family, c.Qualifier, ts, ts+1000)
-				continue
-			}
-			cur.mut.Set(c.Family, c.Qualifier, ts, c.Value)
+			cur.mut.DeleteTimestampRange(c.Family, c.Qualifier, ts, ts+1000)
 		}
 		next += o.Cells
-		cur.cells += o.Cells
+		nextDel += o.Deletes
+		cur.cells += n
 		cur.origins = append(cur.origins, o)
 	}
 	return append(out, cur)

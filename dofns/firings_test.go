@@ -64,16 +64,28 @@ func records(t *testing.T, spec *schemas.Spec, lines ...string) []schemas.Record
 type table map[string]string
 
 func (tb table) apply(muts []schemas.RowMutation) {
+	key := func(m schemas.RowMutation, c schemas.Cell) string {
+		return fmt.Sprintf("%s %s:%s@%d", m.RowKey, c.Family, c.Qualifier, c.TsMicros)
+	}
 	for _, m := range muts {
+		for _, c := range m.Deletes {
+			delete(tb, key(m, c))
+		}
 		for _, c := range m.Cells {
-			k := fmt.Sprintf("%s %s:%s@%d", m.RowKey, c.Family, c.Qualifier, c.TsMicros)
-			if c.Delete {
-				delete(tb, k)
-			} else {
-				tb[k] = string(c.Value)
-			}
+			tb[key(m, c)] = string(c.Value)
 		}
 	}
+}
+
+// cellsAndDeletes lists a mutation's cells, then its deletions with the
+// value "-".
+func cellsAndDeletes(m schemas.RowMutation) []schemas.Cell {
+	out := append([]schemas.Cell(nil), m.Cells...)
+	for _, c := range m.Deletes {
+		c.Value = []byte("-")
+		out = append(out, c)
+	}
+	return out
 }
 
 func (tb table) String() string {
@@ -92,11 +104,8 @@ func written(muts []schemas.RowMutation) string {
 	byMin := map[int64][]string{}
 	var rollup string
 	for _, m := range muts {
-		for _, c := range m.Cells {
+		for _, c := range cellsAndDeletes(m) {
 			v := string(c.Value)
-			if c.Delete {
-				v = "-"
-			}
 			if c.Family == "hourly" {
 				if c.Qualifier == schemas.RollupCount {
 					rollup = " rollup count=" + v

@@ -129,23 +129,26 @@ func (h *hourBuilder) rows(recs []schemas.Record, rollup *schemas.Rollup, rewrit
 	if rollup == nil {
 		return muts, dead
 	}
-	cells := h.roller.Cells(rollup)
+	cells, dels := h.roller.Cells(rollup), []schemas.Cell(nil)
 	if rewrite {
-		cells = h.roller.RewriteCells(rollup)
+		cells, dels = h.roller.RewriteCells(rollup)
 	}
 	touched := map[string]bool{}
 	for i := range muts {
 		if m := &muts[i]; m.Table == h.firstTable && len(m.Origins) > 0 {
 			m.Cells = append(m.Cells, cells...)
-			m.Origins[len(m.Origins)-1].Cells += len(cells)
+			m.Deletes = append(m.Deletes, dels...)
+			last := &m.Origins[len(m.Origins)-1]
+			last.Cells += len(cells)
+			last.Deletes += len(dels)
 			touched[m.RowKey] = true
 		}
 	}
 	for _, key := range rollupRows {
 		if !touched[key] {
 			o := h.roller.Origin(rollup)
-			o.Cells = len(cells)
-			muts = append(muts, schemas.RowMutation{Table: h.firstTable, RowKey: key, Cells: cells, Origins: []schemas.Origin{o}})
+			o.Cells, o.Deletes = len(cells), len(dels)
+			muts = append(muts, schemas.RowMutation{Table: h.firstTable, RowKey: key, Cells: cells, Deletes: dels, Origins: []schemas.Origin{o}})
 		}
 	}
 	return muts, dead

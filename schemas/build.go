@@ -8,30 +8,33 @@ import (
 
 // Cell is one Bigtable cell. TsMicros is the event time in milliseconds,
 // written as microseconds, so a retried write lands on the same version.
-// With Delete, it is instead the deletion of the column's version at
-// TsMicros (the millisecond from TsMicros), and Value is empty.
 type Cell struct {
 	Family    string
 	Qualifier string
 	TsMicros  int64
 	Value     []byte
-	Delete    bool
 }
 
 // Origin is the payload cells came from, kept for dead-lettering. In a
-// RowMutation, Cells counts the cells it contributed; they follow those of
-// the origin before it.
+// RowMutation, Cells and Deletes count the cells and deletions it
+// contributed; they follow those of the origin before it.
 type Origin struct {
-	Raw    string
-	Source string
-	Cells  int
+	Raw     string
+	Source  string
+	Cells   int
+	Deletes int
 }
 
-// RowMutation is every cell one group writes to one row.
+// RowMutation is every cell one group writes to one row, and the versions
+// it clears: each of Deletes is the version at TsMicros (its millisecond)
+// of one column, Value unused. Only a stream's rewrites clear (see
+// Builder.Rewrites); deletions are kept apart from Cells so that a cell
+// stays as small as the batch path needs.
 type RowMutation struct {
 	Table   string
 	RowKey  string
 	Cells   []Cell
+	Deletes []Cell
 	Origins []Origin
 }
 
@@ -207,13 +210,20 @@ func (b *Builder) mutations(recs []Record, deletes bool) ([]RowMutation, []Rejec
 				// Rows usually hold many readings (a sensor's hour) or
 				// one (a key with the event millisecond); start modest.
 				m.Cells = make([]Cell, 0, min(len(recs), 64)*len(t.columns))
+				m.Origins = make([]Origin, 0, min(len(recs), 64))
 			}
-			cells, err := b.appendCells(m.Cells, &arena, t, r, deletes)
+			var dels *[]Cell
+			if deletes {
+				dels = &m.Deletes
+			}
+			nDels := len(m.Deletes)
+			cells, err := b.appendCells(m.Cells, dels, &arena, t, r)
 			if err != nil {
+				m.Deletes = m.Deletes[:nDels]
 				errs = append(errs, Rejected{Origin{Raw: r.Raw, Source: r.Source}, err})
 				continue
 			}
-			m.Origins = append(m.Origins, Origin{Raw: r.Raw, Source: r.Source, Cells: len(cells) - len(m.Cells)})
+			m.Origins = append(m.Origins, Origin{Raw: r.Raw, Source: r.Source, Cells: len(cells) - len(m.Cells), Deletes: len(m.Deletes) - nDels})
 			m.Cells = cells
 		}
 	}
@@ -243,14 +253,15 @@ func (b *Builder) RowKeys(table string, recs []Record) []string {
 	return out
 }
 
-// appendCells appends r's cells for table t: one per column with a value
-// and, with deletes, a deletion for each column without one.
-func (b *Builder) appendCells(dst []Cell, arena *[]byte, t *tableBuilder, r *Record, deletes bool) ([]Cell, error) {
+// appendCells appends r's cells for table t, one per column with a value,
+// and, when dels is not nil, to *dels a deletion for each column without
+// one.
+func (b *Builder) appendCells(dst []Cell, dels *[]Cell, arena *[]byte, t *tableBuilder, r *Record) ([]Cell, error) {
 	ts := r.EventMs * 1000
 	for i := range t.columns {
 		c := &t.columns[i]
 		v := b.value(c.value, r, 0)
-		if v.Kind == KindNull && !deletes {
+		if v.Kind == KindNull && dels == nil {
 			continue
 		}
 		q := c.literal
@@ -265,7 +276,7 @@ func (b *Builder) appendCells(dst []Cell, arena *[]byte, t *tableBuilder, r *Rec
 			q = string(qb)
 		}
 		if v.Kind == KindNull {
-			dst = append(dst, Cell{Family: c.family, Qualifier: q, TsMicros: ts, Delete: true})
+			*dels = append(*dels, Cell{Family: c.family, Qualifier: q, TsMicros: ts})
 			continue
 		}
 		start := len(*arena)

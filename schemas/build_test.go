@@ -89,16 +89,14 @@ func TestRewritesClearColumnsWithoutValue(t *testing.T) {
 	kept, _ := s.PrepareGroup(parseAll(t, s, reading("s", 1772359200000, -1)))
 	muts, _ := b.Rewrites(kept)
 	var got []string
-	for _, c := range muts[0].Cells {
-		if c.Delete {
-			got = append(got, fmt.Sprintf("%s:%s@%d", c.Family, c.Qualifier, c.TsMicros))
-		}
+	for _, c := range muts[0].Deletes {
+		got = append(got, fmt.Sprintf("%s:%s@%d", c.Family, c.Qualifier, c.TsMicros))
 	}
 	if want := "vitals:heart_rate@1772359200000000"; strings.Join(got, " ") != want {
 		t.Fatalf("deletions %v; want %s", got, want)
 	}
-	if n, m := len(muts[0].Cells), muts[0].Origins[0].Cells; n != m {
-		t.Fatalf("origin counts %d cells of %d", m, n)
+	if o := muts[0].Origins[0]; o.Cells != len(muts[0].Cells) || o.Deletes != 1 {
+		t.Fatalf("origin counts %d cells and %d deletions; want %d and 1", o.Cells, o.Deletes, len(muts[0].Cells))
 	}
 	if keys := b.RowKeys("patient_vitals", kept); strings.Join(keys, ",") != "s#2026-03-01T10" {
 		t.Fatalf("RowKeys = %v", keys)

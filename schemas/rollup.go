@@ -275,25 +275,27 @@ func (r *Roller) valueName(i int) string {
 // Cells renders the rollup as Bigtable cells in the rollup family, all at
 // the window's end, so each firing rewrites the same versions. Null
 // aggregates have no cell.
-func (r *Roller) Cells(ru *Rollup) []Cell { return r.cells(ru, false) }
+func (r *Roller) Cells(ru *Rollup) []Cell {
+	cells, _ := r.cells(ru, false)
+	return cells
+}
 
-// RewriteCells is Cells with a deletion of the version at the window's end
-// for each null aggregate, so the rewrite also clears what an earlier,
-// provisional firing wrote there.
-func (r *Roller) RewriteCells(ru *Rollup) []Cell { return r.cells(ru, true) }
+// RewriteCells is Cells and the deletions, at the window's end, of the
+// null aggregates' versions, so the rewrite also clears what an earlier,
+// provisional firing wrote there (see RowMutation.Deletes).
+func (r *Roller) RewriteCells(ru *Rollup) (cells, deletes []Cell) { return r.cells(ru, true) }
 
-func (r *Roller) cells(ru *Rollup, deletes bool) []Cell {
+func (r *Roller) cells(ru *Rollup, withDeletes bool) (cells, deletes []Cell) {
 	ts := ru.EndMs * 1000
-	var out []Cell
 	for _, nv := range r.values(ru) {
 		switch {
 		case nv.v.Kind != KindNull:
-			out = append(out, Cell{Family: r.family, Qualifier: nv.name, TsMicros: ts, Value: EncodeValue(nv.v, false)})
-		case deletes:
-			out = append(out, Cell{Family: r.family, Qualifier: nv.name, TsMicros: ts, Delete: true})
+			cells = append(cells, Cell{Family: r.family, Qualifier: nv.name, TsMicros: ts, Value: EncodeValue(nv.v, false)})
+		case withDeletes:
+			deletes = append(deletes, Cell{Family: r.family, Qualifier: nv.name, TsMicros: ts})
 		}
 	}
-	return out
+	return cells, deletes
 }
 
 // Origin names the rollup for dead letters: the cells or row of a rollup
