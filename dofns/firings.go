@@ -211,7 +211,9 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 			return fmt.Errorf("write early-firing state: %w", err)
 		}
 		// When the watermark passes the window's end, as the runner's
-		// on-time firing would (at the window's last millisecond).
+		// on-time firing would (at the window's last millisecond). No
+		// output timestamp: what it emits goes to sinks, which neither
+		// window nor group, so it need not hold the watermark.
 		f.Timer.Set(tp, time.UnixMilli(p.EndMs-1), timers.WithTag(closeTag), timers.WithNoOutputTimestamp())
 	} else {
 		prev, _, err := f.Readings.Read(sp)
