@@ -16,7 +16,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -248,13 +247,11 @@ func streamSource() (pipelines.PubSubSource, error) {
 		Dataflow:           !local(),
 		AckDeadline:        *ackDeadline,
 	}
-	if !subscriptionRE.MatchString(src.Subscription) {
+	if _, _, ok := schemas.ParseSubscription(src.Subscription); !ok {
 		return src, fmt.Errorf("--subscription=%q: use projects/P/subscriptions/S", src.Subscription)
 	}
 	return src, nil
 }
-
-var subscriptionRE = regexp.MustCompile(`^projects/[^/]+/subscriptions/[^/]+$`)
 
 // isSet reports whether the flag name was given on the command line.
 func isSet(name string) bool {

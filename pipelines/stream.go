@@ -2,7 +2,6 @@ package pipelines
 
 import (
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // Stream windowing defaults (the launcher's --early_firing,
@@ -108,19 +108,17 @@ type PubSubSource struct {
 	AckDeadline time.Duration
 }
 
-var subscriptionRE = regexp.MustCompile(`^projects/([^/]+)/subscriptions/([^/]+)$`)
-
 // ReadPubSub reads the subscription as KV<source, payload>, the input of
 // Parse; the source is the subscription.
 func ReadPubSub(s beam.Scope, src PubSubSource) (beam.PCollection, error) {
-	m := subscriptionRE.FindStringSubmatch(src.Subscription)
-	if m == nil {
+	project, id, ok := schemas.ParseSubscription(src.Subscription)
+	if !ok {
 		return beam.PCollection{}, fmt.Errorf("pipelines: subscription %q is not of the form projects/P/subscriptions/S", src.Subscription)
 	}
 	s = s.Scope("ReadPubSub")
 	if src.Dataflow {
-		payloads := pubsubio.Read(s, m[1], pubsubio.ReadOptions{
-			Subscription:       m[2],
+		payloads := pubsubio.Read(s, project, pubsubio.ReadOptions{
+			Subscription:       id,
 			TimestampAttribute: src.TimestampAttribute,
 			IDAttribute:        src.IDAttribute,
 		})

@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -38,6 +37,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 func init() {
@@ -76,8 +77,6 @@ const (
 // afterAck, when set (by tests only), is called after n messages of
 // committed bundles have been acknowledged.
 var afterAck func(sub string, n int)
-
-var subscriptionRE = regexp.MustCompile(`^projects/[^/]+/subscriptions/[^/]+$`)
 
 // Config configures Read.
 type Config struct {
@@ -127,7 +126,7 @@ type Message struct {
 
 // withDefaults validates cfg and fills in defaults.
 func (cfg Config) withDefaults() (Config, error) {
-	if !subscriptionRE.MatchString(cfg.Subscription) {
+	if _, _, ok := schemas.ParseSubscription(cfg.Subscription); !ok {
 		return cfg, fmt.Errorf("pubsubread: subscription %q is not of the form projects/P/subscriptions/S", cfg.Subscription)
 	}
 	if cfg.IdleAdvance < 0 || cfg.MaxMessagesPerBundle < 0 || cfg.AckDeadline < 0 || cfg.FinalizeTimeout < 0 {

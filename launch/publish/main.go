@@ -40,6 +40,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/proto/readingpb"
 )
 
@@ -118,10 +119,7 @@ type config struct {
 	seed                uint64
 }
 
-var (
-	topicRE = regexp.MustCompile(`^projects/([^/]+)/topics/([^/]+)$`)
-	subRE   = regexp.MustCompile(`^projects/([^/]+)/subscriptions/([^/]+)$`)
-)
+var topicRE = regexp.MustCompile(`^projects/([^/]+)/topics/([^/]+)$`)
 
 func parseFlags(args []string) (config, error) {
 	var c config
@@ -141,16 +139,17 @@ func parseFlags(args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	subProject, _, subOK := schemas.ParseSubscription(c.subscription)
 	switch {
 	case fs.NArg() > 0:
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	case !topicRE.MatchString(c.topic):
 		return c, fmt.Errorf("--topic=%q must look like projects/P/topics/T", c.topic)
-	case c.subscription != "" && !subRE.MatchString(c.subscription):
+	case c.subscription != "" && !subOK:
 		return c, fmt.Errorf("--subscription=%q must look like projects/P/subscriptions/S", c.subscription)
 	case c.subscription != "" && !c.create:
 		return c, errors.New("--subscription is only used with --create")
-	case c.subscription != "" && subRE.FindStringSubmatch(c.subscription)[1] != topicRE.FindStringSubmatch(c.topic)[1]:
+	case c.subscription != "" && subProject != topicRE.FindStringSubmatch(c.topic)[1]:
 		return c, errors.New("--subscription must be in the same project as --topic")
 	case !(c.rate > 0) || c.rate > 1e6:
 		return c, fmt.Errorf("--rate=%v must be in (0, 1e6]", c.rate)
