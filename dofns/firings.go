@@ -162,7 +162,11 @@ func (f *StreamRowsFn) ProcessElement(ctx context.Context, sp state.Provider, tp
 	// No output timestamp: the timer emits nothing, so it holds no
 	// watermark.
 	f.Timer.Set(tp, time.UnixMilli(p.EndMs).Add(f.AllowedLateness), timers.WithTag(expiryTag), timers.WithNoOutputTimestamp())
-	return f.fire(ctx, sp, tp, p, emitRow, emitBQ, emitRollup, emitDead)
+	fin, final, err := f.Final.Read(sp)
+	if err != nil {
+		return fmt.Errorf("read final-firing state: %w", err)
+	}
+	return f.fire(ctx, sp, tp, p, fin, final, emitRow, emitBQ, emitRollup, emitDead)
 }
 
 // OnTimer fires a window's on-time firing in place of the runner's
@@ -177,7 +181,7 @@ func (f *StreamRowsFn) OnTimer(ctx context.Context, sp state.Provider, tp timers
 		}
 		return nil
 	}
-	_, final, err := f.Final.Read(sp)
+	fin, final, err := f.Final.Read(sp)
 	if err != nil {
 		return fmt.Errorf("read final-firing state: %w", err)
 	}
@@ -189,17 +193,14 @@ func (f *StreamRowsFn) OnTimer(ctx context.Context, sp state.Provider, tp timers
 		return nil // the on-time (or a late) pane came
 	}
 	p := PaneBatch{StartMs: es.StartMs, EndMs: es.EndMs, Timing: typex.PaneOnTime, Index: es.Firings}
-	return f.fire(ctx, sp, tp, p, emitRow, emitBQ, emitRollup, emitDead)
+	return f.fire(ctx, sp, tp, p, fin, final, emitRow, emitBQ, emitRollup, emitDead)
 }
 
-// fire builds and emits a firing against the window's state.
-func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Provider, p PaneBatch,
+// fire builds and emits a firing against the window's state; fin is the
+// window's final state, if final.
+func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Provider, p PaneBatch, fin FinalState, final bool,
 	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) error {
 	f.hour.firings.Inc(ctx, 1)
-	fin, final, err := f.Final.Read(sp)
-	if err != nil {
-		return fmt.Errorf("read final-firing state: %w", err)
-	}
 	var out firing
 	if p.Timing == typex.PaneEarly && !final {
 		es, _, err := f.Early.Read(sp)
@@ -279,7 +280,7 @@ func (h *hourBuilder) early(p PaneBatch, es *EarlyState) firing {
 	// must know which readings had more than one copy written (locally,
 	// WriteOnArrival writes each copy).
 	keep := append([]schemas.Record(nil), p.Records...)
-	kept, _ := h.spec.PrepareEarly(p.Records, &es.Seen)
+	kept := h.spec.PrepareEarly(p.Records, &es.Seen)
 	es.StartMs, es.EndMs, es.Firings = p.StartMs, p.EndMs, max(es.Firings, p.Index+1)
 	var rollup *schemas.Rollup
 	if r := h.roller; r != nil {
@@ -306,12 +307,14 @@ func (h *hourBuilder) early(p PaneBatch, es *EarlyState) firing {
 // readings as they imputed them).
 func (h *hourBuilder) final(p PaneBatch, prev []schemas.Record, fin FinalState, final, bigQuery bool, now int64) (FinalState, firing) {
 	out := firing{keep: p.Records}
-	written := make(map[int64]uint64, len(prev))
-	if final {
-		for i, ms := range fin.Ms {
-			written[ms] = fin.Prints[i]
-		}
-	} else {
+	// sent is what the firing before built and sent to BigQuery.
+	sent := make(map[int64]uint64, len(fin.Ms))
+	for i, ms := range fin.Ms {
+		sent[ms] = fin.Prints[i]
+	}
+	written := sent
+	if !final {
+		written = make(map[int64]uint64, len(prev))
 		copies := make(map[int64]int, len(prev))
 		for i := range prev {
 			written[prev[i].EventMs] = Fingerprint(&prev[i])
@@ -334,10 +337,6 @@ func (h *hourBuilder) final(p PaneBatch, prev []schemas.Record, fin FinalState, 
 	kept, dropped := h.spec.PrepareGroup(all)
 	out.dropped = int64(dropped) - fin.Dropped
 
-	sent := make(map[int64]uint64, len(fin.Ms))
-	for i, ms := range fin.Ms {
-		sent[ms] = fin.Prints[i]
-	}
 	next := FinalState{Ms: make([]int64, len(kept)), Prints: make([]uint64, len(kept)), Dropped: int64(dropped)}
 	var rewrite []schemas.Record
 	for i := range kept {
