@@ -229,8 +229,9 @@ func TestBQEncoderAppendRejectsValuesTheColumnCannotHold(t *testing.T) {
 	})
 }
 
-// BenchmarkBQRowEncode encodes one vitals BigQuery row into a reused buffer.
-func BenchmarkBQRowEncode(b *testing.B) {
+// benchBQRecord is the vitals encoder and builder, and one prepared record,
+// for the BigQuery row benchmarks.
+func benchBQRecord(b *testing.B) (*BQEncoder, *Builder, Record) {
 	spec, enc := vitalsBQ(b)
 	bld, err := NewBuilder(spec)
 	if err != nil {
@@ -248,6 +249,13 @@ func BenchmarkBQRowEncode(b *testing.B) {
 		},
 		EventMs: 1_714_560_000_123,
 	}
+	return enc, bld, rec
+}
+
+// BenchmarkBQRowEncode encodes one vitals BigQuery row into a reused buffer.
+func BenchmarkBQRowEncode(b *testing.B) {
+	enc, bld, rec := benchBQRecord(b)
+	var err error
 	row := bld.BQRow(&rec, 1_714_563_600_000)
 	buf := make([]byte, 0, 256)
 	b.ReportAllocs()
@@ -264,23 +272,8 @@ func BenchmarkBQRowEncode(b *testing.B) {
 // BenchmarkBQRowBuildAndEncode is the sink's whole per-row cost: building
 // the row from a record (with its SHA-256 reading id) and encoding it.
 func BenchmarkBQRowBuildAndEncode(b *testing.B) {
-	spec, enc := vitalsBQ(b)
-	bld, err := NewBuilder(spec)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rec := Record{
-		Values: []Value{
-			{Kind: KindString, Str: "sensor-000123"},
-			{Kind: KindTime, Int: 1_714_560_000_123},
-			{Kind: KindFloat, Num: 72.5},
-			{Kind: KindFloat, Num: 36.8},
-			{Kind: KindFloat, Num: 98},
-			{Kind: KindFloat, Num: 87},
-			{Kind: KindBool, Bool: false},
-		},
-		EventMs: 1_714_560_000_123,
-	}
+	enc, bld, rec := benchBQRecord(b)
+	var err error
 	buf := make([]byte, 0, 256)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -90,6 +90,20 @@ rollup:
   count_true: [heart_rate_imputed, charging]
 `
 
+// rollupRoller is the test rollup spec, unedited, and its roller.
+func rollupRoller(t *testing.T) (*Spec, *Roller) {
+	t.Helper()
+	s, err := rollupSpec(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRoller(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, r
+}
+
 func rollupSpec(t *testing.T, edit func(string) string) (*Spec, error) {
 	t.Helper()
 	src := rollupSpecYAML
@@ -119,14 +133,7 @@ func rollupReading(ts string, hr any, temp float64, batt float64, charging any) 
 }
 
 func TestRollupCompute(t *testing.T) {
-	s, err := rollupSpec(t, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRoller(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, r := rollupRoller(t)
 	const start, end = 1772359200000, 1772362800000
 	tests := []struct {
 		name  string
@@ -185,14 +192,7 @@ func TestRollupCompute(t *testing.T) {
 }
 
 func TestRollupBigQuery(t *testing.T) {
-	s, err := rollupSpec(t, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRoller(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, r := rollupRoller(t)
 	bq := r.BigQuery()
 	if bq.Table != "readings_hourly" {
 		t.Errorf("table %q; want readings_hourly (the readings table's name + _hourly)", bq.Table)
