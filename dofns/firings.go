@@ -64,8 +64,11 @@ func (PaneBatchFn) ProcessElement(pane beam.PaneInfo, w beam.Window, key string,
 type EarlyState struct {
 	StartMs, EndMs int64
 	Firings        int64
-	Seen           schemas.Seen
-	Rollup         schemas.Rollup
+	// Dropped counts the duplicates the early firings dropped (and
+	// counted), each within its own firing.
+	Dropped int64
+	Seen    schemas.Seen
+	Rollup  schemas.Rollup
 }
 
 // FinalState is what the on-time and late firings of one identity and
@@ -221,8 +224,18 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 		if err != nil {
 			return fmt.Errorf("read the window's readings: %w", err)
 		}
+		// The duplicates counted so far: by the final firing before, or
+		// else by the early firings.
+		counted := fin.Dropped
+		if !final {
+			es, _, err := f.Early.Read(sp)
+			if err != nil {
+				return fmt.Errorf("read early-firing state: %w", err)
+			}
+			counted = es.Dropped
+		}
 		var next FinalState
-		next, out = f.hour.final(p, prev, fin, final, f.BigQuery, time.Now().UnixMilli())
+		next, out = f.hour.final(p, prev, fin, final, counted, f.BigQuery, time.Now().UnixMilli())
 		if err := f.Final.Write(sp, next); err != nil {
 			return fmt.Errorf("write final-firing state: %w", err)
 		}
@@ -280,8 +293,9 @@ func (h *hourBuilder) early(p PaneBatch, es *EarlyState) firing {
 	// must know which readings had more than one copy written (locally,
 	// WriteOnArrival writes each copy).
 	keep := append([]schemas.Record(nil), p.Records...)
-	kept := h.spec.PrepareEarly(p.Records, &es.Seen)
+	kept, dropped := h.spec.PrepareEarly(p.Records, &es.Seen)
 	es.StartMs, es.EndMs, es.Firings = p.StartMs, p.EndMs, max(es.Firings, p.Index+1)
+	es.Dropped += int64(dropped)
 	var rollup *schemas.Rollup
 	if r := h.roller; r != nil {
 		if es.Rollup.Stats == nil {
@@ -290,22 +304,22 @@ func (h *hourBuilder) early(p PaneBatch, es *EarlyState) firing {
 		r.Add(&es.Rollup, kept)
 		rollup = &es.Rollup
 	}
-	// Duplicates are counted once the window has them all, on time.
-	out := firing{keep: keep}
+	out := firing{keep: keep, dropped: int64(dropped)}
 	out.rows, out.dead = h.rows(kept, rollup, false, nil)
 	return out
 }
 
 // final builds an on-time or late firing from the window's earlier
-// readings (prev) and the state the firing before left, if final. It
-// returns the state to leave. now stamps the BigQuery rows' ingestion time.
+// readings (prev) and the state the firing before left, if final. counted
+// is how many duplicates earlier firings counted. It returns the state to
+// leave. now stamps the BigQuery rows' ingestion time.
 //
 // It rewrites the readings whose cells in Bigtable may differ from what it
 // builds: those it brings, those with more than one copy written, and those
 // whose values changed since they were last written (by the last final
 // firing, or else by an early one: prev then holds the early firings'
 // readings as they imputed them).
-func (h *hourBuilder) final(p PaneBatch, prev []schemas.Record, fin FinalState, final, bigQuery bool, now int64) (FinalState, firing) {
+func (h *hourBuilder) final(p PaneBatch, prev []schemas.Record, fin FinalState, final bool, counted int64, bigQuery bool, now int64) (FinalState, firing) {
 	out := firing{keep: p.Records}
 	// sent is what the firing before built and sent to BigQuery.
 	sent := make(map[int64]uint64, len(fin.Ms))
@@ -335,7 +349,7 @@ func (h *hourBuilder) final(p PaneBatch, prev []schemas.Record, fin FinalState, 
 	all := make([]schemas.Record, 0, len(prev)+len(p.Records))
 	all = append(append(all, prev...), p.Records...)
 	kept, dropped := h.spec.PrepareGroup(all)
-	out.dropped = int64(dropped) - fin.Dropped
+	out.dropped = int64(dropped) - counted
 
 	next := FinalState{Ms: make([]int64, len(kept)), Prints: make([]uint64, len(kept)), Dropped: int64(dropped)}
 	var rewrite []schemas.Record

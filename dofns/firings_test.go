@@ -159,7 +159,11 @@ func (ws *windowState) fire(h *hourBuilder, timing typex.PaneTiming, index int64
 		out = h.early(p, &ws.early)
 	} else {
 		prev := append([]schemas.Record(nil), ws.readings...)
-		ws.fin, out = h.final(p, prev, ws.fin, ws.final, true, 1)
+		counted := ws.fin.Dropped
+		if !ws.final {
+			counted = ws.early.Dropped
+		}
+		ws.fin, out = h.final(p, prev, ws.fin, ws.final, counted, true, 1)
 		ws.final, ws.early = true, EarlyState{}
 	}
 	ws.readings = append(ws.readings, out.keep...)
@@ -276,5 +280,28 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 				t.Errorf("duplicates dropped = %d, want 2 (d, eA)", dropped)
 			}
 		})
+	}
+}
+
+// TestFiringsCountEachDuplicateOnce: an early firing counts the duplicates
+// within it when it fires (a stream stopped before the hour closes reports
+// them), and the hour's close counts only those across firings.
+func TestFiringsCountEachDuplicateOnce(t *testing.T) {
+	spec, h := firingsSpec(t)
+	d := vitals(20*time.Minute, "", "36.8", "98")
+	b := vitals(10*time.Minute, "70", "36.8", "98")
+	var ws windowState
+	for i, st := range []struct {
+		timing typex.PaneTiming
+		lines  []string
+		want   int64
+	}{
+		{typex.PaneEarly, []string{d, d}, 1},
+		{typex.PaneEarly, []string{b, d}, 0},
+		{typex.PaneOnTime, nil, 1},
+	} {
+		if got := ws.fire(h, st.timing, int64(i), records(t, spec, st.lines...)).dropped; got != st.want {
+			t.Errorf("firing %d (%v) counts %d duplicates; want %d", i, st.timing, got, st.want)
+		}
 	}
 }

@@ -103,10 +103,9 @@ type Observed struct {
 // values to seen. The result is provisional: for readings that arrive in
 // event-time order it is what PrepareGroup gives for everything seen so
 // far, and the window's on-time firing re-imputes it from all its readings.
-// Duplicates are dropped within recs only (and counted by PrepareGroup, when
-// the window has them all).
-func (s *Spec) PrepareEarly(recs []Record, seen *Seen) []Record {
-	kept, _ := s.dedup(recs)
+// Duplicates are dropped within recs only; it returns how many.
+func (s *Spec) PrepareEarly(recs []Record, seen *Seen) ([]Record, int) {
+	kept, dropped := s.dedup(recs)
 	if len(seen.Observed) != len(s.Impute) {
 		seen.Observed = make([]Observed, len(s.Impute))
 	}
@@ -164,7 +163,7 @@ func (s *Spec) PrepareEarly(recs []Record, seen *Seen) []Record {
 			ob.N++
 		}
 	}
-	return kept
+	return kept, dropped
 }
 
 // present counts r's observed field values: imputed values and flags, which

@@ -105,7 +105,7 @@ func TestPrepareEarlyImputesFromWhatWasSeen(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var seen Seen
 			for i, lines := range tt.firings {
-				kept := s.PrepareEarly(parseAll(t, s, lines...), &seen)
+				kept, _ := s.PrepareEarly(parseAll(t, s, lines...), &seen)
 				if got := hrs(s, kept); got != tt.want[i] {
 					t.Fatalf("firing %d: heart rates = %q; want %q", i, got, tt.want[i])
 				}
