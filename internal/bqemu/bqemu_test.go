@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -1025,4 +1026,27 @@ func contains(xs []int64, x int64) bool {
 		}
 	}
 	return false
+}
+
+// TestServeAfterShutdown covers a serving goroutine that had not started
+// when the server was shut down (a short test on a loaded machine): it must
+// return nil, as after a graceful stop, and release its listener.
+func TestServeAfterShutdown(t *testing.T) {
+	s := bqemu.New(bqemu.Options{Quiet: true})
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	for name, serve := range map[string]func(net.Listener) error{"REST": s.ServeREST, "gRPC": s.ServeGRPC} {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := serve(lis); err != nil {
+			t.Errorf("Serve%s after Shutdown = %v, want nil", name, err)
+		}
+		if c, err := net.Dial("tcp", lis.Addr().String()); err == nil {
+			c.Close()
+			t.Errorf("Serve%s after Shutdown left its listener open", name)
+		}
+	}
 }

@@ -95,14 +95,16 @@ func New(opts Options) *Server {
 	return s
 }
 
-// ServeREST serves the BigQuery REST API v2 on lis until Close is called.
-// It returns nil after Close, or the error that stopped serving.
+// ServeREST serves the BigQuery REST API v2 on lis until Shutdown is called.
+// It returns nil after Shutdown, or the error that stopped serving. Called
+// after Shutdown (a goroutine that had not yet started when the server was
+// stopped), it closes lis and returns nil, as http.Server does.
 func (s *Server) ServeREST(lis net.Listener) error {
 	hs := &http.Server{Handler: s.RESTHandler(), ReadHeaderTimeout: 30 * time.Second}
 	s.srvMu.Lock()
 	if s.closed {
 		s.srvMu.Unlock()
-		return errors.New("bqemu: server closed")
+		return lis.Close()
 	}
 	s.httpSrv = append(s.httpSrv, hs)
 	s.srvMu.Unlock()
@@ -127,14 +129,15 @@ func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	return gs
 }
 
-// ServeGRPC serves the BigQuery Storage Write gRPC API on lis until Close is
-// called. It returns nil after Close, or the error that stopped serving.
+// ServeGRPC serves the BigQuery Storage Write gRPC API on lis until Shutdown
+// is called. It returns nil after Shutdown, or the error that stopped
+// serving; called after Shutdown, it closes lis and returns nil.
 func (s *Server) ServeGRPC(lis net.Listener) error {
 	gs := s.NewGRPCServer()
 	s.srvMu.Lock()
 	if s.closed {
 		s.srvMu.Unlock()
-		return errors.New("bqemu: server closed")
+		return lis.Close()
 	}
 	s.grpcSrv = append(s.grpcSrv, gs)
 	s.srvMu.Unlock()
