@@ -10,7 +10,8 @@ import (
 // An id is recorded only once the bundle that emitted its message has been
 // finalized (the message was acked), so a message whose first delivery was
 // lost with a failed bundle is never suppressed. The cache is per process and
-// per subscription (the reader's DoFn instances come and go with bundles),
+// per subscription (the reader's DoFn instances come and go with bundles) on
+// its server (an emulator restarted in the same process starts afresh),
 // bounded in size and age; duplicates that arrive while the first copy is
 // still in flight, or on another worker, are not caught.
 
@@ -35,13 +36,16 @@ var (
 	seenBySub = map[string]*seenIDs{}
 )
 
-func seenFor(sub string) *seenIDs {
+// seenFor returns the cache of the subscription sub on the server at
+// emulatorHost ("" for Google's).
+func seenFor(emulatorHost, sub string) *seenIDs {
+	key := emulatorHost + "|" + sub
 	seenMu.Lock()
 	defer seenMu.Unlock()
-	s, ok := seenBySub[sub]
+	s, ok := seenBySub[key]
 	if !ok {
 		s = &seenIDs{ids: map[string]time.Time{}}
-		seenBySub[sub] = s
+		seenBySub[key] = s
 	}
 	return s
 }

@@ -242,7 +242,8 @@ var (
 // acquireSubscriber returns the shared subscriber for sub, creating it if
 // needed. Pair with releaseSubscriber.
 func acquireSubscriber(ctx context.Context, sub string, extend, maxHold time.Duration) (string, *subscriber, error) {
-	key := fmt.Sprintf("%s|%s|%v|%v", os.Getenv("PUBSUB_EMULATOR_HOST"), sub, extend, maxHold)
+	host := os.Getenv("PUBSUB_EMULATOR_HOST")
+	key := fmt.Sprintf("%s|%s|%v|%v", host, sub, extend, maxHold)
 	subscribersMu.Lock()
 	defer subscribersMu.Unlock()
 	if s, ok := subscribers[key]; ok {
@@ -272,7 +273,7 @@ func acquireSubscriber(ctx context.Context, sub string, extend, maxHold time.Dur
 	s := &subscriber{
 		client: client,
 		leases: newLeases(client, sub, initial, extend, maxHold),
-		seen:   seenFor(sub),
+		seen:   seenFor(host, sub),
 		refs:   1,
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

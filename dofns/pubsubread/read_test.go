@@ -48,15 +48,27 @@ type pane struct {
 	IDs       []string
 }
 
-var store = struct {
+// store is what the pipelines' sinks saw, shared with them through the
+// process (the loopback worker runs in the test binary). resetStore starts
+// each TestRead afresh, so the test can run again in one binary (-count).
+var store struct {
 	sync.Mutex
-	elems map[string][]seen // run -> elements
-	panes map[string][]pane // run -> fired panes
-	acked map[string]int    // subscription -> acked by finalization callbacks
-}{elems: map[string][]seen{}, panes: map[string][]pane{}, acked: map[string]int{}}
+	elems   map[string][]seen // run -> elements
+	panes   map[string][]pane // run -> fired panes
+	acked   map[string]int    // subscription -> acked by finalization callbacks
+	release chan struct{}     // unblocks sinks configured to block (see recordFn.BlockOnBatch)
+}
 
-// release unblocks sinks configured to block (see recordFn.BlockOnBatch).
-var release = make(chan struct{})
+// resetStore empties the store and returns a function that releases the
+// blocked sinks.
+func resetStore() (release func()) {
+	store.Lock()
+	defer store.Unlock()
+	store.elems, store.panes, store.acked = map[string][]seen{}, map[string][]pane{}, map[string]int{}
+	ch := make(chan struct{})
+	store.release = ch
+	return func() { close(ch) }
+}
 
 func elemsOf(run string) []seen {
 	store.Lock()
@@ -89,6 +101,9 @@ func (fn *recordFn) ProcessElement(ctx context.Context, et beam.EventTime, m pub
 	store.elems[fn.Run] = append(store.elems[fn.Run], seen{ElementTime: et.Milliseconds(), Msg: m})
 	store.Unlock()
 	if fn.BlockOnBatch != "" && m.Attributes["batch"] == fn.BlockOnBatch {
+		store.Lock()
+		release := store.release
+		store.Unlock()
 		<-release
 	}
 }
@@ -233,12 +248,12 @@ func TestRead(t *testing.T) {
 	}
 	hostPort := emulators.StartPubSub(t)
 	t.Setenv("PUBSUB_EMULATOR_HOST", hostPort)
+	t.Cleanup(resetStore())
 	pubsubread.SetAfterAck(func(sub string, n int) {
 		store.Lock()
 		store.acked[sub] += n
 		store.Unlock()
 	})
-	t.Cleanup(func() { close(release) })
 	e := newEnv(t)
 
 	t.Run("ReadTimestampsAndAck", func(t *testing.T) { testReadTimestampsAndAck(t, e) })
