@@ -19,8 +19,9 @@ GO_TEST_FLAGS ?= -timeout 25m
 help:
 	@sed -n 's/^#   //p' Makefile
 
-## run: start the emulators if none are up, run the batch pipeline on testdata/ on prism, print a summary and a few rows.
-run: emulators
+## run: start the Bigtable and BigQuery emulators if they are not up, run the batch pipeline on testdata/ on prism, print a summary and a few rows.
+run:
+	@scripts/emulators.sh start bigtable bigquery
 	go run ./launch --source=files --input='$(INPUT)' \
 		--bigtable_project=$(PROJECT) --bigtable_instance=$(INSTANCE) --bigtable_table=patient_vitals \
 		--bigquery_project=$(PROJECT) --bigquery_dataset=vitals --bigquery_table=readings \
@@ -55,9 +56,9 @@ lint:
 		  mv .run-go.mod.bak go.mod; mv .run-go.sum.bak go.sum; \
 		  [ $$st -eq 0 ] || { echo "go mod tidy changes go.mod/go.sum: run it and commit"; exit 1; }; }
 
-## emulators: start the Bigtable, BigQuery and Pub/Sub emulators (those not already up).
+## emulators: start the Bigtable, BigQuery and Pub/Sub emulators (those not already up) and print their environment variables.
 emulators:
-	@scripts/emulators.sh start bigtable bigquery
+	@scripts/emulators.sh start bigtable bigquery pubsub
 
 ## proto: regenerate schemas/proto/readingpb from schemas/proto/*.proto (installs protoc and protoc-gen-go if missing; idempotent).
 PROTOC_GEN_GO_VERSION := v1.36.12

@@ -1,25 +1,26 @@
 #!/usr/bin/env bash
-# Runs the streaming pipeline locally: starts the Bigtable and Pub/Sub
-# emulators (those not already up), creates the topic and subscription,
+# Runs the streaming pipeline locally: starts the Bigtable, BigQuery and
+# Pub/Sub emulators (those not already up), creates the topic and subscription,
 # starts the stream on prism, and publishes generated readings in real time.
 # Both print progress every 5 s. The stream keeps running after the
 # publisher is done; Ctrl-C (or SIGTERM) stops it cleanly and prints a
 # summary.
 #
-# Settings (environment): PROJECT INSTANCE TABLE TOPIC SUBSCRIPTION RATE
+# Settings (environment): PROJECT INSTANCE TABLE DATASET TOPIC SUBSCRIPTION RATE
 # SENSORS DURATION BAD_FRACTION LATE_FRACTION LATE_BY ALLOWED_LATENESS
 # EARLY_FIRING DEAD_LETTER.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${PROJECT:=local-project}" "${INSTANCE:=local-instance}" "${TABLE:=patient_vitals}"
+: "${PROJECT:=local-project}" "${INSTANCE:=local-instance}" "${TABLE:=patient_vitals}" "${DATASET:=vitals}"
 : "${TOPIC:=vitals}" "${SUBSCRIPTION:=vitals-stream}"
 : "${RATE:=200}" "${SENSORS:=50}" "${DURATION:=60s}" "${BAD_FRACTION:=0.01}" "${LATE_FRACTION:=0.01}" "${LATE_BY:=2h}"
 : "${ALLOWED_LATENESS:=24h}" "${EARLY_FIRING:=10s}" "${DEAD_LETTER:=.run/deadletter-stream}"
 
-scripts/emulators.sh start bigtable pubsub >/dev/null
+scripts/emulators.sh start bigtable bigquery pubsub >/dev/null
 : "${BIGTABLE_EMULATOR_HOST:=127.0.0.1:8086}" "${PUBSUB_EMULATOR_HOST:=127.0.0.1:8085}"
-export BIGTABLE_EMULATOR_HOST PUBSUB_EMULATOR_HOST
-echo "emulators: Bigtable $BIGTABLE_EMULATOR_HOST, Pub/Sub $PUBSUB_EMULATOR_HOST"
+: "${BIGQUERY_EMULATOR_HOST:=127.0.0.1:9050}" "${BIGQUERY_STORAGE_EMULATOR_HOST:=127.0.0.1:9060}"
+export BIGTABLE_EMULATOR_HOST PUBSUB_EMULATOR_HOST BIGQUERY_EMULATOR_HOST BIGQUERY_STORAGE_EMULATOR_HOST
+echo "emulators: Bigtable $BIGTABLE_EMULATOR_HOST, BigQuery $BIGQUERY_EMULATOR_HOST, Pub/Sub $PUBSUB_EMULATOR_HOST"
 
 topic="projects/$PROJECT/topics/$TOPIC"
 sub="projects/$PROJECT/subscriptions/$SUBSCRIPTION"
@@ -43,6 +44,7 @@ go build -o .run/publish ./launch/publish
 .run/sensorpipe --source=pubsub --subscription="$sub" --timestamp_attribute=event_ts --id_attribute=record_id \
   --allowed_lateness="$ALLOWED_LATENESS" --early_firing="$EARLY_FIRING" \
   --bigtable_project="$PROJECT" --bigtable_instance="$INSTANCE" --bigtable_table="$TABLE" \
+  --bigquery_project="$PROJECT" --bigquery_dataset="$DATASET" --bigquery_table=readings \
   --dead_letter="$DEAD_LETTER" &
 pipeline=$!
 stop() {
