@@ -184,6 +184,10 @@ type generator struct {
 	spo2  []float64
 	batt  []float64
 	seq   int64
+	// lastMs and lastLateMs are each sensor's latest on-time and late event
+	// time (epoch ms): a sensor never sends two readings in one millisecond,
+	// which the pipeline would merge as duplicates of one reading.
+	lastMs, lastLateMs []int64
 }
 
 func newGenerator(cfg config) *generator {
@@ -195,6 +199,8 @@ func newGenerator(cfg config) *generator {
 		g.spo2 = append(g.spo2, 95+g.rng.Float64()*4)
 		g.batt = append(g.batt, 40+g.rng.Float64()*60)
 	}
+	g.lastMs = make([]int64, cfg.sensors)
+	g.lastLateMs = make([]int64, cfg.sensors)
 	return g
 }
 
@@ -223,9 +229,15 @@ func (g *generator) next(now time.Time) (data []byte, attrs map[string]string, b
 		r.HeartRate = &hr
 	}
 	late = g.rng.Float64() < g.cfg.lateFraction
+	last := &g.lastMs[i]
 	if late {
 		r.Timestamp = now.Add(-g.cfg.lateBy)
+		last = &g.lastLateMs[i]
 	}
+	if ms := r.Timestamp.UnixMilli(); ms <= *last {
+		r.Timestamp = time.UnixMilli(*last + 1).UTC()
+	}
+	*last = r.Timestamp.UnixMilli()
 	bad = g.rng.Float64() < g.cfg.badFraction
 	malformed := false
 	if bad {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -81,5 +83,50 @@ func TestParseFlagsFormat(t *testing.T) {
 				t.Fatalf("parseFlags(--format=%s) error %v; want error %v", tt.format, err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestGeneratorNeverRepeatsASensorMillisecond: readings generated faster than
+// one per sensor per millisecond (all at the same instant here), on time or
+// late, still carry distinct event times per sensor, so the pipeline has no
+// duplicates to merge; the payload's timestamp and event_ts agree.
+func TestGeneratorNeverRepeatsASensorMillisecond(t *testing.T) {
+	g := newGenerator(config{sensors: 3, lateFraction: 0.3, lateBy: 2 * time.Hour, format: "json", seed: 7})
+	now := time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)
+	seen := map[string]bool{}
+	lates := 0
+	for n := 0; n < 600; n++ {
+		data, attrs, _, late, err := g.next(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct {
+			SensorID  string `json:"sensor_id"`
+			Timestamp string `json:"timestamp"`
+		}
+		if err := json.Unmarshal(data, &p); err != nil {
+			t.Fatalf("payload %s: %v", data, err)
+		}
+		ts, err := time.Parse(time.RFC3339Nano, p.Timestamp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strconv.FormatInt(ts.UnixMilli(), 10); got != attrs["event_ts"] {
+			t.Fatalf("payload timestamp %s (%s ms) but event_ts %s", p.Timestamp, got, attrs["event_ts"])
+		}
+		key := p.SensorID + "@" + attrs["event_ts"]
+		if seen[key] {
+			t.Fatalf("message %d repeats sensor %s at %s", n, p.SensorID, p.Timestamp)
+		}
+		seen[key] = true
+		if late {
+			lates++
+			if ts.After(now.Add(-time.Hour)) {
+				t.Errorf("late reading at %s, want about 2h before %s", ts, now)
+			}
+		}
+	}
+	if lates == 0 || lates == 600 {
+		t.Fatalf("%d late readings of 600 with late_fraction 0.3", lates)
 	}
 }
