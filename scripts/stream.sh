@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 : "${PROJECT:=local-project}" "${INSTANCE:=local-instance}" "${TABLE:=patient_vitals}" "${DATASET:=vitals}"
 : "${TOPIC:=vitals}" "${SUBSCRIPTION:=vitals-stream}"
 : "${RATE:=200}" "${SENSORS:=50}" "${DURATION:=60s}" "${BAD_FRACTION:=0.01}" "${LATE_FRACTION:=0.01}" "${LATE_BY:=2h}"
-: "${ALLOWED_LATENESS:=24h}" "${EARLY_FIRING:=10s}" "${DEAD_LETTER:=.run/deadletter-stream}"
+: "${ALLOWED_LATENESS:=3h}" "${EARLY_FIRING:=10s}" "${DEAD_LETTER:=.run/deadletter-stream}"
 
 scripts/emulators.sh start bigtable bigquery pubsub >/dev/null
 : "${BIGTABLE_EMULATOR_HOST:=127.0.0.1:8086}" "${PUBSUB_EMULATOR_HOST:=127.0.0.1:8085}"
