@@ -49,7 +49,9 @@ start_bigtable() {
 start_bigquery() {
   if listening "$BIGQUERY_EMULATOR_HOST"; then echo "BigQuery emulator already up at $BIGQUERY_EMULATOR_HOST"; return; fi
   go build -o "$RUN/bqemulator" ./launch/bqemulator
-  "$RUN/bqemulator" --rest_addr="$BIGQUERY_EMULATOR_HOST" --grpc_addr="$BIGQUERY_STORAGE_EMULATOR_HOST" >"$RUN/bigquery.log" 2>&1 &
+  # setsid, like the others: a Ctrl-C meant for make stream leaves it (and
+  # the rows it holds in memory) up.
+  setsid "$RUN/bqemulator" --rest_addr="$BIGQUERY_EMULATOR_HOST" --grpc_addr="$BIGQUERY_STORAGE_EMULATOR_HOST" >"$RUN/bigquery.log" 2>&1 &
   echo $! >"$RUN/bigquery.pid"
   wait_for bigquery "$BIGQUERY_EMULATOR_HOST" "$!" 30
 }
