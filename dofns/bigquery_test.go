@@ -2,7 +2,6 @@ package dofns
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -16,10 +15,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
-	"google.golang.org/api/iterator"
 
 	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
+	"github.com/sensorpipe/sensorpipe/internal/emulators"
 	"github.com/sensorpipe/sensorpipe/internal/progress"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -137,17 +136,12 @@ func wantRows(spec *schemas.Spec, rows []schemas.BQRow) map[string]map[string]bi
 // reading_id.
 func readTable(t *testing.T, c *bigquery.Client, dataset, table string) map[string]map[string]bigquery.Value {
 	t.Helper()
-	it := c.Dataset(dataset).Table(table).Read(context.Background())
+	rows, err := emulators.ReadBigQuery(context.Background(), c.Dataset(dataset).Table(table))
+	if err != nil {
+		t.Fatalf("read %s: %v", table, err)
+	}
 	got := map[string]map[string]bigquery.Value{}
-	for {
-		var row map[string]bigquery.Value
-		err := it.Next(&row)
-		if errors.Is(err, iterator.Done) {
-			return got
-		}
-		if err != nil {
-			t.Fatalf("read %s: %v", table, err)
-		}
+	for _, row := range rows {
 		for k, v := range row {
 			if ts, ok := v.(time.Time); ok {
 				row[k] = ts.UTC()
@@ -159,6 +153,7 @@ func readTable(t *testing.T, c *bigquery.Client, dataset, table string) map[stri
 		}
 		got[id] = row
 	}
+	return got
 }
 
 func compareRows(t *testing.T, got, want map[string]map[string]bigquery.Value) {

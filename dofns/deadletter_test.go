@@ -18,7 +18,6 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
-	"google.golang.org/api/iterator"
 
 	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
@@ -150,17 +149,12 @@ func TestDeadLetterRowSave(t *testing.T) {
 // readDeadLetterTable reads every row of a dead-letter table.
 func readDeadLetterTable(t *testing.T, tbl *bigquery.Table) []schemas.DeadLetter {
 	t.Helper()
+	rows, err := emulators.ReadBigQuery(context.Background(), tbl)
+	if err != nil {
+		t.Fatalf("read %s: %v", tbl.TableID, err)
+	}
 	var out []schemas.DeadLetter
-	it := tbl.Read(context.Background())
-	for {
-		var row map[string]bigquery.Value
-		err := it.Next(&row)
-		if err == iterator.Done {
-			break
-		}
-		if err != nil {
-			t.Fatalf("read %s: %v", tbl.TableID, err)
-		}
+	for _, row := range rows {
 		ts, ok := row["time"].(time.Time)
 		if !ok {
 			t.Fatalf("time column %T %v; want a TIMESTAMP", row["time"], row["time"])

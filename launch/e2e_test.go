@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/bigquery"
-	"google.golang.org/api/iterator"
 
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
@@ -437,15 +436,11 @@ func TestBatchBothSinks(t *testing.T) {
 			}
 			fromBQ := map[string][]string{}
 			ids := map[string]bool{}
-			it := tbl.Read(ctx)
-			for {
-				var row map[string]bigquery.Value
-				if err := it.Next(&row); err != nil {
-					if err == iterator.Done {
-						break
-					}
-					t.Fatal(err)
-				}
+			rows, err := emulators.ReadBigQuery(ctx, tbl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, row := range rows {
 				ms := row["event_timestamp"].(time.Time).UnixMilli()
 				k := fmt.Sprintf("%s|%d", row["sensor_id"], ms)
 				if fromBQ[k] != nil {

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"cloud.google.com/go/bigquery"
 	"context"
 	"fmt"
-	"google.golang.org/api/iterator"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/bigquery"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
@@ -177,17 +176,12 @@ func bqReadings(t *testing.T, bq *bqemu.TestServer, dataset string) map[string]s
 		at   time.Time
 		vals string
 	}
+	rows, err := emulators.ReadBigQuery(ctx, c.Dataset(dataset).Table("readings"))
+	if err != nil {
+		return nil // not created or not written yet
+	}
 	latest := map[string]seen{}
-	it := c.Dataset(dataset).Table("readings").Read(ctx)
-	for {
-		var row map[string]bigquery.Value
-		err := it.Next(&row)
-		if err == iterator.Done {
-			break
-		}
-		if err != nil {
-			return nil // not created or not written yet
-		}
+	for _, row := range rows {
 		at, _ := row["ingested_at"].(time.Time)
 		id, _ := row["reading_id"].(string)
 		vals := fmt.Sprint(row["sensor_id"], row["event_timestamp"], row["heart_rate"], row["body_temperature"],

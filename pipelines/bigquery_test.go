@@ -2,7 +2,6 @@ package pipelines
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,10 +12,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
-	"google.golang.org/api/iterator"
 
 	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
+	"github.com/sensorpipe/sensorpipe/internal/emulators"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -72,21 +71,12 @@ func TestWriteBigQueryAppliesTheConfiguredSink(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			it := c.Dataset(cfg.Dataset).Table(cfg.Table).Read(ctx)
-			n := 0
-			for {
-				var row []bigquery.Value
-				err := it.Next(&row)
-				if errors.Is(err, iterator.Done) {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				n++
+			got, err := emulators.ReadBigQuery(ctx, c.Dataset(cfg.Dataset).Table(cfg.Table))
+			if err != nil {
+				t.Fatal(err)
 			}
-			if n != len(rows) {
-				t.Errorf("table has %d rows, want %d", n, len(rows))
+			if len(got) != len(rows) {
+				t.Errorf("table has %d rows, want %d", len(got), len(rows))
 			}
 		})
 	}
