@@ -40,6 +40,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sensorpipe/sensorpipe/internal/sensorclock"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/proto/readingpb"
 )
@@ -184,10 +185,9 @@ type generator struct {
 	spo2  []float64
 	batt  []float64
 	seq   int64
-	// lastMs and lastLateMs are each sensor's latest on-time and late event
-	// time (epoch ms): a sensor never sends two readings in one millisecond,
-	// which the pipeline would merge as duplicates of one reading.
-	lastMs, lastLateMs []int64
+	// clock and lateClock give on-time and late readings event times that
+	// never repeat a sensor's millisecond.
+	clock, lateClock sensorclock.Clock
 }
 
 func newGenerator(cfg config) *generator {
@@ -199,8 +199,6 @@ func newGenerator(cfg config) *generator {
 		g.spo2 = append(g.spo2, 95+g.rng.Float64()*4)
 		g.batt = append(g.batt, 40+g.rng.Float64()*60)
 	}
-	g.lastMs = make([]int64, cfg.sensors)
-	g.lastLateMs = make([]int64, cfg.sensors)
 	return g
 }
 
@@ -219,7 +217,6 @@ func (g *generator) next(now time.Time) (data []byte, attrs map[string]string, b
 	}
 	r := Reading{
 		SensorID:        fmt.Sprintf("sensor-%04d", i),
-		Timestamp:       now,
 		BodyTemperature: float64(int(g.temp[i]*10+0.5)) / 10,
 		SpO2:            int(g.spo2[i] + 0.5),
 		BatteryLevel:    int(g.batt[i] + 0.5),
@@ -229,15 +226,11 @@ func (g *generator) next(now time.Time) (data []byte, attrs map[string]string, b
 		r.HeartRate = &hr
 	}
 	late = g.rng.Float64() < g.cfg.lateFraction
-	last := &g.lastMs[i]
 	if late {
-		r.Timestamp = now.Add(-g.cfg.lateBy)
-		last = &g.lastLateMs[i]
+		r.Timestamp = time.UnixMilli(g.lateClock.Next(i, now.Add(-g.cfg.lateBy)))
+	} else {
+		r.Timestamp = time.UnixMilli(g.clock.Next(i, now))
 	}
-	if ms := r.Timestamp.UnixMilli(); ms <= *last {
-		r.Timestamp = time.UnixMilli(*last + 1).UTC()
-	}
-	*last = r.Timestamp.UnixMilli()
 	bad = g.rng.Float64() < g.cfg.badFraction
 	malformed := false
 	if bad {

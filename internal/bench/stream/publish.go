@@ -12,6 +12,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/sensorpipe/sensorpipe/internal/bench"
+	"github.com/sensorpipe/sensorpipe/internal/sensorclock"
 )
 
 // Sensor index ranges of the phases, so that each phase has rows (and
@@ -27,23 +28,6 @@ const (
 // {sensor_id}#{YYYY-MM-DDTHH} (schemas/specs/vitals.yaml).
 func rowKey(sensor int, eventMs int64) string {
 	return fmt.Sprintf("patient-%05d#%s", sensor, time.UnixMilli(eventMs).UTC().Format("2006-01-02T15"))
-}
-
-// sensorClock hands out event times of now, strictly increasing per
-// sensor, so that no two readings of a sensor share a millisecond (the
-// pipeline would merge them as duplicates).
-type sensorClock struct{ last map[int]int64 }
-
-func (c *sensorClock) next(sensor int, now time.Time) int64 {
-	if c.last == nil {
-		c.last = map[int]int64{}
-	}
-	ms := now.UnixMilli()
-	if l, ok := c.last[sensor]; ok && ms <= l {
-		ms = l + 1
-	}
-	c.last[sensor] = ms
-	return ms
 }
 
 // message is sensor's reading at eventMs: the batch benchmark's vitals
@@ -65,7 +49,7 @@ func message(sensor int, eventMs int64, seq int64) *pubsub.Message {
 type publisher struct {
 	pub   *pubsub.Publisher
 	seq   atomic.Int64
-	clock sensorClock
+	clock sensorclock.Clock // event times of now, never repeating a sensor's millisecond
 
 	results chan pending
 	wg      sync.WaitGroup
@@ -123,7 +107,7 @@ func newPublisher(ctx context.Context, c *pubsub.Client, topic, sub string) (*pu
 
 // eventMs is the event time of sensor's next reading: now, or a
 // millisecond after its last one.
-func (p *publisher) eventMs(sensor int) int64 { return p.clock.next(sensor, time.Now()) }
+func (p *publisher) eventMs(sensor int) int64 { return p.clock.Next(sensor, time.Now()) }
 
 // send publishes sensor's reading at eventMs; onFail, if set, runs if the
 // publish fails.
