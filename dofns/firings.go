@@ -93,9 +93,10 @@ type FinalState struct {
 //     pipeline's (Rewrites: each column written or cleared): those whose
 //     imputed values moved since their early firing, those it brings, and
 //     those of which a duplicate was written. The rows then equal the batch
-//     pipeline's. BigQuery gets every reading. Panes discard, and the runner skips an empty one,
-//     so when every reading came in early firings there is no on-time pane:
-//     an event-time timer at the window's end fires in its place.
+//     pipeline's. BigQuery gets every reading. Panes discard, and the
+//     runner skips an empty one, so when every reading came in early
+//     firings there is no on-time pane: an event-time timer at the
+//     window's end fires in its place.
 //   - A later firing re-imputes the window again and rewrites only what
 //     changed: the readings it brings (and their duplicates), and those
 //     whose imputed values moved. BigQuery gets the new readings, and the
