@@ -29,6 +29,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
 	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
 	"github.com/sensorpipe/sensorpipe/internal/btadmin"
 	"github.com/sensorpipe/sensorpipe/internal/progress"
@@ -292,6 +293,11 @@ func run(ctx context.Context) error {
 		}
 		if err := dofns.EnsureDeadLetterTarget(ctx, cfg.DeadLetter); err != nil {
 			return err
+		}
+		if cfg.Windowing.Streaming {
+			if err := pubsubread.CheckSubscription(ctx, *subscription); err != nil {
+				return err
+			}
 		}
 		if bq := cfg.BigQuery; bq != nil {
 			if err := bqadmin.EnsureTable(ctx, bq.Project, bq.Dataset, bq.Table, cfg.Spec.BigQuery, *createTables); err != nil {

@@ -213,6 +213,22 @@ func TestStreamEndToEnd(t *testing.T) {
 	ps := emulators.StartPubSub(t)
 	env := []string{"BIGTABLE_EMULATOR_HOST=" + bt, "PUBSUB_EMULATOR_HOST=" + ps}
 
+	t.Run("a missing subscription is a one-line error before the job starts", func(t *testing.T) {
+		r := runLauncher(t, env, streamArgs("projects/p/subscriptions/no-such-sub", "missing_vitals", t.TempDir())...)
+		if r.code != 1 {
+			t.Fatalf("exit %d; want 1\nstderr:\n%s", r.code, r.stderr)
+		}
+		msg := strings.TrimSpace(r.stderr)
+		for _, w := range []string{"projects/p/subscriptions/no-such-sub", "does not exist", ps, "gcloud pubsub subscriptions create no-such-sub"} {
+			if !strings.Contains(msg, w) {
+				t.Errorf("stderr %q does not mention %q", msg, w)
+			}
+		}
+		if strings.Contains(msg, "\n") || strings.Contains(msg, "streaming") {
+			t.Errorf("want one line, before the job starts; stderr:\n%s", msg)
+		}
+	})
+
 	t.Run("closed windows equal the batch result; too_late and bad records dead-lettered; SIGTERM stops cleanly", func(t *testing.T) {
 		f := newPubSub(t, ps, "accept")
 		bq := bqemu.StartServerForTest(t)

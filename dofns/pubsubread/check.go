@@ -1,0 +1,58 @@
+package pubsubread
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+// checkTimeout bounds CheckSubscription, as --bigtable_timeout's default
+// bounds the Bigtable check.
+const checkTimeout = 10 * time.Second
+
+// CheckSubscription checks, before a stream starts, that the subscription
+// sub ("projects/P/subscriptions/S") exists and Pub/Sub answers within
+// checkTimeout, so that a typo or a missing subscription is a one-line error
+// saying what to do rather than a failed bundle once the job runs.
+// PUBSUB_EMULATOR_HOST is honoured. A subscriber without
+// pubsub.subscriptions.get passes: its pulls will tell.
+func CheckSubscription(ctx context.Context, sub string) error {
+	where := "Pub/Sub"
+	if host := os.Getenv("PUBSUB_EMULATOR_HOST"); host != "" {
+		where = "the Pub/Sub emulator at " + host
+	}
+	client, err := pubsub.NewSubscriptionAdminClient(ctx)
+	if err != nil {
+		return fmt.Errorf("subscription %s: creating a Pub/Sub client: %w", sub, err)
+	}
+	defer client.Close()
+	gctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	_, err = client.GetSubscription(gctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub})
+	_, id, _ := schemas.ParseSubscription(sub)
+	code := status.Code(err)
+	if errors.Is(err, context.DeadlineExceeded) {
+		code = codes.DeadlineExceeded // the client gave up retrying: no status
+	}
+	switch code {
+	case codes.OK, codes.PermissionDenied:
+		return nil
+	case codes.NotFound:
+		return fmt.Errorf("subscription %s does not exist on %s: create it (gcloud pubsub subscriptions create %s --topic=TOPIC)", sub, where, id)
+	case codes.InvalidArgument:
+		return fmt.Errorf("subscription %s: %s rejects the name (ids are 3 to 255 letters, digits and -_.~+%%, starting with a letter): %w", sub, where, err)
+	case codes.DeadlineExceeded, codes.Unavailable:
+		return fmt.Errorf("subscription %s: %s did not answer within %v (is it running?): %w", sub, where, checkTimeout, err)
+	default:
+		return fmt.Errorf("subscription %s: %w", sub, err)
+	}
+}
