@@ -1,0 +1,272 @@
+// Package retry is sensorpipe's one retry policy, for every call to
+// Bigtable, BigQuery, Pub/Sub and the dead-letter stores: which errors are
+// worth another attempt (Retryable, each case explained), exponential
+// backoff with full jitter (gax-go's Backoff, the one the Google clients
+// use), a timeout per attempt and a total deadline. It never waits forever:
+// when the deadline would pass, the caller gets ErrExhausted wrapping the
+// last error, and dead-letters or fails.
+//
+// It is modelled on google-cloud-go's bigquery/storage/managedwriter
+// retry.go.
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ErrExhausted marks an error that was retried until the policy's deadline
+// and still failed: the store stayed unavailable.
+var ErrExhausted = errors.New("retries exhausted")
+
+// Defaults of a Policy's zero fields.
+const (
+	DefaultInitial    = 100 * time.Millisecond
+	DefaultMax        = 10 * time.Second
+	DefaultMultiplier = 2
+	// DefaultDeadline bounds the time spent on one write, all attempts
+	// included (the launcher's --write_retry_deadline).
+	DefaultDeadline = 2 * time.Minute
+)
+
+// Policy says how long to keep retrying and how to pace the attempts.
+type Policy struct {
+	// Initial is the first backoff's upper bound, Max the largest, and
+	// each backoff's bound grows by Multiplier; a backoff is drawn
+	// uniformly below its bound (full jitter), so workers that failed
+	// together do not retry together.
+	Initial, Max time.Duration
+	Multiplier   float64
+	// Deadline bounds the whole call, from the first attempt to the end
+	// of the last: no attempt starts, and no backoff sleeps, past it.
+	Deadline time.Duration
+	// AttemptTimeout bounds one attempt (0: only the Deadline does). It
+	// is what keeps a call whose answer never comes from hanging.
+	AttemptTimeout time.Duration
+}
+
+// WithDefaults fills the zero fields.
+func (p Policy) WithDefaults() Policy {
+	if p.Initial <= 0 {
+		p.Initial = DefaultInitial
+	}
+	if p.Max <= 0 {
+		p.Max = DefaultMax
+	}
+	if p.Multiplier < 1 {
+		p.Multiplier = DefaultMultiplier
+	}
+	if p.Deadline <= 0 {
+		p.Deadline = DefaultDeadline
+	}
+	return p
+}
+
+// Retryable reports whether err may succeed if the same call is made
+// again. sensorpipe's writes are idempotent (Bigtable cells carry explicit
+// timestamps, BigQuery rows an insert id or a primary key), so a call that
+// may have been applied before it failed is safe to repeat.
+func Retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.Canceled) {
+		// The run is stopping: not the store's fault, not worth a retry.
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// One attempt's own timeout: the store was slow or the answer was
+		// lost; the next attempt gets a fresh timeout.
+		return true
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Internal {
+		// INTERNAL is retried only when it reports a broken stream, as the
+		// Bigtable client does: the Bigtable emulator also answers a bad
+		// request (an unknown family, an invalid timestamp) with INTERNAL,
+		// which must be dead-lettered, not retried until the deadline.
+		return transportInternal(st.Message())
+	}
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		return retryableCode(st.Code())
+	}
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		switch {
+		case ge.Code == http.StatusTooManyRequests:
+			// Rate limited: back off and come again.
+			return true
+		case ge.Code >= 500:
+			// 500, 502, 503, 504: the service or a proxy in front of it
+			// failed; BigQuery documents these as retryable.
+			return true
+		}
+		return false
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		// The connection closed or was refused: the store restarted or is
+		// restarting.
+		return true
+	}
+	var ue *url.Error
+	var ne net.Error
+	if errors.As(err, &ue) || errors.As(err, &ne) {
+		// A REST call that never got an HTTP answer.
+		return true
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unknown {
+		// gRPC reports a transport failure it cannot classify (a stream
+		// reset by a proxy, "transport is closing") as Unknown; a server
+		// never answers with Unknown for a bad request.
+		return true
+	}
+	return false
+}
+
+func retryableCode(c codes.Code) bool {
+	switch c {
+	case codes.Unavailable:
+		// The server could not be reached or dropped the connection; the
+		// canonical transient error.
+		return true
+	case codes.DeadlineExceeded:
+		// The server's own deadline passed; it may have applied the call,
+		// which idempotent writes make harmless to repeat.
+		return true
+	case codes.ResourceExhausted:
+		// Quota or throttling (Bigtable's flow control, BigQuery's
+		// AppendRows throughput quota): back off and come again.
+		return true
+	case codes.Aborted:
+		// A concurrency conflict or a stream the server chose to end;
+		// the Storage Write API asks clients to retry.
+		return true
+	}
+	// InvalidArgument, NotFound, PermissionDenied, FailedPrecondition,
+	// OutOfRange, Unimplemented, ...: the same call fails again.
+	return false
+}
+
+// internalTransport are the messages of an INTERNAL status that report a
+// broken stream, not a bad request (google-cloud-go's bigtable.go lists
+// the same).
+var internalTransport = []string{"rst_stream", "rst stream", "unexpected eof", "eos on data frame", "transport is closing"}
+
+func transportInternal(msg string) bool {
+	msg = strings.ToLower(msg)
+	for _, m := range internalTransport {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// Backoff paces the attempts of one call under a Policy.
+type Backoff struct {
+	p        Policy
+	gax      gax.Backoff
+	deadline time.Time
+	attempts int
+}
+
+// Start begins a call: its deadline runs from now.
+func (p Policy) Start() *Backoff {
+	p = p.WithDefaults()
+	return &Backoff{
+		p:        p,
+		gax:      gax.Backoff{Initial: p.Initial, Max: p.Max, Multiplier: p.Multiplier},
+		deadline: time.Now().Add(p.Deadline),
+	}
+}
+
+// Attempts is how many attempts have been made.
+func (b *Backoff) Attempts() int { return b.attempts }
+
+// Deadline is when the call's time runs out.
+func (b *Backoff) Deadline() time.Time { return b.deadline }
+
+// AttemptContext returns the context of the next attempt: bounded by the
+// attempt timeout and the call's deadline.
+func (b *Backoff) AttemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	b.attempts++
+	d := b.deadline
+	if t := b.p.AttemptTimeout; t > 0 {
+		if at := time.Now().Add(t); at.Before(d) {
+			d = at
+		}
+	}
+	return context.WithDeadline(ctx, d)
+}
+
+// Next decides what follows a failed attempt: it returns the backoff to
+// sleep before the next one, or an error that ends the call: err itself
+// when it is not retryable, or ErrExhausted wrapping it when the deadline
+// leaves no room for another attempt.
+func (b *Backoff) Next(err error) (time.Duration, error) {
+	if !Retryable(err) {
+		return 0, err
+	}
+	d := b.gax.Pause()
+	if time.Now().Add(d).After(b.deadline) {
+		return 0, b.Exhausted(err)
+	}
+	return d, nil
+}
+
+// Exhausted wraps err, the last error of a call whose deadline passed, in
+// ErrExhausted with the attempts made.
+func (b *Backoff) Exhausted(err error) error {
+	return fmt.Errorf("%w after %d attempts in %v: %w", ErrExhausted, b.attempts, b.p.Deadline, err)
+}
+
+// Wait sleeps d, or returns ctx's error if it ends first.
+func Wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Do calls fn until it succeeds, fails permanently, or the policy's
+// deadline passes (ErrExhausted). Each attempt gets a context bounded by
+// the attempt timeout and the deadline. A cancelled ctx ends it with ctx's
+// error.
+func Do(ctx context.Context, p Policy, fn func(context.Context) error) error {
+	b := p.Start()
+	for {
+		actx, cancel := b.AttemptContext(ctx)
+		err := fn(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		}
+		d, stop := b.Next(err)
+		if stop != nil {
+			return stop
+		}
+		if err := Wait(ctx, d); err != nil {
+			return err
+		}
+	}
+}
