@@ -7,24 +7,21 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"cloud.google.com/go/bigquery"
 	"cloud.google.com/go/bigquery/storage/apiv1/storagepb"
 	"cloud.google.com/go/bigquery/storage/managedwriter"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"google.golang.org/api/googleapi"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
-	"github.com/sensorpipe/sensorpipe/internal/progress"
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -65,21 +62,30 @@ const (
 // stream, and in FinishBundle waits for every append. With WriteInsertAll it
 // sends batches of MaxInsertRows rows with tabledata.insertAll.
 //
-// Transient errors are retried with backoff. Rows the server rejects go to
-// the dead letter as write_failed with the server's message, and the other
-// rows of their request are sent again, so the rest of the bundle lands.
+// Transient errors are retried under the retry policy (internal/retry: a
+// timeout per attempt, so an answer that never comes cannot hang the
+// bundle, backoff with jitter, and a total deadline). Rows the server
+// rejects go to the dead letter as write_failed with the server's message
+// (sink Sink), and the other rows of their request are sent again, so the
+// rest of the bundle lands; rows still failing at the deadline go there
+// too. Each row is counted in the run's ledger (routed, written, failed).
+//
+// It emits dead letters from FinishBundle, which Beam Go does in the
+// global window, so its input must be in the global window:
+// pipelines.WriteBigQuery puts it there.
 type BigQueryWriteFn struct {
 	Project string
 	Dataset string
 	Table   string
+	// Sink names the sink in dead letters and the ledger:
+	// schemas.SinkBigQuery (default) or schemas.SinkBigQueryRollups.
+	Sink string
 	// WriteMethod is WriteStorageWrite (default) or WriteInsertAll.
 	WriteMethod string
 	// Schema gives the table's columns; BQRow.Values follow them.
 	Schema *schemas.BigQuerySpec
-	// MaxAttempts bounds the attempts at one request (default 5).
-	MaxAttempts int
-	// Backoff is the first retry delay, doubled each attempt (default 200ms).
-	Backoff time.Duration
+	// Retry is the retry policy's settings (zero: a 2-minute deadline).
+	Retry RetrySettings
 	// MaxRequestBytes caps one request's encoded rows (default 9 MB).
 	MaxRequestBytes int
 	// MaxInsertRows caps one insertAll request's rows (default 500).
@@ -98,8 +104,7 @@ type BigQueryWriteFn struct {
 	scratch  []byte
 	batch    bqBatch
 	inflight []*bqAppend
-	written  beam.Counter
-	failed   beam.Counter
+	ctrs     counters
 }
 
 // bqBatch is the request being filled.
@@ -115,9 +120,10 @@ type bqBatch struct {
 type bqAppend struct {
 	data    [][]byte
 	origins []schemas.Origin
-	attempt int
-	res     *managedwriter.AppendResult
-	err     error // AppendRows' own error: the request was not sent
+	// bo paces the request's attempts; its deadline runs from the first.
+	bo  *retry.Backoff
+	res *managedwriter.AppendResult
+	err error // AppendRows' own error: the request was not sent
 }
 
 // NewBigQueryWriteFn returns a writer of spec's rows to project:dataset.table.
@@ -129,11 +135,8 @@ func NewBigQueryWriteFn(project, dataset, table, method string, schema *schemas.
 // the table's default stream, or an insertAll client. Both honour the
 // emulator variables (see bqadmin.ClientOptions and bqadmin.WriterOptions).
 func (f *BigQueryWriteFn) Setup(ctx context.Context) error {
-	if f.MaxAttempts <= 0 {
-		f.MaxAttempts = 5
-	}
-	if f.Backoff <= 0 {
-		f.Backoff = 200 * time.Millisecond
+	if f.Sink == "" {
+		f.Sink = schemas.SinkBigQuery
 	}
 	if f.MaxRequestBytes <= 0 {
 		f.MaxRequestBytes = DefaultBQRequestBytes
@@ -157,8 +160,6 @@ func (f *BigQueryWriteFn) Setup(ctx context.Context) error {
 	f.enc = enc
 	f.ref = fmt.Sprintf("%s:%s.%s", f.Project, f.Dataset, f.Table)
 	f.idCol = insertIDColumn(f.Schema)
-	f.written = beam.NewCounter("bigquery", "rows_written")
-	f.failed = beam.NewCounter("bigquery", "write_failed")
 	switch f.WriteMethod {
 	case WriteStorageWrite:
 		// The client and stream retain their context for background
@@ -241,9 +242,12 @@ func (f *BigQueryWriteFn) Teardown() error {
 // it is full.
 func (f *BigQueryWriteFn) ProcessElement(ctx context.Context, row schemas.BQRow, dead func(schemas.DeadLetter)) (err error) {
 	defer f.resetOnError(&err)
-	f.scratch, err = f.enc.Append(f.scratch[:0], row.Values)
+	f.ctrs.sink(ctx, f.Sink, f.Table, row.Origin.Kind, ledger.Routed, 1)
+	if perr := guard(func() { f.scratch, err = f.enc.Append(f.scratch[:0], row.Values) }); perr != nil {
+		err = perr
+	}
 	if err != nil {
-		f.reject(ctx, row.Origin, err.Error(), dead)
+		f.reject(ctx, row.Origin, err, dead)
 		return nil
 	}
 	size := len(f.scratch) + 1 + protowire.SizeVarint(uint64(len(f.scratch)))
@@ -290,6 +294,9 @@ func (f *BigQueryWriteFn) FinishBundle(ctx context.Context, dead func(schemas.De
 	return f.drain(ctx, 0, dead)
 }
 
+// policy is the retry policy of one request.
+func (f *BigQueryWriteFn) policy() retry.Policy { return f.Retry.policy(false) }
+
 // resetOnError drops the bundle's pending and in-flight rows when it fails:
 // the runner retries the whole bundle, so this instance must not settle
 // them again in its next bundle.
@@ -310,7 +317,9 @@ func (f *BigQueryWriteFn) sendBatch(ctx context.Context, dead func(schemas.DeadL
 
 // send appends req's rows to the stream without waiting for the result.
 func (f *BigQueryWriteFn) send(ctx context.Context, req *bqAppend) {
-	req.attempt++
+	if req.bo == nil {
+		req.bo = f.policy().Start()
+	}
 	req.res, req.err = f.stream.AppendRows(ctx, req.data)
 	f.inflight = append(f.inflight, req)
 }
@@ -330,19 +339,22 @@ func (f *BigQueryWriteFn) drain(ctx context.Context, keep int, dead func(schemas
 	return nil
 }
 
-// settle waits for req's result. Landed rows are counted; rows the server
-// rejected are dead-lettered and the others sent again; a transient failure
-// is retried with backoff; a request too large is split; anything else
+// settle waits for req's result, no longer than one attempt's timeout.
+// Landed rows are counted; rows the server rejected are dead-lettered and
+// the others sent again; a transient failure is retried with backoff until
+// the request's deadline; a request too large is split; anything else
 // dead-letters the request's rows. Only a cancelled context is returned as
 // an error.
 func (f *BigQueryWriteFn) settle(ctx context.Context, req *bqAppend, dead func(schemas.DeadLetter)) error {
 	err := req.err
 	var resp *storagepb.AppendRowsResponse
 	if err == nil {
-		resp, err = req.res.FullResponse(ctx)
+		actx, cancel := req.bo.AttemptContext(ctx)
+		resp, err = req.res.FullResponse(actx)
+		cancel()
 	}
 	if err == nil {
-		f.landed(ctx, len(req.data))
+		f.landed(ctx, req.origins)
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -351,10 +363,10 @@ func (f *BigQueryWriteFn) settle(ctx context.Context, req *bqAppend, dead func(s
 	if bad := rowErrors(resp, len(req.data)); len(bad) > 0 {
 		// BigQuery appended none of the request's rows: dead-letter the
 		// rejected ones and send the others again.
-		good := &bqAppend{attempt: req.attempt}
+		good := &bqAppend{bo: req.bo}
 		for i := range req.data {
 			if msg, ok := bad[i]; ok {
-				f.reject(ctx, req.origins[i], msg, dead)
+				f.reject(ctx, req.origins[i], errors.New(msg), dead)
 				continue
 			}
 			good.data = append(good.data, req.data[i])
@@ -365,35 +377,33 @@ func (f *BigQueryWriteFn) settle(ctx context.Context, req *bqAppend, dead func(s
 		}
 		return nil
 	}
-	switch {
-	case tooLarge(err) && len(req.data) > 1:
+	if tooLarge(err) && len(req.data) > 1 {
 		h := len(req.data) / 2
-		f.send(ctx, &bqAppend{data: req.data[:h], origins: req.origins[:h], attempt: req.attempt - 1})
-		f.send(ctx, &bqAppend{data: req.data[h:], origins: req.origins[h:], attempt: req.attempt - 1})
-		return nil
-	case transientBQ(err) && req.attempt < f.MaxAttempts:
-		delay := f.delay(req.attempt)
-		log.Warnf(ctx, "bigquery: append of %d rows to %s failed (attempt %d of %d), retrying in %v: %v",
-			len(req.data), f.ref, req.attempt, f.MaxAttempts, delay, err)
-		if err := sleep(ctx, delay); err != nil {
-			return fmt.Errorf("bigquery append to %s: %w", f.ref, err)
-		}
-		if req.err != nil {
-			// The stream itself failed: open a new one.
-			if err := f.reopen(ctx); err != nil {
-				log.Warnf(ctx, "bigquery: %v", err)
-			}
-		}
-		f.send(ctx, req)
+		f.send(ctx, &bqAppend{data: req.data[:h], origins: req.origins[:h], bo: req.bo})
+		f.send(ctx, &bqAppend{data: req.data[h:], origins: req.origins[h:], bo: req.bo})
 		return nil
 	}
-	msg := err.Error()
-	if transientBQ(err) {
-		msg = fmt.Sprintf("after %d attempts: %s", req.attempt, msg)
+	delay, stop := req.bo.Next(err)
+	if stop != nil {
+		for _, o := range req.origins {
+			f.reject(ctx, o, stop, dead)
+		}
+		return nil
 	}
-	for _, o := range req.origins {
-		f.reject(ctx, o, msg, dead)
+	log.Warnf(ctx, "bigquery: append of %d rows to %s failed (attempt %d), retrying in %v (until %s): %v",
+		len(req.data), f.ref, req.bo.Attempts(), delay.Round(time.Millisecond), req.bo.Deadline().Format(time.TimeOnly), err)
+	if err := retry.Wait(ctx, delay); err != nil {
+		return fmt.Errorf("bigquery append to %s: %w", f.ref, err)
 	}
+	if req.err != nil || errors.Is(err, context.DeadlineExceeded) {
+		// The stream failed, or no answer came within the attempt's
+		// timeout: a fresh stream, so a wedged connection cannot take the
+		// retry down with it.
+		if err := f.reopen(ctx); err != nil {
+			log.Warnf(ctx, "bigquery: %v", err)
+		}
+	}
+	f.send(ctx, req)
 	return nil
 }
 
@@ -433,22 +443,20 @@ func (f *BigQueryWriteFn) flushInsert(ctx context.Context, dead func(schemas.Dea
 	}
 	rows := f.batch.rows
 	f.batch = bqBatch{}
-	return f.insert(ctx, rows, 1, dead)
+	return f.insert(ctx, rows, f.policy().Start(), dead)
 }
-
-// insertTimeout bounds one insertAll call with its client-side retries.
-const insertTimeout = 2 * time.Minute
 
 // insert writes rows with tabledata.insertAll. Rows BigQuery rejects are
 // dead-lettered; rows it did not try because of them ("stopped") are sent
-// again; transient failures are retried and a request too large is split.
-func (f *BigQueryWriteFn) insert(ctx context.Context, rows []schemas.BQRow, attempt int, dead func(schemas.DeadLetter)) error {
+// again; transient failures are retried until bo's deadline, and a request
+// too large is split.
+func (f *BigQueryWriteFn) insert(ctx context.Context, rows []schemas.BQRow, bo *retry.Backoff, dead func(schemas.DeadLetter)) error {
 	savers := make([]bigquery.ValueSaver, 0, len(rows))
 	sent := make([]schemas.BQRow, 0, len(rows))
 	for _, r := range rows {
 		s, err := f.saver(r)
 		if err != nil {
-			f.reject(ctx, r.Origin, err.Error(), dead)
+			f.reject(ctx, r.Origin, err, dead)
 			continue
 		}
 		savers = append(savers, s)
@@ -457,11 +465,11 @@ func (f *BigQueryWriteFn) insert(ctx context.Context, rows []schemas.BQRow, atte
 	if len(savers) == 0 {
 		return nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, insertTimeout)
+	pctx, cancel := bo.AttemptContext(ctx)
 	err := f.inserter.Put(pctx, savers)
 	cancel()
 	if err == nil {
-		f.landed(ctx, len(sent))
+		f.landedRows(ctx, sent)
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -470,7 +478,7 @@ func (f *BigQueryWriteFn) insert(ctx context.Context, rows []schemas.BQRow, atte
 	var pme bigquery.PutMultiError
 	if errors.As(err, &pme) {
 		failed := map[int]bool{}
-		var again []schemas.BQRow
+		var again, landed []schemas.BQRow
 		for _, re := range pme {
 			i := re.RowIndex
 			if i < 0 || i >= len(sent) || failed[i] {
@@ -478,42 +486,43 @@ func (f *BigQueryWriteFn) insert(ctx context.Context, rows []schemas.BQRow, atte
 			}
 			failed[i] = true
 			msg, stopped := insertMessage(re.Errors)
-			if stopped && attempt < f.MaxAttempts {
+			if stopped {
 				again = append(again, sent[i])
 				continue
 			}
-			f.reject(ctx, sent[i].Origin, msg, dead)
+			f.reject(ctx, sent[i].Origin, errors.New(msg), dead)
 		}
-		f.landed(ctx, len(sent)-len(failed))
+		for i, r := range sent {
+			if !failed[i] {
+				landed = append(landed, r)
+			}
+		}
+		f.landedRows(ctx, landed)
 		if len(again) > 0 {
-			return f.insert(ctx, again, attempt+1, dead)
+			return f.insert(ctx, again, bo, dead)
 		}
 		return nil
 	}
-	switch {
-	case tooLarge(err) && len(sent) > 1:
+	if tooLarge(err) && len(sent) > 1 {
 		h := len(sent) / 2
-		if err := f.insert(ctx, sent[:h], attempt, dead); err != nil {
+		if err := f.insert(ctx, sent[:h], bo, dead); err != nil {
 			return err
 		}
-		return f.insert(ctx, sent[h:], attempt, dead)
-	case transientBQ(err) && attempt < f.MaxAttempts:
-		delay := f.delay(attempt)
-		log.Warnf(ctx, "bigquery: insertAll of %d rows to %s failed (attempt %d of %d), retrying in %v: %v",
-			len(sent), f.ref, attempt, f.MaxAttempts, delay, err)
-		if err := sleep(ctx, delay); err != nil {
-			return fmt.Errorf("bigquery insertAll to %s: %w", f.ref, err)
+		return f.insert(ctx, sent[h:], bo, dead)
+	}
+	delay, stop := bo.Next(err)
+	if stop != nil {
+		for _, r := range sent {
+			f.reject(ctx, r.Origin, stop, dead)
 		}
-		return f.insert(ctx, sent, attempt+1, dead)
+		return nil
 	}
-	msg := err.Error()
-	if transientBQ(err) {
-		msg = fmt.Sprintf("after %d attempts: %s", attempt, msg)
+	log.Warnf(ctx, "bigquery: insertAll of %d rows to %s failed (attempt %d), retrying in %v (until %s): %v",
+		len(sent), f.ref, bo.Attempts(), delay.Round(time.Millisecond), bo.Deadline().Format(time.TimeOnly), err)
+	if err := retry.Wait(ctx, delay); err != nil {
+		return fmt.Errorf("bigquery insertAll to %s: %w", f.ref, err)
 	}
-	for _, r := range sent {
-		f.reject(ctx, r.Origin, msg, dead)
-	}
-	return nil
+	return f.insert(ctx, sent, bo, dead)
 }
 
 // insertMessage joins the messages of one row's insert errors, and reports
@@ -622,63 +631,34 @@ func jsonValue(c schemas.BQColumnSpec, v schemas.Value) (bigquery.Value, error) 
 	return nil, fmt.Errorf("%w: column %s (%s) cannot hold %q", schemas.ErrBQValue, c.Name, c.Type, schemas.AppendText(nil, v))
 }
 
-// landed counts n rows written.
-func (f *BigQueryWriteFn) landed(ctx context.Context, n int) {
-	if n <= 0 {
-		return
+// landed counts the rows of origins as written.
+func (f *BigQueryWriteFn) landed(ctx context.Context, origins []schemas.Origin) {
+	for _, o := range origins {
+		f.ctrs.sink(ctx, f.Sink, f.Table, o.Kind, ledger.Written, 1)
 	}
-	f.written.Inc(ctx, int64(n))
-	progress.AddBQ(f.Table, int64(n))
+	f.ctrs.inc(ctx, ledger.RowsKey(f.Sink, f.Table), int64(len(origins)))
 }
 
-// reject dead-letters one row as write_failed with the server's message.
-func (f *BigQueryWriteFn) reject(ctx context.Context, o schemas.Origin, msg string, dead func(schemas.DeadLetter)) {
-	f.failed.Inc(ctx, 1)
-	dead(NewDeadLetter(o.Raw, o.Source, fmt.Errorf("%w: bigquery table %s: %s", schemas.ErrWriteFailed, f.ref, msg)))
+// landedRows counts rows as written.
+func (f *BigQueryWriteFn) landedRows(ctx context.Context, rows []schemas.BQRow) {
+	for _, r := range rows {
+		f.ctrs.sink(ctx, f.Sink, f.Table, r.Origin.Kind, ledger.Written, 1)
+	}
+	f.ctrs.inc(ctx, ledger.RowsKey(f.Sink, f.Table), int64(len(rows)))
 }
 
-// delay is the backoff before attempt+1: Backoff doubled per attempt,
-// capped at 30s.
-func (f *BigQueryWriteFn) delay(attempt int) time.Duration {
-	d := f.Backoff << (attempt - 1)
-	if d <= 0 || d > 30*time.Second {
-		d = 30 * time.Second
+// reject dead-letters one row as write_failed (internal when the row could
+// not be handled) with the server's message.
+func (f *BigQueryWriteFn) reject(ctx context.Context, o schemas.Origin, cause error, dead func(schemas.DeadLetter)) {
+	f.ctrs.sink(ctx, f.Sink, f.Table, o.Kind, ledger.Failed, 1)
+	if errors.Is(cause, retry.ErrExhausted) {
+		f.ctrs.sink(ctx, f.Sink, f.Table, o.Kind, ledger.Unavailable, 1)
 	}
-	return d
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
+	err := cause
+	if !errors.Is(err, schemas.ErrInternal) {
+		err = fmt.Errorf("%w: bigquery table %s: %w", schemas.ErrWriteFailed, f.ref, cause)
 	}
-}
-
-// transientBQ reports whether a BigQuery error (gRPC or REST) may succeed
-// on retry.
-func transientBQ(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return true
-	}
-	var ge *googleapi.Error
-	if errors.As(err, &ge) {
-		return ge.Code == http.StatusTooManyRequests || ge.Code >= 500
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return true
-	}
-	if st, ok := status.FromError(err); ok {
-		switch st.Code() {
-		case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.Internal, codes.ResourceExhausted:
-			return true
-		}
-	}
-	return false
+	dead(deadLetter(f.Sink, o.Raw, o.Source, err))
 }
 
 // tooLarge reports whether a request was rejected for its size, so that

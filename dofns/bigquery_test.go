@@ -11,7 +11,6 @@ import (
 
 	"cloud.google.com/go/bigquery"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
@@ -19,7 +18,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
-	"github.com/sensorpipe/sensorpipe/internal/progress"
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -187,15 +186,11 @@ func compareRows(t *testing.T, got, want map[string]map[string]bigquery.Value) {
 	}
 }
 
-// counter sums a bigquery.* counter of a pipeline result.
-func counter(res beam.PipelineResult, name string) int64 {
-	var n int64
-	for _, c := range res.Metrics().Query(func(r metrics.SingleResult) bool {
-		return r.Namespace() == "bigquery" && r.Name() == name
-	}).Counters() {
-		n += c.Result()
-	}
-	return n
+// sinkCounter is the ledger counter of readings with outcome in the
+// bigquery sink's table, from a pipeline result.
+func sinkCounter(res beam.PipelineResult, table, outcome string) int64 {
+	m := res.Metrics()
+	return ledger.FromMetrics(&m)[ledger.SinkKey(schemas.SinkBigQuery, table, schemas.OriginReading, outcome)]
 }
 
 // writeCase is one configuration of the sink.
@@ -216,7 +211,7 @@ var writeCases = []writeCase{
 func runWrite(t *testing.T, fn BigQueryWriteFn, spec *schemas.Spec, table string, rows []schemas.BQRow, wantDead []string) beam.PipelineResult {
 	t.Helper()
 	fn.Project, fn.Dataset, fn.Table, fn.Schema = bqProject, bqDataset, table, spec.BigQuery
-	fn.Backoff = 10 * time.Millisecond
+	fn.Retry.Initial = 10 * time.Millisecond
 	p, s := beam.NewPipelineWithRoot()
 	col := beam.CreateList(s, rows)
 	dead := beam.ParDo(s.Scope("bigquery.Write"), &fn, col)
@@ -239,18 +234,12 @@ func TestBigQueryWriteFnLandsEveryRow(t *testing.T) {
 			table := fmt.Sprintf("readings_%d", i)
 			c, spec := startBigQuery(t, table)
 			rows := vitalsRows(t, spec, 200, time.Now().UTC().Add(-48*time.Hour).Truncate(time.Hour))
-			before := progress.BQWritten.Load()
-
 			res := runWrite(t, tc.fn, spec, table, rows, nil)
 
-			if got := counter(res, "rows_written"); got != int64(len(rows)) {
-				t.Errorf("bigquery.rows_written = %d, want %d", got, len(rows))
-			}
-			if got := counter(res, "write_failed"); got != 0 {
-				t.Errorf("bigquery.write_failed = %d, want 0", got)
-			}
-			if got := progress.BQWritten.Load() - before; got != int64(len(rows)) {
-				t.Errorf("progress.BQWritten grew by %d, want %d", got, len(rows))
+			for outcome, want := range map[string]int{ledger.Routed: len(rows), ledger.Written: len(rows), ledger.Failed: 0} {
+				if got := sinkCounter(res, table, outcome); got != int64(want) {
+					t.Errorf("readings %s = %d, want %d", outcome, got, want)
+				}
 			}
 			compareRows(t, readTable(t, c, bqDataset, table), wantRows(spec, rows))
 		})
@@ -290,11 +279,10 @@ func TestBigQueryWriteFnDeadLettersRejectedRowsAndLandsTheRest(t *testing.T) {
 				"bad-value vitals.jsonl write_failed: heart_rate cannot hold a string",
 			})
 
-			if got := counter(res, "rows_written"); got != int64(len(good)) {
-				t.Errorf("bigquery.rows_written = %d, want %d", got, len(good))
-			}
-			if got := counter(res, "write_failed"); got != 3 {
-				t.Errorf("bigquery.write_failed = %d, want 3", got)
+			for outcome, want := range map[string]int{ledger.Routed: len(rows), ledger.Written: len(good), ledger.Failed: 3} {
+				if got := sinkCounter(res, table, outcome); got != int64(want) {
+					t.Errorf("readings %s = %d, want %d", outcome, got, want)
+				}
 			}
 			compareRows(t, readTable(t, c, bqDataset, table), wantRows(spec, good))
 		})

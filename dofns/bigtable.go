@@ -5,16 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/bigtable"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	"github.com/sensorpipe/sensorpipe/internal/progress"
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -32,19 +31,31 @@ const (
 
 // BigtableWriteFn writes row mutations with ApplyBulk. It batches entries,
 // flushes when the batch is full and at the end of every bundle, retries
-// transient errors with backoff, and dead-letters the readings of entries
-// that still fail as write_failed. Every cell carries an explicit timestamp,
-// so a retried or replayed write is idempotent.
+// transient errors under the retry policy (internal/retry: backoff with
+// jitter, a timeout per attempt, a total deadline), and dead-letters the
+// readings of entries that still fail as write_failed (sink bigtable).
+// Every cell carries an explicit timestamp, so a retried or replayed write
+// is idempotent.
+//
+// When a batch exhausts its deadline, Bigtable is taken to be down: later
+// batches get one attempt each (AttemptTimeout) until one succeeds, so a
+// dead Bigtable costs one deadline, not one per batch, and the run ends
+// with every reading written or dead-lettered.
+//
+// It counts each write in the run's ledger (internal/ledger): routed when
+// it arrives, written when Bigtable acknowledges it, failed when it is
+// dead-lettered. It emits dead letters from FinishBundle, which Beam Go
+// does in the global window, so its input must be in the global window:
+// pipelines.WriteBigtable puts it there.
 //
 // It replaces Beam's bigtableio, which routes every write through one
 // GroupByKey on a fixed key and so serialises the sink.
 type BigtableWriteFn struct {
 	Project  string
 	Instance string
-	// MaxAttempts bounds the attempts at one entry (default 5).
-	MaxAttempts int
-	// Backoff is the first retry delay, doubled each attempt (default 200ms).
-	Backoff time.Duration
+	// Retry is the retry policy's settings (zero: retry.Policy's
+	// defaults, a 2-minute deadline).
+	Retry RetrySettings
 	// MaxInflight bounds the ApplyBulk batches in flight at once (default
 	// 4), so building rows overlaps with waiting for Bigtable.
 	MaxInflight int
@@ -53,8 +64,10 @@ type BigtableWriteFn struct {
 	tables  map[string]*bigtable.Table
 	pending []entry
 	cells   int
-	written beam.Counter
-	failed  beam.Counter
+	ctrs    counters
+	// down is set when a batch exhausted its deadline, and cleared by the
+	// next batch that lands.
+	down atomic.Bool
 
 	// Batches in flight report here; the DoFn's own goroutine emits their
 	// dead letters and counts their writes.
@@ -64,9 +77,37 @@ type BigtableWriteFn struct {
 	results []batchResult
 }
 
+// RetrySettings are a sink's retry policy settings, serialized with the
+// DoFn (see retry.Policy).
+type RetrySettings struct {
+	// Deadline bounds one write, all attempts included (0: 2m).
+	Deadline time.Duration
+	// AttemptTimeout bounds one call (0: 30s).
+	AttemptTimeout time.Duration
+	// Initial is the first backoff's bound (0: 100ms).
+	Initial time.Duration
+}
+
+// DefaultAttemptTimeout bounds one call to a store.
+const DefaultAttemptTimeout = 30 * time.Second
+
+// policy is the retry policy of the settings; when down, one attempt.
+func (r RetrySettings) policy(down bool) retry.Policy {
+	p := retry.Policy{Initial: r.Initial, Deadline: r.Deadline, AttemptTimeout: r.AttemptTimeout}
+	if p.AttemptTimeout <= 0 {
+		p.AttemptTimeout = DefaultAttemptTimeout
+	}
+	if down {
+		// The store stayed unavailable through a whole deadline: try each
+		// batch once more, no longer than one attempt, until it answers.
+		p.Deadline = min(p.AttemptTimeout, p.WithDefaults().Deadline)
+	}
+	return p
+}
+
 // batchResult is what one background batch did.
 type batchResult struct {
-	written int64
+	written []entry
 	failed  []failedEntry
 	err     error
 }
@@ -87,12 +128,6 @@ func NewBigtableWriteFn(project, instance string) *BigtableWriteFn {
 
 // Setup opens the client. BIGTABLE_EMULATOR_HOST is honoured by the client.
 func (f *BigtableWriteFn) Setup(ctx context.Context) error {
-	if f.MaxAttempts <= 0 {
-		f.MaxAttempts = 5
-	}
-	if f.Backoff <= 0 {
-		f.Backoff = 200 * time.Millisecond
-	}
 	if f.MaxInflight <= 0 {
 		f.MaxInflight = 4
 	}
@@ -103,8 +138,6 @@ func (f *BigtableWriteFn) Setup(ctx context.Context) error {
 	}
 	f.client = c
 	f.tables = map[string]*bigtable.Table{}
-	f.written = beam.NewCounter("bigtable", "readings_written")
-	f.failed = beam.NewCounter("bigtable", "write_failed")
 	return nil
 }
 
@@ -128,13 +161,21 @@ func (f *BigtableWriteFn) Teardown() error {
 }
 
 // ProcessElement buffers m, splitting rows too large for one entry, and
-// flushes when the buffer is full.
+// flushes when the buffer is full. A mutation it cannot handle is
+// dead-lettered with reason internal.
 func (f *BigtableWriteFn) ProcessElement(ctx context.Context, m schemas.RowMutation, dead func(schemas.DeadLetter)) error {
-	for _, e := range splitEntries(m) {
+	for _, o := range m.Origins {
+		f.ctrs.sink(ctx, schemas.SinkBigtable, m.Table, o.Kind, ledger.Routed, 1)
+	}
+	var entries []entry
+	if err := guard(func() { entries = splitEntries(m) }); err != nil {
+		f.fail(ctx, failedEntry{entry{table: m.Table, key: m.RowKey, origins: m.Origins}, err}, dead)
+		return f.collect(ctx, dead)
+	}
+	for _, e := range entries {
 		if e.cells == 0 {
 			// Readings with no value to store: nothing to write.
-			progress.Written.Add(int64(len(e.origins)))
-			f.count(ctx, int64(len(e.origins)))
+			f.count(ctx, e)
 			continue
 		}
 		f.pending = append(f.pending, e)
@@ -217,8 +258,20 @@ func (f *BigtableWriteFn) flush(ctx context.Context) {
 		defer func() { <-f.slots; f.wg.Done() }()
 		var res batchResult
 		for i, name := range order {
-			written, failed, err := f.apply(ctx, tables[i], byTable[name])
-			res.written += written
+			var (
+				written []entry
+				failed  []failedEntry
+				err     error
+			)
+			if perr := guard(func() { written, failed, err = f.apply(ctx, tables[i], byTable[name]) }); perr != nil {
+				// Whatever apply did not report is dead-lettered: a
+				// write it may have made is idempotent to repeat.
+				written, failed, err = nil, nil, nil
+				for _, e := range byTable[name] {
+					failed = append(failed, failedEntry{e, perr})
+				}
+			}
+			res.written = append(res.written, written...)
 			res.failed = append(res.failed, failed...)
 			if err != nil {
 				res.err = err
@@ -241,12 +294,11 @@ func (f *BigtableWriteFn) collect(ctx context.Context, dead func(schemas.DeadLet
 	f.mu.Unlock()
 	var first error
 	for _, res := range results {
-		f.count(ctx, res.written)
+		for _, e := range res.written {
+			f.count(ctx, e)
+		}
 		for _, fe := range res.failed {
-			f.failed.Inc(ctx, int64(len(fe.entry.origins)))
-			for _, o := range fe.entry.origins {
-				dead(NewDeadLetter(o.Raw, o.Source, fmt.Errorf("%w: table %s row %q: %v", schemas.ErrWriteFailed, fe.entry.table, fe.entry.key, fe.err)))
-			}
+			f.fail(ctx, fe, dead)
 		}
 		if res.err != nil && first == nil {
 			first = res.err
@@ -255,32 +307,58 @@ func (f *BigtableWriteFn) collect(ctx context.Context, dead func(schemas.DeadLet
 	return first
 }
 
+// count counts an entry's writes as acknowledged.
+func (f *BigtableWriteFn) count(ctx context.Context, e entry) {
+	for _, o := range e.origins {
+		f.ctrs.sink(ctx, schemas.SinkBigtable, e.table, o.Kind, ledger.Written, 1)
+	}
+	f.ctrs.inc(ctx, ledger.RowsKey(schemas.SinkBigtable, e.table), 1)
+}
+
+// fail dead-letters an entry's readings as write_failed (or internal).
+func (f *BigtableWriteFn) fail(ctx context.Context, fe failedEntry, dead func(schemas.DeadLetter)) {
+	err := fe.err
+	if !errors.Is(err, schemas.ErrInternal) {
+		err = fmt.Errorf("%w: bigtable table %s row %q: %w", schemas.ErrWriteFailed, fe.entry.table, fe.entry.key, err)
+	}
+	unavailable := errors.Is(err, retry.ErrExhausted)
+	for _, o := range fe.entry.origins {
+		f.ctrs.sink(ctx, schemas.SinkBigtable, fe.entry.table, o.Kind, ledger.Failed, 1)
+		if unavailable {
+			f.ctrs.sink(ctx, schemas.SinkBigtable, fe.entry.table, o.Kind, ledger.Unavailable, 1)
+		}
+		dead(deadLetter(schemas.SinkBigtable, o.Raw, o.Source, err))
+	}
+}
+
 type failedEntry struct {
 	entry entry
 	err   error
 }
 
-// apply writes entries with retries and returns how many readings landed.
-// A context cancellation is returned as an error (the bundle fails and is
-// retried by the runner); entries that fail permanently or exhaust their
-// attempts are returned as failed.
-func (f *BigtableWriteFn) apply(ctx context.Context, t *bigtable.Table, entries []entry) (int64, []failedEntry, error) {
+// apply writes entries under the retry policy and returns those that
+// landed and those that failed: permanently, or still failing when the
+// deadline passed (ErrExhausted). Only a cancelled run is returned as an
+// error (the bundle fails, and the runner retries or stops it).
+func (f *BigtableWriteFn) apply(ctx context.Context, t *bigtable.Table, entries []entry) ([]entry, []failedEntry, error) {
 	var (
+		written []entry
 		failed  []failedEntry
-		written int64
 	)
-	delay := f.Backoff
-	for attempt := 1; len(entries) > 0; attempt++ {
+	b := f.Retry.policy(f.down.Load()).Start()
+	for len(entries) > 0 {
 		keys := make([]string, len(entries))
 		muts := make([]*bigtable.Mutation, len(entries))
 		for i, e := range entries {
 			keys[i], muts[i] = e.key, e.mut
 		}
-		errs, err := t.ApplyBulk(ctx, keys, muts)
+		actx, cancel := b.AttemptContext(ctx)
+		errs, err := t.ApplyBulk(actx, keys, muts)
+		cancel()
 		if ctx.Err() != nil {
 			return written, nil, fmt.Errorf("apply bulk: %w", ctx.Err())
 		}
-		var retry []failedEntry
+		var again []failedEntry
 		for i, e := range entries {
 			ee := err
 			if ee == nil && errs != nil {
@@ -288,50 +366,37 @@ func (f *BigtableWriteFn) apply(ctx context.Context, t *bigtable.Table, entries 
 			}
 			switch {
 			case ee == nil:
-				written += int64(len(e.origins))
-				progress.Written.Add(int64(len(e.origins)))
-				progress.Rows.Add(1)
-			case transient(ee) && attempt < f.MaxAttempts:
-				retry = append(retry, failedEntry{e, ee})
-			case transient(ee):
-				failed = append(failed, failedEntry{e, fmt.Errorf("after %d attempts: %w", attempt, ee)})
+				written = append(written, e)
+			case retry.Retryable(ee):
+				again = append(again, failedEntry{e, ee})
 			default:
 				failed = append(failed, failedEntry{e, ee})
 			}
 		}
-		if len(retry) == 0 {
+		if len(again) == 0 {
 			break
 		}
-		log.Warnf(ctx, "bigtable: %d of %d entries failed (attempt %d of %d), retrying in %v: %v",
-			len(retry), len(entries), attempt, f.MaxAttempts, delay, retry[0].err)
-		select {
-		case <-ctx.Done():
-			return written, nil, fmt.Errorf("apply bulk: %w", ctx.Err())
-		case <-time.After(delay):
+		delay, stop := b.Next(again[0].err)
+		if stop != nil {
+			// Every error in again is retryable: the deadline passed.
+			f.down.Store(true)
+			for _, r := range again {
+				failed = append(failed, failedEntry{r.entry, b.Exhausted(r.err)})
+			}
+			return written, failed, nil
 		}
-		delay *= 2
+		log.Warnf(ctx, "bigtable: %d of %d entries failed (attempt %d), retrying in %v (until %s): %v",
+			len(again), len(entries), b.Attempts(), delay.Round(time.Millisecond), b.Deadline().Format(time.TimeOnly), again[0].err)
+		if err := retry.Wait(ctx, delay); err != nil {
+			return written, nil, fmt.Errorf("apply bulk: %w", err)
+		}
 		entries = entries[:0:0]
-		for _, r := range retry {
+		for _, r := range again {
 			entries = append(entries, r.entry)
 		}
 	}
+	if len(written) > 0 {
+		f.down.Store(false)
+	}
 	return written, failed, nil
-}
-
-// count adds to the Beam counter of readings written, on the DoFn's
-// goroutine (the progress counters are updated as batches land).
-func (f *BigtableWriteFn) count(ctx context.Context, n int64) {
-	f.written.Inc(ctx, n)
-}
-
-// transient reports whether a write error may succeed on retry.
-func transient(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.ResourceExhausted, codes.Internal, codes.Unknown:
-		return true
-	}
-	return false
 }

@@ -17,7 +17,6 @@ import (
 	"cloud.google.com/go/bigquery"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/gcs"   // gs:// dead-letter prefixes
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/local" // local dead-letter folders
@@ -27,7 +26,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
-	"github.com/sensorpipe/sensorpipe/internal/progress"
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -45,17 +45,21 @@ func init() {
 //   - pubsub:projects/P/topics/T: one message per dead letter, its JSON with
 //     the attribute reason, every publish awaited at the end of the bundle.
 //
-// It needs no GroupByKey, so it works the same on bounded and unbounded
-// input. A failed write fails the bundle: the runner retries it, so no dead
-// letter is lost (a retried BigQuery insert is deduplicated best-effort by
-// its insertId; a retried Pub/Sub bundle may publish some letters twice).
+// It needs no GroupByKey and emits nothing, so it works the same on bounded
+// and unbounded input, in any window and pane. A write is retried under
+// the retry policy (internal/retry); one that still fails fails the
+// bundle: the runner retries it, so no dead letter is lost (a retried
+// BigQuery insert is deduplicated best-effort by its insertId; a retried
+// Pub/Sub bundle may publish some letters twice). Each dead letter made
+// durable is counted in the run's ledger by sink and reason.
 type WriteDeadLettersFn struct {
 	Dir string
+	// Retry is the retry policy's settings (zero: a 2-minute deadline).
+	Retry RetrySettings
 
-	sink     deadLetterSink
-	n        int64
-	byReason map[string]int64
-	counter  beam.Counter
+	sink  deadLetterSink
+	count map[ledger.Key]int64
+	ctrs  counters
 }
 
 // deadLetterSink is one kind of dead-letter store.
@@ -71,7 +75,6 @@ type deadLetterSink interface {
 
 // Setup parses Dir and opens the store's client.
 func (f *WriteDeadLettersFn) Setup(ctx context.Context) error {
-	f.counter = beam.NewCounter("deadletter", "records")
 	target, err := schemas.ParseDeadLetterTarget(f.Dir)
 	if err != nil {
 		return fmt.Errorf("dead letter: %w", err)
@@ -85,8 +88,7 @@ func (f *WriteDeadLettersFn) StartBundle(context.Context) {
 	if f.sink != nil {
 		f.sink.reset()
 	}
-	f.n = 0
-	clear(f.byReason)
+	clear(f.count)
 }
 
 // ProcessElement hands one dead letter to the store.
@@ -98,29 +100,26 @@ func (f *WriteDeadLettersFn) ProcessElement(ctx context.Context, d schemas.DeadL
 	if err := f.sink.add(ctx, d, b); err != nil {
 		return err
 	}
-	f.n++
-	if f.byReason == nil {
-		f.byReason = map[string]int64{}
+	if f.count == nil {
+		f.count = map[ledger.Key]int64{}
 	}
-	f.byReason[d.Reason]++
+	f.count[ledger.DeadLetterKey(d.Sink, d.Reason)]++
 	return nil
 }
 
 // FinishBundle makes the bundle's dead letters durable. A failure fails the
 // bundle, so the runner retries it and no dead letter is lost.
 func (f *WriteDeadLettersFn) FinishBundle(ctx context.Context) error {
-	if f.n == 0 {
+	if len(f.count) == 0 {
 		return nil
 	}
-	if err := f.sink.flush(ctx); err != nil {
-		return err
+	if err := retry.Do(ctx, f.Retry.policy(false), f.sink.flush); err != nil {
+		return fmt.Errorf("dead letter %s: %w", f.Dir, err)
 	}
-	f.counter.Inc(ctx, f.n)
-	for reason, n := range f.byReason {
-		progress.AddDead(reason, n)
-		delete(f.byReason, reason)
+	for k, n := range f.count {
+		f.ctrs.inc(ctx, k, n)
 	}
-	f.n = 0
+	clear(f.count)
 	return nil
 }
 
@@ -235,7 +234,8 @@ func DeadLetterFileName(dir string) (string, error) {
 func DeadLetterSchema() bigquery.Schema {
 	return bigquery.Schema{
 		{Name: "payload", Type: bigquery.StringFieldType, Description: "The rejected input, as read."},
-		{Name: "reason", Type: bigquery.StringFieldType, Description: "Why: malformed, missing_field, invalid_field, bad_timestamp, out_of_range, write_failed or too_late."},
+		{Name: "reason", Type: bigquery.StringFieldType, Description: "Why: malformed, missing_field, invalid_field, bad_timestamp, out_of_range, write_failed, too_late or internal."},
+		{Name: "sink", Type: bigquery.StringFieldType, Description: "Which stage could not take it: parse, window, bigtable, bigquery or bigquery_rollups."},
 		{Name: "error", Type: bigquery.StringFieldType, Description: "The error, in words."},
 		{Name: "source", Type: bigquery.StringFieldType, Description: "The file or subscription the input came from."},
 		{Name: "time", Type: bigquery.TimestampFieldType, Description: "When the record was dead-lettered (UTC)."},
@@ -347,6 +347,7 @@ func (r deadLetterRow) Save() (map[string]bigquery.Value, string, error) {
 	return map[string]bigquery.Value{
 		"payload": r.d.Payload,
 		"reason":  r.d.Reason,
+		"sink":    r.d.Sink,
 		"error":   r.d.Error,
 		"source":  r.d.Source,
 		"time":    t.UTC(),
@@ -358,7 +359,13 @@ type pubSubDeadLetters struct {
 	client  *pubsub.Client
 	pub     *pubsub.Publisher
 	topic   string
-	results []*pubsub.PublishResult
+	pending []publish
+}
+
+// publish is one message and its publish's outcome.
+type publish struct {
+	msg *pubsub.Message
+	res *pubsub.PublishResult
 }
 
 // openPubSubDeadLetters opens a client (PUBSUB_EMULATOR_HOST is honoured)
@@ -372,35 +379,38 @@ func openPubSubDeadLetters(ctx context.Context, t schemas.DeadLetterTarget) (*pu
 }
 
 func (s *pubSubDeadLetters) add(ctx context.Context, d schemas.DeadLetter, line []byte) error {
-	s.results = append(s.results, s.pub.Publish(ctx, &pubsub.Message{
-		Data:       line,
-		Attributes: map[string]string{"reason": d.Reason},
-	}))
+	m := &pubsub.Message{Data: line, Attributes: map[string]string{"reason": d.Reason, "sink": d.Sink}}
+	s.pending = append(s.pending, publish{m, s.pub.Publish(ctx, m)})
 	return nil
 }
 
-// reset forgets the results of a failed bundle; its messages may still be
+// reset forgets the publishes of a failed bundle; its messages may still be
 // published, and the retry publishes them again (at least once).
-func (s *pubSubDeadLetters) reset() { s.results = s.results[:0] }
+func (s *pubSubDeadLetters) reset() { s.pending = s.pending[:0] }
 
 func (s *pubSubDeadLetters) close() error {
 	s.pub.Stop()
 	return s.client.Close()
 }
 
+// flush waits for every publish. The messages whose publish failed are
+// published again, and stay pending for the next flush, which the retry
+// policy makes.
 func (s *pubSubDeadLetters) flush(ctx context.Context) error {
-	var first error
-	failed := 0
-	for _, r := range s.results {
-		if _, err := r.Get(ctx); err != nil {
+	var (
+		first error
+		again []publish
+	)
+	for _, p := range s.pending {
+		if _, err := p.res.Get(ctx); err != nil {
 			first = cmp.Or(first, err)
-			failed++
+			again = append(again, publish{p.msg, s.pub.Publish(context.WithoutCancel(ctx), p.msg)})
 		}
 	}
-	n := len(s.results)
-	s.results = s.results[:0]
-	if failed > 0 {
-		return fmt.Errorf("dead letter topic %s: %d of %d publishes failed: %w", s.topic, failed, n, first)
+	n := len(s.pending)
+	s.pending = again
+	if len(again) > 0 {
+		return fmt.Errorf("dead letter topic %s: %d of %d publishes failed: %w", s.topic, len(again), n, first)
 	}
 	return nil
 }

@@ -33,6 +33,7 @@ func testLetters(n int, tag string) []schemas.DeadLetter {
 		out[i] = schemas.DeadLetter{
 			Payload: fmt.Sprintf(`{"sensor_id":"s-%s-%d"`, tag, i),
 			Reason:  reasons[i%len(reasons)],
+			Sink:    schemas.SinkParse,
 			Error:   "test error " + tag,
 			Source:  "gs://b/in.jsonl",
 			// Microseconds: what a BigQuery TIMESTAMP keeps.
@@ -126,13 +127,13 @@ func TestWriteDeadLettersToLocalFolder(t *testing.T) {
 }
 
 func TestDeadLetterRowSave(t *testing.T) {
-	d := schemas.DeadLetter{Payload: "x", Reason: "malformed", Error: "e", Source: "s", Time: "2026-03-01T10:15:30.25Z"}
+	d := schemas.DeadLetter{Payload: "x", Reason: "malformed", Sink: "parse", Error: "e", Source: "s", Time: "2026-03-01T10:15:30.25Z"}
 	line, _ := json.Marshal(d)
 	row, id, err := deadLetterRow{d: d, insertID: deadLetterID(line)}.Save()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bigquery.Value{"payload": "x", "reason": "malformed", "error": "e", "source": "s",
+	want := map[string]bigquery.Value{"payload": "x", "reason": "malformed", "sink": "parse", "error": "e", "source": "s",
 		"time": time.Date(2026, 3, 1, 10, 15, 30, 250e6, time.UTC)}
 	if fmt.Sprint(row) != fmt.Sprint(want) {
 		t.Errorf("row = %v; want %v", row, want)
@@ -160,7 +161,7 @@ func readDeadLetterTable(t *testing.T, tbl *bigquery.Table) []schemas.DeadLetter
 			t.Fatalf("time column %T %v; want a TIMESTAMP", row["time"], row["time"])
 		}
 		out = append(out, schemas.DeadLetter{
-			Payload: fmt.Sprint(row["payload"]), Reason: fmt.Sprint(row["reason"]), Error: fmt.Sprint(row["error"]),
+			Payload: fmt.Sprint(row["payload"]), Reason: fmt.Sprint(row["reason"]), Sink: fmt.Sprint(row["sink"]), Error: fmt.Sprint(row["error"]),
 			Source: fmt.Sprint(row["source"]), Time: ts.UTC().Format(time.RFC3339Nano),
 		})
 	}
@@ -196,7 +197,7 @@ func TestWriteDeadLettersToBigQueryEmulator(t *testing.T) {
 		for _, f := range md.Schema {
 			cols = append(cols, f.Name+" "+string(f.Type))
 		}
-		if got, want := strings.Join(cols, ", "), "payload STRING, reason STRING, error STRING, source STRING, time TIMESTAMP"; got != want {
+		if got, want := strings.Join(cols, ", "), "payload STRING, reason STRING, sink STRING, error STRING, source STRING, time TIMESTAMP"; got != want {
 			t.Errorf("columns %s; want %s", got, want)
 		}
 		if tp := md.TimePartitioning; tp == nil || tp.Type != bigquery.DayPartitioningType || tp.Field != "time" {

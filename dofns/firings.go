@@ -14,7 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/sensorpipe/sensorpipe/internal/progress"
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -211,7 +211,10 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 		if err != nil {
 			return fmt.Errorf("read early-firing state: %w", err)
 		}
-		out = f.hour.early(p, &es)
+		if err := guard(func() { out = f.hour.early(p, &es) }); err != nil {
+			f.hour.reject(ctx, p.Records, err, emitDead)
+			return nil
+		}
 		if err := f.Early.Write(sp, es); err != nil {
 			return fmt.Errorf("write early-firing state: %w", err)
 		}
@@ -236,7 +239,10 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 			counted = es.Dropped
 		}
 		var next FinalState
-		next, out = f.hour.final(p, prev, fin, final, counted, f.BigQuery, time.Now().UnixMilli())
+		if err := guard(func() { next, out = f.hour.final(p, prev, fin, final, counted, f.BigQuery, time.Now().UnixMilli()) }); err != nil {
+			f.hour.reject(ctx, p.Records, err, emitDead)
+			return nil
+		}
 		if err := f.Final.Write(sp, next); err != nil {
 			return fmt.Errorf("write final-firing state: %w", err)
 		}
@@ -252,8 +258,8 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 			return fmt.Errorf("add to the window's readings: %w", err)
 		}
 	}
-	f.hour.duplicates.Inc(ctx, out.dropped)
-	progress.Duplicates.Add(out.dropped)
+	f.hour.ctrs.inc(ctx, ledger.Readings, out.readings)
+	f.hour.ctrs.inc(ctx, ledger.Duplicates, out.dropped)
 	f.sent.Inc(ctx, out.sent)
 	f.resent.Inc(ctx, out.resent)
 	f.suppressed.Inc(ctx, out.suppressed)
@@ -276,15 +282,17 @@ const (
 // firing is what one firing of a stream's window builds.
 type firing struct {
 	rows   []schemas.RowMutation
-	dead   []schemas.DeadLetter
+	dead   []schemas.Rejected
 	bq     []schemas.BQRow
 	rollup *schemas.BQRow
 	// keep are the readings that join the window's state.
 	keep []schemas.Record
-	// dropped counts the duplicates found in this firing; sent, resent
-	// and suppressed the BigQuery rows sent for the first time, sent again
+	// readings counts the distinct readings this firing built for the
+	// first time with their final values (the run's ledger counts them
+	// here); dropped the duplicates found in this firing; sent, resent and
+	// suppressed the BigQuery rows sent for the first time, sent again
 	// because they changed, and not sent again.
-	dropped, sent, resent, suppressed int64
+	readings, dropped, sent, resent, suppressed int64
 }
 
 // early builds an early firing from the window's early state, which it
@@ -306,7 +314,7 @@ func (h *hourBuilder) early(p PaneBatch, es *EarlyState) firing {
 		rollup = &es.Rollup
 	}
 	out := firing{keep: keep, dropped: int64(dropped)}
-	out.rows, out.dead = h.rows(kept, rollup, false, nil)
+	out.rows, out.dead = h.rows(kept, rollup, false, nil, func(int) schemas.OriginKind { return schemas.OriginProvisional })
 	return out
 }
 
@@ -315,53 +323,48 @@ func (h *hourBuilder) early(p PaneBatch, es *EarlyState) firing {
 // is how many duplicates earlier firings counted. It returns the state to
 // leave. now stamps the BigQuery rows' ingestion time.
 //
-// It rewrites the readings whose cells in Bigtable may differ from what it
-// builds: those it brings, those with more than one copy written, and those
-// whose values changed since they were last written (by the last final
-// firing, or else by an early one: prev then holds the early firings'
-// readings as they imputed them).
+// Every reading it finalizes for the first time (not in fin: all of them
+// at the window's first on-time or late firing) is written with its final
+// values: that is the write the run's ledger counts as the reading's, and
+// it replaces whatever the early firings wrote provisionally (Rewrites:
+// each column written or cleared, so a losing duplicate's column goes).
+// A reading finalized before is rewritten only when its values changed,
+// or a copy of it arrived again.
 func (h *hourBuilder) final(p PaneBatch, prev []schemas.Record, fin FinalState, final bool, counted int64, bigQuery bool, now int64) (FinalState, firing) {
 	out := firing{keep: p.Records}
-	// sent is what the firing before built and sent to BigQuery.
+	// sent is what the final firing before built, wrote and sent to
+	// BigQuery.
 	sent := make(map[int64]uint64, len(fin.Ms))
 	for i, ms := range fin.Ms {
 		sent[ms] = fin.Prints[i]
-	}
-	written := sent
-	if !final {
-		written = make(map[int64]uint64, len(prev))
-		copies := make(map[int64]int, len(prev))
-		for i := range prev {
-			written[prev[i].EventMs] = Fingerprint(&prev[i])
-			copies[prev[i].EventMs]++
-		}
-		for ms, n := range copies {
-			if n > 1 {
-				delete(written, ms)
-			}
-		}
 	}
 	arrived := make(map[int64]bool, len(p.Records))
 	for i := range p.Records {
 		arrived[p.Records[i].EventMs] = true
 	}
-	// PrepareGroup re-imputes prev's values in place: written is taken
-	// first.
+	// PrepareGroup re-imputes prev's values in place.
 	all := make([]schemas.Record, 0, len(prev)+len(p.Records))
 	all = append(append(all, prev...), p.Records...)
 	kept, dropped := h.spec.PrepareGroup(all)
 	out.dropped = int64(dropped) - counted
 
 	next := FinalState{Ms: make([]int64, len(kept)), Prints: make([]uint64, len(kept)), Dropped: int64(dropped)}
-	var rewrite []schemas.Record
+	var (
+		rewrite []schemas.Record
+		kinds   []schemas.OriginKind
+	)
 	for i := range kept {
 		r := &kept[i]
 		fp := Fingerprint(r)
 		next.Ms[i], next.Prints[i] = r.EventMs, fp
-		if w, ok := written[r.EventMs]; !ok || w != fp || arrived[r.EventMs] {
-			rewrite = append(rewrite, *r)
-		}
 		old, had := sent[r.EventMs]
+		switch {
+		case !had:
+			out.readings++
+			rewrite, kinds = append(rewrite, *r), append(kinds, schemas.OriginReading)
+		case old != fp || arrived[r.EventMs]:
+			rewrite, kinds = append(rewrite, *r), append(kinds, schemas.OriginRewrite)
+		}
 		if !bigQuery {
 			continue
 		}
@@ -371,7 +374,9 @@ func (h *hourBuilder) final(p PaneBatch, prev []schemas.Record, fin FinalState, 
 			out.bq = append(out.bq, h.builder.BQRow(r, now))
 		case old != fp:
 			out.resent++
-			out.bq = append(out.bq, h.builder.BQRow(r, now))
+			row := h.builder.BQRow(r, now)
+			row.Origin.Kind = schemas.OriginRewrite
+			out.bq = append(out.bq, row)
 		default:
 			out.suppressed++
 		}
@@ -391,7 +396,7 @@ func (h *hourBuilder) final(p PaneBatch, prev []schemas.Record, fin FinalState, 
 			out.rollup = &row
 		}
 	}
-	out.rows, out.dead = h.rows(rewrite, rollup, true, rollupRows)
+	out.rows, out.dead = h.rows(rewrite, rollup, true, rollupRows, func(i int) schemas.OriginKind { return kinds[i] })
 	return next, out
 }
 

@@ -173,7 +173,7 @@ func (ws *windowState) fire(h *hourBuilder, timing typex.PaneTiming, index int64
 // batchTable is what the batch pipeline writes for the lines.
 func batchTable(t *testing.T, spec *schemas.Spec, h *hourBuilder, lines []string) table {
 	kept, _ := spec.PrepareGroup(records(t, spec, lines...))
-	muts, dead := h.rows(kept, h.rollup(firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli(), kept), false, nil)
+	muts, dead := h.rows(kept, h.rollup(firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli(), kept), false, nil, nil)
 	if len(dead) > 0 {
 		t.Fatalf("batch dead letters: %v", dead)
 	}
@@ -215,11 +215,12 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 			// state holds (b's: it keeps the first and last observed only).
 			{typex.PaneEarly, []string{f}, "+50m hr=90 imp=false spo2=98 temp=36.8 rollup count=4", ""},
 			{typex.PaneEarly, []string{out}, "+40m hr=70 imp=true spo2=98 temp=36.8 rollup count=5", ""},
-			// On time: re-imputed, and rewritten where that moved a value
-			// (a, now from b; out, now from eB) or a duplicate was written
-			// (eB, clearing eA's spO2); b and f stand as written.
+			// On time: re-imputed, and every reading written with its final
+			// values, the write the ledger counts (a, now from b; out, now
+			// from eB; eB clearing eA's spO2).
 			{typex.PaneOnTime, []string{eB},
-				"+0m hr=70 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false spo2=- temp=37.5, +40m hr=80 imp=true spo2=98 temp=36.8 rollup count=5",
+				"+0m hr=70 imp=true spo2=98 temp=36.8, +10m hr=70 imp=false spo2=98 temp=36.8, +30m hr=80 imp=false spo2=- temp=37.5, " +
+					"+40m hr=80 imp=true spo2=98 temp=36.8, +50m hr=90 imp=false spo2=98 temp=36.8 rollup count=5",
 				"+0m:70 +10m:70 +30m:80 +40m:80 +50m:90"},
 			// Late: c and d (a duplicate pair), and a, whose imputation c
 			// changes; b, eB, out and f are not rewritten.
@@ -237,8 +238,11 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 			// Early firings do not clear: eB leaves eA's spO2 until on time.
 			{typex.PaneEarly, []string{d, d, eB, f, out}, "+20m hr=60 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false temp=37.5, " +
 				"+40m hr=80 imp=true spo2=98 temp=36.8, +50m hr=90 imp=false spo2=98 temp=36.8 rollup count=8", ""},
-			// d (re-imputed, and written twice) and eB (eA was written).
-			{typex.PaneOnTime, nil, "+20m hr=70 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false spo2=- temp=37.5 rollup count=7",
+			// Every reading with its final values: d re-imputed, eB
+			// clearing eA's spO2.
+			{typex.PaneOnTime, nil, "+0m hr=60 imp=true spo2=98 temp=36.8, +5m hr=60 imp=false spo2=98 temp=36.8, " +
+				"+10m hr=70 imp=false spo2=98 temp=36.8, +20m hr=70 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false spo2=- temp=37.5, " +
+				"+40m hr=80 imp=true spo2=98 temp=36.8, +50m hr=90 imp=false spo2=98 temp=36.8 rollup count=7",
 				"+0m:60 +10m:70 +20m:70 +30m:80 +40m:80 +50m:90 +5m:60"},
 		},
 	}, {
@@ -257,7 +261,7 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var ws windowState
-			var dropped int64
+			var dropped, readings int64
 			got := table{}
 			for i, st := range tc.steps {
 				out := ws.fire(h, st.timing, int64(i), records(t, spec, st.lines...))
@@ -270,8 +274,12 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 				if (out.rollup != nil) != (st.timing != typex.PaneEarly || i > 0 && ws.final) {
 					t.Errorf("firing %d (%v): rollup row %v", i, st.timing, out.rollup != nil)
 				}
+				if err := kindsFollowTiming(out, st.timing, ws.final); err != nil {
+					t.Errorf("firing %d (%v): %v", i, st.timing, err)
+				}
 				got.apply(out.rows)
 				dropped += out.dropped
+				readings += out.readings
 			}
 			if got.String() != want.String() {
 				t.Errorf("final table differs from the batch result\n got:\n%s\nwant:\n%s", got, want)
@@ -279,8 +287,34 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 			if dropped != 2 {
 				t.Errorf("duplicates dropped = %d, want 2 (d, eA)", dropped)
 			}
+			if readings != 7 {
+				t.Errorf("distinct readings counted = %d, want 7, each once", readings)
+			}
 		})
 	}
+}
+
+// kindsFollowTiming checks the kinds of a firing's writes: an early
+// firing's are provisional; a final firing writes each reading it
+// finalizes for the first time as an OriginReading, the others as
+// rewrites, and as many OriginReadings as the readings it counts.
+func kindsFollowTiming(out firing, timing typex.PaneTiming, final bool) error {
+	var n int64
+	for _, m := range out.rows {
+		for _, o := range m.Origins {
+			switch {
+			case o.Kind == schemas.OriginRollup:
+			case timing == typex.PaneEarly && !final && o.Kind != schemas.OriginProvisional:
+				return fmt.Errorf("early write of kind %v", o.Kind)
+			case o.Kind == schemas.OriginReading:
+				n++
+			}
+		}
+	}
+	if n != out.readings {
+		return fmt.Errorf("%d reading writes for %d readings counted", n, out.readings)
+	}
+	return nil
 }
 
 // TestFiringsCountEachDuplicateOnce: an early firing counts the duplicates

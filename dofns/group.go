@@ -2,6 +2,7 @@ package dofns
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"time"
 
@@ -9,7 +10,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/sensorpipe/sensorpipe/internal/progress"
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -39,7 +40,8 @@ type BuildRowsFn struct {
 // Setup compiles the spec.
 func (f *BuildRowsFn) Setup() error { return f.hour.setup(f.Spec) }
 
-// ProcessElement builds the group's rows.
+// ProcessElement builds the group's rows. A group it cannot build is
+// dead-lettered, each reading with reason internal.
 func (f *BuildRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, _ string, readings func(*schemas.Record) bool,
 	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), dead func(schemas.DeadLetter)) {
 	var recs []schemas.Record
@@ -51,23 +53,45 @@ func (f *BuildRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w 
 	if len(recs) == 0 {
 		return
 	}
-	f.hour.firings.Inc(ctx, 1)
-	kept, dropped := f.Spec.PrepareGroup(recs)
-	f.hour.duplicates.Inc(ctx, int64(dropped))
-	progress.Duplicates.Add(int64(dropped))
-	start, end := windowBounds(w, kept[0].EventMs)
-	rollup := f.hour.rollup(start, end, kept)
-	muts, rejected := f.hour.rows(kept, rollup, false, nil)
-	f.hour.emit(ctx, muts, rejected, emitRow, dead)
-	if !f.BigQuery {
+	var (
+		kept            []schemas.Record
+		muts            []schemas.RowMutation
+		rejected        []schemas.Rejected
+		rollup          *schemas.Rollup
+		dropped         int
+		bqRows          []schemas.BQRow
+		rollupRow       *schemas.BQRow
+		start, end, now = int64(0), int64(0), time.Now().UnixMilli()
+	)
+	err := guard(func() {
+		kept, dropped = f.Spec.PrepareGroup(recs)
+		start, end = windowBounds(w, kept[0].EventMs)
+		rollup = f.hour.rollup(start, end, kept)
+		muts, rejected = f.hour.rows(kept, rollup, false, nil, nil)
+		if !f.BigQuery {
+			return
+		}
+		for i := range kept {
+			bqRows = append(bqRows, f.hour.builder.BQRow(&kept[i], now))
+		}
+		if rollup != nil {
+			row := f.hour.roller.BQRow(rollup, schemas.Pane{Timing: pane.Timing.String(), Index: int64(pane.Index)}, now)
+			rollupRow = &row
+		}
+	})
+	if err != nil {
+		f.hour.reject(ctx, recs, err, dead)
 		return
 	}
-	now := time.Now().UnixMilli()
-	for i := range kept {
-		emitBQ(f.hour.builder.BQRow(&kept[i], now))
+	f.hour.firings.Inc(ctx, 1)
+	f.hour.ctrs.inc(ctx, ledger.Readings, int64(len(kept)))
+	f.hour.ctrs.inc(ctx, ledger.Duplicates, int64(dropped))
+	f.hour.emit(ctx, muts, rejected, emitRow, dead)
+	for _, r := range bqRows {
+		emitBQ(r)
 	}
-	if rollup != nil {
-		emitRollup(f.hour.roller.BQRow(rollup, schemas.Pane{Timing: pane.Timing.String(), Index: int64(pane.Index)}, now))
+	if rollupRow != nil {
+		emitRollup(*rollupRow)
 	}
 }
 
@@ -79,9 +103,9 @@ type hourBuilder struct {
 	builder    *schemas.Builder
 	roller     *schemas.Roller
 	firstTable string
-	duplicates beam.Counter
 	rowCount   beam.Counter
 	firings    beam.Counter
+	ctrs       counters
 }
 
 func (h *hourBuilder) setup(spec *schemas.Spec) error {
@@ -94,7 +118,6 @@ func (h *hourBuilder) setup(spec *schemas.Spec) error {
 	}
 	h.spec = spec
 	h.firstTable = spec.Bigtable.Tables[0].Name
-	h.duplicates = beam.NewCounter("group", "duplicates_dropped")
 	h.rowCount = beam.NewCounter("group", "rows")
 	h.firings = beam.NewCounter("group", "firings")
 	return nil
@@ -111,23 +134,15 @@ func (h *hourBuilder) rollup(start, end int64, kept []schemas.Record) *schemas.R
 }
 
 // rows builds the mutations of recs, as Mutations (or Rewrites when
-// rewrite is set), and the dead letters of the records that cannot be
-// built. The rollup's cells travel with the last reading of each
+// rewrite is set) with kind(i) the kind of recs[i]'s writes (nil: each an
+// OriginReading), and the records that cannot be built for a table. The rollup's cells travel with the last reading of each
 // first-table row, so they are written (or dead-lettered) with it; each row
 // of rollupRows that recs do not touch gets a mutation of the rollup cells
 // alone.
-func (h *hourBuilder) rows(recs []schemas.Record, rollup *schemas.Rollup, rewrite bool, rollupRows []string) ([]schemas.RowMutation, []schemas.DeadLetter) {
-	build := h.builder.Mutations
-	if rewrite {
-		build = h.builder.Rewrites
-	}
-	muts, rejected := build(recs)
-	var dead []schemas.DeadLetter
-	for _, rj := range rejected {
-		dead = append(dead, NewDeadLetter(rj.Origin.Raw, rj.Origin.Source, rj.Err))
-	}
+func (h *hourBuilder) rows(recs []schemas.Record, rollup *schemas.Rollup, rewrite bool, rollupRows []string, kind func(int) schemas.OriginKind) ([]schemas.RowMutation, []schemas.Rejected) {
+	muts, rejected := h.builder.Build(recs, rewrite, kind)
 	if rollup == nil {
-		return muts, dead
+		return muts, rejected
 	}
 	cells, dels := h.roller.Cells(rollup), []schemas.Cell(nil)
 	if rewrite {
@@ -151,18 +166,31 @@ func (h *hourBuilder) rows(recs []schemas.Record, rollup *schemas.Rollup, rewrit
 			muts = append(muts, schemas.RowMutation{Table: h.firstTable, RowKey: key, Cells: cells, Deletes: dels, Origins: []schemas.Origin{o}})
 		}
 	}
-	return muts, dead
+	return muts, rejected
 }
 
-// emit emits a firing's rows and dead letters.
-func (h *hourBuilder) emit(ctx context.Context, muts []schemas.RowMutation, dead []schemas.DeadLetter,
+// emit emits a firing's rows, and the dead letters of the records it could
+// not build for a table (sink bigtable: each counted in that table's
+// ledger as routed and failed).
+func (h *hourBuilder) emit(ctx context.Context, muts []schemas.RowMutation, rejected []schemas.Rejected,
 	emitRow func(schemas.RowMutation), emitDead func(schemas.DeadLetter)) {
-	for _, d := range dead {
-		emitDead(d)
+	for _, rj := range rejected {
+		h.ctrs.sink(ctx, schemas.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Routed, 1)
+		h.ctrs.sink(ctx, schemas.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Failed, 1)
+		emitDead(deadLetter(schemas.SinkBigtable, rj.Origin.Raw, rj.Origin.Source, fmt.Errorf("table %s: %w", rj.Table, rj.Err)))
 	}
 	for _, m := range muts {
 		h.rowCount.Inc(ctx, 1)
 		emitRow(m)
+	}
+}
+
+// reject dead-letters readings the grouping could not build (reason
+// internal, sink window), counting them as rejected in the ledger.
+func (h *hourBuilder) reject(ctx context.Context, recs []schemas.Record, err error, dead func(schemas.DeadLetter)) {
+	h.ctrs.inc(ctx, ledger.GroupRejected, int64(len(recs)))
+	for _, r := range recs {
+		dead(deadLetter(schemas.SinkWindow, r.Raw, r.Source, err))
 	}
 }
 

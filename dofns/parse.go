@@ -6,13 +6,12 @@ import (
 	"reflect"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/sensorpipe/sensorpipe/internal/progress"
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -91,8 +90,7 @@ type ParseFn struct {
 	parser  Decoder
 	builder *schemas.Builder
 	buf     []schemas.Record
-	read    beam.Counter
-	invalid beam.Counter
+	ctrs    counters
 }
 
 // NewParseFn returns a ParseFn for spec.
@@ -107,8 +105,6 @@ func (f *ParseFn) Setup() error {
 	if f.parser, err = NewDecoder(f.Spec, f.Format); err != nil {
 		return err
 	}
-	f.read = beam.NewCounter("parse", "records")
-	f.invalid = beam.NewCounter("parse", "dead_lettered")
 	return nil
 }
 
@@ -126,39 +122,39 @@ func compile(spec *schemas.Spec) (*schemas.Parser, *schemas.Builder, error) {
 	return schemas.NewParser(spec), b, nil
 }
 
-// ProcessElement parses line, read from source.
+// ProcessElement parses line, read from source. Every record it reads is
+// counted in the run's ledger: each reading it emits, or the line as one
+// rejected record (also when the parser could not handle it: reason
+// internal).
 func (f *ParseFn) ProcessElement(ctx context.Context, source, line string, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
 	var err error
-	f.buf, err = f.parser.ParseString(f.buf[:0], line, source)
-	if err == nil {
-		for i := range f.buf {
-			if err = f.builder.Check(&f.buf[i]); err != nil {
-				break
-			}
-		}
+	if perr := guard(func() { err = f.parse(line, source) }); perr != nil {
+		err = perr
 	}
 	if err != nil {
-		progress.Read.Add(1)
-		f.read.Inc(ctx, 1)
-		f.invalid.Inc(ctx, 1)
-		dead(NewDeadLetter(line, source, err))
+		f.ctrs.inc(ctx, ledger.InputRecords, 1)
+		f.ctrs.inc(ctx, ledger.InputRejected, 1)
+		dead(deadLetter(schemas.SinkParse, line, source, err))
 		return
 	}
+	f.ctrs.inc(ctx, ledger.InputRecords, int64(len(f.buf)))
 	for i := range f.buf {
-		progress.Read.Add(1)
-		f.read.Inc(ctx, 1)
 		r := f.buf[i]
 		emit(mtime.FromMilliseconds(r.EventMs), f.Spec.IdentityKey(&r), r)
 	}
 }
 
-// NewDeadLetter builds a dead letter for payload with err's reason.
-func NewDeadLetter(payload, source string, err error) schemas.DeadLetter {
-	return schemas.DeadLetter{
-		Payload: payload,
-		Reason:  schemas.Reason(err),
-		Error:   err.Error(),
-		Source:  source,
-		Time:    time.Now().UTC().Format(time.RFC3339Nano),
+// parse decodes line into f.buf and checks that every record can be built.
+func (f *ParseFn) parse(line, source string) error {
+	var err error
+	f.buf, err = f.parser.ParseString(f.buf[:0], line, source)
+	if err != nil {
+		return err
 	}
+	for i := range f.buf {
+		if err := f.builder.Check(&f.buf[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -32,7 +33,9 @@ const splitBytes int64 = 64 << 20
 // the rest of the file without an error. A file that cannot be read to the
 // end is dead-lettered (reason malformed) with the line it stopped at,
 // rather than failing the job.
-type ReadLinesFn struct{}
+type ReadLinesFn struct {
+	ctrs counters
+}
 
 func compressed(path string) bool {
 	return strings.HasSuffix(path, ".gz") || strings.HasSuffix(path, ".gzip")
@@ -71,7 +74,10 @@ func (fn *ReadLinesFn) CreateTracker(rest offsetrange.Restriction) *sdf.LockRTra
 // ProcessElement emits the lines that start inside the restriction.
 func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, file fileio.ReadableFile, emit func(string, string), dead func(schemas.DeadLetter)) error {
 	path := file.Metadata.Path
-	rest := rt.GetRestriction().(offsetrange.Restriction)
+	rest, ok := rt.GetRestriction().(offsetrange.Restriction)
+	if !ok {
+		return fmt.Errorf("read %s: restriction %T is not an offset range", path, rt.GetRestriction())
+	}
 	fd, err := file.Open(ctx)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
@@ -84,7 +90,10 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 	}
 	lineNo := 0
 	unreadable := func(err error) {
-		dead(NewDeadLetter("", path, fmt.Errorf("%w: %s could not be read past line %d: %v", schemas.ErrMalformed, path, lineNo, err)))
+		// The rest of the file is one rejected record in the ledger.
+		fn.ctrs.inc(ctx, ledger.InputRecords, 1)
+		fn.ctrs.inc(ctx, ledger.InputRejected, 1)
+		dead(deadLetter(schemas.SinkParse, "", path, fmt.Errorf("%w: %s could not be read past line %d: %w", schemas.ErrMalformed, path, lineNo, err)))
 	}
 	if compressed(path) {
 		if !rt.TryClaim(rest.Start) {

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -39,12 +40,7 @@ type TooLateFn struct {
 	AllowedLateness time.Duration
 	Margin          time.Duration
 
-	late beam.Counter
-}
-
-// Setup prepares the counter.
-func (f *TooLateFn) Setup() {
-	f.late = beam.NewCounter("stream", "too_late")
+	ctrs counters
 }
 
 // ProcessElement passes on-time and allowed-late readings and dead-letters
@@ -56,9 +52,9 @@ func (f *TooLateFn) ProcessElement(ctx context.Context, et beam.EventTime, key s
 		emit(key, r)
 		return
 	}
-	f.late.Inc(ctx, 1)
+	f.ctrs.inc(ctx, ledger.TooLate, 1)
 	closed := time.UnixMilli(schemas.WindowEnd(r.EventMs, f.WindowSize)).Add(f.AllowedLateness).UTC()
-	dead(NewDeadLetter(r.Raw, r.Source, fmt.Errorf("%w: event time %s is in a window closed since %s (allowed lateness %v)",
+	dead(deadLetter(schemas.SinkWindow, r.Raw, r.Source, fmt.Errorf("%w: event time %s is in a window closed since %s (allowed lateness %v)",
 		schemas.ErrTooLate, time.UnixMilli(r.EventMs).UTC().Format(time.RFC3339Nano), closed.Format(time.RFC3339), f.AllowedLateness)))
 }
 
@@ -85,7 +81,9 @@ func (f *ArrivalRowsFn) Setup() error {
 
 // ProcessElement emits r's observed cells.
 func (f *ArrivalRowsFn) ProcessElement(_ context.Context, _ string, r schemas.Record, emit func(schemas.RowMutation)) {
-	muts, _ := f.builder.Mutations([]schemas.Record{r}) // rejected records never pass Parse
+	// Rejected records never pass Parse. The firings write the reading
+	// again, with its imputed values: this write is provisional.
+	muts, _ := f.builder.Build([]schemas.Record{r}, false, func(int) schemas.OriginKind { return schemas.OriginProvisional })
 	for _, m := range muts {
 		emit(m)
 	}

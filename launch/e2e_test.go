@@ -20,6 +20,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -98,6 +99,20 @@ func writeInput(t *testing.T) string {
 	return dir
 }
 
+// readSummary reads a --summary_json file.
+func readSummary(t *testing.T, path string) ledger.Ledger {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("--summary_json: %v", err)
+	}
+	var l ledger.Ledger
+	if err := json.Unmarshal(b, &l); err != nil {
+		t.Fatalf("--summary_json %s: %v", path, err)
+	}
+	return l
+}
+
 // dump reads every cell of every row of a table in the emulator's
 // instance p/i.
 func dump(t *testing.T, host, table string) []string {
@@ -136,7 +151,8 @@ func TestBatchEndToEndAgainstBigtableEmulator(t *testing.T) {
 			"--bigtable_table=patient_vitals", "--dead_letter=" + dl}, extra...)
 	}
 	dl := t.TempDir()
-	r := runLauncher(t, env, args(dl)...)
+	summaryFile := filepath.Join(t.TempDir(), "summary.json")
+	r := runLauncher(t, env, args(dl, "--summary_json="+summaryFile)...)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -213,11 +229,23 @@ func TestBatchEndToEndAgainstBigtableEmulator(t *testing.T) {
 		}
 	})
 
-	t.Run("summary", func(t *testing.T) {
-		for _, want := range []string{"readings read:      309", "readings written:   304", "duplicates merged:  1", "dead letters:       4"} {
+	t.Run("ledger balances, in the summary and --summary_json", func(t *testing.T) {
+		for _, want := range []string{"records read:            309", "distinct valid readings: 304", "duplicates merged:       1",
+			"rejected:                4", "bigtable patient_vitals: readings routed 304 = written 304 + dead-lettered 0",
+			"dead letters:            4 (parse/bad_timestamp 1, parse/invalid_field 1, parse/malformed 1, parse/out_of_range 1)", "ledger: balanced"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("summary lacks %q:\n%s", want, r.stdout)
 			}
+		}
+		l := readSummary(t, summaryFile)
+		if l.Read != 309 || l.Readings != 304 || l.Duplicates != 1 || l.Rejected != 4 || !l.Balanced {
+			t.Errorf("summary JSON %+v; want 309 read = 304 distinct + 1 merged + 4 rejected, balanced", l)
+		}
+		if len(l.Sinks) != 1 || fmt.Sprint(l.Sinks[0]) != fmt.Sprint(ledger.Sink{Sink: "bigtable", Table: "patient_vitals", Routed: 304, Written: 304, Rows: 3}) {
+			t.Errorf("sinks %+v; want patient_vitals: 304 routed and written", l.Sinks)
+		}
+		if fmt.Sprint(l.DeadLetters) != "map[parse:map[bad_timestamp:1 invalid_field:1 malformed:1 out_of_range:1]]" {
+			t.Errorf("dead letters %v; want the 4 parse ones by reason", l.DeadLetters)
 		}
 	})
 
@@ -431,7 +459,7 @@ func TestBatchBothSinks(t *testing.T) {
 				t.Errorf("readings_hourly clustering = %+v; want sensor_id", hourly.Clustering)
 			}
 			// One rollup row per (sensor, hour): the batch's single firing.
-			if !strings.Contains(r.stdout, "readings_hourly 3)") {
+			if !strings.Contains(r.stdout, "bigquery_rollups readings_hourly: rollup rows routed 3 = written 3 + dead-lettered 0") {
 				t.Errorf("summary lacks 3 readings_hourly rows (p-1 and p-4 at 10h, p-2 at 11h):\n%s", r.stdout)
 			}
 			fromBQ := map[string][]string{}

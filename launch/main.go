@@ -4,8 +4,20 @@
 // hour, and writes Bigtable, BigQuery and a dead letter.
 //
 // It runs on prism by default; --runner=direct and --runner=dataflow work
-// too. Exit codes: 0 the job ran (even if records were dead-lettered), 1 the
-// job or its set-up failed (e.g. Bigtable unreachable), 2 bad flags.
+// too. Every local run ends with a ledger of its records (read, built,
+// merged, rejected, and per sink table routed, written, dead-lettered)
+// read from the runner's counters, which must balance.
+//
+// Exit codes:
+//
+//	0  the job ran and its ledger balances (bad records may have been
+//	   dead-lettered, with their reasons);
+//	1  the job or its set-up failed (e.g. Bigtable unreachable at launch),
+//	   or its ledger does not balance;
+//	2  bad flags;
+//	3  the job ran and its ledger balances, but a store stayed unavailable
+//	   past --write_retry_deadline: the records it did not take are in the
+//	   dead letter as write_failed, to re-drive or re-run.
 package main
 
 import (
@@ -26,35 +38,37 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
-	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
 	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
 	"github.com/sensorpipe/sensorpipe/internal/btadmin"
-	"github.com/sensorpipe/sensorpipe/internal/progress"
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 var (
-	source       = flag.String("source", "files", "Where readings come from: files (a batch over --input) or pubsub (a stream from --subscription).")
-	input        = flag.String("input", "", "With --source=files: a file glob, local or gs://; .gz files are decompressed. Example: 'testdata/*.jsonl'.")
-	specFlag     = flag.String("spec", "vitals", "Dataset spec: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a path to a YAML file.")
-	btProject    = flag.String("bigtable_project", "", "Bigtable project id (required).")
-	btInstance   = flag.String("bigtable_instance", "", "Bigtable instance id (required).")
-	btTable      = flag.String("bigtable_table", "", "Bigtable table for the spec's first table (default: the spec's name, patient_vitals for vitals).")
-	deadLetter   = flag.String("dead_letter", "", "Where rejected records go, each with its payload and reason (required): "+schemas.DeadLetterTargetForms+".")
-	createTables = flag.Bool("create_tables", true, "Create missing Bigtable tables and column families (with the spec's GC policies) before running.")
-	timeout      = flag.Duration("bigtable_timeout", 10*time.Second, "How long to wait for Bigtable to answer at start-up.")
-	bqProject    = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project).")
-	bqDataset    = flag.String("bigquery_dataset", "", "BigQuery dataset; empty turns the BigQuery sink off.")
-	bqTable      = flag.String("bigquery_table", "", "BigQuery table (default: the spec's, readings for vitals).")
-	bqMethod     = flag.String("bigquery_write_method", "storage_write", "storage_write: Storage Write API default stream (at-least-once); insert_all: tabledata.insertAll with insertId = reading_id (best-effort dedup).")
-	printRows    = flag.Int("print_rows", 0, "After a local batch run, print this many rows of the first table.")
-	logLevel     = flag.String("log_level", "warn", "Runner and SDK log level: debug, info, warn or error.")
-	progressIval = flag.Duration("progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
-	format       = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (a schemas/proto Reading per message; see dofns.Formats).")
+	source        = flag.String("source", "files", "Where readings come from: files (a batch over --input) or pubsub (a stream from --subscription).")
+	input         = flag.String("input", "", "With --source=files: a file glob, local or gs://; .gz files are decompressed. Example: 'testdata/*.jsonl'.")
+	specFlag      = flag.String("spec", "vitals", "Dataset spec: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a path to a YAML file.")
+	btProject     = flag.String("bigtable_project", "", "Bigtable project id (required).")
+	btInstance    = flag.String("bigtable_instance", "", "Bigtable instance id (required).")
+	btTable       = flag.String("bigtable_table", "", "Bigtable table for the spec's first table (default: the spec's name, patient_vitals for vitals).")
+	deadLetter    = flag.String("dead_letter", "", "Where rejected records go, each with its payload and reason (required): "+schemas.DeadLetterTargetForms+".")
+	createTables  = flag.Bool("create_tables", true, "Create missing Bigtable tables and column families (with the spec's GC policies) before running.")
+	timeout       = flag.Duration("startup_timeout", 30*time.Second, "How long the start-up checks (Bigtable tables, BigQuery tables, the dead-letter target, the subscription) may take in all; transient errors are retried within it.")
+	btTimeout     = flag.Duration("bigtable_timeout", 0, "Deprecated: use --startup_timeout.")
+	retryDeadline = flag.Duration("write_retry_deadline", retry.DefaultDeadline, "How long a write to Bigtable, BigQuery or the dead letter is retried while its store fails transiently (UNAVAILABLE, timeouts, quota). Past it, the records go to the dead letter as write_failed and the run exits 3.")
+	summaryJSON   = flag.String("summary_json", "", "Also write the run's ledger (the summary's figures) as JSON to this file.")
+	bqProject     = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project).")
+	bqDataset     = flag.String("bigquery_dataset", "", "BigQuery dataset; empty turns the BigQuery sink off.")
+	bqTable       = flag.String("bigquery_table", "", "BigQuery table (default: the spec's, readings for vitals).")
+	bqMethod      = flag.String("bigquery_write_method", "storage_write", "storage_write: Storage Write API default stream (at-least-once); insert_all: tabledata.insertAll with insertId = reading_id (best-effort dedup).")
+	printRows     = flag.Int("print_rows", 0, "After a local batch run, print this many rows of the first table.")
+	logLevel      = flag.String("log_level", "warn", "Runner and SDK log level: debug, info, warn or error.")
+	progressIval  = flag.Duration("progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
+	format        = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (a schemas/proto Reading per message; see dofns.Formats).")
 
 	// Stream flags (--source=pubsub).
 	subscription    = flag.String("subscription", "", "With --source=pubsub: the subscription, projects/P/subscriptions/S (required). PUBSUB_EMULATOR_HOST is honoured on prism and direct.")
@@ -74,12 +88,28 @@ const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
+	// exitUnavailable: the job ran and its ledger balances, but a store
+	// stayed unavailable and records were dead-lettered for it.
+	exitUnavailable = 3
 )
 
 // usageError is a bad flag or flag combination.
-type usageError struct{ msg string }
+type usageError struct{ err error }
 
-func (e usageError) Error() string { return e.msg }
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef is a usageError formatted like fmt.Errorf (%w keeps the chain).
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// exitError ends the run with its code after the run has reported itself.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
 
 func main() {
 	flag.CommandLine.Init(os.Args[0], flag.ContinueOnError)
@@ -111,8 +141,12 @@ func main() {
 	defer stop()
 	if err := run(ctx); err != nil {
 		var ue usageError
-		if errors.As(err, &ue) {
+		var ee exitError
+		switch {
+		case errors.As(err, &ue):
 			fail(exitUsage, err)
+		case errors.As(err, &ee):
+			fail(ee.code, err)
 		}
 		fail(exitFailed, err)
 	}
@@ -142,22 +176,22 @@ func local() bool {
 func config(ctx context.Context) (pipelines.Config, error) {
 	var cfg pipelines.Config
 	if flag.NArg() > 0 {
-		return cfg, usageError{fmt.Sprintf("unexpected argument %q: every option is a --flag", flag.Arg(0))}
+		return cfg, usagef("unexpected argument %q: every option is a --flag", flag.Arg(0))
 	}
 	spec, err := schemas.LoadSpec(*specFlag)
 	if err != nil {
-		return cfg, usageError{fmt.Sprintf("--spec: %v", err)}
+		return cfg, usagef("--spec: %w", err)
 	}
 	if *btTable != "" {
 		if err := spec.RenameTable(spec.Bigtable.Tables[0].Name, *btTable); err != nil {
-			return cfg, usageError{err.Error()}
+			return cfg, usageError{err}
 		}
 	}
 	switch {
 	case *btProject == "":
-		return cfg, usageError{"--bigtable_project is required"}
+		return cfg, usagef("--bigtable_project is required")
 	case *btInstance == "":
-		return cfg, usageError{"--bigtable_instance is required"}
+		return cfg, usagef("--bigtable_instance is required")
 	}
 	dlProject := *bqProject
 	if dlProject == "" {
@@ -165,18 +199,22 @@ func config(ctx context.Context) (pipelines.Config, error) {
 	}
 	dl, err := validateDeadLetter(*deadLetter, dlProject, local())
 	if err != nil {
-		return cfg, usageError{err.Error()}
+		return cfg, usageError{err}
 	}
 	if _, err := dofns.NewDecoder(spec, *format); err != nil {
-		return cfg, usageError{"--format: " + err.Error()}
+		return cfg, usagef("--format: %w", err)
 	}
 	if _, err := schemas.NewRoller(spec); err != nil {
-		return cfg, usageError{fmt.Sprintf("--spec: %v", err)}
+		return cfg, usagef("--spec: %w", err)
 	}
-	cfg = pipelines.Config{Spec: spec, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: dl, Format: *format}
+	if *retryDeadline <= 0 {
+		return cfg, usagef("--write_retry_deadline=%v: give a positive duration such as 2m", *retryDeadline)
+	}
+	cfg = pipelines.Config{Spec: spec, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: dl, Format: *format,
+		Retry: dofns.RetrySettings{Deadline: *retryDeadline}}
 	if *bqDataset != "" {
 		if spec.BigQuery == nil {
-			return cfg, usageError{fmt.Sprintf("--bigquery_dataset: spec %s has no bigquery section", spec.Name)}
+			return cfg, usagef("--bigquery_dataset: spec %s has no bigquery section", spec.Name)
 		}
 		bq := &pipelines.BigQueryConfig{Project: *bqProject, Dataset: *bqDataset, Table: *bqTable, WriteMethod: *bqMethod}
 		if bq.Project == "" {
@@ -186,40 +224,40 @@ func config(ctx context.Context) (pipelines.Config, error) {
 			bq.Table = spec.BigQuery.Table
 		}
 		if bq.WriteMethod != "storage_write" && bq.WriteMethod != "insert_all" {
-			return cfg, usageError{fmt.Sprintf("--bigquery_write_method=%q: use storage_write or insert_all", bq.WriteMethod)}
+			return cfg, usagef("--bigquery_write_method=%q: use storage_write or insert_all", bq.WriteMethod)
 		}
 		cfg.BigQuery = bq
 	}
 	switch *source {
 	case "files":
 		if *input == "" {
-			return cfg, usageError{"--input is required with --source=files: give a file glob such as 'testdata/*.jsonl'"}
+			return cfg, usagef("--input is required with --source=files: give a file glob such as 'testdata/*.jsonl'")
 		}
 		for _, name := range streamFlags {
 			if isSet(name) {
-				return cfg, usageError{fmt.Sprintf("--%s applies to --source=pubsub only", name)}
+				return cfg, usagef("--%s applies to --source=pubsub only", name)
 			}
 		}
 		if local() {
 			if err := checkInput(ctx, *input); err != nil {
-				return cfg, usageError{err.Error()}
+				return cfg, usageError{err}
 			}
 		}
 	case "pubsub":
 		if *input != "" {
-			return cfg, usageError{"--input applies to --source=files only; a stream reads --subscription"}
+			return cfg, usagef("--input applies to --source=files only; a stream reads --subscription")
 		}
 		if *subscription == "" {
-			return cfg, usageError{"--subscription is required with --source=pubsub: give projects/P/subscriptions/S"}
+			return cfg, usagef("--subscription is required with --source=pubsub: give projects/P/subscriptions/S")
 		}
 		if _, err := streamSource(); err != nil {
-			return cfg, usageError{err.Error()}
+			return cfg, usageError{err}
 		}
 		if *earlyFiring <= 0 || *lateFiring <= 0 || *allowedLateness < 0 {
-			return cfg, usageError{"--early_firing and --late_firing must be positive, --allowed_lateness not negative"}
+			return cfg, usagef("--early_firing and --late_firing must be positive, --allowed_lateness not negative")
 		}
 		if *ackDeadline != 0 && (*ackDeadline < 10*time.Second || *ackDeadline > 600*time.Second) {
-			return cfg, usageError{fmt.Sprintf("--pubsub_ack_deadline=%v: use 10s..600s", *ackDeadline)}
+			return cfg, usagef("--pubsub_ack_deadline=%v: use 10s..600s", *ackDeadline)
 		}
 		cfg.Windowing = pipelines.Windowing{Streaming: true, EarlyFiring: *earlyFiring, LateFiring: *lateFiring, AllowedLateness: *allowedLateness}
 		if *allowedLateness == 0 {
@@ -231,10 +269,10 @@ func config(ctx context.Context) (pipelines.Config, error) {
 		// own cells before its message is acknowledged.
 		cfg.WriteOnArrival = local()
 	default:
-		return cfg, usageError{fmt.Sprintf("--source=%q: use files or pubsub", *source)}
+		return cfg, usagef("--source=%q: use files or pubsub", *source)
 	}
 	if err := cfg.Validate(); err != nil {
-		return cfg, usageError{err.Error()}
+		return cfg, usageError{err}
 	}
 	return cfg, nil
 }
@@ -288,27 +326,8 @@ func run(ctx context.Context) error {
 		return err
 	}
 	if !dryRun() {
-		if err := btadmin.EnsureTables(ctx, cfg.BigtableProject, cfg.BigtableInstance, cfg.Spec, *createTables, *timeout); err != nil {
+		if err := preflight(ctx, cfg); err != nil {
 			return err
-		}
-		if err := dofns.EnsureDeadLetterTarget(ctx, cfg.DeadLetter); err != nil {
-			return err
-		}
-		if cfg.Windowing.Streaming {
-			if err := pubsubread.CheckSubscription(ctx, *subscription); err != nil {
-				return err
-			}
-		}
-		if bq := cfg.BigQuery; bq != nil {
-			if err := bqadmin.EnsureTable(ctx, bq.Project, bq.Dataset, bq.Table, cfg.Spec.BigQuery, *createTables); err != nil {
-				return err
-			}
-			if roller, _ := schemas.NewRoller(cfg.Spec); roller != nil {
-				rt := roller.BigQuery()
-				if err := bqadmin.EnsureTable(ctx, bq.Project, bq.Dataset, rt.Table, rt, *createTables); err != nil {
-					return err
-				}
-			}
 		}
 	}
 	start := time.Now()
@@ -321,37 +340,41 @@ func run(ctx context.Context) error {
 		err = pipelines.Batch(s, cfg, *input)
 	}
 	if err != nil {
-		return usageError{err.Error()}
+		return fmt.Errorf("build the pipeline: %w", err)
 	}
-
-	progress.Reset()
-	stopProgress := make(chan struct{})
-	if local() && *progressIval > 0 {
-		go progress.Report(os.Stderr, *progressIval, stopProgress)
-	}
-	if streaming && local() {
-		fmt.Fprintf(os.Stderr, "sensorpipe: streaming %s on %s; Ctrl-C or SIGTERM stops\n", *subscription, runnerName())
-	}
-	err = beamx.Run(ctx, p)
-	close(stopProgress)
-	if streaming && ctx.Err() != nil {
-		// Interrupted: the stream's normal end. Bundles in flight are
-		// abandoned uncommitted, so their messages were not acknowledged
-		// and Pub/Sub redelivers them to the next run.
-		if local() {
-			summary(os.Stdout, time.Since(start), cfg)
+	if !local() {
+		// Dataflow: the job's counters hold the ledger; a batch run
+		// waits for the job and prints it too.
+		res := runPipeline(ctx, p, 0, nil)
+		if res.Err != nil {
+			return jobError(res.Err)
+		}
+		if res.Counters != nil && !streaming {
+			return report(os.Stdout, time.Since(start), cfg, res)
 		}
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("job failed: %w", err)
+	if streaming {
+		fmt.Fprintf(os.Stderr, "sensorpipe: streaming %s on %s; Ctrl-C or SIGTERM stops\n", *subscription, runnerName())
 	}
-	if local() {
-		summary(os.Stdout, time.Since(start), cfg)
-		if *printRows > 0 {
-			if err := showRows(ctx, cfg, *printRows); err != nil {
-				return err
-			}
+	prev, prevAt := ledger.Counters(nil), start
+	res := runPipeline(ctx, p, *progressIval, func(c ledger.Counters) {
+		now := time.Now()
+		fmt.Fprintln(os.Stderr, progressLine(cfg, prev, c, now.Sub(prevAt), now.Sub(start)))
+		prev, prevAt = c, now
+	})
+	if res.Err != nil && !res.Stopped {
+		return jobError(res.Err)
+	}
+	// A stopped stream is the stream's normal end: bundles in flight were
+	// abandoned uncommitted, so their messages were not acknowledged and
+	// Pub/Sub redelivers them to the next run.
+	if err := report(os.Stdout, time.Since(start), cfg, res); err != nil {
+		return err
+	}
+	if *printRows > 0 && !streaming {
+		if err := showRows(ctx, cfg, *printRows); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -362,37 +385,102 @@ func dryRun() bool {
 	return f != nil && f.Value.String() == "true"
 }
 
-// summary prints what the run did.
-func summary(w io.Writer, took time.Duration, cfg pipelines.Config) {
-	s := progress.Take()
+// progressLine is a progress line from the runner's counters: totals, and
+// the read rate over the last interval.
+func progressLine(cfg pipelines.Config, prev, cur ledger.Counters, interval, elapsed time.Duration) string {
+	l := ledger.FromCounters(cur, cfg.Windowing.Streaming)
+	rate := 0.0
+	if interval > 0 {
+		rate = float64(cur[ledger.InputRecords]-prev[ledger.InputRecords]) / interval.Seconds()
+	}
+	var written, bq int64
+	for _, s := range l.Sinks {
+		n := s.Written
+		for _, o := range s.Other {
+			if strings.HasSuffix(o.What, " "+ledger.Written) {
+				n += o.N
+			}
+		}
+		switch {
+		case s.Sink == schemas.SinkBigtable && s.Table == cfg.Spec.Bigtable.Tables[0].Name:
+			written += n
+		case s.Sink == schemas.SinkBigQuery:
+			bq += n
+		}
+	}
+	return fmt.Sprintf("progress %6.0fs: read %d, written %d (bigquery %d), dead-lettered %d, %.0f readings/s",
+		elapsed.Seconds(), l.Read, written, bq, l.DeadLettered(), rate)
+}
+
+// report prints the run's ledger (and writes it to --summary_json), and
+// returns the error that sets the exit code: the ledger does not balance
+// (1), or a store stayed unavailable (3).
+func report(w io.Writer, took time.Duration, cfg pipelines.Config, res jobRun) error {
+	l := ledger.FromCounters(res.Counters, cfg.Windowing.Streaming)
 	if cfg.Windowing.Streaming {
 		fmt.Fprintf(w, "sensorpipe: %s stream stopped after %v\n", runnerName(), took.Round(time.Millisecond))
 	} else {
 		fmt.Fprintf(w, "sensorpipe: %s run finished in %v\n", runnerName(), took.Round(time.Millisecond))
 	}
-	fmt.Fprintf(w, "  readings read:      %d\n", s.Read)
-	if cfg.Windowing.Streaming {
-		fmt.Fprintf(w, "  reading writes:     %d (Bigtable row writes: %d; locally a reading is written on arrival, by its firing, and again if its imputation changes)\n", s.Written, progress.Rows.Load())
-	} else {
-		fmt.Fprintf(w, "  readings written:   %d (Bigtable rows written: %d)\n", s.Written, progress.Rows.Load())
+	l.WriteText(w)
+	fmt.Fprintf(w, "  dead letters go to:      %s\n", cfg.DeadLetter)
+	if *summaryJSON != "" {
+		if err := writeJSON(*summaryJSON, l); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(w, "  duplicates merged:  %d (same identity and millisecond)\n", progress.Duplicates.Load())
-	if cfg.BigQuery != nil {
-		fmt.Fprintf(w, "  BigQuery rows:      %d%s\n", s.BQWritten, breakdown(progress.BQByTable()))
+	switch {
+	case res.Counters == nil:
+		return exitError{exitFailed, fmt.Errorf("the runner reported no counters: the run's ledger cannot be checked")}
+	case !l.Balanced:
+		return exitError{exitFailed, fmt.Errorf("the run's ledger does not balance: %s", strings.Join(l.Problems, "; "))}
 	}
-	fmt.Fprintf(w, "  dead letters:       %d%s -> %s\n", s.DeadLettered, breakdown(progress.DeadByReason()), cfg.DeadLetter)
+	if down := l.Unavailable(); len(down) > 0 {
+		var parts []string
+		for _, s := range down {
+			parts = append(parts, fmt.Sprintf("%s (%s) stayed unavailable: %d %s of %s not written", storeName(s.Sink), storeWhere(s.Sink), s.Unavailable, countedName(s.Sink), s.Table))
+		}
+		return exitError{exitUnavailable, fmt.Errorf("%s after retrying for --write_retry_deadline=%v; they are in the dead letter %s as write_failed: re-run the job (writes are idempotent) or re-drive them",
+			strings.Join(parts, "; "), *retryDeadline, cfg.DeadLetter)}
+	}
+	return nil
 }
 
-// breakdown formats counts as " (key n, key n)", or "" when there are none.
-func breakdown(counts []progress.Count) string {
-	if len(counts) == 0 {
-		return ""
+func storeName(sink string) string {
+	if sink == schemas.SinkBigtable {
+		return "Bigtable"
 	}
-	parts := make([]string, len(counts))
-	for i, c := range counts {
-		parts[i] = fmt.Sprintf("%s %d", c.Key, c.N)
+	return "BigQuery"
+}
+
+func storeWhere(sink string) string {
+	if sink == schemas.SinkBigtable {
+		return btadmin.Where()
 	}
-	return " (" + strings.Join(parts, ", ") + ")"
+	return bqadmin.WriterEndpoint()
+}
+
+func countedName(sink string) string {
+	if sink == schemas.SinkBigQueryRollups {
+		return "rollup rows"
+	}
+	return "readings"
+}
+
+// writeJSON writes the ledger to path.
+func writeJSON(path string, l *ledger.Ledger) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--summary_json: %w", err)
+	}
+	if err := l.WriteJSON(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--summary_json: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--summary_json: %w", err)
+	}
+	return nil
 }
 
 // showRows prints the first n rows of the first table, cbt-style.

@@ -321,7 +321,7 @@ func TestStreamEndToEnd(t *testing.T) {
 			t.Fatalf("SIGTERM: exit %d; want 0\nstderr:\n%s", code, job.stderr.String())
 		}
 		out := job.stdout.String()
-		if !strings.Contains(out, "stream stopped after") || !strings.Contains(out, "dead letters:       4") {
+		if !strings.Contains(out, "stream stopped after") || !strings.Contains(out, "dead letters:            4") || !strings.Contains(out, "ledger: balanced") {
 			t.Errorf("no summary at stop:\n%s", out)
 		}
 		if !strings.Contains(job.stderr.String(), "progress ") {

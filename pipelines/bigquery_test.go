@@ -60,7 +60,7 @@ func TestWriteBigQueryAppliesTheConfiguredSink(t *testing.T) {
 			}
 
 			p, s := beam.NewPipelineWithRoot()
-			dead := WriteBigQuery(s, cfg, spec.BigQuery, beam.CreateList(s, rows))
+			dead := WriteBigQuery(s, cfg, schemas.SinkBigQuery, spec.BigQuery, beam.CreateList(s, rows))
 			passert.Empty(s, beam.ParDo(s, bqDeadText, dead))
 			if err := ptest.Run(p); err != nil {
 				t.Fatalf("pipeline: %v", err)

@@ -42,6 +42,10 @@ type Config struct {
 	// (see dofns.ArrivalRowsFn). The launcher sets it on the local runners,
 	// whose windows live in memory.
 	WriteOnArrival bool
+
+	// Retry is the sinks' and dead-letter writers' retry policy (zero:
+	// retry.Policy's defaults).
+	Retry dofns.RetrySettings
 }
 
 // BigQueryConfig is the BigQuery sink's destination.
@@ -50,6 +54,8 @@ type BigQueryConfig struct {
 	Dataset     string
 	Table       string
 	WriteMethod string // storage_write (default) or insert_all
+	// Retry is the sink's retry policy (Ingest sets Config.Retry).
+	Retry dofns.RetrySettings
 }
 
 // Validate reports a configuration that cannot run.
@@ -115,17 +121,18 @@ func Ingest(s beam.Scope, cfg Config, records beam.PCollection) []beam.PCollecti
 		dead = append(dead, late)
 		if cfg.WriteOnArrival {
 			arrival := beam.ParDo(s.Scope("WriteOnArrival"), &dofns.ArrivalRowsFn{Spec: cfg.Spec}, records)
-			dead = append(dead, WriteBigtable(s.Scope("WriteOnArrival"), cfg.BigtableProject, cfg.BigtableInstance, arrival))
+			dead = append(dead, WriteBigtable(s.Scope("WriteOnArrival"), cfg, arrival))
 		}
 	}
 	b := BuildRowsAndRollups(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...))
-	dead = append(dead, b.Dead, WriteBigtable(s, cfg.BigtableProject, cfg.BigtableInstance, b.Rows))
+	dead = append(dead, b.Dead, WriteBigtable(s, cfg, b.Rows))
 	if cfg.BigQuery != nil {
-		dead = append(dead, WriteBigQuery(s, *cfg.BigQuery, cfg.Spec.BigQuery, b.BQRows))
+		bq := *cfg.BigQuery
+		bq.Retry = cfg.Retry
+		dead = append(dead, WriteBigQuery(s, bq, schemas.SinkBigQuery, cfg.Spec.BigQuery, b.BQRows))
 		if roller, _ := schemas.NewRoller(cfg.Spec); roller != nil {
-			rcfg := *cfg.BigQuery
-			rcfg.Table = roller.BigQuery().Table
-			dead = append(dead, WriteBigQuery(s.Scope("rollups"), rcfg, roller.BigQuery(), b.Rollups))
+			bq.Table = roller.BigQuery().Table
+			dead = append(dead, WriteBigQuery(s.Scope("rollups"), bq, schemas.SinkBigQueryRollups, roller.BigQuery(), b.Rollups))
 		}
 	}
 	return dead
@@ -210,20 +217,25 @@ func firesMoreThanOnce(ws *window.WindowingStrategy) bool {
 	return true
 }
 
-// WriteBigtable writes RowMutations and returns the dead letters of those
-// that failed.
-func WriteBigtable(s beam.Scope, project, instance string, rows beam.PCollection) beam.PCollection {
+// WriteBigtable writes RowMutations to cfg's Bigtable instance under its
+// retry policy and returns the dead letters of those that failed, in the
+// global window. Rows may come in any window and pane: the sink takes
+// them in the global window, where its end-of-bundle dead letters are
+// emitted.
+func WriteBigtable(s beam.Scope, cfg Config, rows beam.PCollection) beam.PCollection {
 	s = s.Scope("bigtable.Write")
-	return beam.ParDo(s, dofns.NewBigtableWriteFn(project, instance), rows)
+	fn := dofns.NewBigtableWriteFn(cfg.BigtableProject, cfg.BigtableInstance)
+	fn.Retry = cfg.Retry
+	return beam.ParDo(s, fn, globalWindow(s, rows))
 }
 
-// WriteDeadLetters writes each PCollection of dead letters under dir. They
-// are written separately, not flattened, since they may be windowed
-// differently.
-func WriteDeadLetters(s beam.Scope, dir string, dead ...beam.PCollection) {
+// WriteDeadLetters writes each PCollection of dead letters to target (see
+// dofns.WriteDeadLettersFn) under the retry policy. They are written
+// separately, not flattened, since they may be windowed differently.
+func WriteDeadLetters(s beam.Scope, target string, retry dofns.RetrySettings, dead ...beam.PCollection) {
 	s = s.Scope("deadletter.Write")
 	for _, d := range dead {
-		beam.ParDo0(s, &dofns.WriteDeadLettersFn{Dir: dir}, d)
+		beam.ParDo0(s, &dofns.WriteDeadLettersFn{Dir: target, Retry: retry}, d)
 	}
 }
 
@@ -251,6 +263,6 @@ func Batch(s beam.Scope, cfg Config, glob string) error {
 	for i, d := range dead {
 		sinkDead = append(sinkDead, beam.Reshuffle(s.Scope(fmt.Sprintf("deadletter.Detach%d", i)), d))
 	}
-	WriteDeadLetters(s, cfg.DeadLetter, append(sinkDead, readDead, parseDead)...)
+	WriteDeadLetters(s, cfg.DeadLetter, cfg.Retry, append(sinkDead, readDead, parseDead)...)
 	return nil
 }

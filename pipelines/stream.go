@@ -151,6 +151,6 @@ func Stream(s beam.Scope, cfg Config, src PubSubSource) error {
 	}
 	records, parseDead := ParseFormat(s, cfg.Spec, cfg.Format, lines)
 	dead := Ingest(s, cfg, records)
-	WriteDeadLetters(s, cfg.DeadLetter, append(dead, parseDead)...)
+	WriteDeadLetters(s, cfg.DeadLetter, cfg.Retry, append(dead, parseDead)...)
 	return nil
 }

@@ -113,13 +113,13 @@ func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	passert.Count(s, global(parseDead), "parse dead letters", 0)
 	passert.Equals(s, global(beam.ParDo(s, deadReason, tooLate)), "too_late in.jsonl")
 	passert.Empty(s, global(built.Dead))
-	passert.Empty(s, WriteBigtable(s.Scope("stream"), "p", "stream", built.Rows))
+	passert.Empty(s, WriteBigtable(s.Scope("stream"), Config{BigtableProject: "p", BigtableInstance: "stream"}, built.Rows))
 
 	// The batch pipeline, for the same (on-time and late) readings.
 	batchLines := beam.ParDo(s, keyByTestSource, beam.Create(s, a, b, c, d, dDup, eA, eB))
 	batchRecords, _ := Parse(s, spec, batchLines)
 	batch := BuildRowsAndRollups(s.Scope("batch"), spec, true, HourlyWindows(s, batchRecords))
-	passert.Empty(s, WriteBigtable(s.Scope("batch"), "p", "batch", batch.Rows))
+	passert.Empty(s, WriteBigtable(s.Scope("batch"), Config{BigtableProject: "p", BigtableInstance: "batch"}, batch.Rows))
 
 	// BigQuery: every reading, and each batch row among those sent (the
 	// last one sent for a reading is its batch row; which that is depends

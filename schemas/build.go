@@ -23,6 +23,41 @@ type Origin struct {
 	Source  string
 	Cells   int
 	Deletes int
+	// Kind says what this write is to the run's ledger.
+	Kind OriginKind
+}
+
+// OriginKind says what one write of a record is, so the run's ledger can
+// count each reading once per sink however many times a stream writes it.
+type OriginKind uint8
+
+// Origin kinds.
+const (
+	// OriginReading is the write the ledger counts as the reading's: in a
+	// batch its only one; in a stream the one the first on-time (or late)
+	// firing of its window makes, with its final imputation.
+	OriginReading OriginKind = iota
+	// OriginRewrite writes a reading again: a later firing re-imputed it,
+	// or a duplicate of it was written.
+	OriginRewrite
+	// OriginProvisional is a stream's write before its window closes: on
+	// arrival, or by an early firing with a provisional imputation.
+	OriginProvisional
+	// OriginRollup is a window's rollup: its cells, or its BigQuery row.
+	OriginRollup
+)
+
+// String names the kind, for the ledger's counters.
+func (k OriginKind) String() string {
+	switch k {
+	case OriginRewrite:
+		return "rewrite"
+	case OriginProvisional:
+		return "provisional"
+	case OriginRollup:
+		return "rollup"
+	}
+	return "reading"
 }
 
 // RowMutation is every cell one group writes to one row, and the versions
@@ -157,29 +192,40 @@ func (b *Builder) Check(r *Record) error {
 // keyBufs recycles the buffers Check renders keys into.
 var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
-// Rejected is a record that could not be built, with why.
+// Rejected is a record that could not be built for a table, with why.
 type Rejected struct {
 	Origin Origin
+	Table  string
 	Err    error
 }
 
 // Mutations builds one RowMutation per row the prepared group touches, for
 // every table. Records whose key cannot be rendered (Check rejects them
-// first) are skipped and returned as rejected.
+// first) are skipped and returned as rejected. Each write is an
+// OriginReading.
 func (b *Builder) Mutations(recs []Record) ([]RowMutation, []Rejected) {
-	return b.mutations(recs, false)
+	return b.Build(recs, false, nil)
 }
 
 // Rewrites is Mutations for readings an earlier firing of a stream may have
 // written in another form (a duplicate that lost, a provisional
 // imputation): each reading's cells, and a deletion of its version in each
 // column it has no value for, so the row ends as Mutations alone would
-// have written it.
+// have written it. Each write is an OriginRewrite.
 func (b *Builder) Rewrites(recs []Record) ([]RowMutation, []Rejected) {
-	return b.mutations(recs, true)
+	return b.Build(recs, true, func(int) OriginKind { return OriginRewrite })
 }
 
-func (b *Builder) mutations(recs []Record, deletes bool) ([]RowMutation, []Rejected) {
+// Build is Mutations (or Rewrites, with rewrite) with the kind of each
+// record's writes given by kind(i) for recs[i]; nil means OriginReading.
+func (b *Builder) Build(recs []Record, rewrite bool, kind func(i int) OriginKind) ([]RowMutation, []Rejected) {
+	if kind == nil {
+		kind = func(int) OriginKind { return OriginReading }
+	}
+	return b.mutations(recs, rewrite, kind)
+}
+
+func (b *Builder) mutations(recs []Record, deletes bool, kind func(i int) OriginKind) ([]RowMutation, []Rejected) {
 	var (
 		out  []RowMutation
 		errs []Rejected
@@ -196,7 +242,7 @@ func (b *Builder) mutations(recs []Record, deletes bool) ([]RowMutation, []Rejec
 			var err error
 			buf, err = t.key.Render(buf[:0], r)
 			if err != nil {
-				errs = append(errs, Rejected{Origin{Raw: r.Raw, Source: r.Source}, err})
+				errs = append(errs, Rejected{Origin{Raw: r.Raw, Source: r.Source, Kind: kind(ri)}, t.name, err})
 				continue
 			}
 			idx, ok := rows[string(buf)]
@@ -220,10 +266,10 @@ func (b *Builder) mutations(recs []Record, deletes bool) ([]RowMutation, []Rejec
 			cells, err := b.appendCells(m.Cells, dels, &arena, t, r)
 			if err != nil {
 				m.Deletes = m.Deletes[:nDels]
-				errs = append(errs, Rejected{Origin{Raw: r.Raw, Source: r.Source}, err})
+				errs = append(errs, Rejected{Origin{Raw: r.Raw, Source: r.Source, Kind: kind(ri)}, t.name, err})
 				continue
 			}
-			m.Origins = append(m.Origins, Origin{Raw: r.Raw, Source: r.Source, Cells: len(cells) - len(m.Cells), Deletes: len(m.Deletes) - nDels})
+			m.Origins = append(m.Origins, Origin{Raw: r.Raw, Source: r.Source, Cells: len(cells) - len(m.Cells), Deletes: len(m.Deletes) - nDels, Kind: kind(ri)})
 			m.Cells = cells
 		}
 	}
@@ -328,7 +374,8 @@ func (b *Builder) value(ref valueRef, r *Record, ingestedMs int64) Value {
 	return Value{}
 }
 
-// BQRow builds r's BigQuery row; ingestedMs fills $ingested_at.
+// BQRow builds r's BigQuery row, an OriginReading; ingestedMs fills
+// $ingested_at.
 func (b *Builder) BQRow(r *Record, ingestedMs int64) BQRow {
 	vals := make([]Value, len(b.bqCols))
 	for i, c := range b.bqCols {

@@ -7,6 +7,7 @@ package schemas
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Kind is the type of a Value.
@@ -74,9 +75,13 @@ var (
 	ErrOutOfRange   = errors.New("out_of_range")
 	ErrWriteFailed  = errors.New("write_failed")
 	ErrTooLate      = errors.New("too_late")
+	// ErrInternal marks a record that reached code that could not handle
+	// it (a bug, not bad data): it is dead-lettered with the error rather
+	// than crash the bundle.
+	ErrInternal = errors.New("internal")
 )
 
-var reasons = []error{ErrMalformed, ErrMissingField, ErrInvalidField, ErrBadTimestamp, ErrOutOfRange, ErrWriteFailed, ErrTooLate}
+var reasons = []error{ErrMalformed, ErrMissingField, ErrInvalidField, ErrBadTimestamp, ErrOutOfRange, ErrWriteFailed, ErrTooLate, ErrInternal}
 
 // Reason returns the dead-letter reason code of err ("malformed", ...). An
 // error wrapping none of the sentinels is reported as "malformed" when it came
@@ -90,14 +95,48 @@ func Reason(err error) string {
 	return ErrMalformed.Error()
 }
 
-// DeadLetter is one record that could not be written, with why. It is
-// written as one JSON object per line.
+// Sinks a dead letter names: the stage that could not take its record.
+const (
+	// SinkParse is reading and validation: the record never became a
+	// reading.
+	SinkParse = "parse"
+	// SinkWindow is the stream's windowing: the reading came after its
+	// hour closed (too_late).
+	SinkWindow = "window"
+	// SinkBigtable, SinkBigQuery and SinkBigQueryRollups are the writes:
+	// a reading (or a rollup row) one store did not take. The others may
+	// hold it: a reading BigQuery rejects keeps its Bigtable cells.
+	SinkBigtable        = "bigtable"
+	SinkBigQuery        = "bigquery"
+	SinkBigQueryRollups = "bigquery_rollups"
+)
+
+// Sinks lists the sinks in ledger order.
+var Sinks = []string{SinkParse, SinkWindow, SinkBigtable, SinkBigQuery, SinkBigQueryRollups}
+
+// DeadLetter is one record that could not be written, with why and where.
+// It is written as one JSON object per line.
 type DeadLetter struct {
 	Payload string `json:"payload"`
 	Reason  string `json:"reason"`
-	Error   string `json:"error"`
-	Source  string `json:"source"`
-	Time    string `json:"time"`
+	// Sink is the stage that rejected it (SinkParse, SinkBigtable, ...).
+	Sink   string `json:"sink"`
+	Error  string `json:"error"`
+	Source string `json:"source"`
+	Time   string `json:"time"`
+}
+
+// NewDeadLetter builds the dead letter of payload (read from source) that
+// sink could not take because of err, stamped with now (UTC).
+func NewDeadLetter(sink, payload, source string, err error, now time.Time) DeadLetter {
+	return DeadLetter{
+		Payload: payload,
+		Reason:  Reason(err),
+		Sink:    sink,
+		Error:   err.Error(),
+		Source:  source,
+		Time:    now.UTC().Format(time.RFC3339Nano),
+	}
 }
 
 // reject builds a validation error carrying its reason sentinel.

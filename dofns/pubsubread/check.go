@@ -12,17 +12,19 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
-// checkTimeout bounds CheckSubscription, as --bigtable_timeout's default
-// bounds the Bigtable check.
+// checkTimeout bounds CheckSubscription when ctx has no deadline (the
+// launcher gives it --startup_timeout).
 const checkTimeout = 10 * time.Second
 
 // CheckSubscription checks, before a stream starts, that the subscription
-// sub ("projects/P/subscriptions/S") exists and Pub/Sub answers within
-// checkTimeout, so that a typo or a missing subscription is a one-line error
-// saying what to do rather than a failed bundle once the job runs.
+// sub ("projects/P/subscriptions/S") exists and Pub/Sub answers before
+// ctx's deadline (else within checkTimeout), retrying transient errors, so
+// that a typo or a missing subscription is a one-line error saying what to
+// do rather than a failed bundle once the job runs.
 // PUBSUB_EMULATOR_HOST is honoured. A subscriber without
 // pubsub.subscriptions.get passes: its pulls will tell.
 func CheckSubscription(ctx context.Context, sub string) error {
@@ -35,12 +37,17 @@ func CheckSubscription(ctx context.Context, sub string) error {
 		return fmt.Errorf("subscription %s: creating a Pub/Sub client: %w", sub, err)
 	}
 	defer client.Close()
-	gctx, cancel := context.WithTimeout(ctx, checkTimeout)
-	defer cancel()
-	_, err = client.GetSubscription(gctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub})
+	limit := checkTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		limit = time.Until(dl).Round(time.Millisecond)
+	}
+	err = retry.Do(ctx, retry.Policy{Deadline: limit, AttemptTimeout: limit}, func(ctx context.Context) error {
+		_, err := client.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub})
+		return err
+	})
 	_, id, _ := schemas.ParseSubscription(sub)
 	code := status.Code(err)
-	if errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, retry.ErrExhausted) {
 		code = codes.DeadlineExceeded // the client gave up retrying: no status
 	}
 	switch code {
@@ -51,7 +58,7 @@ func CheckSubscription(ctx context.Context, sub string) error {
 	case codes.InvalidArgument:
 		return fmt.Errorf("subscription %s: %s rejects the name (ids are 3 to 255 letters, digits and -_.~+%%, starting with a letter): %w", sub, where, err)
 	case codes.DeadlineExceeded, codes.Unavailable:
-		return fmt.Errorf("subscription %s: %s did not answer within %v (is it running?): %w", sub, where, checkTimeout, err)
+		return fmt.Errorf("subscription %s: %s did not answer within %v (is it running?): %w", sub, where, limit, err)
 	default:
 		return fmt.Errorf("subscription %s: %w", sub, err)
 	}

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -148,10 +149,11 @@ func TableMetadata(bq *schemas.BigQuerySpec) *bigquery.TableMetadata {
 // NULLABLE columns the spec has and the table lacks, and fails with a clear
 // error when the table cannot take the spec's rows. With create false,
 // nothing is created or changed and anything missing is an error. It gives
-// up after Timeout when BigQuery does not answer.
+// up when BigQuery does not answer before ctx's deadline (or Timeout).
 //
 // bq describes the table: a spec's BigQuery section, or another table the
-// pipeline writes (the hourly rollups).
+// pipeline writes (the hourly rollups). Every call is retried on transient
+// errors until ctx's deadline, or Timeout without one.
 func EnsureTable(ctx context.Context, project, dataset, table string, bq *schemas.BigQuerySpec, create bool) error {
 	if bq == nil {
 		return fmt.Errorf("bigquery: no table description (the spec has no bigquery section)")
@@ -166,27 +168,33 @@ func EnsureTable(ctx context.Context, project, dataset, table string, bq *schema
 	}
 	defer c.Close()
 	limit := Timeout
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < limit {
+	if dl, ok := ctx.Deadline(); ok {
+		// The caller's deadline: the launcher's --startup_timeout.
 		limit = time.Until(dl).Round(time.Millisecond)
 	}
-	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	wrap := func(op string, err error) error { return describe(ctx, op, limit, err) }
+	// Every call is retried on transient errors within the limit.
+	call := func(fn func(context.Context) error) error {
+		return retry.Do(ctx, retry.Policy{Deadline: limit, AttemptTimeout: limit}, fn)
+	}
 
 	ds := c.Dataset(dataset)
-	if _, err := ds.Metadata(ctx); err != nil {
+	if err := call(func(ctx context.Context) error { _, err := ds.Metadata(ctx); return err }); err != nil {
 		switch {
 		case !notFound(err):
 			return wrap(fmt.Sprintf("bigquery dataset %s:%s", project, dataset), err)
 		case !create:
 			return fmt.Errorf("bigquery dataset %s:%s does not exist: create it (bq mk --dataset %s:%s) or run with --create_tables=true", project, dataset, project, dataset)
 		}
-		if err := ds.Create(ctx, &bigquery.DatasetMetadata{}); err != nil && !alreadyExists(err) {
+		if err := call(func(ctx context.Context) error { return ds.Create(ctx, &bigquery.DatasetMetadata{}) }); err != nil && !alreadyExists(err) {
 			return wrap(fmt.Sprintf("create bigquery dataset %s:%s", project, dataset), err)
 		}
 	}
 	t := ds.Table(table)
-	md, err := t.Metadata(ctx)
+	var md *bigquery.TableMetadata
+	err = call(func(ctx context.Context) (err error) { md, err = t.Metadata(ctx); return err })
 	if err != nil {
 		switch {
 		case !notFound(err):
@@ -194,7 +202,7 @@ func EnsureTable(ctx context.Context, project, dataset, table string, bq *schema
 		case !create:
 			return fmt.Errorf("bigquery table %s does not exist: create it (bq mk --table with the columns of table %s in the spec) or run with --create_tables=true", ref, bq.Table)
 		}
-		err = t.Create(ctx, TableMetadata(bq))
+		err = call(func(ctx context.Context) error { return t.Create(ctx, TableMetadata(bq)) })
 		if err == nil {
 			return nil
 		}
@@ -202,7 +210,7 @@ func EnsureTable(ctx context.Context, project, dataset, table string, bq *schema
 			return wrap("create bigquery table "+ref, err)
 		}
 		// Created concurrently: check what is there.
-		if md, err = t.Metadata(ctx); err != nil {
+		if err := call(func(ctx context.Context) (err error) { md, err = t.Metadata(ctx); return err }); err != nil {
 			return wrap("bigquery table "+ref, err)
 		}
 	}
@@ -221,7 +229,7 @@ func EnsureTable(ctx context.Context, project, dataset, table string, bq *schema
 		if !hasCode(err, http.StatusPreconditionFailed) || attempt == 2 {
 			return wrap(fmt.Sprintf("add columns %s to bigquery table %s", names(add), ref), err)
 		}
-		if md, err = t.Metadata(ctx); err != nil {
+		if err := call(func(ctx context.Context) (err error) { md, err = t.Metadata(ctx); return err }); err != nil {
 			return wrap("bigquery table "+ref, err)
 		}
 	}

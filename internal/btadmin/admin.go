@@ -1,6 +1,8 @@
 // Package btadmin prepares Bigtable before a run: it checks that Bigtable
 // can be reached and creates the spec's tables, families and GC policies
-// when they are missing.
+// when they are missing. Every admin call is retried on transient errors
+// under the run's retry policy (internal/retry), within the start-up
+// timeout.
 package btadmin
 
 import (
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -21,8 +24,11 @@ import (
 var ErrUnreachable = errors.New("bigtable unreachable")
 
 // EnsureTables checks every table of spec. Missing tables and families are
-// created when create is true, and reported as errors otherwise.
+// created when create is true, and reported as errors otherwise. Each call
+// is retried on transient errors until timeout.
 func EnsureTables(ctx context.Context, project, instance string, spec *schemas.Spec, create bool, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	ac, err := bigtable.NewAdminClient(ctx, project, instance)
 	if err != nil {
 		return fmt.Errorf("bigtable admin client: %w (for a local emulator set BIGTABLE_EMULATOR_HOST=host:port; for Cloud Bigtable run gcloud auth application-default login)", err)
@@ -51,7 +57,8 @@ func hasFamily(t schemas.TableSpec, name string) bool {
 	return false
 }
 
-func where() string {
+// Where names the Bigtable the client reaches, for messages.
+func Where() string {
 	if h := os.Getenv("BIGTABLE_EMULATOR_HOST"); h != "" {
 		return "the emulator at " + h
 	}
@@ -59,24 +66,32 @@ func where() string {
 }
 
 func ensureTable(ctx context.Context, ac *bigtable.AdminClient, t schemas.TableSpec, create bool, timeout time.Duration) error {
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	info, err := ac.TableInfo(cctx, t.Name)
+	// Each call retried on transient errors; ctx bounds them all.
+	call := func(fn func(context.Context) error) error {
+		return retry.Do(ctx, retry.Policy{Deadline: timeout, AttemptTimeout: timeout}, fn)
+	}
+	var info *bigtable.TableInfo
+	err := call(func(ctx context.Context) (err error) {
+		info, err = ac.TableInfo(ctx, t.Name)
+		return err
+	})
 	switch {
 	case status.Code(err) == codes.NotFound:
 		if !create {
 			return fmt.Errorf("bigtable table %q does not exist: create it (cbt createtable %s) or run with --create_tables=true", t.Name, t.Name)
 		}
-		if err := ac.CreateTable(cctx, t.Name); err != nil && status.Code(err) != codes.AlreadyExists {
-			return fmt.Errorf("create table %s: %w", t.Name, err)
+		err := call(func(ctx context.Context) error {
+			if err := ac.CreateTable(ctx, t.Name); status.Code(err) != codes.AlreadyExists {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return unreachable(fmt.Sprintf("create table %s", t.Name), timeout, err)
 		}
 		info = &bigtable.TableInfo{}
 	case err != nil:
-		code := status.Code(err)
-		if code == codes.Unavailable || code == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("%w: no answer from %s within %v: %v", ErrUnreachable, where(), timeout, err)
-		}
-		return fmt.Errorf("bigtable table %s: %w", t.Name, err)
+		return unreachable("bigtable table "+t.Name, timeout, err)
 	}
 	have := map[string]bool{}
 	for _, f := range info.FamilyInfos {
@@ -89,16 +104,31 @@ func ensureTable(ctx context.Context, ac *bigtable.AdminClient, t schemas.TableS
 		if !create {
 			return fmt.Errorf("bigtable table %q has no column family %q: create it (cbt createfamily %s %s) or run with --create_tables=true", t.Name, fam.Name, t.Name, fam.Name)
 		}
-		if err := ac.CreateColumnFamily(cctx, t.Name, fam.Name); err != nil && status.Code(err) != codes.AlreadyExists {
-			return fmt.Errorf("create family %s:%s: %w", t.Name, fam.Name, err)
+		err := call(func(ctx context.Context) error {
+			if err := ac.CreateColumnFamily(ctx, t.Name, fam.Name); status.Code(err) != codes.AlreadyExists {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return unreachable(fmt.Sprintf("create family %s:%s", t.Name, fam.Name), timeout, err)
 		}
 		if p := GCPolicy(fam.GC); p != nil {
-			if err := ac.SetGCPolicy(cctx, t.Name, fam.Name, p); err != nil {
-				return fmt.Errorf("gc policy %s:%s: %w", t.Name, fam.Name, err)
+			if err := call(func(ctx context.Context) error { return ac.SetGCPolicy(ctx, t.Name, fam.Name, p) }); err != nil {
+				return unreachable(fmt.Sprintf("gc policy %s:%s", t.Name, fam.Name), timeout, err)
 			}
 		}
 	}
 	return nil
+}
+
+// unreachable words a failed admin call: ErrUnreachable when Bigtable did
+// not answer (the retries ran out, or the start-up timeout passed).
+func unreachable(what string, timeout time.Duration, err error) error {
+	if errors.Is(err, retry.ErrExhausted) || errors.Is(err, context.DeadlineExceeded) || retry.Retryable(err) {
+		return fmt.Errorf("%w: %s: no answer from %s within %v (--startup_timeout): %w", ErrUnreachable, what, Where(), timeout, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // GCPolicy converts a spec GC policy; nil means keep everything.

@@ -43,14 +43,13 @@ import (
 	"cloud.google.com/go/bigtable"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/internal/bench"
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
 	"github.com/sensorpipe/sensorpipe/internal/btadmin"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
-	"github.com/sensorpipe/sensorpipe/internal/progress"
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -400,18 +399,24 @@ func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
 		defer pprof.StopCPUProfile()
 		s.ProfileFile = *cpuProfile
 	}
-	progress.Reset()
 	start := time.Now()
 	p, root := beam.NewPipelineWithRoot()
 	if err := pipelines.Batch(root, cfg, input); err != nil {
 		return err
 	}
-	if err := beamx.Run(ctx, p); err != nil {
+	pr, err := beam.Run(ctx, "prism", p)
+	if err != nil {
 		return fmt.Errorf("job failed: %w", err)
 	}
 	s.Seconds = time.Since(start).Seconds()
-	snap := progress.Take()
-	s.Readings, s.DeadLetters = snap.Written, snap.DeadLettered
+	res := pr.Metrics()
+	l := ledger.FromCounters(ledger.FromMetrics(&res), false)
+	for _, sk := range l.Sinks {
+		if sk.Sink == schemas.SinkBigtable {
+			s.Readings += sk.Written
+		}
+	}
+	s.DeadLetters = l.DeadLettered()
 	return nil
 }
 

@@ -1,0 +1,75 @@
+package dofns
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+// counters are the Beam counters of the run's ledger (internal/ledger
+// names them) that one DoFn keeps, made on first use. Beam metrics are the
+// ledger's only source: the runner reports them, so the ledger is the
+// runner's account, locally and on Dataflow.
+type counters map[ledger.Key]beam.Counter
+
+func (c *counters) inc(ctx context.Context, k ledger.Key, n int64) {
+	if n == 0 {
+		return
+	}
+	if *c == nil {
+		*c = counters{}
+	}
+	ctr, ok := (*c)[k]
+	if !ok {
+		ctr = beam.NewCounter(k.Namespace, k.Name)
+		(*c)[k] = ctr
+	}
+	ctr.Inc(ctx, n)
+}
+
+// sink counts a write of kind to sink's table with outcome.
+func (c *counters) sink(ctx context.Context, sink, table string, kind schemas.OriginKind, outcome string, n int64) {
+	c.inc(ctx, ledger.SinkKey(sink, table, kind, outcome), n)
+}
+
+// guard runs fn and turns a panic into an error wrapping
+// schemas.ErrInternal, naming where it happened, so a record that reaches
+// code that cannot handle it is dead-lettered (reason internal) instead of
+// crashing its bundle.
+func guard(fn func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: panic: %v%s", schemas.ErrInternal, r, panicSite())
+		}
+	}()
+	fn()
+	return nil
+}
+
+// panicSite names the first sensorpipe function on the panicking stack.
+func panicSite() string {
+	pcs := make([]uintptr, 32)
+	n := runtime.Callers(3, pcs)
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		if strings.Contains(f.Function, "sensorpipe/") && !strings.Contains(f.Function, "dofns.guard") && !strings.Contains(f.Function, "dofns.panicSite") {
+			return fmt.Sprintf(" (at %s, %s:%d)", f.Function, f.File[strings.LastIndex(f.File, "/")+1:], f.Line)
+		}
+		if !more {
+			return ""
+		}
+	}
+}
+
+// deadLetter builds a dead letter stamped now.
+func deadLetter(sink, payload, source string, err error) schemas.DeadLetter {
+	return schemas.NewDeadLetter(sink, payload, source, err, time.Now())
+}

@@ -1,0 +1,425 @@
+// Package ledger is a run's account of its records, built from the Beam
+// counters the DoFns keep and the runner reports (prism's job service
+// while a local job runs, the pipeline result when it ends, the job's
+// counters on Dataflow). It names those counters, adds them up, and checks
+// that they balance:
+//
+//	read = distinct valid readings + merged duplicates + rejected records
+//	       (the parse and too_late dead letters)
+//	for each sink table: readings routed to it = readings written + its dead letters
+//
+// and, in a batch, that every table was routed every distinct reading and
+// that the dead-letter store took every dead letter the stages made. A
+// stream stopped mid-hour also holds readings in open windows, counted as
+// the remainder, and may have writes in flight.
+//
+// The package is pure: it knows counter names and arithmetic, and reads
+// Beam's metrics results, but does no I/O.
+package ledger
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+// Key names one counter: its namespace and name, as beam.NewCounter takes
+// them. The ledger sums a key's counts across the steps that keep it.
+type Key struct{ Namespace, Name string }
+
+// Counters are a run's counter values by key.
+type Counters map[Key]int64
+
+// FromMetrics sums each counter of a run's metrics over the steps that
+// keep it. It takes the committed values (of the bundles that succeeded)
+// where the runner reports them, else the attempted ones.
+func FromMetrics(r *metrics.Results) Counters {
+	if r == nil {
+		return nil
+	}
+	all := r.AllMetrics().Counters()
+	committed := false
+	for _, c := range all {
+		if c.Committed != 0 {
+			committed = true
+			break
+		}
+	}
+	out := Counters{}
+	for _, c := range all {
+		v := c.Attempted
+		if committed {
+			v = c.Committed
+		}
+		out[Key{Namespace: c.Key.Namespace, Name: c.Key.Name}] += v
+	}
+	return out
+}
+
+// The stage counters.
+var (
+	// InputRecords counts every record read: each reading a line gives
+	// (a Heroic line gives several), each line rejected whole, each file
+	// that could not be read to its end.
+	InputRecords = Key{"input", "records"}
+	// InputRejected counts the input records dead-lettered before they
+	// became readings (sink parse).
+	InputRejected = Key{"input", "rejected"}
+	// TooLate counts a stream's readings whose window had closed (sink
+	// window).
+	TooLate = Key{"window", "too_late"}
+	// GroupRejected counts readings the grouping could not build (reason
+	// internal, sink window).
+	GroupRejected = Key{"window", "rejected"}
+	// Readings counts the distinct valid readings the windows built: in a
+	// batch each group's readings, in a stream each reading once, when its
+	// window's first on-time or late firing builds it.
+	Readings = Key{"group", "readings"}
+	// Duplicates counts readings merged into another with the same
+	// identity and millisecond.
+	Duplicates = Key{"group", "duplicates"}
+	// Recovered counts readings a restarted stream read back from
+	// Bigtable to finish an hour the killed run had begun: read by that
+	// run, not this one.
+	Recovered = Key{"group", "recovered"}
+)
+
+// Outcomes of one write.
+const (
+	// Routed: the write reached the sink (or was rejected on its way).
+	Routed = "routed"
+	// Written: the store acknowledged it.
+	Written = "written"
+	// Failed: it was dead-lettered (write_failed, or rejected while being
+	// built for this table).
+	Failed = "failed"
+	// Unavailable: the subset of Failed dead-lettered because the store
+	// stayed unavailable until the retry deadline, rather than rejected it.
+	Unavailable = "unavailable"
+)
+
+// SinkKey is the counter of outcome for writes of kind to a sink's table.
+func SinkKey(sink, table string, kind schemas.OriginKind, outcome string) Key {
+	return Key{"sink/" + sink + "/" + table, kind.String() + "." + outcome}
+}
+
+// RowsKey counts the rows (Bigtable row mutations, BigQuery rows) a sink's
+// table acknowledged.
+func RowsKey(sink, table string) Key { return Key{"sink/" + sink + "/" + table, "rows.written"} }
+
+// DeadLetterKey counts the dead letters of sink with reason that the
+// dead-letter store took.
+func DeadLetterKey(sink, reason string) Key { return Key{"deadletter", sink + "." + reason} }
+
+// Ledger is a run's account.
+type Ledger struct {
+	// Stream is set for a stream, which a stop leaves with readings in
+	// open windows and writes in flight.
+	Stream bool `json:"stream"`
+
+	Read       int64 `json:"records_read"`
+	Readings   int64 `json:"distinct_valid_readings"`
+	Duplicates int64 `json:"duplicates_merged"`
+	// Rejected are the parse and too_late dead letters.
+	Rejected int64 `json:"rejected_records"`
+	// Recovered are readings a restarted stream read back from Bigtable.
+	Recovered int64 `json:"recovered_readings,omitempty"`
+	// Unfired are a stream's readings in windows that had not fired when
+	// it stopped (read, not yet built); always 0 for a batch.
+	Unfired int64 `json:"in_open_windows,omitempty"`
+
+	Sinks []Sink `json:"sinks"`
+
+	// DeadLetters are the dead letters the store took, by sink and reason.
+	DeadLetters map[string]map[string]int64 `json:"dead_letters"`
+
+	Balanced bool `json:"balanced"`
+	// Problems say, one line each, what does not add up.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Sink is one sink table's account. For bigtable and bigquery the counted
+// things are readings; for bigquery_rollups, rollup rows.
+type Sink struct {
+	Sink  string `json:"sink"`
+	Table string `json:"table"`
+
+	Routed      int64 `json:"routed"`
+	Written     int64 `json:"written"`
+	Failed      int64 `json:"dead_lettered"`
+	Unavailable int64 `json:"dead_lettered_unavailable,omitempty"`
+	// Rows are the rows the store acknowledged.
+	Rows int64 `json:"rows_written"`
+
+	// Writes beyond the counted one: a stream's provisional writes
+	// (on arrival, early firings), rewrites, and rollups (Bigtable cells
+	// of a row no reading of the firing touched).
+	Other []Count `json:"other_writes,omitempty"`
+}
+
+// Count is one named figure.
+type Count struct {
+	What string `json:"what"`
+	N    int64  `json:"n"`
+}
+
+// FromCounters builds and checks the ledger of a run. stream says the run
+// was a stream (which may stop with readings in open windows).
+func FromCounters(c Counters, stream bool) *Ledger {
+	l := &Ledger{
+		Stream:      stream,
+		Read:        c[InputRecords],
+		Readings:    c[Readings],
+		Duplicates:  c[Duplicates],
+		Recovered:   c[Recovered],
+		DeadLetters: map[string]map[string]int64{},
+	}
+	sinks := map[[2]string]*Sink{}
+	for k, n := range c {
+		switch {
+		case k.Namespace == "deadletter":
+			sink, reason, ok := strings.Cut(k.Name, ".")
+			if !ok || n == 0 {
+				continue
+			}
+			if l.DeadLetters[sink] == nil {
+				l.DeadLetters[sink] = map[string]int64{}
+			}
+			l.DeadLetters[sink][reason] += n
+		case strings.HasPrefix(k.Namespace, "sink/"):
+			parts := strings.SplitN(k.Namespace, "/", 3)
+			if len(parts) != 3 {
+				continue
+			}
+			id := [2]string{parts[1], parts[2]}
+			s := sinks[id]
+			if s == nil {
+				s = &Sink{Sink: parts[1], Table: parts[2]}
+				sinks[id] = s
+			}
+			s.add(k.Name, n)
+		}
+	}
+	for _, s := range sinks {
+		sort.Slice(s.Other, func(i, j int) bool { return s.Other[i].What < s.Other[j].What })
+		l.Sinks = append(l.Sinks, *s)
+	}
+	sort.Slice(l.Sinks, func(i, j int) bool {
+		a, b := l.Sinks[i], l.Sinks[j]
+		if a.Sink != b.Sink {
+			return sinkOrder(a.Sink) < sinkOrder(b.Sink)
+		}
+		return a.Table < b.Table
+	})
+	l.Rejected = c[InputRejected] + c[TooLate] + c[GroupRejected]
+	l.check(c)
+	return l
+}
+
+func sinkOrder(s string) int {
+	for i, x := range schemas.Sinks {
+		if x == s {
+			return i
+		}
+	}
+	return len(schemas.Sinks)
+}
+
+// add adds the counter named kind.outcome to the sink's account.
+func (s *Sink) add(name string, n int64) {
+	counted := schemas.OriginReading.String()
+	if s.Sink == schemas.SinkBigQueryRollups {
+		counted = schemas.OriginRollup.String()
+	}
+	kind, outcome, _ := strings.Cut(name, ".")
+	switch {
+	case kind == "rows" && outcome == Written:
+		s.Rows += n
+	case kind == counted && outcome == Routed:
+		s.Routed += n
+	case kind == counted && outcome == Written:
+		s.Written += n
+	case kind == counted && outcome == Failed:
+		s.Failed += n
+	case kind == counted && outcome == Unavailable:
+		s.Unavailable += n
+	case outcome == Routed || n == 0:
+		// Routed writes of the other kinds are their written plus failed.
+	default:
+		s.Other = append(s.Other, Count{What: kind + " " + outcome, N: n})
+	}
+}
+
+// failures are the dead letters a sink table made, of every kind.
+func (s *Sink) failures() int64 {
+	n := s.Failed
+	for _, o := range s.Other {
+		if strings.HasSuffix(o.What, " "+Failed) {
+			n += o.N
+		}
+	}
+	return n
+}
+
+// check fills Balanced and Problems.
+func (l *Ledger) check(c Counters) {
+	var p []string
+	built := l.Readings + l.Duplicates + l.Rejected
+	if l.Stream {
+		// The rest were read and sit in windows that have not fired.
+		l.Unfired = l.Read - built
+		if l.Unfired < 0 {
+			p = append(p, fmt.Sprintf("records read %d < distinct readings %d + merged duplicates %d + rejected %d: readings counted twice",
+				l.Read, l.Readings, l.Duplicates, l.Rejected))
+		}
+	} else if l.Read != built {
+		p = append(p, fmt.Sprintf("records read %d != distinct readings %d + merged duplicates %d + rejected %d (off by %d)",
+			l.Read, l.Readings, l.Duplicates, l.Rejected, l.Read-built))
+	}
+	for _, s := range l.Sinks {
+		what := "readings"
+		if s.Sink == schemas.SinkBigQueryRollups {
+			what = "rollup rows"
+		}
+		done := s.Written + s.Failed
+		switch {
+		case s.Routed != done && !l.Stream:
+			p = append(p, fmt.Sprintf("%s %s: %s routed %d != written %d + dead-lettered %d (off by %d)",
+				s.Sink, s.Table, what, s.Routed, s.Written, s.Failed, s.Routed-done))
+		case s.Routed < done:
+			p = append(p, fmt.Sprintf("%s %s: %s written %d + dead-lettered %d > routed %d", s.Sink, s.Table, what, s.Written, s.Failed, s.Routed))
+		}
+		if s.Sink != schemas.SinkBigQueryRollups && !l.Stream && s.Routed != l.Readings {
+			p = append(p, fmt.Sprintf("%s %s: routed %d readings of %d distinct valid readings (off by %d)",
+				s.Sink, s.Table, s.Routed, l.Readings, l.Readings-s.Routed))
+		}
+	}
+	if !l.Stream {
+		// Every dead letter a stage made reached the store.
+		made := map[string]int64{schemas.SinkParse: c[InputRejected], schemas.SinkWindow: c[TooLate] + c[GroupRejected]}
+		for _, s := range l.Sinks {
+			made[s.Sink] += s.failures()
+		}
+		for _, sink := range sortedKeys(made, l.DeadLetters) {
+			var stored int64
+			for _, n := range l.DeadLetters[sink] {
+				stored += n
+			}
+			if stored != made[sink] {
+				p = append(p, fmt.Sprintf("dead letters of %s: %d made, %d stored (off by %d)", sink, made[sink], stored, made[sink]-stored))
+			}
+		}
+	}
+	l.Problems = p
+	l.Balanced = len(p) == 0
+}
+
+func sortedKeys(ms ...any) []string {
+	set := map[string]bool{}
+	for _, m := range ms {
+		switch m := m.(type) {
+		case map[string]int64:
+			for k := range m {
+				set[k] = true
+			}
+		case map[string]map[string]int64:
+			for k := range m {
+				set[k] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return sinkOrder(out[i]) < sinkOrder(out[j]) || sinkOrder(out[i]) == sinkOrder(out[j]) && out[i] < out[j]
+	})
+	return out
+}
+
+// DeadLettered is every dead letter the store took.
+func (l *Ledger) DeadLettered() int64 {
+	var n int64
+	for _, byReason := range l.DeadLetters {
+		for _, m := range byReason {
+			n += m
+		}
+	}
+	return n
+}
+
+// Unavailable lists the sink tables that dead-lettered writes because the
+// store stayed unavailable until the retry deadline.
+func (l *Ledger) Unavailable() []Sink {
+	var out []Sink
+	for _, s := range l.Sinks {
+		if s.Unavailable > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// WriteText prints the ledger for people, one figure a line.
+func (l *Ledger) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "  records read:            %d\n", l.Read)
+	fmt.Fprintf(w, "    distinct valid readings: %d\n", l.Readings)
+	fmt.Fprintf(w, "    duplicates merged:       %d (same identity and millisecond)\n", l.Duplicates)
+	fmt.Fprintf(w, "    rejected:                %d (parse and too_late dead letters)\n", l.Rejected)
+	if l.Stream {
+		fmt.Fprintf(w, "    in open windows:         %d (read, their hour not yet fired)\n", l.Unfired)
+	}
+	if l.Recovered > 0 {
+		fmt.Fprintf(w, "  recovered from Bigtable:   %d (readings of hours a killed run had begun)\n", l.Recovered)
+	}
+	for _, s := range l.Sinks {
+		what := "readings"
+		if s.Sink == schemas.SinkBigQueryRollups {
+			what = "rollup rows"
+		}
+		fmt.Fprintf(w, "  %s %s: %s routed %d = written %d + dead-lettered %d", s.Sink, s.Table, what, s.Routed, s.Written, s.Failed)
+		if s.Unavailable > 0 {
+			fmt.Fprintf(w, " (%d while the store was unavailable)", s.Unavailable)
+		}
+		fmt.Fprintf(w, "; rows written %d", s.Rows)
+		for _, o := range s.Other {
+			fmt.Fprintf(w, "; %s %d", o.What, o.N)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "  dead letters:            %d", l.DeadLettered())
+	if sinks := sortedKeys(l.DeadLetters); len(sinks) > 0 {
+		var parts []string
+		for _, sink := range sinks {
+			reasons := make([]string, 0, len(l.DeadLetters[sink]))
+			for r := range l.DeadLetters[sink] {
+				reasons = append(reasons, r)
+			}
+			sort.Strings(reasons)
+			for _, r := range reasons {
+				parts = append(parts, fmt.Sprintf("%s/%s %d", sink, r, l.DeadLetters[sink][r]))
+			}
+		}
+		fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
+	}
+	fmt.Fprintln(w)
+	if l.Balanced {
+		fmt.Fprintln(w, "  ledger: balanced")
+	} else {
+		fmt.Fprintf(w, "  ledger: DOES NOT BALANCE: %s\n", strings.Join(l.Problems, "; "))
+	}
+}
+
+// WriteJSON writes the ledger as one JSON document.
+func (l *Ledger) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(l)
+}

@@ -1,0 +1,115 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+// batch is the counters of a balanced batch: 10 records, 7 distinct
+// readings, 1 duplicate, 2 rejected; Bigtable wrote 6 and dead-lettered 1;
+// BigQuery wrote 7; one rollup row.
+func batch() Counters {
+	r, rr := schemas.OriginReading, schemas.OriginRollup
+	return Counters{
+		InputRecords:  10,
+		InputRejected: 2,
+		Readings:      7,
+		Duplicates:    1,
+		SinkKey(schemas.SinkBigtable, "t", r, Routed):                      7,
+		SinkKey(schemas.SinkBigtable, "t", r, Written):                     6,
+		SinkKey(schemas.SinkBigtable, "t", r, Failed):                      1,
+		RowsKey(schemas.SinkBigtable, "t"):                                 2,
+		SinkKey(schemas.SinkBigQuery, "q", r, Routed):                      7,
+		SinkKey(schemas.SinkBigQuery, "q", r, Written):                     7,
+		SinkKey(schemas.SinkBigQueryRollups, "h", rr, Routed):              1,
+		SinkKey(schemas.SinkBigQueryRollups, "h", rr, Written):             1,
+		DeadLetterKey(schemas.SinkParse, "malformed"):                      2,
+		DeadLetterKey(schemas.SinkBigtable, "write_failed"):                1,
+		SinkKey(schemas.SinkBigtable, "t", schemas.OriginRewrite, Written): 0,
+	}
+}
+
+func with(c Counters, k Key, n int64) Counters {
+	out := Counters{}
+	for key, v := range c {
+		out[key] = v
+	}
+	out[k] = n
+	return out
+}
+
+func TestLedgerBalances(t *testing.T) {
+	r := schemas.OriginReading
+	for _, tc := range []struct {
+		name    string
+		c       Counters
+		stream  bool
+		problem string // "" when it must balance
+	}{
+		{"a balanced batch", batch(), false, ""},
+		{"a reading lost before the grouping", with(batch(), InputRecords, 11), false, "records read 11 != distinct readings 7 + merged duplicates 1 + rejected 2 (off by 1)"},
+		{"a write neither acknowledged nor dead-lettered", with(batch(), SinkKey(schemas.SinkBigtable, "t", r, Written), 5), false,
+			"bigtable t: readings routed 7 != written 5 + dead-lettered 1 (off by 1)"},
+		{"a table routed fewer readings than were built", with(with(batch(), SinkKey(schemas.SinkBigQuery, "q", r, Routed), 6), SinkKey(schemas.SinkBigQuery, "q", r, Written), 6), false,
+			"bigquery q: routed 6 readings of 7 distinct valid readings (off by 1)"},
+		{"a dead letter the store did not take", with(batch(), DeadLetterKey(schemas.SinkBigtable, "write_failed"), 0), false,
+			"dead letters of bigtable: 1 made, 0 stored (off by 1)"},
+		{"a rollup row lost", with(batch(), SinkKey(schemas.SinkBigQueryRollups, "h", schemas.OriginRollup, Written), 0), false,
+			"bigquery_rollups h: rollup rows routed 1 != written 0 + dead-lettered 0 (off by 1)"},
+		{"a stream with readings in open windows", with(batch(), InputRecords, 15), true, ""},
+		{"a stream counting a reading twice", with(batch(), InputRecords, 9), true, "records read 9 < distinct readings 7 + merged duplicates 1 + rejected 2: readings counted twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := FromCounters(tc.c, tc.stream)
+			if tc.problem == "" {
+				if !l.Balanced {
+					t.Fatalf("not balanced: %v", l.Problems)
+				}
+				return
+			}
+			if l.Balanced || !strings.Contains(strings.Join(l.Problems, "\n"), tc.problem) {
+				t.Fatalf("problems %q; want %q", l.Problems, tc.problem)
+			}
+		})
+	}
+}
+
+func TestLedgerFigures(t *testing.T) {
+	c := with(batch(), SinkKey(schemas.SinkBigtable, "t", schemas.OriginReading, Unavailable), 1)
+	c[SinkKey(schemas.SinkBigtable, "t", schemas.OriginProvisional, Written)] = 4
+	l := FromCounters(c, false)
+	if l.Read != 10 || l.Readings != 7 || l.Duplicates != 1 || l.Rejected != 2 || l.DeadLettered() != 3 {
+		t.Errorf("figures %+v", l)
+	}
+	if len(l.Sinks) != 3 || l.Sinks[0].Sink != "bigtable" || l.Sinks[1].Sink != "bigquery" || l.Sinks[2].Sink != "bigquery_rollups" {
+		t.Fatalf("sinks %+v; want bigtable, bigquery, bigquery_rollups", l.Sinks)
+	}
+	bt := l.Sinks[0]
+	if bt.Routed != 7 || bt.Written != 6 || bt.Failed != 1 || bt.Unavailable != 1 || bt.Rows != 2 ||
+		len(bt.Other) != 1 || bt.Other[0] != (Count{"provisional written", 4}) {
+		t.Errorf("bigtable %+v", bt)
+	}
+	if u := l.Unavailable(); len(u) != 1 || u[0].Table != "t" {
+		t.Errorf("unavailable %+v; want table t", u)
+	}
+	var text bytes.Buffer
+	l.WriteText(&text)
+	for _, want := range []string{"records read:            10", "bigtable t: readings routed 7 = written 6 + dead-lettered 1 (1 while the store was unavailable)",
+		"dead letters:            3 (parse/malformed 2, bigtable/write_failed 1)", "ledger: balanced"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	var js bytes.Buffer
+	if err := l.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Ledger
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.Read != 10 || !back.Balanced || len(back.Sinks) != 3 {
+		t.Errorf("JSON round trip: %v, %+v", err, back)
+	}
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
+
+	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
+	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
+	"github.com/sensorpipe/sensorpipe/internal/btadmin"
+	"github.com/sensorpipe/sensorpipe/internal/retry"
+	"github.com/sensorpipe/sensorpipe/pipelines"
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+// startupTimeout is --startup_timeout, or the deprecated --bigtable_timeout
+// when only that is given.
+func startupTimeout() time.Duration {
+	if isSet("bigtable_timeout") && !isSet("startup_timeout") && *btTimeout > 0 {
+		return *btTimeout
+	}
+	return *timeout
+}
+
+// preflight checks, before the job starts, every place the job will write:
+// the dead-letter target, the Bigtable tables (created when missing), the
+// subscription of a stream, and the BigQuery dataset and tables. Transient
+// errors are retried within --startup_timeout. Each failure is one line
+// naming the flag and the fix.
+func preflight(ctx context.Context, cfg pipelines.Config) error {
+	limit := startupTimeout()
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	if err := checkDeadLetter(ctx, cfg.DeadLetter); err != nil {
+		return err
+	}
+	if err := btadmin.EnsureTables(ctx, cfg.BigtableProject, cfg.BigtableInstance, cfg.Spec, *createTables, limit); err != nil {
+		return fmt.Errorf("--bigtable_project=%s --bigtable_instance=%s: %w", cfg.BigtableProject, cfg.BigtableInstance, err)
+	}
+	if cfg.Windowing.Streaming {
+		if err := pubsubread.CheckSubscription(ctx, *subscription); err != nil {
+			return fmt.Errorf("--subscription: %w", err)
+		}
+	}
+	if bq := cfg.BigQuery; bq != nil {
+		if err := bqadmin.EnsureTable(ctx, bq.Project, bq.Dataset, bq.Table, cfg.Spec.BigQuery, *createTables); err != nil {
+			return fmt.Errorf("--bigquery_dataset=%s: %w", bq.Dataset, err)
+		}
+		if roller, _ := schemas.NewRoller(cfg.Spec); roller != nil {
+			rt := roller.BigQuery()
+			if err := bqadmin.EnsureTable(ctx, bq.Project, bq.Dataset, rt.Table, rt, *createTables); err != nil {
+				return fmt.Errorf("--bigquery_dataset=%s: %w", bq.Dataset, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkDeadLetter checks that the dead-letter target can be written: a
+// local folder is created when missing and must take a file; a gs://
+// prefix's bucket must be listable; a BigQuery table is created when
+// missing (its dataset must exist); a Pub/Sub topic must exist.
+func checkDeadLetter(ctx context.Context, target string) error {
+	t, err := schemas.ParseDeadLetterTarget(target)
+	if err != nil {
+		return usagef("--dead_letter: %w", err)
+	}
+	if t.Kind == schemas.DeadLetterFiles && !strings.HasPrefix(t.Path, "gs://") {
+		return checkFolder(t.Path)
+	}
+	err = retry.Do(ctx, retry.Policy{Deadline: startupTimeout(), AttemptTimeout: 10 * time.Second}, func(ctx context.Context) error {
+		if t.Kind == schemas.DeadLetterFiles {
+			return listPrefix(ctx, t.Path)
+		}
+		return dofns.EnsureDeadLetterTarget(ctx, target)
+	})
+	if err != nil {
+		return fmt.Errorf("--dead_letter=%s: %w", target, err)
+	}
+	return nil
+}
+
+// checkFolder makes dir if it is missing and writes and removes a probe
+// file in it.
+func checkFolder(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return fmt.Errorf("--dead_letter=%s is a file, not a folder: give a folder (it is created if missing)", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--dead_letter=%s: cannot create the folder: %w", dir, err)
+	}
+	probe, err := os.CreateTemp(dir, ".sensorpipe-probe-*")
+	if err != nil {
+		return fmt.Errorf("--dead_letter=%s: the folder cannot be written: %w", dir, unwrapPath(err))
+	}
+	probe.Close()
+	if err := os.Remove(probe.Name()); err != nil {
+		return fmt.Errorf("--dead_letter=%s: %w", dir, err)
+	}
+	return nil
+}
+
+// unwrapPath drops a PathError's path, which the message names already.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// listPrefix lists a gs:// prefix, which needs the bucket to exist and be
+// readable with the job's credentials.
+func listPrefix(ctx context.Context, prefix string) error {
+	fs, err := filesystem.New(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	defer fs.Close()
+	_, err = fs.List(ctx, strings.TrimRight(prefix, "/")+"/*")
+	return err
+}
