@@ -105,6 +105,9 @@ type BigQueryWriteFn struct {
 	batch    bqBatch
 	inflight []*bqAppend
 	ctrs     counters
+	// down opens when a request exhausts its deadline, and closes when
+	// one lands: while BigQuery is down, requests get one attempt each.
+	down *retry.Breaker
 }
 
 // bqBatch is the request being filled.
@@ -138,6 +141,7 @@ func (f *BigQueryWriteFn) Setup(ctx context.Context) error {
 	if f.Sink == "" {
 		f.Sink = schemas.SinkBigQuery
 	}
+	f.down = &retry.Breaker{}
 	if f.MaxRequestBytes <= 0 {
 		f.MaxRequestBytes = DefaultBQRequestBytes
 	}
@@ -295,7 +299,7 @@ func (f *BigQueryWriteFn) FinishBundle(ctx context.Context, dead func(schemas.De
 }
 
 // policy is the retry policy of one request.
-func (f *BigQueryWriteFn) policy() retry.Policy { return f.Retry.policy(false) }
+func (f *BigQueryWriteFn) policy() retry.Policy { return f.down.Policy(f.Retry.policy()) }
 
 // resetOnError drops the bundle's pending and in-flight rows when it fails:
 // the runner retries the whole bundle, so this instance must not settle
@@ -633,6 +637,7 @@ func jsonValue(c schemas.BQColumnSpec, v schemas.Value) (bigquery.Value, error) 
 
 // landed counts the rows of origins as written.
 func (f *BigQueryWriteFn) landed(ctx context.Context, origins []schemas.Origin) {
+	f.down.Record(nil)
 	for _, o := range origins {
 		f.ctrs.sink(ctx, f.Sink, f.Table, o.Kind, ledger.Written, 1)
 	}
@@ -641,6 +646,7 @@ func (f *BigQueryWriteFn) landed(ctx context.Context, origins []schemas.Origin) 
 
 // landedRows counts rows as written.
 func (f *BigQueryWriteFn) landedRows(ctx context.Context, rows []schemas.BQRow) {
+	f.down.Record(nil)
 	for _, r := range rows {
 		f.ctrs.sink(ctx, f.Sink, f.Table, r.Origin.Kind, ledger.Written, 1)
 	}
@@ -652,6 +658,7 @@ func (f *BigQueryWriteFn) landedRows(ctx context.Context, rows []schemas.BQRow) 
 func (f *BigQueryWriteFn) reject(ctx context.Context, o schemas.Origin, cause error, dead func(schemas.DeadLetter)) {
 	f.ctrs.sink(ctx, f.Sink, f.Table, o.Kind, ledger.Failed, 1)
 	if errors.Is(cause, retry.ErrExhausted) {
+		f.down.Record(cause)
 		f.ctrs.sink(ctx, f.Sink, f.Table, o.Kind, ledger.Unavailable, 1)
 	}
 	err := cause

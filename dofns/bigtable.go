@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/bigtable"
@@ -37,8 +36,8 @@ const (
 // Every cell carries an explicit timestamp, so a retried or replayed write
 // is idempotent.
 //
-// When a batch exhausts its deadline, Bigtable is taken to be down: later
-// batches get one attempt each (AttemptTimeout) until one succeeds, so a
+// When a batch exhausts its deadline, Bigtable is taken to be down (a
+// retry.Breaker): later batches get one attempt each until one lands, so a
 // dead Bigtable costs one deadline, not one per batch, and the run ends
 // with every reading written or dead-lettered.
 //
@@ -65,9 +64,9 @@ type BigtableWriteFn struct {
 	pending []entry
 	cells   int
 	ctrs    counters
-	// down is set when a batch exhausted its deadline, and cleared by the
-	// next batch that lands.
-	down atomic.Bool
+	// down opens when a batch exhausts its deadline, and closes when a
+	// batch lands.
+	down *retry.Breaker
 
 	// Batches in flight report here; the DoFn's own goroutine emits their
 	// dead letters and counts their writes.
@@ -91,16 +90,11 @@ type RetrySettings struct {
 // DefaultAttemptTimeout bounds one call to a store.
 const DefaultAttemptTimeout = 30 * time.Second
 
-// policy is the retry policy of the settings; when down, one attempt.
-func (r RetrySettings) policy(down bool) retry.Policy {
+// policy is the retry policy of the settings.
+func (r RetrySettings) policy() retry.Policy {
 	p := retry.Policy{Initial: r.Initial, Deadline: r.Deadline, AttemptTimeout: r.AttemptTimeout}
 	if p.AttemptTimeout <= 0 {
 		p.AttemptTimeout = DefaultAttemptTimeout
-	}
-	if down {
-		// The store stayed unavailable through a whole deadline: try each
-		// batch once more, no longer than one attempt, until it answers.
-		p.Deadline = min(p.AttemptTimeout, p.WithDefaults().Deadline)
 	}
 	return p
 }
@@ -132,6 +126,7 @@ func (f *BigtableWriteFn) Setup(ctx context.Context) error {
 		f.MaxInflight = 4
 	}
 	f.slots = make(chan struct{}, f.MaxInflight)
+	f.down = &retry.Breaker{}
 	c, err := NewBigtableClient(ctx, f.Project, f.Instance)
 	if err != nil {
 		return err
@@ -345,7 +340,7 @@ func (f *BigtableWriteFn) apply(ctx context.Context, t *bigtable.Table, entries 
 		written []entry
 		failed  []failedEntry
 	)
-	b := f.Retry.policy(f.down.Load()).Start()
+	b := f.down.Policy(f.Retry.policy()).Start()
 	for len(entries) > 0 {
 		keys := make([]string, len(entries))
 		muts := make([]*bigtable.Mutation, len(entries))
@@ -379,7 +374,7 @@ func (f *BigtableWriteFn) apply(ctx context.Context, t *bigtable.Table, entries 
 		delay, stop := b.Next(again[0].err)
 		if stop != nil {
 			// Every error in again is retryable: the deadline passed.
-			f.down.Store(true)
+			f.down.Record(stop)
 			for _, r := range again {
 				failed = append(failed, failedEntry{r.entry, b.Exhausted(r.err)})
 			}
@@ -396,7 +391,7 @@ func (f *BigtableWriteFn) apply(ctx context.Context, t *bigtable.Table, entries 
 		}
 	}
 	if len(written) > 0 {
-		f.down.Store(false)
+		f.down.Record(nil)
 	}
 	return written, failed, nil
 }

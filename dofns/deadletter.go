@@ -113,7 +113,7 @@ func (f *WriteDeadLettersFn) FinishBundle(ctx context.Context) error {
 	if len(f.count) == 0 {
 		return nil
 	}
-	if err := retry.Do(ctx, f.Retry.policy(false), f.sink.flush); err != nil {
+	if err := retry.Do(ctx, f.Retry.policy(), f.sink.flush); err != nil {
 		return fmt.Errorf("dead letter %s: %w", f.Dir, err)
 	}
 	for k, n := range f.count {

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,6 +57,8 @@ type Policy struct {
 	// AttemptTimeout bounds one attempt (0: only the Deadline does). It
 	// is what keeps a call whose answer never comes from hanging.
 	AttemptTimeout time.Duration
+	// MaxAttempts bounds the attempts (0: as many as the Deadline allows).
+	MaxAttempts int
 }
 
 // WithDefaults fills the zero fields.
@@ -221,7 +224,7 @@ func (b *Backoff) Next(err error) (time.Duration, error) {
 		return 0, err
 	}
 	d := b.gax.Pause()
-	if time.Now().Add(d).After(b.deadline) {
+	if time.Now().Add(d).After(b.deadline) || b.p.MaxAttempts > 0 && b.attempts >= b.p.MaxAttempts {
 		return 0, b.Exhausted(err)
 	}
 	return d, nil
@@ -232,6 +235,34 @@ func (b *Backoff) Next(err error) (time.Duration, error) {
 func (b *Backoff) Exhausted(err error) error {
 	return fmt.Errorf("%w after %d attempts in %v: %w", ErrExhausted, b.attempts, b.p.Deadline, err)
 }
+
+// Breaker remembers that a store stayed unavailable through a whole
+// deadline. While it is open, calls get one attempt each, so a dead store
+// costs one deadline, not one per call; the first call that succeeds
+// closes it. It is safe for concurrent use.
+type Breaker struct{ open atomic.Bool }
+
+// Policy is p, or p with a single attempt while the breaker is open.
+func (br *Breaker) Policy(p Policy) Policy {
+	if br.open.Load() {
+		p.MaxAttempts = 1
+	}
+	return p
+}
+
+// Record notes a call's outcome: ErrExhausted opens the breaker, success
+// (nil) closes it.
+func (br *Breaker) Record(err error) {
+	switch {
+	case err == nil:
+		br.open.Store(false)
+	case errors.Is(err, ErrExhausted):
+		br.open.Store(true)
+	}
+}
+
+// Open reports whether the store was last found unavailable.
+func (br *Breaker) Open() bool { return br.open.Load() }
 
 // Wait sleeps d, or returns ctx's error if it ends first.
 func Wait(ctx context.Context, d time.Duration) error {

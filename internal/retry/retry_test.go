@@ -120,3 +120,24 @@ func TestDoReturnsWhenTheRunIsCancelled(t *testing.T) {
 		t.Fatalf("Do = %v after %d calls; want context.Canceled after 1", err, calls)
 	}
 }
+
+func TestBreakerGivesOneAttemptWhileTheStoreIsDown(t *testing.T) {
+	var br Breaker
+	down := status.Error(codes.Unavailable, "down")
+	p := Policy{Initial: time.Millisecond, Max: time.Millisecond, Deadline: 30 * time.Millisecond}
+	calls := 0
+	err := Do(context.Background(), br.Policy(p), func(context.Context) error { calls++; return down })
+	br.Record(err)
+	if !br.Open() || calls < 2 {
+		t.Fatalf("after a whole deadline (%d calls): open = %v; want open", calls, br.Open())
+	}
+	calls = 0
+	err = Do(context.Background(), br.Policy(p), func(context.Context) error { calls++; return down })
+	if calls != 1 || !errors.Is(err, ErrExhausted) {
+		t.Fatalf("while open: %d calls, %v; want 1 call and ErrExhausted", calls, err)
+	}
+	br.Record(Do(context.Background(), br.Policy(p), func(context.Context) error { return nil }))
+	if br.Open() {
+		t.Fatal("a success did not close the breaker")
+	}
+}
