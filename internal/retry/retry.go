@@ -237,15 +237,23 @@ func (b *Backoff) Exhausted(err error) error {
 }
 
 // Breaker remembers that a store stayed unavailable through a whole
-// deadline. While it is open, calls get one attempt each, so a dead store
-// costs one deadline, not one per call; the first call that succeeds
-// closes it. It is safe for concurrent use.
+// deadline. While it is open, calls get one short attempt each (a probe),
+// so a dead store costs one deadline, not one per call; the first call that
+// succeeds closes it. It is safe for concurrent use.
 type Breaker struct{ open atomic.Bool }
 
-// Policy is p, or p with a single attempt while the breaker is open.
+// ProbeTimeout bounds the one attempt a call gets while a Breaker is open.
+// The clients retry UNAVAILABLE themselves within an attempt, so without
+// it each probe of a dead store would last a whole attempt timeout.
+const ProbeTimeout = 2 * time.Second
+
+// Policy is p, or a single attempt of at most ProbeTimeout while the
+// breaker is open.
 func (br *Breaker) Policy(p Policy) Policy {
 	if br.open.Load() {
 		p.MaxAttempts = 1
+		p.Deadline = ProbeTimeout
+		p.AttemptTimeout = ProbeTimeout
 	}
 	return p
 }
