@@ -255,9 +255,16 @@ func (fn *readFn) CreateTracker(rest Restriction) *sdf.LockRTracker {
 // TruncateRestriction stops reading when the pipeline is drained (the
 // pending acknowledgements are still made).
 func (fn *readFn) TruncateRestriction(rt *sdf.LockRTracker, _ []byte) Restriction {
-	r := rt.GetRestriction().(Restriction)
+	r, _ := restriction(rt)
 	r.Done = true
 	return r
+}
+
+// restriction is rt's restriction; ok is false when rt holds another type
+// (never, as CreateTracker makes it), so nothing here can panic.
+func restriction(rt *sdf.LockRTracker) (Restriction, bool) {
+	r, ok := rt.GetRestriction().(Restriction)
+	return r, ok
 }
 
 // InitialWatermarkEstimatorState starts the watermark at the impulse's time.
@@ -319,7 +326,10 @@ func (fn *readFn) ProcessElement(
 	emit func(beam.EventTime, Message),
 ) (sdf.ProcessContinuation, error) {
 	start := time.Now()
-	rest := rt.GetRestriction().(Restriction)
+	rest, ok := restriction(rt)
+	if !ok {
+		return sdf.StopProcessing(), fmt.Errorf("pubsubread: restriction %T is not a pubsubread.Restriction", rt.GetRestriction())
+	}
 	fn.ackCommitted(ctx, rest.PendingAcks, rest.PendingIDs, true)
 	if we.state.LastMessageMs == 0 {
 		we.state.LastMessageMs = start.UnixMilli()
@@ -336,7 +346,8 @@ func (fn *readFn) ProcessElement(
 	)
 
 	for emitted < fn.MaxMessagesPerBundle && time.Since(start) < maxBundleDuration {
-		next := rt.GetRestriction().(Restriction).Pulls + 1
+		cur, _ := restriction(rt)
+		next := cur.Pulls + 1
 		if !rt.TryClaim(next) {
 			stopped = true // truncated (drain)
 			break
