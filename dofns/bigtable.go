@@ -23,9 +23,10 @@ func init() {
 // Limits of one Bigtable MutateRows request (seed 002 and the API's quota).
 const (
 	maxMutationsPerEntry = 100_000
-	// flushCells is how many cells a bundle buffers before it writes; the
-	// client splits a flush into requests of at most 100,000 mutations.
-	flushCells = 20_000
+	// DefaultBatchCells is how many cells a bundle buffers before it
+	// writes them in one ApplyBulk; the client splits a batch into
+	// MutateRows requests of at most 100,000 mutations.
+	DefaultBatchCells = 20_000
 )
 
 // BigtableWriteFn writes row mutations with ApplyBulk. It batches entries,
@@ -58,6 +59,9 @@ type BigtableWriteFn struct {
 	// MaxInflight bounds the ApplyBulk batches in flight at once (default
 	// 4), so building rows overlaps with waiting for Bigtable.
 	MaxInflight int
+	// BatchCells is how many cells one ApplyBulk batch holds (default
+	// DefaultBatchCells).
+	BatchCells int
 
 	client  *bigtable.Client
 	tables  map[string]*bigtable.Table
@@ -125,6 +129,9 @@ func (f *BigtableWriteFn) Setup(ctx context.Context) error {
 	if f.MaxInflight <= 0 {
 		f.MaxInflight = 4
 	}
+	if f.BatchCells <= 0 {
+		f.BatchCells = DefaultBatchCells
+	}
 	f.slots = make(chan struct{}, f.MaxInflight)
 	f.down = &retry.Breaker{}
 	c, err := NewBigtableClient(ctx, f.Project, f.Instance)
@@ -176,7 +183,7 @@ func (f *BigtableWriteFn) ProcessElement(ctx context.Context, m schemas.RowMutat
 		f.pending = append(f.pending, e)
 		f.cells += e.cells
 	}
-	if f.cells >= flushCells {
+	if f.cells >= f.BatchCells {
 		f.flush(ctx)
 	}
 	return f.collect(ctx, dead)

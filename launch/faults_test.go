@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,10 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/bigquery"
 	"cloud.google.com/go/bigtable"
 
 	"github.com/sensorpipe/sensorpipe/internal/bench"
+	"github.com/sensorpipe/sensorpipe/internal/bqemu"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/faultproxy"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -139,4 +143,213 @@ func TestBigtableDiesMidBackfill(t *testing.T) {
 	if got := l.DeadLetters[schemas.SinkBigtable]["write_failed"]; got != bt.Failed {
 		t.Errorf("%d bigtable write_failed dead letters stored; want %d", got, bt.Failed)
 	}
+}
+
+// faultWorkload writes the fault tests' input: 3,000 sensors, 8 readings
+// each, one Bigtable row per sensor (24,000 readings, 3,000 rows), and
+// returns its path and size.
+func faultWorkload(t *testing.T) (string, int) {
+	t.Helper()
+	w := bench.Workload{Sensors: 3000, Seconds: 8, Start: time.Now().UTC().Truncate(time.Hour).Add(-26 * time.Hour)}
+	path := filepath.Join(t.TempDir(), "readings.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := w.WriteTo(f); err != nil {
+		t.Fatal(err)
+	}
+	return path, w.Readings()
+}
+
+// faultCases are the shares and modes every sink is tested with.
+var faultCases = []struct {
+	share float64
+	when  faultproxy.When
+}{{0.1, faultproxy.Before}, {0.1, faultproxy.After}, {0.3, faultproxy.Before}, {0.3, faultproxy.After}}
+
+// checkLedger asserts a run under faults: exit 0, a balanced ledger with
+// every reading written to sink and no dead letter.
+func checkLedger(t *testing.T, r result, summary string, n int, sinks ...string) {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstderr (tail):\n%s", r.code, tailLines(r.stderr, 20))
+	}
+	l := readSummary(t, summary)
+	if !l.Balanced || l.Readings != int64(n) || l.DeadLettered() != 0 {
+		t.Fatalf("ledger %+v; want %d readings, balanced, no dead letter", l, n)
+	}
+	for _, sink := range sinks {
+		found := false
+		for _, s := range l.Sinks {
+			if s.Sink == sink && s.Sink != schemas.SinkBigQueryRollups {
+				found = true
+				if s.Written != int64(n) || s.Failed != 0 {
+					t.Errorf("%s %s: %+v; want %d readings written", s.Sink, s.Table, s, n)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no %s sink in the ledger %+v", sink, l.Sinks)
+		}
+	}
+}
+
+// TestBigtableFaults runs the workload through a proxy that fails 10% and
+// 30% of MutateRows calls, before forwarding them or after Bigtable
+// applied them: every run must end with exactly the cells of a run without
+// faults, every reading written, no dead letter.
+func TestBigtableFaults(t *testing.T) {
+	host := emulators.StartBigtable(t)
+	in, n := faultWorkload(t)
+	run := func(t *testing.T, btHost, table string) (result, string) {
+		summary := filepath.Join(t.TempDir(), "summary.json")
+		r := runLauncher(t, []string{"BIGTABLE_EMULATOR_HOST=" + btHost}, "--input="+in, "--bigtable_project=p", "--bigtable_instance=i",
+			"--bigtable_table="+table, "--dead_letter="+t.TempDir(), "--bigtable_batch_cells=500", "--summary_json="+summary)
+		return r, summary
+	}
+	r, summary := run(t, host, "no_faults")
+	checkLedger(t, r, summary, n, schemas.SinkBigtable)
+	want := strings.Join(dump(t, host, "no_faults"), "\n")
+
+	for i, fc := range faultCases {
+		name := fmt.Sprintf("%.0f%% %s", fc.share*100, fc.when)
+		t.Run(name, func(t *testing.T) {
+			p, err := faultproxy.Start(host, faultproxy.Options{Seed: int64(i + 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			p.SetRules(faultproxy.Rule{Method: "/google.bigtable.v2.Bigtable/MutateRows", Share: fc.share, When: fc.when})
+			table := fmt.Sprintf("faults_%d", i)
+			r, summary := run(t, p.Addr(), table)
+			st := p.Stats()
+			t.Logf("%d of %d MutateRows calls failed %s", faultproxy.Total(st.Faults, "/MutateRows"), faultproxy.Total(st.Calls, "/MutateRows"), fc.when)
+			checkLedger(t, r, summary, n, schemas.SinkBigtable)
+			if got := strings.Join(dump(t, host, table), "\n"); got != want {
+				t.Fatalf("cells differ from the run without faults (%d lines, want %d)", strings.Count(got, "\n"), strings.Count(want, "\n"))
+			}
+			if faultproxy.Total(st.Faults, "/MutateRows") < 5 {
+				t.Errorf("only %d faults injected: the workload is too small to test this", faultproxy.Total(st.Faults, "/MutateRows"))
+			}
+		})
+	}
+}
+
+// TestStartupCallsRetryTransientErrors fails the first call of each
+// admin method the launcher makes at start-up with UNAVAILABLE: the run
+// must go on.
+func TestStartupCallsRetryTransientErrors(t *testing.T) {
+	host := emulators.StartBigtable(t)
+	p, err := faultproxy.Start(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var rules []faultproxy.Rule
+	for _, m := range []string{"/GetTable", "/CreateTable", "/ModifyColumnFamilies"} {
+		rules = append(rules, faultproxy.Rule{Method: m, Share: 1, Limit: 1})
+	}
+	p.SetRules(rules...)
+	r := runLauncher(t, []string{"BIGTABLE_EMULATOR_HOST=" + p.Addr()}, "--input="+writeInput(t)+"/*",
+		"--bigtable_project=p", "--bigtable_instance=i", "--dead_letter="+t.TempDir())
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, m := range []string{"/GetTable", "/CreateTable", "/ModifyColumnFamilies"} {
+		if f := faultproxy.Total(p.Stats().Faults, m); f != 1 {
+			t.Errorf("%s: %d faults injected; want 1", m, f)
+		}
+	}
+}
+
+// TestBigQueryFaults runs the workload into BigQuery (Storage Write API)
+// through a proxy that fails 10% and 30% of AppendRows requests, before
+// forwarding them or after the emulator applied them. Every run must end:
+// every reading in the table with the values of a run without faults, no
+// dead letter; in "after" mode a row may repeat, only as a repeat of its
+// reading_id.
+func TestBigQueryFaults(t *testing.T) {
+	bt := emulators.StartBigtable(t)
+	bq := bqemu.StartServerForTest(t)
+	in, n := faultWorkload(t)
+	rest := strings.TrimPrefix(bq.RESTEndpoint, "http://")
+	run := func(t *testing.T, grpcAddr, dataset string) (result, string) {
+		summary := filepath.Join(t.TempDir(), "summary.json")
+		r := runLauncher(t, []string{"BIGTABLE_EMULATOR_HOST=" + bt, "BIGQUERY_EMULATOR_HOST=" + rest, "BIGQUERY_STORAGE_EMULATOR_HOST=" + grpcAddr},
+			"--input="+in, "--bigtable_project=p", "--bigtable_instance=i", "--bigtable_table="+dataset,
+			"--bigquery_dataset="+dataset, "--bigquery_write_method=storage_write", "--bigquery_request_bytes=16384",
+			"--dead_letter="+t.TempDir(), "--summary_json="+summary)
+		return r, summary
+	}
+	r, summary := run(t, bq.GRPCAddr, "no_faults")
+	checkLedger(t, r, summary, n, schemas.SinkBigtable, schemas.SinkBigQuery)
+	want, repeats := readingsByID(t, bq, "no_faults")
+	if len(want) != n || repeats != 0 {
+		t.Fatalf("the run without faults wrote %d readings (%d repeats); want %d", len(want), repeats, n)
+	}
+	for i, fc := range faultCases {
+		name := fmt.Sprintf("%.0f%% %s", fc.share*100, fc.when)
+		t.Run(name, func(t *testing.T) {
+			p, err := faultproxy.Start(bq.GRPCAddr, faultproxy.Options{Seed: int64(i + 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			p.SetRules(faultproxy.Rule{Method: "/AppendRows", PerMessage: true, Share: fc.share, When: fc.when})
+			dataset := fmt.Sprintf("faults_%d", i)
+			r, summary := run(t, p.Addr(), dataset)
+			st := p.Stats()
+			got, repeats := readingsByID(t, bq, dataset)
+			t.Logf("%d of %d AppendRows requests failed %s; %d rows repeat a reading_id", faultproxy.Total(st.Faults, "/AppendRows"),
+				faultproxy.Total(st.Calls, "/AppendRows"), fc.when, repeats)
+			checkLedger(t, r, summary, n, schemas.SinkBigQuery)
+			if fc.when == faultproxy.Before && repeats != 0 {
+				t.Errorf("%d repeated rows; a request failed before forwarding never lands", repeats)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%d readings in BigQuery; want %d", len(got), len(want))
+			}
+			for id, v := range want {
+				if got[id] != v {
+					t.Fatalf("reading %s = %q; want %q", id, got[id], v)
+				}
+			}
+			if faultproxy.Total(st.Faults, "/AppendRows") < 5 {
+				t.Errorf("only %d faults injected: the workload is too small to test this", faultproxy.Total(st.Faults, "/AppendRows"))
+			}
+		})
+	}
+}
+
+// readingsByID reads a dataset's readings table: each reading's values
+// (all its rows must agree) by reading_id, and how many rows repeat one.
+func readingsByID(t *testing.T, bq *bqemu.TestServer, dataset string) (map[string]string, int) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := bigquery.NewClient(ctx, "p", bq.BigQueryOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rows, err := emulators.ReadBigQuery(ctx, c.Dataset(dataset).Table("readings"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	repeats := 0
+	for _, row := range rows {
+		id, _ := row["reading_id"].(string)
+		vals := fmt.Sprint(row["sensor_id"], row["event_timestamp"], row["heart_rate"], row["body_temperature"],
+			row["spO2"], row["battery_level"], row["heart_rate_imputed"])
+		if prev, ok := out[id]; ok {
+			repeats++
+			if prev != vals {
+				t.Fatalf("reading %s has two rows that differ: %q and %q", id, prev, vals)
+			}
+		}
+		out[id] = vals
+	}
+	return out, repeats
 }

@@ -61,6 +61,8 @@ var (
 	btTimeout     = flag.Duration("bigtable_timeout", 0, "Deprecated: use --startup_timeout.")
 	retryDeadline = flag.Duration("write_retry_deadline", retry.DefaultDeadline, "How long a write to Bigtable, BigQuery or the dead letter is retried while its store fails transiently (UNAVAILABLE, timeouts, quota). Past it, the records go to the dead letter as write_failed and the run exits 3.")
 	summaryJSON   = flag.String("summary_json", "", "Also write the run's ledger (the summary's figures) as JSON to this file.")
+	btBatchCells  = flag.Int("bigtable_batch_cells", dofns.DefaultBatchCells, "Cells per Bigtable ApplyBulk batch (the client sends a batch as MutateRows requests of at most 100,000 mutations); up to 4 batches are in flight per worker.")
+	bqReqBytes    = flag.Int("bigquery_request_bytes", dofns.DefaultBQRequestBytes, "Bytes of rows per BigQuery AppendRows or insertAll request (BigQuery's limit is 10 MB).")
 	bqProject     = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project).")
 	bqDataset     = flag.String("bigquery_dataset", "", "BigQuery dataset; empty turns the BigQuery sink off.")
 	bqTable       = flag.String("bigquery_table", "", "BigQuery table (default: the spec's, readings for vitals).")
@@ -210,13 +212,19 @@ func config(ctx context.Context) (pipelines.Config, error) {
 	if *retryDeadline <= 0 {
 		return cfg, usagef("--write_retry_deadline=%v: give a positive duration such as 2m", *retryDeadline)
 	}
+	if *btBatchCells <= 0 || *btBatchCells > 100_000 {
+		return cfg, usagef("--bigtable_batch_cells=%d: give 1..100000", *btBatchCells)
+	}
+	if *bqReqBytes < 1<<10 || *bqReqBytes > 10<<20 {
+		return cfg, usagef("--bigquery_request_bytes=%d: give 1024..10485760 (BigQuery takes at most 10 MB a request)", *bqReqBytes)
+	}
 	cfg = pipelines.Config{Spec: spec, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: dl, Format: *format,
-		Retry: dofns.RetrySettings{Deadline: *retryDeadline}}
+		Retry: dofns.RetrySettings{Deadline: *retryDeadline}, BigtableBatchCells: *btBatchCells}
 	if *bqDataset != "" {
 		if spec.BigQuery == nil {
 			return cfg, usagef("--bigquery_dataset: spec %s has no bigquery section", spec.Name)
 		}
-		bq := &pipelines.BigQueryConfig{Project: *bqProject, Dataset: *bqDataset, Table: *bqTable, WriteMethod: *bqMethod}
+		bq := &pipelines.BigQueryConfig{Project: *bqProject, Dataset: *bqDataset, Table: *bqTable, WriteMethod: *bqMethod, MaxRequestBytes: *bqReqBytes}
 		if bq.Project == "" {
 			bq.Project = *btProject
 		}

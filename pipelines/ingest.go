@@ -46,6 +46,10 @@ type Config struct {
 	// Retry is the sinks' and dead-letter writers' retry policy (zero:
 	// retry.Policy's defaults).
 	Retry dofns.RetrySettings
+
+	// BigtableBatchCells is the cells of one ApplyBulk batch (0: the
+	// sink's default).
+	BigtableBatchCells int
 }
 
 // BigQueryConfig is the BigQuery sink's destination.
@@ -56,6 +60,8 @@ type BigQueryConfig struct {
 	WriteMethod string // storage_write (default) or insert_all
 	// Retry is the sink's retry policy (Ingest sets Config.Retry).
 	Retry dofns.RetrySettings
+	// MaxRequestBytes caps one request (0: the sink's default, 9 MB).
+	MaxRequestBytes int
 }
 
 // Validate reports a configuration that cannot run.
@@ -225,7 +231,7 @@ func firesMoreThanOnce(ws *window.WindowingStrategy) bool {
 func WriteBigtable(s beam.Scope, cfg Config, rows beam.PCollection) beam.PCollection {
 	s = s.Scope("bigtable.Write")
 	fn := dofns.NewBigtableWriteFn(cfg.BigtableProject, cfg.BigtableInstance)
-	fn.Retry = cfg.Retry
+	fn.Retry, fn.BatchCells = cfg.Retry, cfg.BigtableBatchCells
 	return beam.ParDo(s, fn, globalWindow(s, rows))
 }
 
