@@ -353,3 +353,36 @@ func readingsByID(t *testing.T, bq *bqemu.TestServer, dataset string) (map[strin
 	}
 	return out, repeats
 }
+
+// TestBigQueryAnswersLost swallows the answers of the first two AppendRows
+// streams after the emulator applied their requests, the fault that used
+// to hang the launcher: it waited for an answer that never came. Each
+// wait is now bounded by --write_attempt_timeout, and the run must end
+// with every reading written.
+func TestBigQueryAnswersLost(t *testing.T) {
+	bt := emulators.StartBigtable(t)
+	bq := bqemu.StartServerForTest(t)
+	in, n := faultWorkload(t)
+	p, err := faultproxy.Start(bq.GRPCAddr, faultproxy.Options{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.SetRules(faultproxy.Rule{Method: "/AppendRows", Share: 1, Limit: 2, When: faultproxy.After})
+	summary := filepath.Join(t.TempDir(), "summary.json")
+	job := startStream(t, []string{"BIGTABLE_EMULATOR_HOST=" + bt, "BIGQUERY_EMULATOR_HOST=" + strings.TrimPrefix(bq.RESTEndpoint, "http://"),
+		"BIGQUERY_STORAGE_EMULATOR_HOST=" + p.Addr()},
+		"--input="+in, "--bigtable_project=p", "--bigtable_instance=i", "--bigquery_dataset=lost",
+		"--bigquery_write_method=storage_write", "--bigquery_request_bytes=65536", "--write_attempt_timeout=2s",
+		"--dead_letter="+t.TempDir(), "--summary_json="+summary)
+	code := job.wait(t, 5*time.Minute)
+	st := p.Stats()
+	t.Logf("%d of %d AppendRows streams lost their answers", faultproxy.Total(st.Faults, "/AppendRows"), faultproxy.Total(st.Calls, "/AppendRows"))
+	checkLedger(t, result{code, job.stdout.String(), job.stderr.String()}, summary, n, schemas.SinkBigQuery)
+	if got, _ := readingsByID(t, bq, "lost"); len(got) != n {
+		t.Fatalf("%d readings in BigQuery; want %d", len(got), n)
+	}
+	if f := faultproxy.Total(st.Faults, "/AppendRows"); f != 2 {
+		t.Errorf("%d faults injected; want 2", f)
+	}
+}

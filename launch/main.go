@@ -49,28 +49,29 @@ import (
 )
 
 var (
-	source        = flag.String("source", "files", "Where readings come from: files (a batch over --input) or pubsub (a stream from --subscription).")
-	input         = flag.String("input", "", "With --source=files: a file glob, local or gs://; .gz files are decompressed. Example: 'testdata/*.jsonl'.")
-	specFlag      = flag.String("spec", "vitals", "Dataset spec: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a path to a YAML file.")
-	btProject     = flag.String("bigtable_project", "", "Bigtable project id (required).")
-	btInstance    = flag.String("bigtable_instance", "", "Bigtable instance id (required).")
-	btTable       = flag.String("bigtable_table", "", "Bigtable table for the spec's first table (default: the spec's name, patient_vitals for vitals).")
-	deadLetter    = flag.String("dead_letter", "", "Where rejected records go, each with its payload and reason (required): "+schemas.DeadLetterTargetForms+".")
-	createTables  = flag.Bool("create_tables", true, "Create missing Bigtable tables and column families (with the spec's GC policies) before running.")
-	timeout       = flag.Duration("startup_timeout", 30*time.Second, "How long the start-up checks (Bigtable tables, BigQuery tables, the dead-letter target, the subscription) may take in all; transient errors are retried within it.")
-	btTimeout     = flag.Duration("bigtable_timeout", 0, "Deprecated: use --startup_timeout.")
-	retryDeadline = flag.Duration("write_retry_deadline", retry.DefaultDeadline, "How long a write to Bigtable, BigQuery or the dead letter is retried while its store fails transiently (UNAVAILABLE, timeouts, quota). Past it, the records go to the dead letter as write_failed and the run exits 3.")
-	summaryJSON   = flag.String("summary_json", "", "Also write the run's ledger (the summary's figures) as JSON to this file.")
-	btBatchCells  = flag.Int("bigtable_batch_cells", dofns.DefaultBatchCells, "Cells per Bigtable ApplyBulk batch (the client sends a batch as MutateRows requests of at most 100,000 mutations); up to 4 batches are in flight per worker.")
-	bqReqBytes    = flag.Int("bigquery_request_bytes", dofns.DefaultBQRequestBytes, "Bytes of rows per BigQuery AppendRows or insertAll request (BigQuery's limit is 10 MB).")
-	bqProject     = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project).")
-	bqDataset     = flag.String("bigquery_dataset", "", "BigQuery dataset; empty turns the BigQuery sink off.")
-	bqTable       = flag.String("bigquery_table", "", "BigQuery table (default: the spec's, readings for vitals).")
-	bqMethod      = flag.String("bigquery_write_method", "storage_write", "storage_write: Storage Write API default stream (at-least-once); insert_all: tabledata.insertAll with insertId = reading_id (best-effort dedup).")
-	printRows     = flag.Int("print_rows", 0, "After a local batch run, print this many rows of the first table.")
-	logLevel      = flag.String("log_level", "warn", "Runner and SDK log level: debug, info, warn or error.")
-	progressIval  = flag.Duration("progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
-	format        = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (a schemas/proto Reading per message; see dofns.Formats).")
+	source         = flag.String("source", "files", "Where readings come from: files (a batch over --input) or pubsub (a stream from --subscription).")
+	input          = flag.String("input", "", "With --source=files: a file glob, local or gs://; .gz files are decompressed. Example: 'testdata/*.jsonl'.")
+	specFlag       = flag.String("spec", "vitals", "Dataset spec: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a path to a YAML file.")
+	btProject      = flag.String("bigtable_project", "", "Bigtable project id (required).")
+	btInstance     = flag.String("bigtable_instance", "", "Bigtable instance id (required).")
+	btTable        = flag.String("bigtable_table", "", "Bigtable table for the spec's first table (default: the spec's name, patient_vitals for vitals).")
+	deadLetter     = flag.String("dead_letter", "", "Where rejected records go, each with its payload and reason (required): "+schemas.DeadLetterTargetForms+".")
+	createTables   = flag.Bool("create_tables", true, "Create missing Bigtable tables and column families (with the spec's GC policies) before running.")
+	timeout        = flag.Duration("startup_timeout", 30*time.Second, "How long the start-up checks (Bigtable tables, BigQuery tables, the dead-letter target, the subscription) may take in all; transient errors are retried within it.")
+	btTimeout      = flag.Duration("bigtable_timeout", 0, "Deprecated: use --startup_timeout.")
+	retryDeadline  = flag.Duration("write_retry_deadline", retry.DefaultDeadline, "How long a write to Bigtable, BigQuery or the dead letter is retried while its store fails transiently (UNAVAILABLE, timeouts, quota). Past it, the records go to the dead letter as write_failed and the run exits 3.")
+	summaryJSON    = flag.String("summary_json", "", "Also write the run's ledger (the summary's figures) as JSON to this file.")
+	attemptTimeout = flag.Duration("write_attempt_timeout", dofns.DefaultAttemptTimeout, "How long one write call (an ApplyBulk batch, an AppendRows or insertAll request) may wait for its answer before it is abandoned and retried, within --write_retry_deadline.")
+	btBatchCells   = flag.Int("bigtable_batch_cells", dofns.DefaultBatchCells, "Cells per Bigtable ApplyBulk batch (the client sends a batch as MutateRows requests of at most 100,000 mutations); up to 4 batches are in flight per worker.")
+	bqReqBytes     = flag.Int("bigquery_request_bytes", dofns.DefaultBQRequestBytes, "Bytes of rows per BigQuery AppendRows or insertAll request (BigQuery's limit is 10 MB).")
+	bqProject      = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project).")
+	bqDataset      = flag.String("bigquery_dataset", "", "BigQuery dataset; empty turns the BigQuery sink off.")
+	bqTable        = flag.String("bigquery_table", "", "BigQuery table (default: the spec's, readings for vitals).")
+	bqMethod       = flag.String("bigquery_write_method", "storage_write", "storage_write: Storage Write API default stream (at-least-once); insert_all: tabledata.insertAll with insertId = reading_id (best-effort dedup).")
+	printRows      = flag.Int("print_rows", 0, "After a local batch run, print this many rows of the first table.")
+	logLevel       = flag.String("log_level", "warn", "Runner and SDK log level: debug, info, warn or error.")
+	progressIval   = flag.Duration("progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
+	format         = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (a schemas/proto Reading per message; see dofns.Formats).")
 
 	// Stream flags (--source=pubsub).
 	subscription    = flag.String("subscription", "", "With --source=pubsub: the subscription, projects/P/subscriptions/S (required). PUBSUB_EMULATOR_HOST is honoured on prism and direct.")
@@ -212,6 +213,9 @@ func config(ctx context.Context) (pipelines.Config, error) {
 	if *retryDeadline <= 0 {
 		return cfg, usagef("--write_retry_deadline=%v: give a positive duration such as 2m", *retryDeadline)
 	}
+	if *attemptTimeout <= 0 {
+		return cfg, usagef("--write_attempt_timeout=%v: give a positive duration such as 30s", *attemptTimeout)
+	}
 	if *btBatchCells <= 0 || *btBatchCells > 100_000 {
 		return cfg, usagef("--bigtable_batch_cells=%d: give 1..100000", *btBatchCells)
 	}
@@ -219,7 +223,7 @@ func config(ctx context.Context) (pipelines.Config, error) {
 		return cfg, usagef("--bigquery_request_bytes=%d: give 1024..10485760 (BigQuery takes at most 10 MB a request)", *bqReqBytes)
 	}
 	cfg = pipelines.Config{Spec: spec, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: dl, Format: *format,
-		Retry: dofns.RetrySettings{Deadline: *retryDeadline}, BigtableBatchCells: *btBatchCells}
+		Retry: dofns.RetrySettings{Deadline: *retryDeadline, AttemptTimeout: *attemptTimeout}, BigtableBatchCells: *btBatchCells}
 	if *bqDataset != "" {
 		if spec.BigQuery == nil {
 			return cfg, usagef("--bigquery_dataset: spec %s has no bigquery section", spec.Name)
