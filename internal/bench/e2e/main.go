@@ -35,7 +35,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -92,6 +91,8 @@ type Side struct {
 	PipelineMode    string  `json:"pipeline_mode,omitempty"`
 	ProfileFile     string  `json:"profile,omitempty"`
 	LauncherSummary string  `json:"launcher_summary,omitempty"`
+
+	ledger *ledger.Ledger // exec mode: the launcher's --summary_json
 }
 
 // Report is the run's figures.
@@ -302,9 +303,11 @@ func bothSinksSide(ctx context.Context, host, work, input string) (*Side, error)
 	if err := pipelineExec(ctx, s, host, work, input, filepath.Join(work, "deadletter-bigquery"), args, env); err != nil {
 		return nil, err
 	}
-	bqRows, err := summaryInt(s.LauncherSummary, `readings (\d+)`)
-	if err != nil {
-		return nil, err
+	var bqRows int64
+	for _, sk := range s.ledger.Sinks {
+		if sk.Sink == schemas.SinkBigQuery {
+			bqRows += sk.Written
+		}
 	}
 	if bqRows != s.Readings {
 		return nil, fmt.Errorf("BigQuery got %d readings; Bigtable %d", bqRows, s.Readings)
@@ -324,9 +327,10 @@ func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string, 
 			return err
 		}
 	}
+	summary := filepath.Join(work, "summary-"+s.Name+".json")
 	cmd := exec.CommandContext(ctx, bin, "--source=files", "--input="+input,
 		"--bigtable_project="+project, "--bigtable_instance="+instance, "--bigtable_table="+tableName(s.Name),
-		"--dead_letter="+dead, "--progress_interval=0")
+		"--dead_letter="+dead, "--progress_interval=0", "--summary_json="+summary)
 	cmd.Args = append(cmd.Args, extraArgs...)
 	cmd.Env = append(append(os.Environ(), "BIGTABLE_EMULATOR_HOST="+host), extraEnv...)
 	var stdout, stderr bytes.Buffer
@@ -351,12 +355,20 @@ func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string, 
 		return fmt.Errorf("launcher summary: %w", err)
 	}
 	s.Seconds = d.Seconds()
-	if s.Readings, err = summaryInt(out, `readings written:\s+(\d+)`); err != nil {
-		return err
+	b, err := os.ReadFile(summary)
+	if err != nil {
+		return fmt.Errorf("launcher summary: %w", err)
 	}
-	if s.DeadLetters, err = summaryInt(out, `dead letters:\s+(\d+)`); err != nil {
-		return err
+	s.ledger = &ledger.Ledger{}
+	if err := json.Unmarshal(b, s.ledger); err != nil {
+		return fmt.Errorf("launcher summary %s: %w", summary, err)
 	}
+	for _, sk := range s.ledger.Sinks {
+		if sk.Sink == schemas.SinkBigtable {
+			s.Readings += sk.Written
+		}
+	}
+	s.DeadLetters = s.ledger.DeadLettered()
 	return nil
 }
 
@@ -366,14 +378,6 @@ func summaryField(out, re string) (string, error) {
 		return "", fmt.Errorf("launcher summary has no %q:\n%s", re, out)
 	}
 	return m[1], nil
-}
-
-func summaryInt(out, re string) (int64, error) {
-	v, err := summaryField(out, re)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(v, 10, 64)
 }
 
 // pipelineInProcess runs what the launcher's run does for --source=files
