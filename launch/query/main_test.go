@@ -440,6 +440,19 @@ func TestSeedQueries(t *testing.T) {
 		}
 	})
 
+	t.Run("traffic: the speed as of 07:10 seeks past the newer rows of each prefix", func(t *testing.T) {
+		a := query(t, "--schema", "traffic", "speed_now", "--param", "highway=I-35", "--param", "milemarker=347", "--now", "2026-03-01T07:10:00Z")
+		want := map[string]string{"0347#N": "25.4", "0347#S": "33.9"} // the 07:05 readings; 07:10:02 is after --now
+		if got := speeds(a); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("speeds %v, want %v", got, want)
+		}
+		// Per direction: one row to find the prefix (the 07:15 reading),
+		// one seek to the window's end.
+		if a.sum.RowsRead != 4 || a.sum.Reads != 5 {
+			t.Errorf("summary %+v: want 4 rows read in 5 reads", a.sum)
+		}
+	})
+
 	t.Run("traffic: latest speeds between markers 340 and 350, one range, one row per marker and direction", func(t *testing.T) {
 		a := query(t, "--schema", "traffic", "corridor_latest", "--param", "highway=I-35", "--param", "milemarker=340..350", "--now", "2026-03-01T07:30:00Z")
 		want := map[string]string{"0345#N": "59.4", "0345#S": "35.7", "0346#N": "38.2", "0346#S": "50.4",
