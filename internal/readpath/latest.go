@@ -26,10 +26,11 @@ func readLatest(ctx context.Context, tbl Reader, spec *schemas.Spec, q Query, pl
 			return err
 		}
 	}
+	fam := familyFilter(spec, plan.Table)
 	for _, r := range plan.Ranges {
 		cursor := r.Start
 		for {
-			row, ok, err := readOne(ctx, tbl, cursor, r.End, nil, res)
+			row, ok, err := readOne(ctx, tbl, cursor, r.End, res, fam)
 			if err != nil || !ok {
 				if err != nil {
 					return err
@@ -49,7 +50,7 @@ func readLatest(ctx context.Context, tbl Reader, spec *schemas.Spec, q Query, pl
 			case k < prefix+winLo:
 				// Newer than the window: seek to its end within the prefix.
 				lo, hi := prefix+winLo, minEnd(schemas.PrefixSuccessor(prefix+winHi), r.End)
-				if newest, ok, err := readOne(ctx, tbl, lo, hi, windowFilter(q), res); err != nil {
+				if newest, ok, err := readOne(ctx, tbl, lo, hi, res, windowFilter(q), fam); err != nil {
 					return err
 				} else if ok {
 					res.keep(newest, check, from, to)
@@ -71,10 +72,10 @@ func readLatest(ctx context.Context, tbl Reader, spec *schemas.Spec, q Query, pl
 	return nil
 }
 
-// readOne reads the first row of [start, end) that passes filter.
-func readOne(ctx context.Context, tbl Reader, start, end string, filter bigtable.Filter, res *Result) (bigtable.Row, bool, error) {
+// readOne reads the first row of [start, end) that passes the filters.
+func readOne(ctx context.Context, tbl Reader, start, end string, res *Result, filters ...bigtable.Filter) (bigtable.Row, bool, error) {
 	var got bigtable.Row
-	opts := append(chain(filter), bigtable.LimitRows(1))
+	opts := append(chain(filters...), bigtable.LimitRows(1))
 	res.Reads++
 	err := tbl.ReadRows(ctx, bigtable.NewRange(start, end), func(row bigtable.Row) bool {
 		got = row

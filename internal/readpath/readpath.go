@@ -224,8 +224,8 @@ type Tables func(name string) Reader
 
 // Read plans q, reads its ranges from the chosen table, keeps the rows that
 // match the fields the key could not narrow, and aggregates them when q
-// has an aggregate. Only cells inside the window are returned (cell
-// timestamps are event times). When no row matches, it reads the first and
+// has an aggregate. Only cells of the table's declared families and inside
+// the window are returned (cell timestamps are event times). When no row matches, it reads the first and
 // last rows under the query's prefix (a bounded read) into Result.Bounds.
 func Read(ctx context.Context, open Tables, spec *schemas.Spec, q Query) (*Result, error) {
 	plan, err := Plan(spec, q)
@@ -271,8 +271,9 @@ func windowFilter(q Query) bigtable.Filter {
 	return bigtable.TimestampRangeFilterMicros(bigtable.Timestamp(from*1000), bigtable.Timestamp((to+1)*1000))
 }
 
-// familyFilter keeps the table's declared families (not, say, the rollups'
-// family the launcher adds to vitals rows).
+// familyFilter keeps the table's declared families: the query answers from
+// the spec's columns, not, say, the hourly rollups the launcher adds to
+// vitals rows in a family of their own.
 func familyFilter(spec *schemas.Spec, table string) bigtable.Filter {
 	ts := spec.Table(table)
 	if ts == nil || len(ts.Families) == 0 {
@@ -307,11 +308,7 @@ func readRanges(ctx context.Context, tbl Reader, spec *schemas.Spec, q Query, pl
 	for _, r := range plan.Ranges {
 		ranges = append(ranges, bigtable.NewRange(r.Start, r.End))
 	}
-	var fam bigtable.Filter
-	if q.Aggregate != nil {
-		fam = familyFilter(spec, plan.Table)
-	}
-	opts := chain(windowFilter(q), fam)
+	opts := chain(windowFilter(q), familyFilter(spec, plan.Table))
 	if q.Limit > 0 && !check.any() {
 		opts = append(opts, bigtable.LimitRows(int64(q.Limit)))
 	}
