@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/faultproxy"
 	"github.com/sensorpipe/sensorpipe/internal/flowcontrol"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -202,22 +203,20 @@ func TestFlowControlCapsOutstandingMutations(t *testing.T) {
 }
 
 // TestFlowControlBacksOffOnResourceExhausted fails the first three
-// MutateRows calls with RESOURCE_EXHAUSTED at a proxy in front of the
-// emulator: the flow controller counts the push-backs, cuts the worker's
-// mutation limit (x0.7) and pauses the writes; the sink retries and every
-// row lands, with no dead letter.
+// MutateRows calls with RESOURCE_EXHAUSTED at the fault proxy
+// (internal/faultproxy) in front of the emulator: the flow controller
+// counts the push-backs, cuts the worker's mutation limit (x0.7) and
+// pauses the writes; the sink retries and every row lands, with no dead
+// letter.
 func TestFlowControlBacksOffOnResourceExhausted(t *testing.T) {
 	host := emulators.StartBigtable(t)
-	var calls atomic.Int64
-	proxy := emulators.StartProxy(t, host, emulators.ProxyHooks{
-		Before: func(method string, _ []byte) error {
-			if method == mutateRows && calls.Add(1) <= 3 {
-				return status.Error(codes.ResourceExhausted, "injected: tablet server overloaded")
-			}
-			return nil
-		},
-	})
-	t.Setenv("BIGTABLE_EMULATOR_HOST", proxy.Addr)
+	proxy, err := faultproxy.Start(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	proxy.SetRules(faultproxy.Rule{Method: "/MutateRows", Share: 1, Limit: 3, When: faultproxy.Before, Code: codes.ResourceExhausted})
+	t.Setenv("BIGTABLE_EMULATOR_HOST", proxy.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const project = "flow-pushback"
@@ -234,9 +233,11 @@ func TestFlowControlBacksOffOnResourceExhausted(t *testing.T) {
 		t.Fatalf("table holds %d rows, %d cells; want 50 and 500", rows, cells)
 	}
 	s := flowcontrol.ForWorker(project+"/i/", fn.Flow).Stats()
-	t.Logf("%d MutateRows calls; controller %+v", calls.Load(), s)
-	if calls.Load() != 4 {
-		t.Errorf("MutateRows calls = %d, want 4 (three pushed back, one landed)", calls.Load())
+	st := proxy.Stats()
+	calls, faults := faultproxy.Total(st.Calls, "/MutateRows"), faultproxy.Total(st.Faults, "/MutateRows")
+	t.Logf("%d MutateRows calls, %d failed; controller %+v", calls, faults, s)
+	if calls != 4 || faults != 3 {
+		t.Errorf("MutateRows calls = %d with %d faults, want 4 and 3 (three pushed back, one landed)", calls, faults)
 	}
 	if s.PushBacks != 3 || s.Cuts < 1 || s.Limit != 70_000 || s.PausedUntil.IsZero() {
 		t.Errorf("controller %+v: want 3 push-backs, the limit cut once to 70000 (within one period), a pause", s)

@@ -12,13 +12,13 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
-// Proxy is a transparent gRPC proxy for tests: it forwards every call to
-// an emulator as raw bytes, and shows each call's method and first request
-// message to hooks, which may fail the call before it is forwarded.
-//
-// It is the smallest stand-in for the fault-injecting proxy being built in
-// internal/faultproxy on another branch: tests that use it (flow control,
-// app profiles) should switch to that one when both are merged.
+// Proxy is a transparent gRPC proxy for tests that need to see what a
+// client sends: it forwards every call to an emulator as raw bytes, and
+// shows each call's method and first request message to hooks (the app
+// profile a request carries, the mutations in flight), which may also hold
+// or fail the call. internal/faultproxy fails shares of calls but does not
+// show their requests; an inspection hook there would make this one
+// unnecessary.
 type Proxy struct {
 	// Addr is the proxy's host:port; point BIGTABLE_EMULATOR_HOST at it.
 	Addr string
