@@ -174,3 +174,21 @@ func TestFromNamed(t *testing.T) {
 		t.Errorf("missing parameter: err %v", err)
 	}
 }
+
+func TestNormalizeMovesTheEventTimeIntoTheWindow(t *testing.T) {
+	spec := loadSpec(t, "vitals")
+	q := Query{Where: map[string]string{"sensor_id": "s1"}, Ranges: map[string]schemas.Range{"timestamp": {Lo: "2026-03-01T10:00:00Z", Hi: "2026-03-01T11:30:00Z"}}}
+	got, err := Normalize(spec, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, to := got.Window()
+	if len(got.Ranges) != 0 || got.Where["sensor_id"] != "s1" ||
+		fmtMs(from) != "2026-03-01T10:00:00Z" || fmtMs(to) != "2026-03-01T11:30:00Z" {
+		t.Errorf("normalized %+v, window %s..%s; want the range as the window, both ends inclusive", got, fmtMs(from), fmtMs(to))
+	}
+	q.Since = time.Hour
+	if _, err := Normalize(spec, q); err == nil || !strings.Contains(err.Error(), "once") {
+		t.Errorf("a range and --since: err %v, want a refusal", err)
+	}
+}

@@ -123,9 +123,54 @@ func (q Query) Window() (fromMs, toMs int64) {
 	return 0, 0
 }
 
-// keyQuery is q for the planner: an event-time value or range in the
-// where fields becomes the window.
-func (q Query) keyQuery(spec *schemas.Spec) (schemas.KeyQuery, error) {
+// Normalize moves an event-time value or range given as a where field
+// into the window (From, To), so the planner and the window filter see one
+// window. It is an error to give both.
+func Normalize(spec *schemas.Spec, q Query) (Query, error) {
+	lo, hi := "", ""
+	if v, ok := q.Where[spec.EventTime]; ok {
+		lo, hi = v, v
+	}
+	if r, ok := q.Ranges[spec.EventTime]; ok {
+		lo, hi = r.Lo, r.Hi
+	}
+	if lo == "" {
+		return q, nil
+	}
+	if _, to := q.Window(); to != 0 {
+		return q, fmt.Errorf("give the window once: where %s=... or --since/--from/--to", spec.EventTime)
+	}
+	ev := spec.Field(spec.EventTime)
+	a, err := schemas.ParseValue(ev, lo)
+	if err != nil {
+		return q, fmt.Errorf("where %s: %w", spec.EventTime, err)
+	}
+	b, err := schemas.ParseValue(ev, hi)
+	if err != nil {
+		return q, fmt.Errorf("where %s: %w", spec.EventTime, err)
+	}
+	if a.Int > b.Int {
+		return q, fmt.Errorf("where %s=%s..%s: the range is empty", spec.EventTime, lo, hi)
+	}
+	out := q
+	out.Where, out.Ranges = map[string]string{}, map[string]schemas.Range{}
+	for k, v := range q.Where {
+		if k != spec.EventTime {
+			out.Where[k] = v
+		}
+	}
+	for k, v := range q.Ranges {
+		if k != spec.EventTime {
+			out.Ranges[k] = v
+		}
+	}
+	out.Since = 0
+	out.From, out.To = time.UnixMilli(a.Int).UTC(), time.UnixMilli(b.Int+1).UTC() // To is exclusive
+	return out, nil
+}
+
+// keyQuery is q for the planner.
+func (q Query) keyQuery() (schemas.KeyQuery, error) {
 	kq := schemas.KeyQuery{Table: q.Table, Where: map[string]string{}, Ranges: map[string]schemas.Range{}}
 	kq.FromMs, kq.ToMs = q.Window()
 	for k, v := range q.Where {
@@ -133,30 +178,6 @@ func (q Query) keyQuery(spec *schemas.Spec) (schemas.KeyQuery, error) {
 	}
 	for k, v := range q.Ranges {
 		kq.Ranges[k] = v
-	}
-	ev := spec.Field(spec.EventTime)
-	var lo, hi string
-	if v, ok := kq.Where[spec.EventTime]; ok {
-		lo, hi = v, v
-		delete(kq.Where, spec.EventTime)
-	}
-	if r, ok := kq.Ranges[spec.EventTime]; ok {
-		lo, hi = r.Lo, r.Hi
-		delete(kq.Ranges, spec.EventTime)
-	}
-	if lo != "" {
-		if kq.ToMs != 0 {
-			return kq, fmt.Errorf("give the window once: where %s or --since/--from/--to", spec.EventTime)
-		}
-		a, err := schemas.ParseValue(ev, lo)
-		if err != nil {
-			return kq, fmt.Errorf("where %s: %w", spec.EventTime, err)
-		}
-		b, err := schemas.ParseValue(ev, hi)
-		if err != nil {
-			return kq, fmt.Errorf("where %s: %w", spec.EventTime, err)
-		}
-		kq.FromMs, kq.ToMs = a.Int, b.Int
 	}
 	if kq.ToMs != 0 && kq.FromMs > kq.ToMs {
 		return kq, fmt.Errorf("the window is empty: from %s is after to %s", fmtMs(kq.FromMs), fmtMs(kq.ToMs))
@@ -179,7 +200,11 @@ func (q Query) need() schemas.Need {
 // pinned table, that table is planned (and refused the same way when only
 // a full scan serves the query and AllowScan is off).
 func Plan(spec *schemas.Spec, q Query) (*schemas.ScanPlan, error) {
-	kq, err := q.keyQuery(spec)
+	q, err := Normalize(spec, q)
+	if err != nil {
+		return nil, err
+	}
+	kq, err := q.keyQuery()
 	if err != nil {
 		return nil, err
 	}
@@ -228,6 +253,10 @@ type Tables func(name string) Reader
 // the window are returned (cell timestamps are event times). When no row matches, it reads the first and
 // last rows under the query's prefix (a bounded read) into Result.Bounds.
 func Read(ctx context.Context, open Tables, spec *schemas.Spec, q Query) (*Result, error) {
+	q, err := Normalize(spec, q)
+	if err != nil {
+		return nil, err
+	}
 	plan, err := Plan(spec, q)
 	if err != nil {
 		return nil, err

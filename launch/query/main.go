@@ -265,6 +265,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *limit >= 0 {
 		q.Limit = *limit
 	}
+	if q, err = readpath.Normalize(spec, q); err != nil {
+		return cli.Usage(err)
+	}
 	plan, err := readpath.Plan(spec, q)
 	if err != nil {
 		var nt *schemas.NoTableError
@@ -299,7 +302,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer client.Close()
 	res, err := readpath.Read(ctx, func(name string) readpath.Reader { return client.Open(name) }, spec, q)
 	if err != nil {
-		return fmt.Errorf("%w (is Bigtable reachable at %s? make emulators starts the local one)", err, where2())
+		return fmt.Errorf("%w (is Bigtable reachable at %s? make emulators starts the local one)", err, bigtableTarget())
 	}
 	if res.Answer != nil {
 		if err := printAnswer(enc, res.Answer); err != nil {
@@ -339,7 +342,7 @@ func parse(fs *flag.FlagSet, args []string, usage func()) error {
 	return cli.Usagef("%v (query --help lists the flags)", err)
 }
 
-func where2() string {
+func bigtableTarget() string {
 	if h, ok := cli.Emulator(cli.BigtableEmulatorEnv); ok {
 		return "the emulator " + h
 	}
