@@ -70,7 +70,7 @@ var (
 	attemptTimeout = flag.Duration("write_attempt_timeout", dofns.DefaultAttemptTimeout, "How long one write call (an ApplyBulk batch, an AppendRows or insertAll request) may wait for its answer before it is abandoned and retried, within --write_retry_deadline.")
 	btBatchCells   = flag.Int("bigtable_batch_cells", dofns.DefaultBatchCells, "Cells per Bigtable ApplyBulk batch (the client sends a batch as MutateRows requests of at most 100,000 mutations); up to 4 batches are in flight per worker.")
 	bqReqBytes     = flag.Int("bigquery_request_bytes", dofns.DefaultBQRequestBytes, "Bytes of rows per BigQuery AppendRows or insertAll request (BigQuery's limit is 10 MB).")
-	bqProject      = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project).")
+	bqProject      = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project when given; with BIGQUERY_EMULATOR_HOST set, local-project).")
 	bqDataset      = flag.String("bigquery_dataset", "", "BigQuery dataset; empty turns the BigQuery sink off.")
 	bqTable        = flag.String("bigquery_table", "", "BigQuery table (default: the spec's, readings for vitals).")
 	bqMethod       = flag.String("bigquery_write_method", "storage_write", "storage_write: Storage Write API default stream (at-least-once); insert_all: tabledata.insertAll with insertId = reading_id (best-effort dedup).")
@@ -202,6 +202,7 @@ func config(ctx context.Context) (pipelines.Config, error) {
 			return cfg, usageError{err}
 		}
 	}
+	btGiven := *btProject // as given: a defaulted one is no BigQuery default
 	project, instance, err := cli.Bigtable(*btProject, *btInstance)
 	if err != nil {
 		return cfg, usageError{err}
@@ -213,6 +214,12 @@ func config(ctx context.Context) (pipelines.Config, error) {
 	dlProject := *bqProject
 	if dlProject == "" {
 		dlProject = *btProject
+	}
+	if *bqDataset != "" {
+		if *bqProject, err = cli.BigQueryProject(*bqProject, btGiven); err != nil {
+			return cfg, usageError{err}
+		}
+		dlProject = *bqProject
 	}
 	dl, err := validateDeadLetter(*deadLetter, dlProject, local())
 	if err != nil {

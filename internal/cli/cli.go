@@ -69,6 +69,24 @@ func Bigtable(project, instance string) (string, string, error) {
 	return project, instance, nil
 }
 
+// BigQueryProject resolves the BigQuery project: the flag's value, else
+// the Bigtable project when that was given on the command line, else the
+// local project when BIGQUERY_EMULATOR_HOST is set, else a usage error. So
+// a Bigtable project that defaulted to the local one (Bigtable emulator)
+// never reaches real BigQuery.
+func BigQueryProject(value, bigtableFlag string) (string, error) {
+	switch {
+	case value != "":
+		return value, nil
+	case bigtableFlag != "":
+		return bigtableFlag, nil
+	}
+	if _, ok := Emulator(BigQueryEmulatorEnv); ok {
+		return LocalProject, nil
+	}
+	return "", Usagef("--bigquery_project is required (or --bigtable_project; against the local emulator, export %s=%s and it defaults to %s)", BigQueryEmulatorEnv, LocalBigQueryHost, LocalProject)
+}
+
 // Topic resolves a Pub/Sub topic flag: the value given, else the local
 // topic projects/local-project/topics/vitals when PUBSUB_EMULATOR_HOST is
 // set, else a usage error.

@@ -39,6 +39,27 @@ func TestBigtableDefaultsOnlyAgainstTheEmulator(t *testing.T) {
 	}
 }
 
+func TestBigQueryProjectNeverDefaultsAcrossEmulators(t *testing.T) {
+	tests := []struct {
+		name, emulator, value, bigtable, want string
+		usage                                 bool
+	}{
+		{"given", "", "bq", "bt", "bq", false},
+		{"the Bigtable flag", "", "", "bt", "bt", false},
+		{"the BigQuery emulator", "127.0.0.1:9050", "", "", LocalProject, false},
+		{"no flag, no BigQuery emulator (the Bigtable project may have defaulted)", "", "", "", "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(BigQueryEmulatorEnv, tc.emulator)
+			got, err := BigQueryProject(tc.value, tc.bigtable)
+			if got != tc.want || (ExitCode(err) == ExitUsage) != tc.usage {
+				t.Errorf("BigQueryProject(%q, %q) = %q, %v; want %q, usage error %v", tc.value, tc.bigtable, got, err, tc.want, tc.usage)
+			}
+		})
+	}
+}
+
 func TestTopicDefault(t *testing.T) {
 	t.Setenv(PubSubEmulatorEnv, "127.0.0.1:8085")
 	if got, err := Topic(""); err != nil || got != "projects/local-project/topics/vitals" {
