@@ -2,6 +2,7 @@
 #   make run   the main job: a batch over testdata/ on prism against local emulators
 #   make test  every test (unit, prism pipeline, emulator end-to-end)
 #   make stream  the streaming job on prism, fed by a real-time publisher (Ctrl-C stops it)
+#   make samples load the traffic and user_events samples for the query examples (README, Querying Bigtable)
 
 export BIGTABLE_EMULATOR_HOST ?= 127.0.0.1:8086
 export BIGQUERY_EMULATOR_HOST ?= 127.0.0.1:9050
@@ -14,7 +15,7 @@ INPUT ?= testdata/vitals/*
 DEAD_LETTER ?= .run/deadletter
 GO_TEST_FLAGS ?= -timeout 25m
 
-.PHONY: run test test-short bench lint emulators stop-emulators proto stream help
+.PHONY: run test test-short bench lint emulators stop-emulators proto stream samples help
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -26,6 +27,14 @@ run:
 		--bigtable_project=$(PROJECT) --bigtable_instance=$(INSTANCE) --bigtable_table=patient_vitals \
 		--bigquery_project=$(PROJECT) --bigquery_dataset=vitals --bigquery_table=readings \
 		--dead_letter=$(DEAD_LETTER) --print_rows=3
+
+## samples: load testdata/samples/traffic.jsonl and user_events.jsonl into their specs' tables in the local Bigtable emulator (the README's query examples read them).
+samples:
+	@scripts/emulators.sh start bigtable
+	go run ./launch --spec=traffic --input=testdata/samples/traffic.jsonl \
+		--bigtable_project=$(PROJECT) --bigtable_instance=$(INSTANCE) --dead_letter=$(DEAD_LETTER)-traffic --progress_interval=0
+	go run ./launch --spec=user_events --input=testdata/samples/user_events.jsonl \
+		--bigtable_project=$(PROJECT) --bigtable_instance=$(INSTANCE) --dead_letter=$(DEAD_LETTER)-user_events --progress_interval=0
 
 ## stream: the streaming job on prism: emulators up, topic and subscription created, readings published in real time (RATE, SENSORS, DURATION, BAD_FRACTION, LATE_FRACTION); Ctrl-C stops it.
 stream:

@@ -9,6 +9,7 @@ require (
 	cloud.google.com/go/pubsub/v2 v2.6.2
 	github.com/apache/beam/sdks/v2 v2.77.0
 	github.com/goccy/go-json v0.12.0
+	github.com/googleapis/gax-go/v2 v2.24.0
 	github.com/valyala/fastjson v1.6.10
 	google.golang.org/api v0.297.0
 	google.golang.org/grpc v1.83.2
@@ -53,7 +54,6 @@ require (
 	github.com/google/s2a-go v0.1.9 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/googleapis/enterprise-certificate-proxy v0.3.20 // indirect
-	github.com/googleapis/gax-go/v2 v2.24.0 // indirect
 	github.com/klauspost/compress v1.19.2 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/moby/docker-image-spec v1.3.1 // indirect

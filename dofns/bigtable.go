@@ -11,6 +11,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/internal/flowcontrol"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -62,8 +63,14 @@ type BigtableWriteFn struct {
 	// BatchCells is how many cells one ApplyBulk batch holds (default
 	// DefaultBatchCells).
 	BatchCells int
+	// AppProfile is the Bigtable app profile the writes use ("" is the
+	// instance's default), e.g. a single-cluster profile for backfills.
+	AppProfile string
+	// Flow caps and paces the worker's outstanding writes (flowcontrol.go).
+	Flow flowcontrol.Settings
 
 	client  *bigtable.Client
+	flow    *flowcontrol.Controller
 	tables  map[string]*bigtable.Table
 	pending []entry
 	cells   int
@@ -116,6 +123,7 @@ type entry struct {
 	key     string
 	mut     *bigtable.Mutation
 	cells   int
+	bytes   int // request bytes, for flow control
 	origins []schemas.Origin
 }
 
@@ -134,11 +142,12 @@ func (f *BigtableWriteFn) Setup(ctx context.Context) error {
 	}
 	f.slots = make(chan struct{}, f.MaxInflight)
 	f.down = &retry.Breaker{}
-	c, err := NewBigtableClient(ctx, f.Project, f.Instance)
+	c, err := NewBigtableClientProfile(ctx, f.Project, f.Instance, f.AppProfile)
 	if err != nil {
 		return err
 	}
 	f.client = c
+	f.flow = flowcontrol.ForWorker(f.Project+"/"+f.Instance+"/"+f.AppProfile, f.Flow)
 	f.tables = map[string]*bigtable.Table{}
 	return nil
 }
@@ -147,7 +156,13 @@ func (f *BigtableWriteFn) Setup(ctx context.Context) error {
 // (it would need Cloud Monitoring credentials and means nothing on the
 // emulator).
 func NewBigtableClient(ctx context.Context, project, instance string) (*bigtable.Client, error) {
-	c, err := bigtable.NewClientWithConfig(ctx, project, instance, bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}})
+	return NewBigtableClientProfile(ctx, project, instance, "")
+}
+
+// NewBigtableClientProfile is NewBigtableClient with an app profile ("" is
+// the instance's default profile).
+func NewBigtableClientProfile(ctx context.Context, project, instance, appProfile string) (*bigtable.Client, error) {
+	c, err := bigtable.NewClientWithConfig(ctx, project, instance, bigtable.ClientConfig{AppProfile: appProfile, MetricsProvider: bigtable.NoopMetricsProvider{}})
 	if err != nil {
 		return nil, fmt.Errorf("bigtable client for %s/%s: %w", project, instance, err)
 	}
@@ -212,6 +227,7 @@ func splitEntries(m schemas.RowMutation) []entry {
 		}
 		for _, c := range m.Cells[next : next+o.Cells] {
 			cur.mut.Set(c.Family, c.Qualifier, bigtable.Timestamp(c.TsMicros), c.Value)
+			cur.bytes += cellBytes(c)
 		}
 		for _, c := range m.Deletes[nextDel : nextDel+o.Deletes] {
 			// The version's millisecond: [ts, ts+1ms).
@@ -354,9 +370,7 @@ func (f *BigtableWriteFn) apply(ctx context.Context, t *bigtable.Table, entries 
 		for i, e := range entries {
 			keys[i], muts[i] = e.key, e.mut
 		}
-		actx, cancel := b.AttemptContext(ctx)
-		errs, err := t.ApplyBulk(actx, keys, muts)
-		cancel()
+		errs, err := f.applyBulk(ctx, b.AttemptContext, t, keys, muts, entries)
 		if ctx.Err() != nil {
 			return written, nil, fmt.Errorf("apply bulk: %w", ctx.Err())
 		}

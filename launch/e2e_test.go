@@ -283,7 +283,13 @@ func TestLauncherFailsWithOneLineReason(t *testing.T) {
 		want string
 	}{
 		{"unknown flag", nil, append(base, "--nope"), 2, "flag provided but not defined"},
-		{"no project", nil, []string{"--input=x", "--bigtable_instance=i", "--dead_letter=d"}, 2, "--bigtable_project is required"},
+		{"no project, no emulator", []string{"BIGTABLE_EMULATOR_HOST="}, []string{"--input=x", "--bigtable_instance=i", "--dead_letter=d"}, 2, "--bigtable_project is required"},
+		// Under the emulator the project and instance default to make run's
+		// (internal/cli), so the run gets as far as Bigtable.
+		{"BigQuery without its emulator does not take the local Bigtable default", []string{"BIGTABLE_EMULATOR_HOST=" + closed, "BIGQUERY_EMULATOR_HOST="},
+			[]string{"--input=../testdata/vitals/*", "--dead_letter=" + t.TempDir(), "--bigquery_dataset=vitals"}, 2, "--bigquery_project is required"},
+		{"no project or instance under the emulator: local defaults", []string{"BIGTABLE_EMULATOR_HOST=" + closed},
+			[]string{"--input=../testdata/vitals/*", "--dead_letter=" + t.TempDir(), "--bigtable_timeout=2s"}, 1, "bigtable unreachable"},
 		{"no input", nil, []string{"--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=d"}, 2, "--input is required"},
 		{"no dead letter", nil, []string{"--input=x", "--bigtable_project=p", "--bigtable_instance=i"}, 2, "--dead_letter is required"},
 		{"bad source", nil, append(base, "--source=kafka"), 2, `--source="kafka"`},

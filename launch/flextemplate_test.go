@@ -261,6 +261,12 @@ func TestFlexTemplateRegexes(t *testing.T) {
 		{"source", "pubsub", true},
 		{"source", "kafka", false},
 		{"format", "proto", true},
+		{"bigtable_app_profile", "batch-backfill", true},
+		{"bigtable_app_profile", "two words", false},
+		{"bigtable_target_latency", "500ms", true},
+		{"bigtable_target_latency", "fast", false},
+		{"bigtable_max_outstanding_mutations", "100000", true},
+		{"bigtable_max_outstanding_mutations", "-1", false},
 	}
 	params := map[string]templateParameter{}
 	for _, p := range readMetadata(t).Parameters {

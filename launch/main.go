@@ -42,6 +42,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
 	"github.com/sensorpipe/sensorpipe/internal/btadmin"
+	"github.com/sensorpipe/sensorpipe/internal/cli"
+	"github.com/sensorpipe/sensorpipe/internal/flowcontrol"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/pipelines"
@@ -52,8 +54,12 @@ var (
 	source         = flag.String("source", "files", "Where readings come from: files (a batch over --input) or pubsub (a stream from --subscription).")
 	input          = flag.String("input", "", "With --source=files: a file glob, local or gs://; .gz files are decompressed. Example: 'testdata/*.jsonl'.")
 	specFlag       = flag.String("spec", "vitals", "Dataset spec: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a path to a YAML file.")
-	btProject      = flag.String("bigtable_project", "", "Bigtable project id (required).")
-	btInstance     = flag.String("bigtable_instance", "", "Bigtable instance id (required).")
+	btProject      = flag.String("bigtable_project", "", "Bigtable project id (required; with BIGTABLE_EMULATOR_HOST set it defaults to local-project, the project make run writes).")
+	btInstance     = flag.String("bigtable_instance", "", "Bigtable instance id (required; with BIGTABLE_EMULATOR_HOST set it defaults to local-instance).")
+	btAppProfile   = flag.String("bigtable_app_profile", "", "Bigtable app profile the writes use (default: the instance's default profile). Give backfills a single-cluster profile of their own so they do not slow serving reads.")
+	btMaxMuts      = flag.Int64("bigtable_max_outstanding_mutations", 200_000, "Flow control: the most Bigtable mutations (cells written or deleted) in flight per worker process; further writes wait (0: no cap).")
+	btMaxBytes     = flag.Int64("bigtable_max_outstanding_bytes", 128<<20, "Flow control: the most Bigtable request bytes in flight per worker process; further writes wait (0: no cap).")
+	btLatency      = flag.Duration("bigtable_target_latency", 0, "Flow control: a MutateRows latency to steer toward; the per-worker mutation cap then adapts between 1% and 100% of --bigtable_max_outstanding_mutations as Bigtable slows or recovers (0: off). RESOURCE_EXHAUSTED always cuts the cap and pauses writes.")
 	btTable        = flag.String("bigtable_table", "", "Bigtable table for the spec's first table (default: the spec's name, patient_vitals for vitals).")
 	deadLetter     = flag.String("dead_letter", "", "Where rejected records go, each with its payload and reason (required): "+schemas.DeadLetterTargetForms+".")
 	createTables   = flag.Bool("create_tables", true, "Create missing Bigtable tables and column families (with the spec's GC policies) before running.")
@@ -64,7 +70,7 @@ var (
 	attemptTimeout = flag.Duration("write_attempt_timeout", dofns.DefaultAttemptTimeout, "How long one write call (an ApplyBulk batch, an AppendRows or insertAll request) may wait for its answer before it is abandoned and retried, within --write_retry_deadline.")
 	btBatchCells   = flag.Int("bigtable_batch_cells", dofns.DefaultBatchCells, "Cells per Bigtable ApplyBulk batch (the client sends a batch as MutateRows requests of at most 100,000 mutations); up to 4 batches are in flight per worker.")
 	bqReqBytes     = flag.Int("bigquery_request_bytes", dofns.DefaultBQRequestBytes, "Bytes of rows per BigQuery AppendRows or insertAll request (BigQuery's limit is 10 MB).")
-	bqProject      = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project).")
+	bqProject      = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project when given; with BIGQUERY_EMULATOR_HOST set, local-project).")
 	bqDataset      = flag.String("bigquery_dataset", "", "BigQuery dataset; empty turns the BigQuery sink off.")
 	bqTable        = flag.String("bigquery_table", "", "BigQuery table (default: the spec's, readings for vitals).")
 	bqMethod       = flag.String("bigquery_write_method", "storage_write", "storage_write: Storage Write API default stream (at-least-once); insert_all: tabledata.insertAll with insertId = reading_id (best-effort dedup).")
@@ -123,6 +129,12 @@ func main() {
 			fmt.Println("Usage: go run ./launch --source=files --input=GLOB --bigtable_project=P --bigtable_instance=I --dead_letter=DIR [flags]")
 			fmt.Println("       go run ./launch --source=pubsub --subscription=projects/P/subscriptions/S --timestamp_attribute=event_ts \\")
 			fmt.Println("           --bigtable_project=P --bigtable_instance=I --dead_letter=DIR [flags]   (runs until interrupted)")
+			fmt.Println()
+			fmt.Println(cli.DefaultsHelp)
+			fmt.Println()
+			fmt.Println("Exit codes: 0 the job ran and its ledger balances, 1 the job or its set-up failed, 2 bad flags,")
+			fmt.Println("3 a store stayed unavailable past --write_retry_deadline (see the package doc).")
+			fmt.Println()
 			flag.PrintDefaults()
 			os.Exit(exitOK)
 		}
@@ -190,15 +202,24 @@ func config(ctx context.Context) (pipelines.Config, error) {
 			return cfg, usageError{err}
 		}
 	}
-	switch {
-	case *btProject == "":
-		return cfg, usagef("--bigtable_project is required")
-	case *btInstance == "":
-		return cfg, usagef("--bigtable_instance is required")
+	btGiven := *btProject // as given: a defaulted one is no BigQuery default
+	project, instance, err := cli.Bigtable(*btProject, *btInstance)
+	if err != nil {
+		return cfg, usageError{err}
+	}
+	*btProject, *btInstance = project, instance
+	if *btMaxMuts < 0 || *btMaxBytes < 0 || *btLatency < 0 {
+		return cfg, usagef("--bigtable_max_outstanding_mutations, --bigtable_max_outstanding_bytes and --bigtable_target_latency must not be negative (0 turns each off)")
 	}
 	dlProject := *bqProject
 	if dlProject == "" {
 		dlProject = *btProject
+	}
+	if *bqDataset != "" {
+		if *bqProject, err = cli.BigQueryProject(*bqProject, btGiven); err != nil {
+			return cfg, usageError{err}
+		}
+		dlProject = *bqProject
 	}
 	dl, err := validateDeadLetter(*deadLetter, dlProject, local())
 	if err != nil {
@@ -223,7 +244,10 @@ func config(ctx context.Context) (pipelines.Config, error) {
 		return cfg, usagef("--bigquery_request_bytes=%d: give 1024..10485760 (BigQuery takes at most 10 MB a request)", *bqReqBytes)
 	}
 	cfg = pipelines.Config{Spec: spec, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: dl, Format: *format,
-		Retry: dofns.RetrySettings{Deadline: *retryDeadline, AttemptTimeout: *attemptTimeout}, BigtableBatchCells: *btBatchCells}
+		Retry:              dofns.RetrySettings{Deadline: *retryDeadline, AttemptTimeout: *attemptTimeout},
+		BigtableBatchCells: *btBatchCells,
+		BigtableAppProfile: *btAppProfile,
+		BigtableFlow:       flowcontrol.Settings{MaxMutations: *btMaxMuts, MaxBytes: *btMaxBytes, TargetLatency: *btLatency}}
 	if *bqDataset != "" {
 		if spec.BigQuery == nil {
 			return cfg, usagef("--bigquery_dataset: spec %s has no bigquery section", spec.Name)
@@ -497,7 +521,7 @@ func writeJSON(path string, l *ledger.Ledger) error {
 
 // showRows prints the first n rows of the first table, cbt-style.
 func showRows(ctx context.Context, cfg pipelines.Config, n int) error {
-	c, err := dofns.NewBigtableClient(ctx, cfg.BigtableProject, cfg.BigtableInstance)
+	c, err := dofns.NewBigtableClientProfile(ctx, cfg.BigtableProject, cfg.BigtableInstance, cfg.BigtableAppProfile)
 	if err != nil {
 		return err
 	}

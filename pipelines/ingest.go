@@ -14,6 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/fileio"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/internal/flowcontrol"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -23,6 +24,10 @@ type Config struct {
 
 	BigtableProject  string
 	BigtableInstance string
+	// BigtableAppProfile is the app profile the writes use ("" is the
+	// instance's default); BigtableFlow caps and paces each worker's writes.
+	BigtableAppProfile string
+	BigtableFlow       flowcontrol.Settings
 
 	// BigQuery is nil when the BigQuery sink is off.
 	BigQuery *BigQueryConfig
@@ -232,6 +237,7 @@ func WriteBigtable(s beam.Scope, cfg Config, rows beam.PCollection) beam.PCollec
 	s = s.Scope("bigtable.Write")
 	fn := dofns.NewBigtableWriteFn(cfg.BigtableProject, cfg.BigtableInstance)
 	fn.Retry, fn.BatchCells = cfg.Retry, cfg.BigtableBatchCells
+	fn.AppProfile, fn.Flow = cfg.BigtableAppProfile, cfg.BigtableFlow
 	return beam.ParDo(s, fn, globalWindow(s, rows))
 }
 

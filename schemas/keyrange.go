@@ -24,14 +24,40 @@ const (
 	ScanFull   = "full"   // nothing narrows the scan: the whole table
 )
 
-// KeyQuery is a query to plan: equality values for some fields and an
-// optional event-time range [FromMs, ToMs] (both 0: no time range).
+// KeyQuery is a query to plan: equality values for some fields, inclusive
+// ranges for others, and an optional event-time range [FromMs, ToMs] (both
+// 0: no time range).
 type KeyQuery struct {
 	Table  string            // the spec's first table when empty
 	Where  map[string]string // field name to value text
+	Ranges map[string]Range  // field name to an inclusive range of values
 	FromMs int64
 	ToMs   int64
+	// NoFanOut keeps the plan from fanning a prefix out over an enum
+	// field's values (a latest-per-prefix read finds the prefixes itself).
+	NoFanOut bool
 }
+
+// Range is an inclusive range of a field's values, as text: "340".."350".
+type Range struct {
+	Lo, Hi string
+}
+
+// String renders the range as lo..hi, the query tools' syntax.
+func (r Range) String() string { return r.Lo + ".." + r.Hi }
+
+// ParseRange reads "lo..hi" (both inclusive). ok is false when text is not
+// a range, so it is an equality value.
+func ParseRange(text string) (r Range, ok bool) {
+	lo, hi, ok := strings.Cut(text, "..")
+	if !ok || lo == "" || hi == "" {
+		return Range{}, false
+	}
+	return Range{Lo: lo, Hi: hi}, true
+}
+
+// maxFanOut bounds the ranges an enum fan-out may produce.
+const maxFanOut = 64
 
 // ScanPlan is how a query reads a table: one or more row ranges (one per
 // salt bucket when the salt's fields are not all fixed by the query).
@@ -47,6 +73,16 @@ type ScanPlan struct {
 	// not fix, or are not in the key at all).
 	Used   []string
 	Unused []string
+	// Narrowed lists the where and range fields rendered into the ranges
+	// as key segments of their own (a salt over a field does not count:
+	// it narrows to a bucket, not to the field's rows).
+	Narrowed []string
+	// TimeRanged is true when the event-time window is part of the ranges;
+	// otherwise a window is applied to the cells read.
+	TimeRanged bool
+	// FanOut lists the enum fields whose values the prefix was fanned out
+	// over, so a later field or the time could narrow each.
+	FanOut []string
 	// Stop explains where the fixed prefix ends, when it ends before the
 	// key does.
 	Stop string
@@ -57,8 +93,12 @@ type ScanPlan struct {
 // by q.Where extend the prefix; a salt over fixed fields adds its bucket,
 // over other fields fans the prefix out into one per bucket; the event-time
 // field, when q has a time range, turns the prefix into a range (with the
-// bounds swapped for a reverse timestamp) and ends the walk. Any other field
-// ends it too, leaving a prefix scan.
+// bounds swapped for a reverse timestamp) and ends the walk, as does a
+// field with a range in q.Ranges (its text must sort as its values do:
+// strings, padded integers, reverse timestamps). An enum field the query
+// does not fix fans the prefix out over its values when a later segment
+// narrows (a fixed field or the time). Any other field ends the walk,
+// leaving a prefix scan.
 func PlanScan(spec *Spec, q KeyQuery) (*ScanPlan, error) {
 	ts := &spec.Bigtable.Tables[0]
 	if q.Table != "" {
@@ -75,6 +115,28 @@ func PlanScan(spec *Spec, q KeyQuery) (*ScanPlan, error) {
 		if spec.Field(name) == nil {
 			return nil, fmt.Errorf("where %s: not a field of %s; fields are %s", name, spec.Name, fieldNames(spec))
 		}
+	}
+	ranges := map[int][2]Value{}
+	for name, r := range q.Ranges {
+		f := spec.Field(name)
+		if f == nil {
+			return nil, fmt.Errorf("where %s: not a field of %s; fields are %s", name, spec.Name, fieldNames(spec))
+		}
+		if _, dup := q.Where[name]; dup {
+			return nil, fmt.Errorf("where %s: give a value or a range, not both", name)
+		}
+		lo, err := ParseValue(f, r.Lo)
+		if err != nil {
+			return nil, fmt.Errorf("where %s=%s: %w", name, r, err)
+		}
+		hi, err := ParseValue(f, r.Hi)
+		if err != nil {
+			return nil, fmt.Errorf("where %s=%s: %w", name, r, err)
+		}
+		if compareValues(lo, hi) > 0 {
+			return nil, fmt.Errorf("where %s=%s: the range is empty (%s is after %s)", name, r, r.Lo, r.Hi)
+		}
+		ranges[spec.FieldIndex(name)] = [2]Value{lo, hi}
 	}
 	values := map[int]Value{}
 	for name, text := range q.Where {
@@ -97,7 +159,29 @@ func PlanScan(spec *Spec, q KeyQuery) (*ScanPlan, error) {
 			prefixes[i] += s
 		}
 	}
-	var ranges []RowRange
+	var out []RowRange
+	narrowed := map[string]bool{}
+	fixed := false // something the query gave narrowed the prefix
+	// later reports whether a segment after i narrows the scan, which is
+	// what makes fanning out over an enum worth its ranges.
+	later := func(i int) bool {
+		for j := i + 1; j < len(tmpl.segs); j++ {
+			s := &tmpl.segs[j]
+			if s.kind != segField {
+				continue
+			}
+			if _, ok := values[s.field]; ok {
+				return true
+			}
+			if _, ok := ranges[s.field]; ok {
+				return true
+			}
+			if hasTime && s.field == eventIdx {
+				return true
+			}
+		}
+		return false
+	}
 walk:
 	for i := range tmpl.segs {
 		s := &tmpl.segs[i]
@@ -108,10 +192,16 @@ walk:
 		case segSalt, segHash:
 			texts, ok := fixedTexts(s, values)
 			if ok {
-				for _, n := range s.names {
-					used[n] = true
+				if s.kind == segHash {
+					// A hash of the fields picks their rows (a salt only
+					// picks a bucket of many series: the fields still
+					// need checking on the rows read).
+					for _, n := range s.names {
+						used[n] = true
+					}
 				}
 				appendAll(string(s.appendMultiText(nil, texts)))
+				fixed = true
 				continue
 			}
 			if s.kind == segHash {
@@ -156,13 +246,52 @@ walk:
 				plan.Reversed = true
 			}
 			for _, p := range prefixes {
-				ranges = append(ranges, RowRange{Start: p + string(lo), End: PrefixSuccessor(p + string(hi))})
+				out = append(out, RowRange{Start: p + string(lo), End: PrefixSuccessor(p + string(hi))})
 			}
 			plan.Kind = ScanRange
+			plan.TimeRanged = true
+			break walk
+		}
+		if r, ok := ranges[s.field]; ok {
+			ordered, up := s.keepsOrder()
+			if !ordered {
+				plan.Stop = fmt.Sprintf("{%s} does not sort as its values do, so a range of %s is not a key range", segSource(s), s.name)
+				break walk
+			}
+			lo, err := tmpl.appendField(nil, s, r[0])
+			if err != nil {
+				return nil, fmt.Errorf("where %s range start: %w", s.name, err)
+			}
+			hi, err := tmpl.appendField(nil, s, r[1])
+			if err != nil {
+				return nil, fmt.Errorf("where %s range end: %w", s.name, err)
+			}
+			if !up {
+				lo, hi = hi, lo
+			}
+			// The end covers every key whose segment is hi: up to the
+			// literal that follows it, when there is one.
+			next := ""
+			if i+1 < len(tmpl.segs) && tmpl.segs[i+1].kind == segLiteral {
+				next = tmpl.segs[i+1].literal
+			}
+			for _, p := range prefixes {
+				out = append(out, RowRange{Start: p + string(lo), End: PrefixSuccessor(p + string(hi) + next)})
+			}
+			used[s.name], narrowed[s.name] = true, true
+			plan.Kind = ScanRange
+			plan.Stop = fmt.Sprintf("{%s} is a range, so the segments after it cannot narrow", segSource(s))
 			break walk
 		}
 		v, ok := values[s.field]
 		if !ok {
+			if f := spec.Field(s.name); f != nil && len(f.Enum) > 0 && !q.NoFanOut && later(i) && len(prefixes)*len(f.Enum) <= maxFanOut {
+				if fanned, err := fanOut(tmpl, s, f, prefixes); err == nil {
+					prefixes = fanned
+					plan.FanOut = append(plan.FanOut, s.name)
+					continue
+				}
+			}
 			plan.Stop = fmt.Sprintf("{%s} is not fixed by the query", segSource(s))
 			if s.field == eventIdx && !hasTime {
 				plan.Stop = fmt.Sprintf("{%s} needs a time range (since)", segSource(s))
@@ -173,18 +302,21 @@ walk:
 		if err != nil {
 			return nil, fmt.Errorf("where %s: %w", s.name, err)
 		}
-		used[s.name] = true
+		used[s.name], narrowed[s.name] = true, true
 		appendAll(string(b))
+		fixed = true
 	}
-	if ranges == nil {
+	if out == nil {
 		for _, p := range prefixes {
-			ranges = append(ranges, RowRange{Start: p, End: PrefixSuccessor(p)})
+			out = append(out, RowRange{Start: p, End: PrefixSuccessor(p)})
 		}
-		if len(prefixes) == 1 && prefixes[0] == "" {
+		if !fixed {
+			// Nothing the query gave narrowed the scan: the ranges are the
+			// whole table (or every salt bucket, or a constant prefix).
 			plan.Kind = ScanFull
 		}
 	}
-	plan.Ranges = ranges
+	plan.Ranges = out
 	for i := range tmpl.segs {
 		s := &tmpl.segs[i]
 		for _, n := range append([]string{s.name}, s.names...) {
@@ -193,13 +325,79 @@ walk:
 			}
 		}
 	}
+	for i := range tmpl.segs {
+		if n := tmpl.segs[i].name; narrowed[n] && !contains(plan.Narrowed, n) {
+			plan.Narrowed = append(plan.Narrowed, n)
+		}
+	}
 	for name := range q.Where {
+		if !used[name] {
+			plan.Unused = append(plan.Unused, name)
+		}
+	}
+	for name := range q.Ranges {
 		if !used[name] {
 			plan.Unused = append(plan.Unused, name)
 		}
 	}
 	sort.Strings(plan.Unused)
 	return plan, nil
+}
+
+// fanOut renders every value of an enum field after each prefix.
+func fanOut(tmpl *Template, s *segment, f *FieldSpec, prefixes []string) ([]string, error) {
+	var out []string
+	for _, p := range prefixes {
+		for _, e := range f.Enum {
+			b, err := tmpl.appendField(nil, s, Value{Kind: KindString, Str: e})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, p+string(b))
+		}
+	}
+	return out, nil
+}
+
+// compareValues orders two values of the same kind: numbers numerically,
+// strings by bytes.
+func compareValues(a, b Value) int {
+	switch a.Kind {
+	case KindInt, KindTime:
+		return cmpInt(a.Int, b.Int)
+	case KindFloat:
+		switch {
+		case a.Num < b.Num:
+			return -1
+		case a.Num > b.Num:
+			return 1
+		}
+		return 0
+	case KindBool:
+		return cmpInt(boolInt(a.Bool), boolInt(b.Bool))
+	}
+	return strings.Compare(string(AppendText(nil, a)), string(AppendText(nil, b)))
+}
+
+// CompareValues orders two values of one field: numbers numerically,
+// strings and tag sets by their text.
+func CompareValues(a, b Value) int { return compareValues(a, b) }
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func fixedTexts(s *segment, values map[int]Value) ([][]byte, bool) {

@@ -21,16 +21,19 @@ func TestPlanScan(t *testing.T) {
 	tests := []struct {
 		name, spec, table string
 		where             map[string]string
+		ranges            map[string]Range
 		from, to          int64
 		wantKind          string
 		wantRanges        []RowRange
 		wantReversed      bool
 		wantUnused        string
+		wantNarrowed      string
+		wantTimeRanged    bool
 	}{
 		{
 			name: "vitals last hour: two hour buckets", spec: "vitals",
 			where: map[string]string{"sensor_id": "s1"}, from: now - hour, to: now,
-			wantKind:   ScanRange,
+			wantKind: ScanRange, wantTimeRanged: true,
 			wantRanges: []RowRange{{"s1#2026-03-01T09", "s1#2026-03-01T11"}},
 		},
 		{
@@ -44,20 +47,54 @@ func TestPlanScan(t *testing.T) {
 			wantKind: ScanFull, wantRanges: []RowRange{{"", ""}},
 		},
 		{
-			name: "traffic newest first: reversed bounds", spec: "traffic",
+			name: "traffic marker and direction newest first: reversed bounds", spec: "traffic",
+			where: map[string]string{"highway": "I-35", "milemarker": "347", "direction": "N"}, from: now - hour, to: now,
+			wantKind: ScanRange, wantReversed: true, wantNarrowed: "highway,milemarker,direction", wantTimeRanged: true,
+			wantRanges: []RowRange{{"I-35#0347#N#" + ReverseTimestamp(now), PrefixSuccessor("I-35#0347#N#" + ReverseTimestamp(now-hour))}},
+		},
+		{
+			name: "traffic marker without direction: one reversed range per direction", spec: "traffic",
 			where: map[string]string{"highway": "I-35", "milemarker": "347"}, from: now - hour, to: now,
-			wantKind: ScanRange, wantReversed: true,
-			wantRanges: []RowRange{{"I-35#0347#" + ReverseTimestamp(now), PrefixSuccessor("I-35#0347#" + ReverseTimestamp(now-hour))}},
+			wantKind: ScanRange, wantReversed: true, wantNarrowed: "highway,milemarker", wantTimeRanged: true,
+			wantRanges: []RowRange{
+				{"I-35#0347#N#" + ReverseTimestamp(now), PrefixSuccessor("I-35#0347#N#" + ReverseTimestamp(now-hour))},
+				{"I-35#0347#S#" + ReverseTimestamp(now), PrefixSuccessor("I-35#0347#S#" + ReverseTimestamp(now-hour))},
+				{"I-35#0347#E#" + ReverseTimestamp(now), PrefixSuccessor("I-35#0347#E#" + ReverseTimestamp(now-hour))},
+				{"I-35#0347#W#" + ReverseTimestamp(now), PrefixSuccessor("I-35#0347#W#" + ReverseTimestamp(now-hour))},
+			},
+		},
+		{
+			name: "traffic corridor: a range of padded markers is one row range", spec: "traffic",
+			where: map[string]string{"highway": "I-35"}, ranges: map[string]Range{"milemarker": {"340", "350"}}, from: now - hour, to: now,
+			wantKind: ScanRange, wantNarrowed: "highway,milemarker",
+			wantRanges: []RowRange{{"I-35#0340", "I-35#0350$"}},
 		},
 		{
 			name: "traffic by highway only: prefix, the time cannot narrow", spec: "traffic",
 			where: map[string]string{"highway": "I-35"}, from: now - hour, to: now,
-			wantKind: ScanPrefix, wantRanges: []RowRange{{"I-35#", "I-35$"}},
+			wantKind: ScanPrefix, wantRanges: []RowRange{{"I-35#", "I-35$"}}, wantNarrowed: "highway",
+		},
+		{
+			name: "user events by user in a window: one range per event type", spec: "user_events", table: "user_events",
+			where: map[string]string{"user_id": "u1"}, from: now - 24*hour, to: now,
+			wantKind: ScanRange, wantNarrowed: "user_id", wantTimeRanged: true,
+			wantRanges: []RowRange{
+				{"u1#login#1772274000000", "u1#login#1772360400001"},
+				{"u1#logout#1772274000000", "u1#logout#1772360400001"},
+				{"u1#heartbeat#1772274000000", "u1#heartbeat#1772360400001"},
+				{"u1#file-launched#1772274000000", "u1#file-launched#1772360400001"},
+				{"u1#file-closed#1772274000000", "u1#file-closed#1772360400001"},
+			},
+		},
+		{
+			name: "user events by user without a window: one prefix, no fan-out", spec: "user_events", table: "user_events",
+			where:    map[string]string{"user_id": "u1"},
+			wantKind: ScanPrefix, wantRanges: []RowRange{{"u1#", "u1$"}}, wantNarrowed: "user_id",
 		},
 		{
 			name: "user events by user and type: epoch range", spec: "user_events",
 			where: map[string]string{"user_id": "u1", "event_type": "login"}, from: now - 24*hour, to: now,
-			wantKind:   ScanRange,
+			wantKind: ScanRange, wantNarrowed: "user_id,event_type", wantTimeRanged: true,
 			wantRanges: []RowRange{{"u1#login#1772274000000", "u1#login#1772360400001"}},
 		},
 		{
@@ -68,7 +105,7 @@ func TestPlanScan(t *testing.T) {
 		{
 			name: "heroic series: base range", spec: "heroic_metrics",
 			where: map[string]string{"key": "system", "tags": "site=gew,cpu-type=idle"}, from: 1300000000000 - hour, to: 1300000000000,
-			wantKind:   ScanRange,
+			wantKind: ScanRange, wantTimeRanged: true,
 			wantRanges: []RowRange{{"system,cpu-type=idle,site=gew,1297080123392", "system,cpu-type=idle,site=gew,1297080123393"}},
 		},
 	}
@@ -78,7 +115,7 @@ func TestPlanScan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := PlanScan(s, KeyQuery{Table: tc.table, Where: tc.where, FromMs: tc.from, ToMs: tc.to})
+			p, err := PlanScan(s, KeyQuery{Table: tc.table, Where: tc.where, Ranges: tc.ranges, FromMs: tc.from, ToMs: tc.to})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,6 +135,94 @@ func TestPlanScan(t *testing.T) {
 			}
 			if got := strings.Join(p.Unused, ","); got != tc.wantUnused {
 				t.Errorf("unused = %q, want %q", got, tc.wantUnused)
+			}
+			if tc.wantNarrowed != "" {
+				if got := strings.Join(p.Narrowed, ","); got != tc.wantNarrowed {
+					t.Errorf("narrowed = %q, want %q", got, tc.wantNarrowed)
+				}
+			}
+			if p.TimeRanged != tc.wantTimeRanged {
+				t.Errorf("time ranged = %v, want %v", p.TimeRanged, tc.wantTimeRanged)
+			}
+		})
+	}
+}
+
+// rangeSpec has an unpadded integer, a reversed one and a padded one in its
+// keys, to show which ranges become key ranges.
+const rangeSpec = `
+name: ranges
+event_time: ts
+identity: [site, n]
+fields:
+  - {name: site, type: string, required: true}
+  - {name: n, type: int, required: true, min: 0}
+  - {name: ts, type: timestamp, required: true}
+bigtable:
+  tables:
+    - name: plain
+      row_key: "{site}#{n}#{ts|ms|pad:13}"
+      families: [{name: f, columns: [{qualifier: n, value: n}]}]
+    - name: padded
+      row_key: "{site}#{n|pad:6}#{ts|ms|pad:13}"
+      families: [{name: f, columns: [{qualifier: n, value: n}]}]
+    - name: reversed
+      row_key: "{site}#{n|reverse}#{ts|ms|pad:13}"
+      families: [{name: f, columns: [{qualifier: n, value: n}]}]
+`
+
+func TestPlanScanRanges(t *testing.T) {
+	s, err := ParseSpec("ranges.yaml", []byte(rangeSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	where := map[string]string{"site": "a"}
+	tests := []struct {
+		name, table string
+		r           Range
+		wantRanges  []RowRange
+		wantUnused  string
+	}{
+		{"padded: one range", "padded", Range{"9", "10"}, []RowRange{{"a#000009", "a#000010$"}}, ""},
+		{"reversed: bounds swapped", "reversed", Range{"9", "10"}, []RowRange{{"a#" + ReverseTimestamp(10), "a#" + ReverseTimestamp(9) + "$"}}, ""},
+		{"plain decimal: not a key range, checked on the rows", "plain", Range{"9", "10"}, []RowRange{{"a#", "a$"}}, "n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := PlanScan(s, KeyQuery{Table: tc.table, Where: where, Ranges: map[string]Range{"n": tc.r}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Ranges) != len(tc.wantRanges) || p.Ranges[0] != tc.wantRanges[0] {
+				t.Errorf("ranges = %v, want %v", p.Ranges, tc.wantRanges)
+			}
+			if got := strings.Join(p.Unused, ","); got != tc.wantUnused {
+				t.Errorf("unused = %q, want %q (stop: %s)", got, tc.wantUnused, p.Stop)
+			}
+		})
+	}
+	if _, err := PlanScan(s, KeyQuery{Table: "padded", Where: where, Ranges: map[string]Range{"n": {"10", "9"}}}); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("backwards range: err = %v, want it called empty", err)
+	}
+}
+
+func TestParseRange(t *testing.T) {
+	tests := []struct {
+		in     string
+		want   Range
+		wantOK bool
+	}{
+		{"340..350", Range{"340", "350"}, true},
+		{"2026-03-01T00:00:00Z..2026-03-02T00:00:00Z", Range{"2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z"}, true},
+		{"347", Range{}, false},
+		{"..350", Range{}, false},
+		{"340..", Range{}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			got, ok := ParseRange(tc.in)
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("ParseRange(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.wantOK)
 			}
 		})
 	}
@@ -129,6 +254,10 @@ func TestPlanScanSaltFansOut(t *testing.T) {
 	}
 	if len(p.Ranges) != 1 || !strings.HasPrefix(p.Ranges[0].Start, SaltText(SaltBucket(8, []byte("u1")), 8)+"#login#") {
 		t.Errorf("ranges = %v, want one under u1's bucket", p.Ranges)
+	}
+	// The bucket holds other users too: user_id is still checked on the rows.
+	if strings.Join(p.Unused, ",") != "user_id" {
+		t.Errorf("unused = %v, want [user_id]: a salt picks a bucket, not the user's rows", p.Unused)
 	}
 }
 

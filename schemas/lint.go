@@ -303,7 +303,7 @@ func lintWideRows(spec *Spec, t *TableSpec, key *Template, add addFunc) {
 	if reverse {
 		newest := false
 		for _, q := range spec.Queries {
-			if spec.QueryTable(&q).Name == t.Name && q.NewestFirst {
+			if spec.QueryTable(&q).Name == t.Name && (q.NewestFirst || q.Latest) {
 				newest = true
 			}
 		}
@@ -342,15 +342,8 @@ func lintQueries(spec *Spec) []Finding {
 		return []Finding{{Severity: SeverityWarning, Rule: RuleNoMainQuery, Message: "the spec declares no queries: declare the main query (queries: - main: true, where: [...], since: ...) so the key can be checked against it"}}
 	}
 	table := spec.QueryTable(q)
-	kq := KeyQuery{Table: table.Name, Where: map[string]string{}}
-	for _, w := range q.Where {
-		kq.Where[w] = placeholder(spec.Field(w))
-	}
-	if q.Since != "" {
-		d, _ := ParseSince(q.Since)
-		kq.ToMs = 1772359200000
-		kq.FromMs = kq.ToMs - d.Milliseconds()
-	}
+	kq := spec.KeyQueryFor(q)
+	kq.Table = table.Name
 	var out []Finding
 	bad := func(format string, args ...any) {
 		out = append(out, Finding{Severity: SeverityError, Rule: RuleMainQueryScan, Table: table.Name, Message: fmt.Sprintf("main query %s (%s): ", q.Name, q.Description) + fmt.Sprintf(format, args...)})
@@ -362,13 +355,17 @@ func lintQueries(spec *Spec) []Finding {
 	}
 	switch {
 	case plan.Kind == ScanFull:
-		bad("row key %q has none of its where fields [%s] first: it is a full table scan (%s)", table.RowKey, strings.Join(q.Where, ", "), plan.Stop)
+		bad("row key %q has none of its where fields [%s] first: it is a full table scan (%s); a key such as %q would serve it", table.RowKey, strings.Join(q.Where, ", "), plan.Stop, SuggestKey(spec, kq, q.NeedOf()))
 	case len(plan.Unused) > 0:
 		bad("where fields [%s] are not part of the key prefix of %q (%s): the scan cannot narrow on them; order the key as the where fields, then the time", strings.Join(plan.Unused, ", "), table.RowKey, plan.Stop)
 	case q.Since != "" && plan.Kind != ScanRange:
 		bad("since %s, but no time component follows the where fields in %q (%s): the scan reads the whole history; put a time bucket, epoch or reverse timestamp right after them", q.Since, table.RowKey, plan.Stop)
 	}
-	if len(out) == 0 && len(plan.Ranges) > 1 {
+	fanned := 1 // ranges from enum fan-out, one per value: cheap and exact
+	for _, f := range plan.FanOut {
+		fanned *= len(spec.Field(f).Enum)
+	}
+	if len(out) == 0 && len(plan.Ranges)/fanned > 1 {
 		out = append(out, Finding{Severity: SeverityWarning, Rule: RuleSaltedScan, Table: table.Name, Message: fmt.Sprintf("main query %s needs %d scans, one per salt bucket, because the salt's fields are not all in where; fine for writes, costly for reads", q.Name, len(plan.Ranges))})
 	}
 	return out

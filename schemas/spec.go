@@ -158,18 +158,27 @@ type RollupSpec struct {
 	Counted []string `yaml:"count_true,omitempty"` // bool fields counted when true
 }
 
-// QuerySpec is a query the key must serve; the first with Main is the main one.
+// QuerySpec is a named query the keys must serve; the first with Main is
+// the main one. The query tool runs it by name (see query.go).
 type QuerySpec struct {
-	Name        string   `yaml:"name"`
-	Description string   `yaml:"description"`
-	Main        bool     `yaml:"main"`
-	Table       string   `yaml:"table,omitempty"` // defaults to the first table
-	Where       []string `yaml:"where"`           // fields fixed by equality
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	Main        bool   `yaml:"main"`
+	// Table pins the table the query reads; by default the query tool picks
+	// the table whose key serves it best (ChooseTable).
+	Table string `yaml:"table,omitempty"`
+	// Where lists the query's parameters: fields fixed by a value or a
+	// range lo..hi. "field=value" gives a default the caller may override.
+	Where       []string `yaml:"where"`
 	Since       string   `yaml:"since,omitempty"` // a time range back from now
 	NewestFirst bool     `yaml:"newest_first,omitempty"`
-	// Limit caps the rows the query reads (e.g. 1 for "the latest reading"
-	// under a reverse-timestamp key); 0 means no cap.
+	// Limit caps the rows the query reads; 0 means no cap.
 	Limit int `yaml:"limit,omitempty"`
+	// Latest reads the newest row of each key prefix (the key up to its
+	// reverse timestamp) in the ranges, instead of every row.
+	Latest bool `yaml:"latest,omitempty"`
+	// Aggregate turns the rows into one number, or one per group.
+	Aggregate *AggregateSpec `yaml:"aggregate,omitempty"`
 }
 
 // BuiltinSpecNames lists the specs compiled into the binary.
@@ -380,24 +389,16 @@ func (s *Spec) validate() error {
 			}
 		}
 	}
-	for qi, q := range s.Queries {
-		qw := fmt.Sprintf("queries[%d]", qi)
-		for _, w := range q.Where {
-			if !seen[w] {
-				return s.errf(qw+".where", "%q is not a declared field", w)
-			}
+	names := map[string]bool{}
+	for qi := range s.Queries {
+		q := &s.Queries[qi]
+		if err := s.validateQuery(fmt.Sprintf("queries[%d]", qi), q); err != nil {
+			return err
 		}
-		if q.Table != "" && s.Table(q.Table) == nil {
-			return s.errf(qw+".table", "%q is not one of the bigtable tables", q.Table)
+		if names[q.Name] {
+			return s.errf(fmt.Sprintf("queries[%d].name", qi), "%q is declared twice; give each query its own name", q.Name)
 		}
-		if q.Since != "" {
-			if _, err := ParseSince(q.Since); err != nil {
-				return s.errf(qw+".since", "%v", err)
-			}
-		}
-		if q.Limit < 0 {
-			return s.errf(qw+".limit", "%d; give a row count >= 0", q.Limit)
-		}
+		names[q.Name] = true
 	}
 	return nil
 }
@@ -416,14 +417,6 @@ func ParseSince(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is not a positive duration such as 1h, 90m or 7d", s)
 	}
 	return d, nil
-}
-
-// QueryTable is the table a query reads: its own, or the spec's first.
-func (s *Spec) QueryTable(q *QuerySpec) *TableSpec {
-	if q.Table != "" {
-		return s.Table(q.Table)
-	}
-	return &s.Bigtable.Tables[0]
 }
 
 // Field returns the field named name, or nil.

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/internal/keys"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -37,17 +38,19 @@ Usage:
       Key Visualizer-style heatmap (PNG and HTML) to DIR.
 
 Built-in specs: %s.
+
+keys reads spec and input files only: it needs no project, instance or
+emulator. Exit codes: 0 done (lint: no error finding), 1 a file could not
+be read or written (lint: an error finding), 2 bad flags or arguments.
 `
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		var ex exitError
-		if errors.As(err, &ex) {
-			os.Exit(int(ex))
-		}
-		fmt.Fprintln(os.Stderr, "keys:", err)
-		os.Exit(2)
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	var ex exitError
+	if errors.As(err, &ex) {
+		os.Exit(int(ex)) // already reported
 	}
+	os.Exit(cli.Report(os.Stderr, "keys", err))
 }
 
 // exitError is a non-zero exit whose message has already been printed.
@@ -65,7 +68,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	cmd, args := args[0], args[1:]
 	fs := flag.NewFlagSet("keys "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // a bad flag is one line; --help prints the flags
+	fs.Usage = func() {}
 	schema := fs.String("schema", "", "dataset spec: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a YAML file")
 	var (
 		input   *string
@@ -87,26 +91,35 @@ func run(args []string, stdout, stderr io.Writer) error {
 		outDir = fs.String("out", ".", "directory for the heatmap files")
 		name = fs.String("name", "hotspots", "base name of the heatmap files: NAME.png and NAME.html")
 	default:
-		return fmt.Errorf("unknown command %q: use preview, lint or hotspots (keys --help)", cmd)
+		return cli.Usagef("unknown command %q: use preview, lint or hotspots (keys --help)", cmd)
 	}
 	if err := fs.Parse(args); err != nil {
-		return exitError(2)
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return nil
+		}
+		return cli.Usagef("%s: %v (keys %s --help lists the flags)", cmd, err, cmd)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected arguments %q", cmd, fs.Args())
+		return cli.Usagef("%s: unexpected arguments %q", cmd, fs.Args())
 	}
 	if *schema == "" {
-		return fmt.Errorf("%s: --schema is required (a built-in name or a YAML file)", cmd)
+		return cli.Usagef("%s: --schema is required (a built-in name or a YAML file)", cmd)
 	}
 	spec, err := schemas.LoadSpec(*schema)
 	if err != nil {
-		return err
+		return cli.Usage(err)
+	}
+	if cmd != "lint" && *input == "" {
+		return cli.Usagef("%s: --input is required (one JSON object per line)", cmd)
 	}
 	openInput := func() (*os.File, error) {
-		if *input == "" {
-			return nil, fmt.Errorf("%s: --input is required (one JSON object per line)", cmd)
+		f, err := os.Open(*input)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cmd, err)
 		}
-		return os.Open(*input)
+		return f, nil
 	}
 	switch cmd {
 	case "preview":
@@ -135,7 +148,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	case "hotspots":
 		if *tablets < 1 || *slices < 1 {
-			return fmt.Errorf("hotspots: --tablets and --slices must be at least 1")
+			return cli.Usagef("hotspots: --tablets and --slices must be at least 1")
 		}
 		f, err := openInput()
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sensorpipe/sensorpipe/internal/cli"
 )
 
 func runKeys(args ...string) (stdout, stderr string, code int) {
@@ -19,9 +21,40 @@ func runKeys(args ...string) (stdout, stderr string, code int) {
 		code = int(ex)
 	default:
 		errb.WriteString(err.Error())
-		code = 2
+		code = cli.ExitCode(err)
 	}
 	return out.String(), errb.String(), code
+}
+
+// TestExitCodes: bad flags and arguments exit 2 in one line, a file that
+// cannot be read exits 1.
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no command", nil, 2, "Usage"},
+		{"unknown command", []string{"nope"}, 2, "unknown command"},
+		{"unknown flag", []string{"lint", "--nope"}, 2, "flag provided but not defined: -nope"},
+		{"no schema", []string{"lint"}, 2, "--schema is required"},
+		{"unknown spec", []string{"lint", "--schema", "nope"}, 2, "unknown spec"},
+		{"no input", []string{"preview", "--schema", "vitals"}, 2, "--input is required"},
+		{"input missing", []string{"preview", "--schema", "vitals", "--input", "/nonexistent.jsonl"}, 1, "no such file"},
+		{"help", []string{"lint", "--help"}, 0, "-schema"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := runKeys(tc.args...)
+			if code != tc.code || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, errOut, tc.code, tc.want)
+			}
+			if code == 2 && tc.name != "no command" && strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+				t.Errorf("stderr %q: want one line", errOut)
+			}
+		})
+	}
 }
 
 func TestLintExitCodes(t *testing.T) {

@@ -13,7 +13,9 @@
 // epoch milliseconds) and record_id (unique per message, usable for
 // deduplication). A fraction of readings is bad (malformed payload, or
 // out-of-range values) and a fraction is late (event time late_by in the past).
-// PUBSUB_EMULATOR_HOST is honoured. Progress is printed every 5 s and a summary
+// PUBSUB_EMULATOR_HOST is honoured, and with it set --topic defaults to
+// projects/local-project/topics/vitals, the topic make stream uses
+// (internal/cli). Progress is printed every 5 s and a summary
 // at the end; on bad flags or an unreachable Pub/Sub it exits non-zero with a
 // one-line reason.
 package main
@@ -24,6 +26,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -40,6 +43,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/internal/sensorclock"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/proto/readingpb"
@@ -125,8 +129,9 @@ var topicRE = regexp.MustCompile(`^projects/([^/]+)/topics/([^/]+)$`)
 func parseFlags(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
-	fs.StringVar(&c.topic, "topic", "", "topic, projects/P/topics/T (required)")
+	fs.SetOutput(io.Discard) // a bad flag is one line; --help prints the flags
+	fs.Usage = func() {}
+	fs.StringVar(&c.topic, "topic", "", "topic, projects/P/topics/T (required; with "+cli.PubSubEmulatorEnv+" set it defaults to projects/"+cli.LocalProject+"/topics/"+cli.LocalTopic+", make stream's)")
 	fs.StringVar(&c.subscription, "subscription", "", "with --create: also create this subscription, projects/P/subscriptions/S")
 	fs.Float64Var(&c.rate, "rate", 2000, "messages per second")
 	fs.IntVar(&c.sensors, "sensors", 100, "number of distinct sensors")
@@ -138,8 +143,19 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.format, "format", "json", "payload format: json, or proto (a sensorpipe.v1.Reading, schemas/proto/reading.proto)")
 	fs.Uint64Var(&c.seed, "seed", 0, "random seed (0: time based)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(os.Stderr, "publish: generated vitals readings to a Pub/Sub topic in real time.\n\n%s\n\nExit codes: 0 published, 1 Pub/Sub failed or could not be reached, 2 bad flags.\n\nFlags:\n", cli.DefaultsHelp)
+			fs.SetOutput(os.Stderr)
+			fs.PrintDefaults()
+			return c, err
+		}
+		return c, fmt.Errorf("%w (publish --help lists the flags)", err)
+	}
+	topic, err := cli.Topic(c.topic)
+	if err != nil {
 		return c, err
 	}
+	c.topic = topic
 	subProject, _, subOK := schemas.ParseSubscription(c.subscription)
 	switch {
 	case fs.NArg() > 0:
@@ -393,19 +409,15 @@ loop:
 	return nil
 }
 
+// main exits 2 on bad flags and 1 when publishing fails (internal/cli).
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintf(os.Stderr, "publish: %v\n", err)
-		os.Exit(2)
+		os.Exit(cli.Report(os.Stderr, "publish", cli.Usage(err)))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "publish: %v\n", err)
-		os.Exit(1)
-	}
+	code := cli.Report(os.Stderr, "publish", run(ctx, cfg))
+	stop()
+	os.Exit(code)
 }

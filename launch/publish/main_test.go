@@ -1,14 +1,77 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/sensorpipe/sensorpipe/internal/emulators"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
+
+func TestTopicDefaultsOnlyUnderTheEmulator(t *testing.T) {
+	t.Setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:8085")
+	c, err := parseFlags(nil)
+	if err != nil || c.topic != "projects/local-project/topics/vitals" {
+		t.Errorf("under the emulator: topic %q, err %v; want make stream's topic", c.topic, err)
+	}
+	t.Setenv("PUBSUB_EMULATOR_HOST", "")
+	if _, err := parseFlags(nil); err == nil || !strings.Contains(err.Error(), "--topic is required") {
+		t.Errorf("without the emulator: err %v, want --topic required", err)
+	}
+}
+
+// TestExitCodes runs the binary: bad flags exit 2 with one line, a topic
+// that does not exist (on a real Pub/Sub emulator, reached through the
+// default topic) exits 1.
+func TestExitCodes(t *testing.T) {
+	host := emulators.StartPubSub(t)
+	bin := filepath.Join(t.TempDir(), "publish")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	tests := []struct {
+		name string
+		env  string
+		args []string
+		code int
+		want string
+	}{
+		{"help", "", []string{"--help"}, 0, "Exit codes"},
+		{"unknown flag", "", []string{"--nope"}, 2, "flag provided but not defined"},
+		{"bad rate", host, []string{"--rate=0"}, 2, "--rate"},
+		{"no topic, no emulator", "", nil, 2, "--topic is required"},
+		{"the default topic does not exist", host, []string{"--duration=1s"}, 1, "topic projects/local-project/topics/vitals does not exist"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, tc.args...)
+			cmd.Env = append(os.Environ(), "PUBSUB_EMULATOR_HOST="+tc.env)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			}
+			if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, stderr.String(), tc.code, tc.want)
+			}
+			if code != 0 && strings.Count(strings.TrimSpace(stderr.String()), "\n") > 0 {
+				t.Errorf("stderr %q: want one line", stderr.String())
+			}
+		})
+	}
+}
 
 // TestProtoAndJSONEncodersCarryTheSameReading decodes both encodings with
 // the pipeline's parsers and compares the records.

@@ -1,0 +1,560 @@
+package schemas
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Aggregate functions a query may declare.
+const (
+	AggCount    = "count"    // the readings
+	AggDuration = "duration" // the readings times an interval (heartbeats)
+	AggSum      = "sum"
+	AggMin      = "min"
+	AggMax      = "max"
+	AggAvg      = "avg"
+)
+
+// AggregateSpec turns the rows a query reads into one number, or one per
+// group: count the readings, count × interval for heartbeats, or the sum,
+// min, max or mean of a field's values.
+type AggregateSpec struct {
+	Fn string `yaml:"fn"`
+	// Column names the field whose values sum, min, max and avg take: the
+	// value of one of the table's columns.
+	Column string `yaml:"column,omitempty"`
+	// Interval is how long each reading stands for (duration): a Go
+	// duration such as 5s.
+	Interval string `yaml:"interval,omitempty"`
+	// GroupBy lists fields (in the key, or a column) to answer per value.
+	GroupBy []string `yaml:"group_by,omitempty"`
+}
+
+// IntervalDuration is the parsed Interval (0 when unset or invalid).
+func (a *AggregateSpec) IntervalDuration() time.Duration {
+	d, _ := time.ParseDuration(a.Interval)
+	return d
+}
+
+// String renders the aggregate as the query tool's --aggregate flag.
+func (a *AggregateSpec) String() string {
+	switch a.Fn {
+	case AggDuration:
+		return a.Fn + ":" + a.Interval
+	case AggSum, AggMin, AggMax, AggAvg:
+		return a.Fn + ":" + a.Column
+	}
+	return a.Fn
+}
+
+// ParseAggregate reads the query tool's --aggregate: count, duration:5s,
+// or sum|min|max|avg:FIELD.
+func ParseAggregate(text string) (*AggregateSpec, error) {
+	fn, arg, _ := strings.Cut(text, ":")
+	a := &AggregateSpec{Fn: fn}
+	switch fn {
+	case AggCount:
+		if arg != "" {
+			return nil, fmt.Errorf("aggregate %q: count takes no argument", text)
+		}
+	case AggDuration:
+		a.Interval = arg
+	case AggSum, AggMin, AggMax, AggAvg:
+		a.Column = arg
+	default:
+		return nil, fmt.Errorf("aggregate %q: use count, duration:INTERVAL (e.g. duration:5s) or sum|min|max|avg:FIELD", text)
+	}
+	return a, nil
+}
+
+// check validates a against spec.
+func (a *AggregateSpec) check(s *Spec) error {
+	switch a.Fn {
+	case AggCount:
+	case AggDuration:
+		if d, err := time.ParseDuration(a.Interval); err != nil || d <= 0 {
+			return fmt.Errorf("duration needs interval: a positive Go duration such as 5s (each reading stands for it), not %q", a.Interval)
+		}
+	case AggSum, AggMin, AggMax, AggAvg:
+		f := s.Field(a.Column)
+		if f == nil || (f.Type != TypeFloat && f.Type != TypeInt) {
+			return fmt.Errorf("%s needs column: a numeric field held in a column, not %q", a.Fn, a.Column)
+		}
+	default:
+		return fmt.Errorf("fn %q: use count, duration, sum, min, max or avg", a.Fn)
+	}
+	for _, g := range a.GroupBy {
+		if s.Field(g) == nil {
+			return fmt.Errorf("group_by %q is not a declared field", g)
+		}
+	}
+	return nil
+}
+
+// QueryParam is one parameter of a named query: a field the caller fixes
+// with a value or a range, with an optional default.
+type QueryParam struct {
+	Field      string
+	Default    string
+	HasDefault bool
+}
+
+// Params lists q's parameters in declaration order.
+func (q *QuerySpec) Params() []QueryParam {
+	out := make([]QueryParam, 0, len(q.Where))
+	for _, w := range q.Where {
+		name, def, has := strings.Cut(w, "=")
+		out = append(out, QueryParam{Field: strings.TrimSpace(name), Default: strings.TrimSpace(def), HasDefault: has})
+	}
+	return out
+}
+
+// Query returns the query named name, or nil.
+func (s *Spec) Query(name string) *QuerySpec {
+	for i := range s.Queries {
+		if s.Queries[i].Name == name {
+			return &s.Queries[i]
+		}
+	}
+	return nil
+}
+
+// QueryNames lists the named queries.
+func (s *Spec) QueryNames() []string {
+	var out []string
+	for _, q := range s.Queries {
+		out = append(out, q.Name)
+	}
+	return out
+}
+
+func (s *Spec) validateQuery(qw string, q *QuerySpec) error {
+	if q.Name == "" || strings.ContainsAny(q.Name, " =") || strings.HasPrefix(q.Name, "-") {
+		return s.errf(qw+".name", "%q; give the query a name such as sensor_last_hour (letters, digits, _ and -)", q.Name)
+	}
+	for _, p := range q.Params() {
+		f := s.Field(p.Field)
+		if f == nil {
+			return s.errf(qw+".where", "%q is not a declared field", p.Field)
+		}
+		if !p.HasDefault {
+			continue
+		}
+		texts := []string{p.Default}
+		if r, ok := ParseRange(p.Default); ok {
+			texts = []string{r.Lo, r.Hi}
+		}
+		for _, t := range texts {
+			if _, err := ParseValue(f, t); err != nil {
+				return s.errf(qw+".where", "default %s=%s: %w", p.Field, p.Default, err)
+			}
+		}
+	}
+	if q.Table != "" && s.Table(q.Table) == nil {
+		return s.errf(qw+".table", "%q is not one of the bigtable tables", q.Table)
+	}
+	if q.Since != "" {
+		if _, err := ParseSince(q.Since); err != nil {
+			return s.errf(qw+".since", "%v", err)
+		}
+	}
+	if q.Limit < 0 {
+		return s.errf(qw+".limit", "%d; give a row count >= 0", q.Limit)
+	}
+	if q.Aggregate != nil {
+		if err := q.Aggregate.check(s); err != nil {
+			return s.errf(qw+".aggregate", "%w", err)
+		}
+		if q.Latest {
+			return s.errf(qw+".latest", "latest and aggregate do not mix: an aggregate reads every row of the window")
+		}
+	}
+	if q.Latest || q.NewestFirst {
+		found := false
+		for _, t := range s.Bigtable.Tables {
+			if rev, _ := ReverseTimeKey(s, t.Name); rev {
+				found = true
+			}
+		}
+		if !found {
+			return s.errf(qw, "latest and newest_first need a table whose key holds a reverse timestamp ({%s|reverse}); none has one", s.EventTime)
+		}
+	}
+	return nil
+}
+
+// KeyQueryFor is q with placeholder values for its parameters (their
+// defaults when given) and its since window, for checking keys against it.
+func (s *Spec) KeyQueryFor(q *QuerySpec) KeyQuery {
+	kq := KeyQuery{Table: q.Table, Where: map[string]string{}, Ranges: map[string]Range{}}
+	for _, p := range q.Params() {
+		f := s.Field(p.Field)
+		switch {
+		case p.HasDefault:
+			if r, ok := ParseRange(p.Default); ok {
+				kq.Ranges[p.Field] = r
+			} else {
+				kq.Where[p.Field] = p.Default
+			}
+		case f != nil:
+			kq.Where[p.Field] = placeholder(f)
+		}
+	}
+	if q.Since != "" {
+		d, _ := ParseSince(q.Since)
+		kq.ToMs = 1772359200000
+		kq.FromMs = kq.ToMs - d.Milliseconds()
+	}
+	return kq
+}
+
+// NeedOf is what q asks of a table beyond its ranges.
+func (q *QuerySpec) NeedOf() Need {
+	n := Need{Latest: q.Latest, NewestFirst: q.NewestFirst}
+	if a := q.Aggregate; a != nil {
+		n.Fields = append(n.Fields, a.GroupBy...)
+		if a.Column != "" {
+			n.Values = append(n.Values, a.Column)
+		}
+	}
+	return n
+}
+
+// QueryTable is the table q reads: its pinned table, else the one
+// ChooseTable picks for it (the spec's first when none serves it).
+func (s *Spec) QueryTable(q *QuerySpec) *TableSpec {
+	if q.Table != "" {
+		return s.Table(q.Table)
+	}
+	if plan, err := ChooseTable(s, s.KeyQueryFor(q), q.NeedOf()); err == nil {
+		return s.Table(plan.Table)
+	}
+	return &s.Bigtable.Tables[0]
+}
+
+// Need is what a query asks of a table beyond row ranges.
+type Need struct {
+	// Latest reads the newest row per key prefix: the key must order time
+	// newest first (a reverse timestamp).
+	Latest bool
+	// NewestFirst wants rows newest first: a reverse timestamp too.
+	NewestFirst bool
+	// Fields must be readable per row or reading (group_by): from the key
+	// or a column with a plain qualifier.
+	Fields []string
+	// Values must be held in a column (aggregated values).
+	Values []string
+	// AllowScan accepts a table only a full scan can serve.
+	AllowScan bool
+}
+
+// FieldSource is where a reader finds a field's value in a table's rows.
+type FieldSource struct {
+	// Key: the field has a key segment that can be decoded (KeyPart.Decode).
+	Key bool
+	// Time: the field is the event time, the cells' timestamps.
+	Time bool
+	// Family and Qualifier name a column holding the field, one cell per
+	// reading at the reading's event time; Encoding is its encoding.
+	Family, Qualifier, Encoding string
+}
+
+// Column reports whether the source is a column.
+func (f FieldSource) Column() bool { return f.Family != "" }
+
+// SourceOf says where a row of table holds field: a decodable key segment
+// first, else a column with a plain qualifier, else the cell timestamps for
+// the event time.
+func SourceOf(spec *Spec, table, field string) (FieldSource, bool) {
+	tmpl, err := tableTemplate(spec, table)
+	if err != nil {
+		return FieldSource{}, false
+	}
+	if spec.Field(field) == nil {
+		return FieldSource{}, false
+	}
+	for i := range tmpl.segs {
+		s := &tmpl.segs[i]
+		if s.kind == segField && s.name == field && tmpl.splittableAt(i) && s.invertible() {
+			return FieldSource{Key: true}, true
+		}
+	}
+	for _, c := range ValueColumns(spec, table, field) {
+		if c.Plain {
+			return FieldSource{Family: c.Family, Qualifier: c.Qualifier, Encoding: c.Encoding}, true
+		}
+	}
+	if field == spec.EventTime {
+		return FieldSource{Time: true}, true
+	}
+	return FieldSource{}, false
+}
+
+// ColumnRef is a column of a table: its family, its qualifier (a template
+// when Plain is false) and encoding.
+type ColumnRef struct {
+	Family, Qualifier, Encoding string
+	Plain                       bool
+}
+
+// ValueColumns lists table's columns whose value is field.
+func ValueColumns(spec *Spec, table, field string) []ColumnRef {
+	ts := spec.Table(table)
+	if ts == nil {
+		return nil
+	}
+	var out []ColumnRef
+	for _, fam := range ts.Families {
+		for _, c := range fam.Columns {
+			if c.Value == field {
+				out = append(out, ColumnRef{Family: fam.Name, Qualifier: c.Qualifier, Encoding: c.Encoding, Plain: !strings.Contains(c.Qualifier, "{")})
+			}
+		}
+	}
+	return out
+}
+
+// CountColumn is the column whose cells count a table's readings: the
+// first holding a required field (every reading writes it), else the first.
+func CountColumn(spec *Spec, table string) (ColumnRef, bool) {
+	ts := spec.Table(table)
+	if ts == nil {
+		return ColumnRef{}, false
+	}
+	var first *ColumnRef
+	for _, fam := range ts.Families {
+		for _, c := range fam.Columns {
+			ref := ColumnRef{Family: fam.Name, Qualifier: c.Qualifier, Encoding: c.Encoding, Plain: !strings.Contains(c.Qualifier, "{")}
+			if f := spec.Field(c.Value); f != nil && f.Required {
+				return ref, true
+			}
+			if first == nil {
+				first = &ref
+			}
+		}
+	}
+	if first == nil {
+		return ColumnRef{}, false
+	}
+	return *first, true
+}
+
+// splittableAt reports whether Split can find segment i's end.
+func (t *Template) splittableAt(i int) bool {
+	s := &t.segs[i]
+	if s.fixedWidth() > 0 || i+1 == len(t.segs) {
+		return true
+	}
+	if t.segs[i+1].kind != segLiteral {
+		return false
+	}
+	return !(s.out == KindTags && strings.ContainsAny(t.segs[i+1].literal, ",="))
+}
+
+// invertible reports whether KeyPart.Decode can undo s.
+func (s *segment) invertible() bool {
+	for _, o := range s.ops {
+		switch o.name {
+		case "pad", "reverse", "ms", "hex", "revdomain":
+		default:
+			return false
+		}
+	}
+	return s.in != KindTags
+}
+
+// NoTableError says that no table of a spec serves a query with a key
+// prefix or range, and which key would.
+type NoTableError struct {
+	Spec    string
+	Fields  []string // the query's fields
+	Why     string   // what every table lacks
+	Suggest string   // a row key that would serve the query
+}
+
+func (e *NoTableError) Error() string {
+	return fmt.Sprintf("no table of %s serves where %s with a key prefix or range (%s); a table keyed %q would: add it to the spec's bigtable.tables",
+		e.Spec, strings.Join(e.Fields, ", "), e.Why, e.Suggest)
+}
+
+// candidate is one table's plan and how well it serves the query.
+type candidate struct {
+	plan  *ScanPlan
+	index int
+}
+
+// better orders candidates: more fields narrowed in the key, then the
+// window in the key, then fewer fields left to check on the rows read,
+// then fewer ranges, then the spec's order.
+func (c candidate) better(o candidate) bool {
+	a, b := c.plan, o.plan
+	switch {
+	case len(a.Narrowed) != len(b.Narrowed):
+		return len(a.Narrowed) > len(b.Narrowed)
+	case a.TimeRanged != b.TimeRanged:
+		return a.TimeRanged
+	case len(a.Unused) != len(b.Unused):
+		return len(a.Unused) < len(b.Unused)
+	case len(a.Ranges) != len(b.Ranges):
+		return len(a.Ranges) < len(b.Ranges)
+	}
+	return c.index < o.index
+}
+
+// ChooseTable plans q on every table of spec (or q.Table alone when set)
+// and returns the plan of the table whose key serves it best: the most
+// query fields narrowed by key segments, the time window in the key, the
+// fewest fields left to check on the rows and the fewest ranges. A table
+// qualifies when every field the key cannot narrow can still be checked on
+// its rows (SourceOf) and need's fields can be read; a full scan qualifies
+// only with need.AllowScan. When none qualifies the error is a
+// *NoTableError naming a key that would serve the query.
+func ChooseTable(spec *Spec, q KeyQuery, need Need) (*ScanPlan, error) {
+	var (
+		best    *candidate
+		reasons []string
+		full    bool
+	)
+	for i, t := range spec.Bigtable.Tables {
+		if q.Table != "" && t.Name != q.Table {
+			continue
+		}
+		kq := q
+		kq.Table = t.Name
+		kq.NoFanOut = kq.NoFanOut || need.Latest
+		plan, err := PlanScan(spec, kq)
+		if err != nil {
+			return nil, err
+		}
+		why := servesNot(spec, t.Name, plan, need)
+		// A query that fixes fields is served only when one of them
+		// narrows the key: the window alone would read every series in it.
+		scan := plan.Kind == ScanFull || (len(q.Where)+len(q.Ranges) > 0 && len(plan.Narrowed) == 0)
+		if why == "" && scan && !need.AllowScan {
+			why, full = "a full scan", true
+		}
+		if why != "" {
+			reasons = append(reasons, t.Name+": "+why)
+			continue
+		}
+		c := candidate{plan: plan, index: i}
+		if best == nil || c.better(*best) {
+			best = &c
+		}
+	}
+	if q.Table != "" && best == nil && len(reasons) == 0 {
+		return nil, fmt.Errorf("spec %s has no table %q", spec.Name, q.Table)
+	}
+	if best != nil {
+		return best.plan, nil
+	}
+	fields := queryFields(q)
+	why := strings.Join(reasons, "; ")
+	if full && len(reasons) == len(spec.Bigtable.Tables) && allFull(reasons) {
+		why = "on each, the query's fields narrow no key prefix: a full scan"
+	}
+	return nil, &NoTableError{Spec: spec.Name, Fields: fields, Why: why, Suggest: SuggestKey(spec, q, need)}
+}
+
+func allFull(reasons []string) bool {
+	for _, r := range reasons {
+		if !strings.HasSuffix(r, ": a full scan") {
+			return false
+		}
+	}
+	return true
+}
+
+// servesNot says why table cannot answer the query planned as plan, or "".
+func servesNot(spec *Spec, table string, plan *ScanPlan, need Need) string {
+	if need.Latest || need.NewestFirst {
+		if rev, _ := ReverseTimeKey(spec, table); !rev {
+			return "its key has no reverse timestamp, so it cannot read newest first"
+		}
+	}
+	for _, f := range plan.Unused {
+		if _, ok := SourceOf(spec, table, f); !ok {
+			return fmt.Sprintf("%s is neither a decodable key segment nor a column, so rows cannot be checked against it", f)
+		}
+	}
+	for _, f := range need.Fields {
+		if src, ok := SourceOf(spec, table, f); !ok || src.Time {
+			return fmt.Sprintf("%s is neither a decodable key segment nor a column", f)
+		}
+	}
+	for _, f := range need.Values {
+		if len(ValueColumns(spec, table, f)) == 0 {
+			return fmt.Sprintf("no column holds %s", f)
+		}
+	}
+	return ""
+}
+
+// queryFields lists the fields a query fixes, sorted.
+func queryFields(q KeyQuery) []string {
+	var out []string
+	for f := range q.Where {
+		out = append(out, f)
+	}
+	for f, r := range q.Ranges {
+		out = append(out, f+"="+r.String())
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		out = []string{"(nothing)"}
+	}
+	return out
+}
+
+// SuggestKey is a row key that would serve q: its equality fields, then its
+// range fields, then the event time (a reverse timestamp when need reads
+// newest first), then the rest of the identity so each reading has its own
+// row. A low-cardinality first field is salted over the identity.
+func SuggestKey(spec *Spec, q KeyQuery, need Need) string {
+	var eq, rng []string
+	for f := range q.Where {
+		if f != spec.EventTime {
+			eq = append(eq, f)
+		}
+	}
+	for f := range q.Ranges {
+		if f != spec.EventTime {
+			rng = append(rng, f)
+		}
+	}
+	sort.Strings(eq)
+	sort.Strings(rng)
+	seen := map[string]bool{}
+	var segs []string
+	add := func(src, field string) {
+		segs = append(segs, "{"+src+"}")
+		seen[field] = true
+	}
+	for _, f := range append(eq, rng...) {
+		fs := spec.Field(f)
+		src := f
+		if fs != nil && fs.Type == TypeInt {
+			src = f + "|pad:10"
+		}
+		add(src, f)
+	}
+	timeSrc := spec.EventTime + "|ms|pad:13"
+	if need.Latest || need.NewestFirst {
+		timeSrc = spec.EventTime + "|reverse"
+	}
+	add(timeSrc, spec.EventTime)
+	for _, id := range spec.Identity {
+		if !seen[id] {
+			add(id, id)
+		}
+	}
+	if len(eq)+len(rng) > 0 {
+		first := spec.Field(append(eq, rng...)[0])
+		if first != nil && (first.Cardinality == "low" || (len(first.Enum) > 0 && first.Cardinality != "high") || first.Type == TypeBool) {
+			segs = append([]string{"{salt:8|" + strings.Join(spec.Identity, ",") + "}"}, segs...)
+		}
+	}
+	return strings.Join(segs, spec.KeyDelimiter)
+}
