@@ -386,3 +386,106 @@ func TestBigQueryAnswersLost(t *testing.T) {
 		t.Errorf("%d faults injected; want 2", f)
 	}
 }
+
+// TestBigQueryRejectionsAreDeadLettersForBigQuery runs the issue's heroic
+// command: the sample is dated 2011, outside BigQuery's partition window,
+// so BigQuery rejects every reading. The run must exit 0 with Bigtable
+// written, each rejection a write_failed dead letter for bigquery with
+// BigQuery's message, and a balanced ledger. (It used to crash: the sink's
+// end-of-bundle dead letters met the hourly window's coder.)
+func TestBigQueryRejectionsAreDeadLettersForBigQuery(t *testing.T) {
+	bt := emulators.StartBigtable(t)
+	bq := bqemu.StartServerForTest(t)
+	dl, summary := t.TempDir(), filepath.Join(t.TempDir(), "summary.json")
+	for _, method := range []string{"storage_write", "insert_all"} {
+		t.Run(method, func(t *testing.T) {
+			dl := filepath.Join(dl, method)
+			r := runLauncher(t, []string{"BIGTABLE_EMULATOR_HOST=" + bt, "BIGQUERY_EMULATOR_HOST=" + strings.TrimPrefix(bq.RESTEndpoint, "http://"),
+				"BIGQUERY_STORAGE_EMULATOR_HOST=" + bq.GRPCAddr},
+				"--spec=heroic_metrics", "--input=../testdata/samples/heroic_metrics.jsonl", "--bigtable_project=p", "--bigtable_instance=i",
+				"--bigtable_table=heroic_"+method, "--bigquery_project=local-project", "--bigquery_dataset=heroic_"+method,
+				"--bigquery_write_method="+method, "--dead_letter="+dl, "--summary_json="+summary)
+			if r.code != 0 {
+				t.Fatalf("exit %d\nstderr (tail):\n%s", r.code, tailLines(r.stderr, 10))
+			}
+			l := readSummary(t, summary)
+			if !l.Balanced {
+				t.Fatalf("ledger does not balance: %v", l.Problems)
+			}
+			for _, s := range l.Sinks {
+				switch s.Sink {
+				case schemas.SinkBigtable:
+					if s.Written != l.Readings || s.Written == 0 {
+						t.Errorf("bigtable %+v; want all %d readings written", s, l.Readings)
+					}
+				case schemas.SinkBigQuery:
+					if s.Failed != l.Readings || s.Unavailable != 0 {
+						t.Errorf("bigquery %+v; want all %d readings dead-lettered as rejected", s, l.Readings)
+					}
+				}
+			}
+			n := 0
+			for _, d := range deadLetters(t, dl) {
+				if d["sink"] != schemas.SinkBigQuery {
+					continue
+				}
+				n++
+				if d["reason"] != "write_failed" || !strings.Contains(d["error"], "outside the allowed bounds") || d["payload"] == "" {
+					t.Errorf("dead letter %v; want write_failed with BigQuery's message and the payload", d)
+				}
+			}
+			if int64(n) != l.Readings {
+				t.Errorf("%d bigquery dead letters; want %d", n, l.Readings)
+			}
+			if len(dump(t, bt, "heroic_"+method)) == 0 {
+				t.Error("no Bigtable cells")
+			}
+		})
+	}
+}
+
+// TestReadingsBefore1970 puts a reading dated before 1970 (a negative
+// epoch, and year 1) among good ones: the run must exit 0 with those
+// readings dead-lettered with a reason and every other reading written.
+func TestReadingsBefore1970(t *testing.T) {
+	bt := emulators.StartBigtable(t)
+	in := t.TempDir()
+	lines := []string{
+		line("p-1", "2026-03-01T10:00:00Z", 70),
+		line("p-old", -1000, 70),
+		line("p-2", "2026-03-01T10:05:00Z", 71),
+		line("p-old", "0001-01-01T00:00:00.000Z", 70),
+		line("p-3", "2026-03-01T10:10:00Z", 72),
+	}
+	if err := os.WriteFile(filepath.Join(in, "a.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dl, summary := t.TempDir(), filepath.Join(t.TempDir(), "summary.json")
+	r := runLauncher(t, []string{"BIGTABLE_EMULATOR_HOST=" + bt}, "--input="+in+"/*", "--bigtable_project=p", "--bigtable_instance=i",
+		"--dead_letter="+dl, "--summary_json="+summary)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstderr (tail):\n%s", r.code, tailLines(r.stderr, 10))
+	}
+	if l := readSummary(t, summary); !l.Balanced || l.Read != 5 {
+		t.Fatalf("ledger %+v; want 5 records read, balanced", l)
+	}
+	old := 0
+	for _, d := range deadLetters(t, dl) {
+		if !strings.Contains(d["payload"], "p-old") || d["reason"] == "" || d["error"] == "" {
+			t.Errorf("dead letter %v; want only the pre-1970 readings, with a reason", d)
+		}
+		old++
+	}
+	if old != 2 {
+		t.Errorf("%d dead letters; want the 2 pre-1970 readings", old)
+	}
+	rows := map[string]bool{}
+	for _, c := range dump(t, bt, "patient_vitals") {
+		rows[strings.Fields(c)[0]] = true
+	}
+	for _, want := range []string{"p-1#2026-03-01T10", "p-2#2026-03-01T10", "p-3#2026-03-01T10"} {
+		if !rows[want] {
+			t.Errorf("row %s missing; have %v", want, rows)
+		}
+	}
+}
