@@ -112,6 +112,9 @@ func compilePlan(md protoreflect.MessageDescriptor, fields []*bq.TableFieldSchem
 	var extra []string
 	for i := 0; i < pfs.Len(); i++ {
 		fd := pfs.Get(i)
+		if path == "" && isPseudoColumn(string(fd.Name())) {
+			continue // CDC pseudo-columns: see cdcPlan
+		}
 		ci, ok := byName[strings.ToLower(string(fd.Name()))]
 		if !ok {
 			extra = append(extra, joinPath(path, string(fd.Name())))
@@ -241,11 +244,17 @@ const (
 
 // decodeRow converts a decoded proto message into internal values.
 func decodeRow(plan []colPlan, msg protoreflect.Message) ([]any, *fieldError) {
+	return decodeRowMode(plan, msg, false)
+}
+
+// decodeRowMode is decodeRow; with lenient, missing REQUIRED top-level
+// columns are not an error (a CDC DELETE needs only the key).
+func decodeRowMode(plan []colPlan, msg protoreflect.Message, lenient bool) ([]any, *fieldError) {
 	out := make([]any, len(plan))
 	for i := range plan {
 		p := &plan[i]
 		if p.fd == nil {
-			if p.field.Mode == "REQUIRED" {
+			if p.field.Mode == "REQUIRED" && !lenient {
 				return nil, &fieldError{location: p.path, message: fmt.Sprintf("Missing required field: %s.", p.path)}
 			}
 			continue
@@ -276,7 +285,7 @@ func decodeRow(plan []colPlan, msg protoreflect.Message) ([]any, *fieldError) {
 		case p.fd.HasDefault():
 			pv = p.fd.Default()
 		default:
-			if p.field.Mode == "REQUIRED" {
+			if p.field.Mode == "REQUIRED" && !lenient {
 				return nil, &fieldError{location: p.path, message: fmt.Sprintf("Missing required field: %s.", p.path)}
 			}
 			continue
@@ -285,7 +294,7 @@ func decodeRow(plan []colPlan, msg protoreflect.Message) ([]any, *fieldError) {
 		if ferr != nil {
 			return nil, ferr
 		}
-		if v == nil && p.field.Mode == "REQUIRED" {
+		if v == nil && p.field.Mode == "REQUIRED" && !lenient {
 			return nil, &fieldError{location: p.path, message: fmt.Sprintf("Missing required field: %s.", p.path)}
 		}
 		out[i] = v

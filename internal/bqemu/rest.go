@@ -419,6 +419,12 @@ func (s *Server) insertTable(w *restRecorder, r *http.Request, proj, ds string) 
 	if err := validatePartitioning(&t); err != nil {
 		return errInvalid("%v", err)
 	}
+	if err := validateConstraints(&t); err != nil {
+		return errInvalid("%v", err)
+	}
+	if err := validateMaxStaleness(t.MaxStaleness); err != nil {
+		return errInvalid("%v", err)
+	}
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -453,6 +459,7 @@ func (s *Server) insertTable(w *restRecorder, r *http.Request, proj, ds string) 
 		insertIDs:  make(map[string]struct{}),
 		etagSeq:    1,
 	}
+	tbl.reindexLocked()
 	d.tables[ref.TableId] = tbl
 	writeJSON(w, http.StatusOK, s.tableViewLocked(tbl))
 	return nil
@@ -570,15 +577,32 @@ func (s *Server) patchTable(w *restRecorder, r *http.Request, proj, ds, id strin
 		cp.ExpirationMs = np.ExpirationMs
 		next.TimePartitioning = &cp
 	}
+	if _, ok := present["tableConstraints"]; ok {
+		next.TableConstraints = patch.TableConstraints
+	}
+	if _, ok := present["maxStaleness"]; ok {
+		if err := validateMaxStaleness(patch.MaxStaleness); err != nil {
+			return errInvalid("%v", err)
+		}
+		next.MaxStaleness = patch.MaxStaleness
+	}
 	if err := validatePartitioning(&next); err != nil {
+		return errInvalid("%v", err)
+	}
+	if err := validateConstraints(&next); err != nil {
 		return errInvalid("%v", err)
 	}
 	if next.Schema != t.meta.Schema {
 		t.schemaVersion++
 	}
 	next.LastModifiedTime = uint64(msString(s.now()))
+	pkChanged := fmt.Sprint(primaryKeyNames(t.meta)) != fmt.Sprint(primaryKeyNames(&next))
 	t.meta = &next
 	t.etagSeq++
+	if pkChanged {
+		t.schemaVersion++
+		t.reindexLocked()
+	}
 	writeJSON(w, http.StatusOK, s.tableViewLocked(t))
 	return nil
 }

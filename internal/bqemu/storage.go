@@ -314,6 +314,7 @@ type appendConn struct {
 	planVersion int
 	plan        []colPlan
 	planErr     *fieldError
+	cdc         cdcPlan
 }
 
 // AppendRows implements storagepb.BigQueryWriteServer. Each request gets
@@ -407,7 +408,18 @@ func (s *Server) handleAppend(c *appendConn, req *storagepb.AppendRowsRequest) (
 
 	if c.planMD != c.md || c.planTable != t || c.planVersion != version || (c.plan == nil && c.planErr == nil) {
 		c.plan, c.planErr = compilePlan(c.md, meta.Schema.Fields, "")
+		c.cdc = cdcPlan{}
+		if c.planErr == nil {
+			c.cdc, c.planErr = compileCDC(c.md)
+		}
 		c.planMD, c.planTable, c.planVersion = c.md, t, version
+	}
+	// Rows with pseudo-columns on the _default stream are changes (CDC),
+	// which BigQuery applies only to a table with a primary key.
+	upsert := isDefault && c.cdc.active()
+	if upsert && primaryKeyColumns(meta) == nil {
+		return errResponse(c.stream, status.New(codes.InvalidArgument,
+			"The primary keys and clustering keys of the table are required to create an upsert stream. Entity: "+c.stream)), 0, nil
 	}
 
 	// Decode and validate outside the lock.
@@ -415,6 +427,10 @@ func (s *Server) handleAppend(c *appendConn, req *storagepb.AppendRowsRequest) (
 	now := s.now()
 	rows := make([][]any, len(serialized))
 	parts := make([]string, len(serialized))
+	var changes []rowChange
+	if upsert {
+		changes = make([]rowChange, len(serialized))
+	}
 	var rowErrs []*storagepb.RowError
 	for i, b := range serialized {
 		var ferr *fieldError
@@ -425,8 +441,17 @@ func (s *Server) handleAppend(c *appendConn, req *storagepb.AppendRowsRequest) (
 			if err := (proto.UnmarshalOptions{AllowPartial: true}).Unmarshal(b, msg); err != nil {
 				ferr = &fieldError{message: fmt.Sprintf("Could not parse row as %s: %v", c.md.FullName(), err)}
 			} else {
-				rows[i], ferr = decodeRow(c.plan, msg)
+				var ch rowChange
+				if c.cdc.active() {
+					ch, ferr = c.cdc.rowChangeOf(msg, upsert)
+				}
 				if ferr == nil {
+					rows[i], ferr = decodeRowMode(c.plan, msg, ch.typ == changeDelete)
+				}
+				if changes != nil {
+					changes[i] = ch
+				}
+				if ferr == nil && ch.typ != changeDelete {
 					var perr error
 					parts[i], perr = partitionOf(meta, rows[i], now)
 					if perr != nil {
@@ -480,7 +505,7 @@ func (s *Server) handleAppend(c *appendConn, req *storagepb.AppendRowsRequest) (
 	result := &storagepb.AppendRowsResponse_AppendResult{}
 	switch {
 	case isDefault || ws.typ == storagepb.WriteStream_COMMITTED:
-		t.addRowsLocked(rows, parts)
+		t.applyLocked(rows, parts, changes)
 		if !isDefault {
 			result.Offset = wrapperspb.Int64(ws.rowCount)
 			ws.rowCount += int64(len(rows))

@@ -31,6 +31,11 @@ type table struct {
 	seq        int64
 	insertIDs  map[string]struct{}
 	deleted    bool
+
+	// pk holds the primary key's column indexes (nil: no primary key) and
+	// keys the index of its values (see cdc.go).
+	pk   []int
+	keys map[string]*keyEntry
 }
 
 // partition holds the rows of one partition in insertion order.
@@ -77,22 +82,9 @@ func (t *table) etag() string {
 }
 
 // addRowsLocked stores rows that have already been validated against the
-// table schema. partIDs[i] is the partition of rows[i].
+// table schema, as plain inserts. partIDs[i] is the partition of rows[i].
 func (t *table) addRowsLocked(rows [][]any, partIDs []string) {
-	if t.partitions == nil {
-		t.partitions = make(map[string]*partition)
-	}
-	for i, r := range rows {
-		p := t.partitions[partIDs[i]]
-		if p == nil {
-			p = &partition{}
-			t.partitions[partIDs[i]] = p
-		}
-		t.seq++
-		p.rows = append(p.rows, storedRow{seq: t.seq, values: r})
-		t.numRows++
-		t.numBytes += int64(estimateSize(r))
-	}
+	t.applyLocked(rows, partIDs, nil)
 }
 
 // allRowsLocked returns all rows ordered by partition ID, then insertion
@@ -248,6 +240,9 @@ func normalizeSchema(fields []*bq.TableFieldSchema, path string, depth int) erro
 		full := joinPath(path, f.Name)
 		if !fieldNameRE.MatchString(f.Name) {
 			return fmt.Errorf("invalid field name %q. Fields must contain only letters, numbers, and underscores, start with a letter or underscore, and be at most 300 characters long", f.Name)
+		}
+		if prefix, ok := reservedColumnName(f.Name); ok && depth == 0 {
+			return fmt.Errorf("invalid field name %q. Field names cannot start with the reserved prefix %s", f.Name, prefix)
 		}
 		low := strings.ToLower(f.Name)
 		if seen[low] {
