@@ -44,6 +44,7 @@ var statusNames = map[int]string{
 	http.StatusPreconditionFailed:  "FAILED_PRECONDITION",
 	http.StatusMethodNotAllowed:    "INVALID_ARGUMENT",
 	http.StatusInternalServerError: "INTERNAL",
+	http.StatusNotImplemented:      "UNIMPLEMENTED",
 }
 
 // restRecorder captures the status code and row count of a response for the
@@ -71,6 +72,12 @@ func (s *Server) RESTHandler() http.Handler {
 }
 
 func (s *Server) serveREST(w *restRecorder, r *http.Request) {
+	if discoveryPaths[r.URL.Path] {
+		if err := s.serveDiscovery(w, r); err != nil {
+			writeError(w, asAPIError(err))
+		}
+		return
+	}
 	p := r.URL.EscapedPath()
 	p = strings.TrimPrefix(p, "/bigquery/v2")
 	p = strings.Trim(p, "/")
@@ -84,13 +91,17 @@ func (s *Server) serveREST(w *restRecorder, r *http.Request) {
 		}
 		seg[i] = u
 	}
-	if len(seg) < 3 || seg[0] != "projects" || seg[2] != "datasets" {
+	if len(seg) < 3 || seg[0] != "projects" {
 		writeError(w, &apiError{http.StatusNotFound, "notFound", fmt.Sprintf("unsupported path %s %s", r.Method, r.URL.Path)})
 		return
 	}
 	proj := seg[1]
 	var err error
 	switch {
+	case seg[2] == "jobs" || seg[2] == "queries":
+		err = s.serveJobs(w, r, proj, seg[2], seg[3:])
+	case seg[2] != "datasets":
+		err = &apiError{http.StatusNotFound, "notFound", fmt.Sprintf("unsupported path %s %s", r.Method, r.URL.Path)}
 	case len(seg) == 3:
 		switch r.Method {
 		case http.MethodGet:
@@ -124,7 +135,7 @@ func (s *Server) serveREST(w *restRecorder, r *http.Request) {
 		tbl := stripDecorator(seg[5])
 		switch r.Method {
 		case http.MethodGet:
-			err = s.getTable(w, proj, seg[3], tbl)
+			err = s.getTable(w, r, proj, seg[3], tbl)
 		case http.MethodPatch, http.MethodPut:
 			err = s.patchTable(w, r, proj, seg[3], tbl)
 		case http.MethodDelete:
@@ -140,12 +151,17 @@ func (s *Server) serveREST(w *restRecorder, r *http.Request) {
 		err = &apiError{http.StatusNotFound, "notFound", fmt.Sprintf("unsupported path %s %s", r.Method, r.URL.Path)}
 	}
 	if err != nil {
-		var ae *apiError
-		if !errors.As(err, &ae) {
-			ae = &apiError{http.StatusInternalServerError, "internalError", err.Error()}
-		}
-		writeError(w, ae)
+		writeError(w, asAPIError(err))
 	}
+}
+
+// asAPIError returns err as an *apiError, an internal error if it is none.
+func asAPIError(err error) *apiError {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		ae = &apiError{http.StatusInternalServerError, "internalError", err.Error()}
+	}
+	return ae
 }
 
 // stripDecorator removes a partition decorator such as "$20240101".
@@ -478,14 +494,22 @@ func (s *Server) tableViewLocked(t *table) *bq.Table {
 	return &m
 }
 
-func (s *Server) getTable(w *restRecorder, proj, ds, id string) error {
+func (s *Server) getTable(w *restRecorder, r *http.Request, proj, ds, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, err := s.tableLocked(proj, ds, id)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.tableViewLocked(t))
+	view := s.tableViewLocked(t)
+	if sel := r.URL.Query().Get("selectedFields"); sel != "" && view.Schema != nil {
+		fields, _, err := selectFields(t.fields(), sel, tableName(proj, ds, id))
+		if err != nil {
+			return err
+		}
+		view.Schema = &bq.TableSchema{Fields: fields}
+	}
+	writeJSON(w, http.StatusOK, view)
 	return nil
 }
 
@@ -779,6 +803,13 @@ func (s *Server) listData(w *restRecorder, r *http.Request, proj, ds, id string)
 	fields := t.fields()
 	rows := t.allRowsLocked()
 	s.mu.Unlock()
+	var project func([]any) []any
+	if sel := r.URL.Query().Get("selectedFields"); sel != "" {
+		fields, project, err = selectFields(fields, sel, tableName(proj, ds, id))
+		if err != nil {
+			return err
+		}
+	}
 
 	start, end, next, err := page(r, len(rows), 100000)
 	if err != nil {
@@ -792,9 +823,116 @@ func (s *Server) listData(w *restRecorder, r *http.Request, proj, ds, id string)
 		ForceSendFields: []string{"TotalRows"},
 	}
 	for _, row := range rows[start:end] {
-		out.Rows = append(out.Rows, formatRow(fields, row.values, int64TS))
+		vals := row.values
+		if project != nil {
+			vals = project(vals)
+		}
+		out.Rows = append(out.Rows, formatRow(fields, vals, int64TS))
 	}
 	w.rows = len(out.Rows)
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// selectFields applies a selectedFields parameter ("a,b,rec.c") to a
+// schema: the selected columns, in schema order, RECORDs narrowed to their
+// selected subfields, and the function that narrows a row the same way.
+// An unknown field is an error naming it.
+func selectFields(fields []*bq.TableFieldSchema, sel, table string) ([]*bq.TableFieldSchema, func([]any) []any, error) {
+	tree := map[string]any{}
+	for _, p := range strings.Split(sel, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		node := tree
+		parts := strings.Split(strings.ToLower(p), ".")
+		for i, part := range parts {
+			if i == len(parts)-1 {
+				node[part] = true
+				break
+			}
+			child, ok := node[part].(map[string]any)
+			if !ok {
+				if node[part] == true {
+					break // the whole record is selected already
+				}
+				child = map[string]any{}
+				node[part] = child
+			}
+			node = child
+		}
+	}
+	return selectTree(fields, tree, "", table)
+}
+
+func selectTree(fields []*bq.TableFieldSchema, tree map[string]any, path, table string) ([]*bq.TableFieldSchema, func([]any) []any, error) {
+	type pick struct {
+		idx int
+		sub func([]any) []any
+	}
+	var (
+		out   []*bq.TableFieldSchema
+		picks []pick
+	)
+	found := map[string]bool{}
+	for i, f := range fields {
+		sel, ok := tree[strings.ToLower(f.Name)]
+		if !ok {
+			continue
+		}
+		found[strings.ToLower(f.Name)] = true
+		if sub, nested := sel.(map[string]any); nested {
+			if f.Type != "RECORD" {
+				return nil, nil, errInvalid("Field %s in selectedFields is not a RECORD of table %s", joinPath(path, f.Name), table)
+			}
+			subFields, narrow, err := selectTree(f.Fields, sub, joinPath(path, f.Name), table)
+			if err != nil {
+				return nil, nil, err
+			}
+			cp := *f
+			cp.Fields = subFields
+			out = append(out, &cp)
+			picks = append(picks, pick{i, narrow})
+			continue
+		}
+		out = append(out, f)
+		picks = append(picks, pick{idx: i})
+	}
+	for name := range tree {
+		if !found[name] {
+			return nil, nil, errInvalid("Field %s in selectedFields is not a column of table %s", joinPath(path, name), table)
+		}
+	}
+	narrowRecord := func(v any, sub func([]any) []any) any {
+		switch x := v.(type) {
+		case []any:
+			return sub(x)
+		}
+		return v
+	}
+	project := func(row []any) []any {
+		vals := make([]any, len(picks))
+		for j, p := range picks {
+			if p.idx >= len(row) {
+				continue
+			}
+			v := row[p.idx]
+			if p.sub != nil && v != nil {
+				if fields[p.idx].Mode == "REPEATED" {
+					arr, _ := v.([]any)
+					n := make([]any, len(arr))
+					for k, e := range arr {
+						n[k] = narrowRecord(e, p.sub)
+					}
+					v = n
+				} else {
+					v = narrowRecord(v, p.sub)
+				}
+			}
+			vals[j] = v
+		}
+		return vals
+	}
+	return out, project, nil
 }

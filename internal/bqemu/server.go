@@ -1,10 +1,14 @@
 // Package bqemu is an in-memory emulator of Google BigQuery for local
 // development and tests.
 //
-// It serves the subset of the BigQuery REST API v2 that sensorpipe uses
-// (datasets, tables, tabledata.insertAll and tabledata.list) over HTTP, and
-// the BigQuery Storage Write API (google.cloud.bigquery.storage.v1.BigQueryWrite)
-// over gRPC. The official Go clients, cloud.google.com/go/bigquery and its
+// It serves the subset of the BigQuery REST API v2 that sensorpipe and the
+// usual clients use (datasets, tables, tabledata.insertAll and
+// tabledata.list, query jobs, and the discovery document the bq CLI builds
+// itself from) over HTTP, and the BigQuery Storage Write API
+// (google.cloud.bigquery.storage.v1.BigQueryWrite), with change data
+// capture, over gRPC. Queries run in the engine that package sqlengine
+// registers (it embeds DuckDB); without it, query jobs fail with
+// notImplemented. The official Go clients, cloud.google.com/go/bigquery and its
 // storage/managedwriter package, work against it unmodified when pointed at
 // it with option.WithEndpoint and option.WithoutAuthentication.
 //
@@ -64,6 +68,14 @@ type Server struct {
 	nextID   int64
 
 	descCache sync.Map // string(descriptor bytes) -> protoreflect.MessageDescriptor
+
+	// Query jobs (query.go), under mu; the engine is built on first use.
+	jobs        map[string]map[string]*job // project -> job ID -> job
+	jobSeq      int64
+	withResults []*job // jobs whose results are kept, oldest first
+	engineOnce  sync.Once
+	engine      QueryEngine
+	engineErr   error
 
 	srvMu   sync.Mutex
 	httpSrv []*http.Server
@@ -172,6 +184,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 			g.Stop()
 			<-done
+		}
+	}
+	s.mu.Lock()
+	eng := s.engine
+	s.mu.Unlock()
+	if eng != nil {
+		if err := eng.Close(); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("bqemu: closing the query engine: %w", err)
 		}
 	}
 	return firstErr

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
+	// Query jobs run on the embedded SQL engine.
+	_ "github.com/sensorpipe/sensorpipe/internal/bqemu/sqlengine"
 )
 
 func main() {
