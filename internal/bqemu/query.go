@@ -180,6 +180,9 @@ func (s *Server) serveJobs(w *restRecorder, r *http.Request, proj, kind string, 
 // runQuery runs a query job's SQL. A failed query is returned as an
 // *apiError with BigQuery's reason.
 func (s *Server) runQuery(ctx context.Context, q Query) (*QueryResult, *apiError) {
+	if isDDL(q.SQL) {
+		return s.runDDL(q.Project, q.SQL)
+	}
 	eng, err := s.queryEngine()
 	if err != nil {
 		return nil, asAPIError(err)
@@ -239,7 +242,7 @@ func (s *Server) newJobLocked(proj, jobID string, cfg *bq.JobConfigurationQuery,
 		j.Statistics.Query.StatementType = res.StatementType
 		j.Statistics.Query.Schema = &bq.TableSchema{Fields: res.Schema}
 		j.Statistics.Query.ForceSendFields = append(j.Statistics.Query.ForceSendFields, "TotalBytesProcessed", "TotalBytesBilled")
-		if !dryRun && cfg.DestinationTable == nil {
+		if !dryRun && cfg.DestinationTable == nil && res.StatementType == "SELECT" {
 			cfg.DestinationTable = &bq.TableReference{ProjectId: proj, DatasetId: "_emulator_anonymous", TableId: "anon_" + jobID}
 		}
 	}

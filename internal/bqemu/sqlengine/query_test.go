@@ -11,8 +11,12 @@ import (
 	"time"
 
 	"cloud.google.com/go/bigquery"
+	"cloud.google.com/go/bigquery/storage/managedwriter"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
 	_ "github.com/sensorpipe/sensorpipe/internal/bqemu/sqlengine"
@@ -334,5 +338,103 @@ func TestREADMEQueries(t *testing.T) {
 	}
 	if !hourly {
 		t.Error("no README query reads readings_hourly")
+	}
+}
+
+func TestAlterTable(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	tbl := e.bq.Dataset("vitals").Table("readings")
+	for _, sql := range []string{
+		"ALTER TABLE `test-project.vitals.readings` ADD PRIMARY KEY (reading_id) NOT ENFORCED",
+		"ALTER TABLE vitals.readings SET OPTIONS (max_staleness = INTERVAL 15 MINUTE)",
+	} {
+		if _, err := e.bq.Query(sql).Read(ctx); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	md, err := tbl.Metadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.TableConstraints == nil || fmt.Sprint(md.TableConstraints.PrimaryKey.Columns) != "[reading_id]" {
+		t.Errorf("TableConstraints = %+v", md.TableConstraints)
+	}
+	if md.MaxStaleness == nil || md.MaxStaleness.ToDuration() != 15*time.Minute {
+		t.Errorf("MaxStaleness = %v", md.MaxStaleness)
+	}
+	for _, tc := range []struct{ sql, msg string }{
+		{"ALTER TABLE vitals.readings ADD PRIMARY KEY (sensor_id) NOT ENFORCED", "already has a primary key"},
+		{"ALTER TABLE vitals.readings ADD COLUMN x STRING", "Unsupported by the BigQuery emulator: ALTER TABLE … ADD COLUMN x"},
+		{"ALTER TABLE vitals.nope DROP PRIMARY KEY", "Not found: Table test-project:vitals.nope"},
+	} {
+		if _, err := e.bq.Query(tc.sql).Read(ctx); err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: err = %v, want %q", tc.sql, err, tc.msg)
+		}
+	}
+	if _, err := e.bq.Query("ALTER TABLE vitals.readings DROP PRIMARY KEY").Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if md, _ := tbl.Metadata(ctx); md.TableConstraints != nil && md.TableConstraints.PrimaryKey != nil {
+		t.Errorf("after DROP PRIMARY KEY: %+v", md.TableConstraints.PrimaryKey)
+	}
+}
+
+// TestQueriesSeeAppliedChanges: UPSERTs through the Storage Write API's
+// default stream are what queries read.
+func TestQueriesSeeAppliedChanges(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tbl := e.bq.Dataset("vitals").Table("keyed")
+	if err := tbl.Create(ctx, &bigquery.TableMetadata{
+		Schema:           bigquery.Schema{{Name: "id", Type: bigquery.StringFieldType, Required: true}, {Name: "v", Type: bigquery.IntegerFieldType}},
+		TableConstraints: &bigquery.TableConstraints{PrimaryKey: &bigquery.PrimaryKey{Columns: []string{"id"}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mw, err := managedwriter.NewClient(ctx, project, e.ts.WriterOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mw.Close()
+	dp := &descriptorpb.DescriptorProto{Name: proto.String("row"), Field: []*descriptorpb.FieldDescriptorProto{
+		{Name: proto.String("id"), Number: proto.Int32(1), Type: descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()},
+		{Name: proto.String("v"), Number: proto.Int32(2), Type: descriptorpb.FieldDescriptorProto_TYPE_INT64.Enum(), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()},
+		{Name: proto.String("_CHANGE_TYPE"), Number: proto.Int32(3), Type: descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()},
+		{Name: proto.String("_CHANGE_SEQUENCE_NUMBER"), Number: proto.Int32(4), Type: descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()},
+	}}
+	ms, err := mw.NewManagedStream(ctx, managedwriter.WithDestinationTable(managedwriter.TableParentFromParts(project, "vitals", "keyed")),
+		managedwriter.WithType(managedwriter.DefaultStream), managedwriter.WithSchemaDescriptor(dp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	row := func(id string, v int64, typ, seq string) []byte {
+		var b []byte
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, id)
+		b = protowire.AppendTag(b, 2, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(v))
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendString(b, typ)
+		b = protowire.AppendTag(b, 4, protowire.BytesType)
+		return protowire.AppendString(b, seq)
+	}
+	for _, batch := range [][][]byte{
+		{row("a", 1, "UPSERT", "1"), row("b", 1, "UPSERT", "1"), row("c", 1, "UPSERT", "1")},
+		{row("a", 2, "UPSERT", "2"), row("b", 0, "UPSERT", "0"), row("c", 0, "DELETE", "2")},
+	} {
+		res, err := ms.AppendRows(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := res.GetResult(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, rows := e.query(t, "SELECT id, v FROM vitals.keyed ORDER BY id")
+	if got := fmt.Sprint(rows); got != "[[a 2] [b 1]]" {
+		t.Errorf("rows = %s, want [[a 2] [b 1]]", got)
 	}
 }
