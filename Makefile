@@ -48,10 +48,11 @@ test:
 test-short:
 	go test -short ./...
 
-## bench: micro-benchmarks and the end-to-end throughput comparison (see README).
+## bench: micro-benchmarks, the BigQuery emulator's dedup-query latency over 1M rows, and the end-to-end throughput comparison (see README).
 ##   BENCH_FLAGS e.g. -count 5; E2E_FLAGS e.g. -sensors 2000 -cpuprofile .run/pipeline.pprof
 bench:
 	go test -run '^$$' -bench . -benchmem $(BENCH_FLAGS) ./schemas/ ./dofns/...
+	go test -run '^$$' -bench BenchmarkDedupQuery1M -benchtime 3x $(BENCH_FLAGS) ./internal/bqemu/sqlengine/
 	@mkdir -p .run
 	go run ./internal/bench/e2e -out .run/bench-e2e.json $(E2E_FLAGS)
 	go run ./internal/bench/stream $(STREAM_FLAGS)

@@ -30,7 +30,8 @@
 // no table: a query reads the store through the table function
 // bq_table(project, dataset, table), which scans a snapshot of the
 // table's row references (taken under the store's lock, values not copied)
-// one 2,048-row vector at a time, filling only the columns the query uses.
+// one 2,048-row vector at a time, on DuckDB's threads, filling only the
+// columns the query uses.
 //
 // # Supported SQL
 //
@@ -65,6 +66,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -127,7 +129,7 @@ func New(cat bqemu.Catalog) (bqemu.QueryEngine, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlengine: %w", err)
 	}
-	err = duckdb.RegisterTableUDF(c, "bq_table", duckdb.ChunkTableFunction{
+	err = duckdb.RegisterTableUDF(c, "bq_table", duckdb.ParallelChunkTableFunction{
 		Config:               duckdb.TableFunctionConfig{Arguments: []duckdb.TypeInfo{varchar, varchar, varchar}},
 		BindArgumentsContext: e.bind,
 	})
@@ -182,7 +184,7 @@ func (e *engine) Run(ctx context.Context, q bqemu.Query) (*bqemu.QueryResult, er
 }
 
 // bind is bq_table's binding: the query's snapshot of the table.
-func (e *engine) bind(ctx context.Context, _ map[string]any, args ...any) (duckdb.ChunkTableSource, error) {
+func (e *engine) bind(ctx context.Context, _ map[string]any, args ...any) (duckdb.ParallelChunkTableSource, error) {
 	if len(args) != 3 {
 		return nil, fmt.Errorf("bq_table takes project, dataset and table")
 	}
@@ -205,13 +207,17 @@ func (e *engine) bind(ctx context.Context, _ map[string]any, args ...any) (duckd
 	return newScan(snap)
 }
 
-// scan is bq_table's source: a snapshot read one vector at a time.
+// scan is bq_table's source: a snapshot read one vector at a time, by as
+// many of DuckDB's threads as it likes (each takes the next 2,048 rows).
 type scan struct {
 	rows  [][]any
 	infos []duckdb.ColumnInfo
-	convs []func(any) (any, error)
-	pos   int
+	sets  []setter
+	next  atomic.Int64 // the first row not yet taken
 }
+
+// setter writes one stored (non-NULL) value into row r of column c.
+type setter func(chunk duckdb.DataChunk, c, r int, v any) error
 
 func newScan(snap *bqemu.TableSnapshot) (*scan, error) {
 	s := &scan{rows: snap.Rows}
@@ -221,9 +227,50 @@ func newScan(snap *bqemu.TableSnapshot) (*scan, error) {
 			return nil, err
 		}
 		s.infos = append(s.infos, duckdb.ColumnInfo{Name: f.Name, T: ti})
-		s.convs = append(s.convs, conv)
+		s.sets = append(s.sets, columnSetter(f, conv))
 	}
 	return s, nil
+}
+
+// columnSetter writes the common scalar types with SetChunkValue's typed
+// path (no boxing), the others through conv.
+func columnSetter(f *bq.TableFieldSchema, conv func(any) (any, error)) setter {
+	if f.Mode != "REPEATED" {
+		switch f.Type {
+		case "STRING", "JSON", "GEOGRAPHY", "INTERVAL", "RANGE":
+			return func(chunk duckdb.DataChunk, c, r int, v any) error {
+				x, _ := v.(string)
+				return duckdb.SetChunkValue(chunk, c, r, x)
+			}
+		case "INTEGER":
+			return func(chunk duckdb.DataChunk, c, r int, v any) error {
+				x, _ := v.(int64)
+				return duckdb.SetChunkValue(chunk, c, r, x)
+			}
+		case "FLOAT":
+			return func(chunk duckdb.DataChunk, c, r int, v any) error {
+				x, _ := v.(float64)
+				return duckdb.SetChunkValue(chunk, c, r, x)
+			}
+		case "BOOLEAN":
+			return func(chunk duckdb.DataChunk, c, r int, v any) error {
+				x, _ := v.(bool)
+				return duckdb.SetChunkValue(chunk, c, r, x)
+			}
+		case "TIMESTAMP":
+			return func(chunk duckdb.DataChunk, c, r int, v any) error {
+				x, _ := v.(int64)
+				return duckdb.SetChunkValue(chunk, c, r, time.UnixMicro(x).UTC())
+			}
+		}
+	}
+	return func(chunk duckdb.DataChunk, c, r int, v any) error {
+		dv, err := conv(v)
+		if err != nil {
+			return err
+		}
+		return chunk.SetValue(c, r, dv)
+	}
 }
 
 func (s *scan) ColumnInfos() []duckdb.ColumnInfo { return s.infos }
@@ -232,37 +279,39 @@ func (s *scan) Cardinality() *duckdb.CardinalityInfo {
 	return &duckdb.CardinalityInfo{Cardinality: uint(len(s.rows)), Exact: true}
 }
 
-func (s *scan) Init() {}
+// Init lets DuckDB scan with its default number of threads.
+func (s *scan) Init() duckdb.ParallelTableSourceInfo { return duckdb.ParallelTableSourceInfo{} }
+
+// NewLocalState implements duckdb.ParallelChunkTableSource; the scan needs
+// none.
+func (s *scan) NewLocalState() any { return &struct{}{} }
 
 // FillChunk writes the next rows into the projected columns of chunk.
-func (s *scan) FillChunk(chunk duckdb.DataChunk) error {
-	n := min(duckdb.GetDataChunkCapacity(), len(s.rows)-s.pos)
-	for c, conv := range s.convs {
+func (s *scan) FillChunk(_ any, chunk duckdb.DataChunk) error {
+	size := duckdb.GetDataChunkCapacity()
+	start := int(s.next.Add(int64(size))) - size
+	n := max(0, min(size, len(s.rows)-start))
+	for c, set := range s.sets {
 		if _, err := chunk.GetVector(c); err != nil {
 			continue // not projected
 		}
 		for r := 0; r < n; r++ {
-			row := s.rows[s.pos+r]
+			row := s.rows[start+r]
 			var v any
 			if c < len(row) {
 				v = row[c]
 			}
+			var err error
 			if v == nil {
-				if err := chunk.SetValue(c, r, nil); err != nil {
-					return err
-				}
-				continue
+				err = chunk.SetValue(c, r, nil)
+			} else {
+				err = set(chunk, c, r, v)
 			}
-			dv, err := conv(v)
 			if err != nil {
-				return err
-			}
-			if err := chunk.SetValue(c, r, dv); err != nil {
 				return fmt.Errorf("column %s: %w", s.infos[c].Name, err)
 			}
 		}
 	}
-	s.pos += n
 	return chunk.SetSize(n)
 }
 
@@ -426,7 +475,7 @@ func readResult(rows *sql.Rows) (*bqemu.QueryResult, error) {
 		}
 		row := make([]any, len(vals))
 		for i, v := range vals {
-			x, err := bqemu.StoredValue(res.Schema[i], fromDuck(v))
+			x, err := storedResult(res.Schema[i], v)
 			if err != nil {
 				return nil, &bqemu.QueryError{Reason: "invalidQuery", Message: fmt.Sprintf("result column %s: %v", res.Schema[i].Name, err)}
 			}
@@ -438,6 +487,35 @@ func readResult(rows *sql.Rows) (*bqemu.QueryResult, error) {
 		return nil, duckError(err)
 	}
 	return res, nil
+}
+
+// storedResult converts one result value, the common cases directly.
+func storedResult(f *bq.TableFieldSchema, v any) (any, error) {
+	if f.Mode != "REPEATED" {
+		switch x := v.(type) {
+		case nil:
+			return nil, nil
+		case string:
+			if f.Type == "STRING" {
+				return x, nil
+			}
+		case int64:
+			if f.Type == "INTEGER" {
+				return x, nil
+			}
+		case float64:
+			if f.Type == "FLOAT" {
+				return x, nil
+			}
+		case bool:
+			return x, nil
+		case time.Time:
+			if f.Type == "TIMESTAMP" {
+				return x.UnixMicro(), nil
+			}
+		}
+	}
+	return bqemu.StoredValue(f, fromDuck(v))
 }
 
 // fromDuck turns DuckDB's Go values into the ones StoredValue takes.
