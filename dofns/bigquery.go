@@ -38,6 +38,12 @@ const (
 	// reading_id as insertId so BigQuery drops retried duplicates (best
 	// effort).
 	WriteInsertAll = "insert_all"
+	// WriteUpsert is WriteStorageWrite with BigQuery's change data
+	// capture: each row carries _CHANGE_TYPE=UPSERT and its
+	// _CHANGE_SEQUENCE_NUMBER (BQRow.Seq), so it replaces the row with its
+	// primary key unless that one is newer. The table needs the spec's
+	// primary key.
+	WriteUpsert = "upsert"
 )
 
 // Defaults of BigQueryWriteFn's settings.
@@ -80,7 +86,8 @@ type BigQueryWriteFn struct {
 	// Sink names the sink in dead letters and the ledger:
 	// schemas.SinkBigQuery (default) or schemas.SinkBigQueryRollups.
 	Sink string
-	// WriteMethod is WriteStorageWrite (default) or WriteInsertAll.
+	// WriteMethod is WriteStorageWrite (default), WriteUpsert or
+	// WriteInsertAll.
 	WriteMethod string
 	// Schema gives the table's columns; BQRow.Values follow them.
 	Schema *schemas.BigQuerySpec
@@ -165,6 +172,11 @@ func (f *BigQueryWriteFn) Setup(ctx context.Context) error {
 	f.ref = fmt.Sprintf("%s:%s.%s", f.Project, f.Dataset, f.Table)
 	f.idCol = insertIDColumn(f.Schema)
 	switch f.WriteMethod {
+	case WriteUpsert:
+		if len(f.Schema.PrimaryKey) == 0 {
+			return fmt.Errorf("bigquery write to %s: the %s method needs a primary key: add primary_key to the spec's bigquery section, or use %s", f.ref, WriteUpsert, WriteStorageWrite)
+		}
+		fallthrough
 	case WriteStorageWrite:
 		// The client and stream retain their context for background
 		// connection management; the bundle's must not cancel them.
@@ -183,7 +195,7 @@ func (f *BigQueryWriteFn) Setup(ctx context.Context) error {
 		f.inserter.SkipInvalidRows = true
 		return nil
 	}
-	return fmt.Errorf("bigquery write: unknown write method %q: use %s or %s", f.WriteMethod, WriteStorageWrite, WriteInsertAll)
+	return fmt.Errorf("bigquery write: unknown write method %q: use %s, %s or %s", f.WriteMethod, WriteUpsert, WriteStorageWrite, WriteInsertAll)
 }
 
 // openStream opens a managed stream on the table's default stream. It first
@@ -196,10 +208,14 @@ func (f *BigQueryWriteFn) openStream(ctx context.Context) error {
 	if _, err := f.mw.GetWriteStream(cctx, &storagepb.GetWriteStreamRequest{Name: parent + "/streams/_default"}); err != nil {
 		return fmt.Errorf("bigquery table %s via %s: %w", f.ref, bqadmin.WriterEndpoint(), err)
 	}
+	desc := f.enc.Descriptor()
+	if f.WriteMethod == WriteUpsert {
+		desc = f.enc.ChangeDescriptor()
+	}
 	ms, err := f.mw.NewManagedStream(context.Background(),
 		managedwriter.WithDestinationTable(parent),
 		managedwriter.WithType(managedwriter.DefaultStream),
-		managedwriter.WithSchemaDescriptor(proto.CloneOf(f.enc.Descriptor())),
+		managedwriter.WithSchemaDescriptor(proto.CloneOf(desc)),
 		managedwriter.EnableWriteRetries(true),
 	)
 	if err != nil {
@@ -253,6 +269,9 @@ func (f *BigQueryWriteFn) ProcessElement(ctx context.Context, row schemas.BQRow,
 	if err != nil {
 		f.reject(ctx, row.Origin, err, dead)
 		return nil
+	}
+	if f.WriteMethod == WriteUpsert {
+		f.scratch = f.enc.AppendChange(f.scratch, schemas.ChangeUpsert, row.Seq)
 	}
 	size := len(f.scratch) + 1 + protowire.SizeVarint(uint64(len(f.scratch)))
 	if f.WriteMethod == WriteInsertAll {

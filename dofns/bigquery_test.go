@@ -204,6 +204,8 @@ var writeCases = []writeCase{
 	{"storage_write in many small requests", BigQueryWriteFn{WriteMethod: WriteStorageWrite, MaxRequestBytes: 1500, MaxInflight: 2}},
 	{"insert_all", BigQueryWriteFn{WriteMethod: WriteInsertAll}},
 	{"insert_all in many small requests", BigQueryWriteFn{WriteMethod: WriteInsertAll, MaxInsertRows: 7}},
+	{"upsert", BigQueryWriteFn{WriteMethod: WriteUpsert}},
+	{"upsert in many small requests", BigQueryWriteFn{WriteMethod: WriteUpsert, MaxRequestBytes: 1500, MaxInflight: 2}},
 }
 
 // runWrite writes rows through the sink on prism, asserts the dead letters
@@ -286,6 +288,61 @@ func TestBigQueryWriteFnDeadLettersRejectedRowsAndLandsTheRest(t *testing.T) {
 			}
 			compareRows(t, readTable(t, c, bqDataset, table), wantRows(spec, good))
 		})
+	}
+}
+
+// TestBigQueryWriteFnUpsertKeepsTheNewestRow writes two versions of every
+// reading, in one run and then again in two runs in the wrong order: the
+// table keeps one row per reading, the version with the higher sequence
+// number.
+func TestBigQueryWriteFnUpsertKeepsTheNewestRow(t *testing.T) {
+	c, spec := startBigQuery(t, "readings")
+	base := time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Hour)
+	old := vitalsRows(t, spec, 50, base)
+	newer := vitalsRows(t, spec, 50, base)
+	for i := range newer {
+		newer[i].Values[2] = schemas.Value{Kind: schemas.KindFloat, Num: 200 + float64(i)} // heart_rate
+		newer[i].Seq = schemas.ChangeSeq{Micros: old[i].Seq.Micros, Pane: 1}               // a later firing, same microsecond
+	}
+	fn := BigQueryWriteFn{WriteMethod: WriteUpsert, MaxRequestBytes: 2000}
+	// Both versions in one run, interleaved, the newer first half the time.
+	var mixed []schemas.BQRow
+	for i := range old {
+		if i%2 == 0 {
+			mixed = append(mixed, newer[i], old[i])
+		} else {
+			mixed = append(mixed, old[i], newer[i])
+		}
+	}
+	res := runWrite(t, fn, spec, "readings", mixed, nil)
+	if got := sinkCounter(res, "readings", ledger.Written); got != int64(len(mixed)) {
+		t.Errorf("readings written = %d, want %d (each append lands)", got, len(mixed))
+	}
+	compareRows(t, readTable(t, c, bqDataset, "readings"), wantRows(spec, newer))
+	// A rerun of the older version changes nothing.
+	runWrite(t, fn, spec, "readings", old, nil)
+	compareRows(t, readTable(t, c, bqDataset, "readings"), wantRows(spec, newer))
+	md, err := c.Dataset(bqDataset).Table("readings").Metadata(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.NumRows != uint64(len(newer)) {
+		t.Errorf("tables.get numRows = %d, want %d", md.NumRows, len(newer))
+	}
+}
+
+func TestBigQueryWriteFnUpsertNeedsAPrimaryKey(t *testing.T) {
+	startBigQuery(t, "readings")
+	spec, err := schemas.LoadSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.BigQuery.PrimaryKey = nil
+	fn := NewBigQueryWriteFn(bqProject, bqDataset, "readings", WriteUpsert, spec.BigQuery)
+	err = fn.Setup(context.Background())
+	defer fn.Teardown()
+	if err == nil || !strings.Contains(err.Error(), "needs a primary key") {
+		t.Fatalf("Setup error = %v, want one saying the upsert method needs a primary key", err)
 	}
 }
 

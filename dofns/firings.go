@@ -100,7 +100,10 @@ type FinalState struct {
 //   - A later firing re-imputes the window again and rewrites only what
 //     changed: the readings it brings (and their duplicates), and those
 //     whose imputed values moved. BigQuery gets the new readings, and the
-//     changed ones again; reading_id lets a reader collapse the repeat.
+//     changed ones again, with a higher sequence number (the time the
+//     firing was built, then its pane index): the upsert write method
+//     replaces the reading's row, the others append and reading_id lets a
+//     reader collapse them.
 //   - Every firing writes the rollup cells to Bigtable (at the window's
 //     end); the on-time and later ones write the rollup row to BigQuery.
 //
@@ -239,10 +242,12 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 			counted = es.Dropped
 		}
 		var next FinalState
-		if err := guard(func() { next, out = f.hour.final(p, prev, fin, final, counted, f.BigQuery, time.Now().UnixMilli()) }); err != nil {
+		now := time.Now()
+		if err := guard(func() { next, out = f.hour.final(p, prev, fin, final, counted, f.BigQuery, now.UnixMilli()) }); err != nil {
 			f.hour.reject(ctx, p.Records, err, emitDead)
 			return nil
 		}
+		out.sequence(now.UnixMicro(), p.Index)
 		if err := f.Final.Write(sp, next); err != nil {
 			return fmt.Errorf("write final-firing state: %w", err)
 		}
@@ -398,6 +403,19 @@ func (h *hourBuilder) final(p PaneBatch, prev []schemas.Record, fin FinalState, 
 	}
 	out.rows, out.dead = h.rows(rewrite, rollup, true, rollupRows, func(i int) schemas.OriginKind { return kinds[i] })
 	return next, out
+}
+
+// sequence stamps the firing's BigQuery rows with their sequence number
+// (schemas.ChangeSeq): the microsecond the firing was built, then its pane
+// index, so that the rows of the firing built later win in BigQuery.
+func (out *firing) sequence(micros, pane int64) {
+	seq := schemas.ChangeSeq{Micros: micros, Pane: pane}
+	for i := range out.bq {
+		out.bq[i].Seq = seq
+	}
+	if out.rollup != nil {
+		out.rollup.Seq = seq
+	}
 }
 
 // Fingerprint hashes a prepared record's values: two firings that built the

@@ -19,6 +19,8 @@ import (
 	"cloud.google.com/go/bigquery"
 
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
+	// Queries (bq query, the Go client's) run on the emulator's SQL engine.
+	_ "github.com/sensorpipe/sensorpipe/internal/bqemu/sqlengine"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -402,7 +404,7 @@ func goldenCells(t *testing.T, path string) ([]string, int) {
 // in a DAY-partitioned table clustered by sensor_id.
 func TestBatchBothSinks(t *testing.T) {
 	host := emulators.StartBigtable(t)
-	for _, method := range []string{"storage_write", "insert_all"} {
+	for _, method := range []string{"upsert", "storage_write", "insert_all"} {
 		t.Run(method, func(t *testing.T) {
 			bq := bqemu.StartServerForTest(t)
 			env := []string{"BIGTABLE_EMULATOR_HOST=" + host,
@@ -503,5 +505,134 @@ func TestBatchBothSinks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// bqEnv points the launcher at both emulators.
+func bqEnv(btHost string, bq *bqemu.TestServer) []string {
+	return []string{"BIGTABLE_EMULATOR_HOST=" + btHost,
+		"BIGQUERY_EMULATOR_HOST=" + strings.TrimPrefix(bq.RESTEndpoint, "http://"),
+		"BIGQUERY_STORAGE_EMULATOR_HOST=" + bq.GRPCAddr}
+}
+
+// TestBatchRerunKeepsOneRowPerReading is the contract: the batch contract
+// command (default write method: upsert) run twice on the same input
+// leaves one row per distinct valid reading in vitals.readings, as
+// tabledata.list, a query through the Go client and the bq CLI all see,
+// and one rollup row per sensor and hour.
+func TestBatchRerunKeepsOneRowPerReading(t *testing.T) {
+	host := emulators.StartBigtable(t)
+	bq := bqemu.StartServerForTest(t)
+	in := writeInput(t)
+	for run := 1; run <= 2; run++ {
+		r := runLauncher(t, bqEnv(host, bq), "--source=files", "--input="+in+"/*", "--bigtable_project=p",
+			"--bigtable_instance=i", "--bigquery_dataset=vitals", "--dead_letter="+t.TempDir())
+		if r.code != 0 {
+			t.Fatalf("run %d: exit %d\n%s\n%s", run, r.code, r.stdout, r.stderr)
+		}
+	}
+	const distinct = 304 // 309 read, 4 dead letters, 1 duplicate
+	ctx := context.Background()
+	c, err := bigquery.NewClient(ctx, "p", bq.BigQueryOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	t.Run("tabledata.list", func(t *testing.T) {
+		rows, err := emulators.ReadBigQuery(ctx, c.Dataset("vitals").Table("readings"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := map[any]bool{}
+		for _, row := range rows {
+			ids[row["reading_id"]] = true
+		}
+		if len(rows) != distinct || len(ids) != distinct {
+			t.Errorf("%d rows, %d distinct reading_ids; want %d of each", len(rows), len(ids), distinct)
+		}
+		md, err := c.Dataset("vitals").Table("readings").Metadata(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.NumRows != distinct {
+			t.Errorf("tables.get numRows = %d, want %d", md.NumRows, distinct)
+		}
+		hourly, err := emulators.ReadBigQuery(ctx, c.Dataset("vitals").Table("readings_hourly"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hourly) != 3 {
+			t.Errorf("readings_hourly has %d rows, want 3 (p-1 and p-4 at 10h, p-2 at 11h)", len(hourly))
+		}
+	})
+	const count = "SELECT COUNT(*) AS n, COUNT(DISTINCT reading_id) AS d FROM vitals.readings"
+	t.Run("query", func(t *testing.T) {
+		it, err := c.Query(count).Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var row []bigquery.Value
+		if err := it.Next(&row); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(row) != fmt.Sprintf("[%d %d]", distinct, distinct) {
+			t.Errorf("%s = %v, want %d and %d", count, row, distinct, distinct)
+		}
+	})
+	t.Run("bq query", func(t *testing.T) {
+		out := emulators.RunBQ(t, emulators.BQCLI(t), bq.RESTEndpoint, "p", "query", "--use_legacy_sql=false", "--format=json", count)
+		if want := fmt.Sprintf(`[{"d":"%d","n":"%d"}]`, distinct, distinct); strings.TrimSpace(out) != want {
+			t.Errorf("bq query: %s, want %s", out, want)
+		}
+	})
+}
+
+// TestUpsertNeedsThePrimaryKey: a readings table made without the primary
+// key stops an upsert launch with one line naming the ALTER TABLE to run;
+// once it has run (here through the emulator), the launch succeeds.
+func TestUpsertNeedsThePrimaryKey(t *testing.T) {
+	host := emulators.StartBigtable(t)
+	bq := bqemu.StartServerForTest(t)
+	ctx := context.Background()
+	c, err := bigquery.NewClient(ctx, "p", bq.BigQueryOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	spec, err := schemas.LoadSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Dataset("vitals").Create(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	var schema bigquery.Schema
+	for _, col := range spec.BigQuery.Columns {
+		ft := bigquery.FieldType(col.Type)
+		switch col.Type {
+		case "FLOAT64":
+			ft = bigquery.FloatFieldType
+		case "BOOL":
+			ft = bigquery.BooleanFieldType
+		}
+		schema = append(schema, &bigquery.FieldSchema{Name: col.Name, Type: ft, Required: col.Mode == "REQUIRED"})
+	}
+	if err := c.Dataset("vitals").Table("readings").Create(ctx, &bigquery.TableMetadata{Schema: schema}); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--source=files", "--input=" + writeInput(t) + "/*", "--bigtable_project=p", "--bigtable_instance=i",
+		"--bigquery_dataset=vitals", "--dead_letter=" + t.TempDir()}
+	r := runLauncher(t, bqEnv(host, bq), args...)
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	const alter = "ALTER TABLE `p.vitals.readings` ADD PRIMARY KEY (reading_id) NOT ENFORCED"
+	if r.code != 1 || len(lines) != 1 || !strings.Contains(lines[0], alter) {
+		t.Fatalf("exit %d, stderr %q; want exit 1 and one line naming %q", r.code, r.stderr, alter)
+	}
+	if _, err := c.Query(alter).Read(ctx); err != nil {
+		t.Fatalf("%s: %v", alter, err)
+	}
+	r = runLauncher(t, bqEnv(host, bq), args...)
+	if r.code != 0 || !strings.Contains(r.stdout, "readings written:   304") {
+		t.Fatalf("after the ALTER TABLE: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -267,6 +267,9 @@ func TestFlexTemplateRegexes(t *testing.T) {
 		{"bigtable_target_latency", "fast", false},
 		{"bigtable_max_outstanding_mutations", "100000", true},
 		{"bigtable_max_outstanding_mutations", "-1", false},
+		{"bigquery_write_method", "upsert", true},
+		{"bigquery_write_method", "storage_write", true},
+		{"bigquery_write_method", "merge", false},
 	}
 	params := map[string]templateParameter{}
 	for _, p := range readMetadata(t).Parameters {

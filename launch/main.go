@@ -73,7 +73,7 @@ var (
 	bqProject      = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project when given; with BIGQUERY_EMULATOR_HOST set, local-project).")
 	bqDataset      = flag.String("bigquery_dataset", "", "BigQuery dataset; empty turns the BigQuery sink off.")
 	bqTable        = flag.String("bigquery_table", "", "BigQuery table (default: the spec's, readings for vitals).")
-	bqMethod       = flag.String("bigquery_write_method", "storage_write", "storage_write: Storage Write API default stream (at-least-once); insert_all: tabledata.insertAll with insertId = reading_id (best-effort dedup).")
+	bqMethod       = flag.String("bigquery_write_method", "upsert", "upsert: Storage Write API default stream with change data capture (_CHANGE_TYPE=UPSERT on the spec's primary key): one row per reading, the newest winning; storage_write: the same stream without CDC (at least once); insert_all: tabledata.insertAll with insertId = reading_id (best-effort dedup).")
 	printRows      = flag.Int("print_rows", 0, "After a local batch run, print this many rows of the first table.")
 	logLevel       = flag.String("log_level", "warn", "Runner and SDK log level: debug, info, warn or error.")
 	progressIval   = flag.Duration("progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
@@ -259,8 +259,14 @@ func config(ctx context.Context) (pipelines.Config, error) {
 		if bq.Table == "" {
 			bq.Table = spec.BigQuery.Table
 		}
-		if bq.WriteMethod != "storage_write" && bq.WriteMethod != "insert_all" {
-			return cfg, usagef("--bigquery_write_method=%q: use storage_write or insert_all", bq.WriteMethod)
+		switch bq.WriteMethod {
+		case dofns.WriteUpsert:
+			if len(spec.BigQuery.PrimaryKey) == 0 {
+				return cfg, usagef("--bigquery_write_method=upsert: spec %s has no bigquery primary_key; add one (e.g. primary_key: [reading_id]) or use --bigquery_write_method=storage_write", spec.Name)
+			}
+		case dofns.WriteStorageWrite, dofns.WriteInsertAll:
+		default:
+			return cfg, usagef("--bigquery_write_method=%q: use upsert, storage_write or insert_all", bq.WriteMethod)
 		}
 		cfg.BigQuery = bq
 	}

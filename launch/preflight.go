@@ -49,13 +49,22 @@ func preflight(ctx context.Context, cfg pipelines.Config) error {
 		}
 	}
 	if bq := cfg.BigQuery; bq != nil {
-		if err := bqadmin.EnsureTable(ctx, bq.Project, bq.Dataset, bq.Table, cfg.Spec.BigQuery, *createTables); err != nil {
-			return fmt.Errorf("--bigquery_dataset=%s: %w", bq.Dataset, err)
-		}
+		tables := []*schemas.BigQuerySpec{cfg.Spec.BigQuery}
+		names := []string{bq.Table}
 		if roller, _ := schemas.NewRoller(cfg.Spec); roller != nil {
-			rt := roller.BigQuery()
-			if err := bqadmin.EnsureTable(ctx, bq.Project, bq.Dataset, rt.Table, rt, *createTables); err != nil {
+			tables = append(tables, roller.BigQuery())
+			names = append(names, roller.BigQuery().Table)
+		}
+		for i, t := range tables {
+			if err := bqadmin.EnsureTable(ctx, bq.Project, bq.Dataset, names[i], t, *createTables); err != nil {
 				return fmt.Errorf("--bigquery_dataset=%s: %w", bq.Dataset, err)
+			}
+			// Upserts replace rows by the table's primary key: a table
+			// made without it must get it first.
+			if bq.WriteMethod == dofns.WriteUpsert {
+				if err := bqadmin.EnsurePrimaryKey(ctx, bq.Project, bq.Dataset, names[i], t); err != nil {
+					return fmt.Errorf("--bigquery_dataset=%s: %w", bq.Dataset, err)
+				}
 			}
 		}
 	}

@@ -166,6 +166,13 @@ func streamArgs(sub, table, dl string, extra ...string) []string {
 // newest ingested_at winning, into reading_id -> the other values.
 func bqReadings(t *testing.T, bq *bqemu.TestServer, dataset string) map[string]string {
 	t.Helper()
+	m, _ := bqReadingRows(t, bq, dataset)
+	return m
+}
+
+// bqReadingRows is bqReadings and the number of rows it collapsed.
+func bqReadingRows(t *testing.T, bq *bqemu.TestServer, dataset string) (map[string]string, int) {
+	t.Helper()
 	ctx := context.Background()
 	c, err := bigquery.NewClient(ctx, "p", bq.BigQueryOptions()...)
 	if err != nil {
@@ -178,7 +185,7 @@ func bqReadings(t *testing.T, bq *bqemu.TestServer, dataset string) map[string]s
 	}
 	rows, err := emulators.ReadBigQuery(ctx, c.Dataset(dataset).Table("readings"))
 	if err != nil {
-		return nil // not created or not written yet
+		return nil, 0 // not created or not written yet
 	}
 	latest := map[string]seen{}
 	for _, row := range rows {
@@ -194,7 +201,7 @@ func bqReadings(t *testing.T, bq *bqemu.TestServer, dataset string) map[string]s
 	for id, s := range latest {
 		out[id] = s.vals
 	}
-	return out
+	return out, len(rows)
 }
 
 // reasons counts the dead letters under dir by reason.
@@ -297,6 +304,31 @@ func TestStreamEndToEnd(t *testing.T) {
 			got := reasons(t, dl)
 			w := map[string]int{"malformed": 1, "invalid_field": 1, "out_of_range": 1, "too_late": 1}
 			return fmt.Sprint(got) == fmt.Sprint(w), fmt.Sprintf("dead letters by reason %v; want %v", got, w)
+		})
+
+		// A late reading that moves an imputed value: p-1's first reading
+		// (no heart rate) took 70, the nearest later observed value; one at
+		// +1m with 90 is nearer. The late firing sends the changed reading
+		// again, and the upsert leaves one row per reading, with the final
+		// values: the batch's over every reading, late one included.
+		late := msg(line("p-1", ms(time.Minute), 90), ms(time.Minute))
+		f.publish(t, late)
+		if err := os.WriteFile(filepath.Join(in, "a.jsonl"), []byte(strings.Join(append(lines, late.payload), "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r = runLauncher(t, env, "--source=files", "--input="+in+"/*", "--bigtable_project=p", "--bigtable_instance=i",
+			"--bigtable_table=batch_vitals", "--bigquery_dataset=batch_late", "--dead_letter="+t.TempDir())
+		if r.code != 0 {
+			t.Fatalf("batch with the late reading: exit %d\n%s", r.code, r.stderr)
+		}
+		wantLate := bqReadings(t, bq, "batch_late")
+		if len(wantLate) != 25 || fmt.Sprint(wantLate) == fmt.Sprint(wantBQ) {
+			t.Fatalf("the batch with the late reading wrote %d readings (want 25), changed: %v", len(wantLate), fmt.Sprint(wantLate) != fmt.Sprint(wantBQ))
+		}
+		eventually(t, 60*time.Second, job, func() (bool, string) {
+			got, rows := bqReadingRows(t, bq, "stream")
+			return rows == len(got) && fmt.Sprint(got) == fmt.Sprint(wantLate),
+				fmt.Sprintf("one stream BigQuery row per reading (%d rows, %d readings), equal to the batch's with the late reading\n got: %v\nwant: %v", rows, len(got), got, wantLate)
 		})
 
 		// A reading of now lands while its hour is still open: on arrival or

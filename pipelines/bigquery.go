@@ -9,7 +9,7 @@ import (
 )
 
 // WriteBigQuery writes BQRows to cfg's table with cfg's write method
-// (storage_write, the default, or insert_all) and returns the dead letters
+// (upsert, storage_write, the default, or insert_all) and returns the dead letters
 // of the rows BigQuery rejected, as PCollection<schemas.DeadLetter> in the
 // global window. Each DoFn instance writes on its own: there is no
 // grouping onto a fixed key.

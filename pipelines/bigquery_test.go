@@ -29,7 +29,7 @@ func bqDeadText(d schemas.DeadLetter) string { return d.Reason + ": " + d.Error 
 // the configured table and write method receive every row, and nothing is
 // dead-lettered.
 func TestWriteBigQueryAppliesTheConfiguredSink(t *testing.T) {
-	for _, method := range []string{"storage_write", "insert_all"} {
+	for _, method := range []string{"upsert", "storage_write", "insert_all"} {
 		t.Run(method, func(t *testing.T) {
 			ts := bqemu.StartServerForTest(t)
 			t.Setenv(bqadmin.EmulatorHostEnv, strings.TrimPrefix(ts.RESTEndpoint, "http://"))

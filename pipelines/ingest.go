@@ -62,7 +62,7 @@ type BigQueryConfig struct {
 	Project     string
 	Dataset     string
 	Table       string
-	WriteMethod string // storage_write (default) or insert_all
+	WriteMethod string // upsert, storage_write (the DoFn's default) or insert_all; see dofns.WriteUpsert
 	// Retry is the sink's retry policy (Ingest sets Config.Retry).
 	Retry dofns.RetrySettings
 	// MaxRequestBytes caps one request (0: the sink's default, 9 MB).

@@ -3,10 +3,12 @@ package pipelines
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/bigquery"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
@@ -14,6 +16,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
 
+	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
+	"github.com/sensorpipe/sensorpipe/internal/bqemu"
 	"github.com/sensorpipe/sensorpipe/internal/btadmin"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -73,6 +77,28 @@ func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 		if err := btadmin.EnsureTables(context.Background(), "p", instance, spec, true, time.Minute); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// BigQuery, written with upserts: the stream's readings and rollups land
+	// in dataset stream, the batch's in dataset batch.
+	bq := bqemu.StartServerForTest(t)
+	t.Setenv(bqadmin.EmulatorHostEnv, strings.TrimPrefix(bq.RESTEndpoint, "http://"))
+	t.Setenv(bqadmin.StorageEmulatorHostEnv, bq.GRPCAddr)
+	roller, err := schemas.NewRoller(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ds := range []string{"stream", "batch"} {
+		for _, tbl := range []*schemas.BigQuerySpec{spec.BigQuery, roller.BigQuery()} {
+			if err := bqadmin.EnsureTable(context.Background(), "p", ds, tbl.Table, tbl, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	upserts := func(ds string) (readings, rollups BigQueryConfig) {
+		readings = BigQueryConfig{Project: "p", Dataset: ds, Table: spec.BigQuery.Table, WriteMethod: "upsert"}
+		rollups = readings
+		rollups.Table = roller.BigQuery().Table
+		return readings, rollups
 	}
 	h := streamHour()
 	a := vitalsLine("s", fmt.Sprint(at(h, 0)), "null")                          // +0m, heart rate missing
@@ -134,11 +160,67 @@ func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	_, _, missing := passert.Diff(s, rollups, beam.Create(s, "late s count=5 hr_mean=70 imputed=2"))
 	passert.Empty(s, missing)
 
+	// Upserts into BigQuery: whatever order the firings and their appends
+	// come in, the table ends with one row per reading, the batch's.
+	streamReadings, streamRollups := upserts("stream")
+	batchReadings, batchRollups := upserts("batch")
+	for _, dead := range []beam.PCollection{
+		WriteBigQuery(s.Scope("stream"), streamReadings, schemas.SinkBigQuery, spec.BigQuery, built.BQRows),
+		WriteBigQuery(s.Scope("stream.rollups"), streamRollups, schemas.SinkBigQueryRollups, roller.BigQuery(), built.Rollups),
+		WriteBigQuery(s.Scope("batch"), batchReadings, schemas.SinkBigQuery, spec.BigQuery, batch.BQRows),
+		WriteBigQuery(s.Scope("batch.rollups"), batchRollups, schemas.SinkBigQueryRollups, roller.BigQuery(), batch.Rollups),
+	} {
+		passert.Empty(s, global(beam.ParDo(s, bqDeadText, dead)))
+	}
+
 	ptest.RunAndValidate(t, p)
+
+	for _, tbl := range []string{spec.BigQuery.Table, roller.BigQuery().Table} {
+		got, want := bqTable(t, bq, "stream", tbl), bqTable(t, bq, "batch", tbl)
+		if len(want) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("BigQuery %s: the stream's upserts differ from the batch's rows\n got:\n%s\nwant:\n%s", tbl, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
 
 	got := emulators.DumpBigtable(t, host, "p", "stream", "patient_vitals")
 	want := emulators.DumpBigtable(t, host, "p", "batch", "patient_vitals")
 	if len(want) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("stream rows differ from the batch rows\n got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// bqTable reads a table of the BigQuery emulator as sorted lines of its
+// values, leaving out when rows were built (ingested_at, fired_at) and
+// which firing built them (pane_timing, pane_index), which the stream and
+// the batch need not share.
+func bqTable(t *testing.T, bq *bqemu.TestServer, dataset, table string) []string {
+	t.Helper()
+	ctx := context.Background()
+	c, err := bigquery.NewClient(ctx, "p", bq.BigQueryOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rows, err := emulators.ReadBigQuery(ctx, c.Dataset(dataset).Table(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, row := range rows {
+		var cols []string
+		for k, v := range row {
+			switch k {
+			case "ingested_at", "fired_at", "pane_timing", "pane_index":
+				continue
+			}
+			if ts, ok := v.(time.Time); ok {
+				v = ts.UTC().Format(time.RFC3339Nano)
+			}
+			cols = append(cols, fmt.Sprintf("%s=%v", k, v))
+		}
+		sort.Strings(cols)
+		out = append(out, strings.Join(cols, " "))
+	}
+	sort.Strings(out)
+	return out
 }

@@ -30,6 +30,9 @@ var ErrBQValue = errors.New("value does not fit the bigquery column")
 type BQEncoder struct {
 	cols []bqCol
 	desc *descriptorpb.DescriptorProto
+	// cdc is desc with the change data capture pseudo-columns.
+	cdc             *descriptorpb.DescriptorProto
+	typeTag, seqTag uint64
 }
 
 // bqCol is one column's compiled encoding.
@@ -88,7 +91,86 @@ func NewBQEncoder(bq *BigQuerySpec) (*BQEncoder, error) {
 		})
 		e.cols[i] = bqCol{name: c.Name, typ: c.Type, tag: protowire.EncodeTag(num, wire)}
 	}
+	// The pseudo-columns follow the columns: field numbers len+1, len+2.
+	e.cdc = proto.CloneOf(e.desc)
+	typeNum, seqNum := protowire.Number(len(bq.Columns)+1), protowire.Number(len(bq.Columns)+2)
+	for _, f := range []struct {
+		name string
+		num  protowire.Number
+	}{{ChangeTypeColumn, typeNum}, {ChangeSequenceColumn, seqNum}} {
+		e.cdc.Field = append(e.cdc.Field, &descriptorpb.FieldDescriptorProto{
+			Name:   proto.String(f.name),
+			Number: proto.Int32(int32(f.num)),
+			Label:  descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(),
+			Type:   descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(),
+		})
+	}
+	e.typeTag = protowire.EncodeTag(typeNum, protowire.BytesType)
+	e.seqTag = protowire.EncodeTag(seqNum, protowire.BytesType)
 	return e, nil
+}
+
+// BigQuery's change data capture pseudo-columns and change types
+// (https://cloud.google.com/bigquery/docs/change-data-capture).
+const (
+	ChangeTypeColumn     = "_CHANGE_TYPE"
+	ChangeSequenceColumn = "_CHANGE_SEQUENCE_NUMBER"
+	ChangeUpsert         = "UPSERT"
+	ChangeDelete         = "DELETE"
+)
+
+// ChangeSeq is a row's _CHANGE_SEQUENCE_NUMBER: the wall-clock
+// microsecond its firing (or its batch) built it, then the firing's pane
+// index. Between two changes of one primary key BigQuery applies the one
+// with the higher sequence number, comparing section by section. A
+// window's firings are built one after another, each taking more than a
+// microsecond, so the firing built later (the one that saw every reading
+// before it) has the larger first section, whatever order its appends
+// arrive in, and even when the runner delivered its pane before an earlier
+// one; the pane index only breaks a tie. A restarted launcher's rows beat
+// the killed one's, being later by the clock. (A key's firings move
+// between workers only when the runner rebalances; a worker clock behind
+// the previous one's by more than the time between two firings of one
+// window would let the older row win.)
+type ChangeSeq struct {
+	Micros int64
+	Pane   int64
+}
+
+// String renders the sequence number as BigQuery takes it: hexadecimal
+// sections separated by '/', e.g. "18F2EBB6480/1".
+func (c ChangeSeq) String() string {
+	return string(c.append(nil))
+}
+
+func (c ChangeSeq) append(dst []byte) []byte {
+	start := len(dst)
+	dst = strconv.AppendUint(dst, uint64(max(c.Micros, 0)), 16)
+	dst = append(dst, '/')
+	dst = strconv.AppendUint(dst, uint64(max(c.Pane, 0)), 16)
+	for i := start; i < len(dst); i++ {
+		if 'a' <= dst[i] && dst[i] <= 'f' {
+			dst[i] -= 'a' - 'A'
+		}
+	}
+	return dst
+}
+
+// ChangeDescriptor is Descriptor with the pseudo-columns _CHANGE_TYPE and
+// _CHANGE_SEQUENCE_NUMBER after the columns: the writer schema of a change
+// data capture (upsert) stream. The caller must not modify it.
+func (e *BQEncoder) ChangeDescriptor() *descriptorpb.DescriptorProto { return e.cdc }
+
+// AppendChange appends the pseudo-columns of a row of ChangeDescriptor's
+// message (change type typ, sequence number seq) to dst, an encoded row.
+func (e *BQEncoder) AppendChange(dst []byte, typ string, seq ChangeSeq) []byte {
+	dst = protowire.AppendVarint(dst, e.typeTag)
+	dst = protowire.AppendString(dst, typ)
+	dst = protowire.AppendVarint(dst, e.seqTag)
+	var buf [40]byte
+	s := seq.append(buf[:0])
+	dst = protowire.AppendVarint(dst, uint64(len(s)))
+	return append(dst, s...)
 }
 
 // protoIdent reports whether s is a valid protobuf field name, which every

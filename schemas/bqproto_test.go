@@ -285,3 +285,55 @@ func BenchmarkBQRowBuildAndEncode(b *testing.B) {
 		}
 	}
 }
+
+func TestChangeSeqOrdersFirings(t *testing.T) {
+	for _, tc := range []struct {
+		seq  ChangeSeq
+		want string
+	}{
+		{ChangeSeq{Micros: 1714475984000, Pane: 0}, "18F2EBB6480/0"},
+		{ChangeSeq{Micros: 1714475984000, Pane: 11}, "18F2EBB6480/B"},
+		{ChangeSeq{Micros: 0, Pane: 0}, "0/0"},
+		{ChangeSeq{Micros: -5, Pane: -1}, "0/0"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			if got := tc.seq.String(); got != tc.want {
+				t.Errorf("%+v.String() = %q, want %q", tc.seq, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBQEncoderAppendChange(t *testing.T) {
+	spec, enc := vitalsBQ(t)
+	dp := enc.ChangeDescriptor()
+	n := len(spec.BigQuery.Columns)
+	if len(dp.Field) != n+2 || dp.Field[n].GetName() != ChangeTypeColumn || dp.Field[n+1].GetName() != ChangeSequenceColumn ||
+		dp.Field[n].GetNumber() != int32(n+1) || dp.Field[n+1].GetType() != descriptorpb.FieldDescriptorProto_TYPE_STRING {
+		t.Fatalf("change descriptor fields = %v", dp.Field)
+	}
+	if len(enc.Descriptor().Field) != n {
+		t.Fatalf("ChangeDescriptor changed Descriptor: %d fields", len(enc.Descriptor().Field))
+	}
+	vals := make([]Value, n)
+	vals[0] = Value{Kind: KindString, Str: "s1"}
+	b, err := enc.Append(nil, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = enc.AppendChange(b, ChangeUpsert, ChangeSeq{Micros: 1714475984000, Pane: 2})
+	msg := messageType(t, dp).New()
+	if err := (proto.UnmarshalOptions{AllowPartial: true}).Unmarshal(b, msg.Interface()); err != nil {
+		t.Fatal(err)
+	}
+	fields := msg.Descriptor().Fields()
+	if got := msg.Get(fields.ByName(ChangeTypeColumn)).String(); got != "UPSERT" {
+		t.Errorf("_CHANGE_TYPE = %q", got)
+	}
+	if got := msg.Get(fields.ByName(ChangeSequenceColumn)).String(); got != "18F2EBB6480/2" {
+		t.Errorf("_CHANGE_SEQUENCE_NUMBER = %q", got)
+	}
+	if got := msg.Get(fields.ByName("sensor_id")).String(); got != "s1" {
+		t.Errorf("sensor_id = %q", got)
+	}
+}

@@ -74,9 +74,12 @@ type RowMutation struct {
 }
 
 // BQRow is one BigQuery row: Values follow the spec's BigQuery columns.
+// Seq orders the rows written for one primary key: with the upsert write
+// method it is the row's _CHANGE_SEQUENCE_NUMBER, and the highest wins.
 type BQRow struct {
 	Values []Value
 	Origin Origin
+	Seq    ChangeSeq
 }
 
 // Builder turns prepared groups into Bigtable mutations and BigQuery rows.
@@ -381,5 +384,5 @@ func (b *Builder) BQRow(r *Record, ingestedMs int64) BQRow {
 	for i, c := range b.bqCols {
 		vals[i] = b.value(c, r, ingestedMs)
 	}
-	return BQRow{Values: vals, Origin: Origin{Raw: r.Raw, Source: r.Source}}
+	return BQRow{Values: vals, Origin: Origin{Raw: r.Raw, Source: r.Source}, Seq: ChangeSeq{Micros: ingestedMs * 1000}}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestVitalsRowKey(t *testing.T) {
@@ -158,6 +159,11 @@ func TestSpecErrorsNameFieldAndFix(t *testing.T) {
 		{"bad type", "type: float, required: true, min: 25", "type: floaty, required: true, min: 25", `fields[3].type`},
 		{"typo in key", "key_delimiter:", "key_delimeter:", `field key_delimeter not found`},
 		{"bad partition field", "field: event_timestamp}", "field: sensor_id}", `bigquery.time_partitioning.field`},
+		{"primary key not a column", "primary_key: [reading_id]", "primary_key: [readingid]", `bigquery.primary_key[0]: "readingid" is not a column of the table; name one of bigquery.columns`},
+		{"primary key column listed twice", "primary_key: [reading_id]", "primary_key: [reading_id, reading_id]", `bigquery.primary_key[1]: "reading_id" is listed twice`},
+		{"nullable primary key column", "primary_key: [reading_id]", "primary_key: [heart_rate]", `bigquery.primary_key[0]: column "heart_rate" is NULLABLE; make it mode: REQUIRED`},
+		{"bad max_staleness", "max_staleness: 15m", "max_staleness: soon", `bigquery.max_staleness: "soon" is not a duration such as 15m`},
+		{"max_staleness without a key", "primary_key: [reading_id]", "", `bigquery.max_staleness: "15m" is set but the table has no primary_key`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,6 +177,42 @@ func TestSpecErrorsNameFieldAndFix(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "vitals.yaml") {
 				t.Fatalf("ParseSpec error = %v; want one naming vitals.yaml and %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestBigQueryKeyAndStaleness(t *testing.T) {
+	for _, tc := range []struct {
+		name, edit string
+		key        string
+		staleness  time.Duration
+	}{
+		{"vitals as shipped", "", "[reading_id]", 15 * time.Minute},
+		{"max_staleness defaults with a key", "  max_staleness: 15m\n", "[reading_id]", DefaultMaxStaleness},
+		{"no key, no staleness", "  primary_key: [reading_id]\n  max_staleness: 15m\n", "[]", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base, err := builtinSpecs.ReadFile("specs/vitals.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := string(base)
+			if tc.edit != "" {
+				data = strings.Replace(data, tc.edit, "", 1)
+				if data == string(base) {
+					t.Fatalf("edit %q not applied", tc.edit)
+				}
+			}
+			s, err := ParseSpec("vitals.yaml", []byte(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(s.BigQuery.PrimaryKey); got != tc.key {
+				t.Errorf("primary key = %s, want %s", got, tc.key)
+			}
+			if got := s.BigQuery.Staleness(); got != tc.staleness {
+				t.Errorf("staleness = %v, want %v", got, tc.staleness)
 			}
 		})
 	}

@@ -306,8 +306,10 @@ func (r *Roller) Origin(ru *Rollup) Origin {
 
 // BigQuery describes the rollup table: the identity fields, the window
 // bounds, the aggregates and the firing (pane timing and index, and when it
-// fired). It is DAY-partitioned on window_start and clustered by the
-// identity fields.
+// fired). It is DAY-partitioned on window_start, clustered by the identity
+// fields, and keyed on the identity fields and window_start: with the
+// upsert write method each firing replaces the window's row, so the table
+// holds one row per identity and window, the latest firing's.
 func (r *Roller) BigQuery() *BigQuerySpec { return r.bq }
 
 func (r *Roller) bigQuerySpec() *BigQuerySpec {
@@ -324,6 +326,11 @@ func (r *Roller) bigQuerySpec() *BigQuerySpec {
 		Table:            table,
 		TimePartitioning: &PartitionSpec{Type: "DAY", Field: RollupWindowStart},
 		Clustering:       append([]string(nil), s.Identity...),
+		PrimaryKey:       append(append([]string(nil), s.Identity...), RollupWindowStart),
+		MaxStaleness:     DefaultMaxStaleness.String(),
+	}
+	if s.BigQuery != nil && len(s.BigQuery.PrimaryKey) > 0 {
+		bq.MaxStaleness = s.BigQuery.MaxStaleness
 	}
 	add := func(name, typ, mode string) {
 		bq.Columns = append(bq.Columns, BQColumnSpec{Name: name, Type: typ, Mode: mode, Value: name})
@@ -388,7 +395,7 @@ func (r *Roller) BQRow(ru *Rollup, pane Pane, firedMs int64) BQRow {
 		vals = append(vals, nv.v)
 	}
 	vals = append(vals, Value{Kind: KindString, Str: pane.Timing}, Value{Kind: KindInt, Int: pane.Index}, Value{Kind: KindTime, Int: firedMs})
-	return BQRow{Values: vals, Origin: r.Origin(ru)}
+	return BQRow{Values: vals, Origin: r.Origin(ru), Seq: ChangeSeq{Micros: firedMs * 1000, Pane: pane.Index}}
 }
 
 // describe names a rollup for dead letters: identity and window.

@@ -203,6 +203,9 @@ func TestRollupBigQuery(t *testing.T) {
 	if fmt.Sprint(bq.Clustering) != "[sensor_id]" {
 		t.Errorf("clustering %v; want [sensor_id]", bq.Clustering)
 	}
+	if fmt.Sprint(bq.PrimaryKey) != "[sensor_id window_start]" || bq.Staleness() != DefaultMaxStaleness {
+		t.Errorf("primary key %v, max_staleness %v; want [sensor_id window_start] and the default", bq.PrimaryKey, bq.Staleness())
+	}
 	var cols []string
 	for _, c := range bq.Columns {
 		cols = append(cols, c.Name+":"+c.Type)
@@ -229,6 +232,9 @@ func TestRollupBigQuery(t *testing.T) {
 	want := "s1,1772359200000,1772362800000,1,60,60,60,36.5,36.5,36.5,80,0,0,late,3,1772370000000"
 	if g := strings.Join(vals, ","); g != want {
 		t.Fatalf("row:\n got %s\nwant %s", g, want)
+	}
+	if row.Seq != (ChangeSeq{Micros: 1772370000000000, Pane: 3}) {
+		t.Errorf("sequence %+v; want the firing's time and pane index", row.Seq)
 	}
 	if !strings.Contains(row.Origin.Raw, "s1") || !strings.Contains(row.Origin.Raw, "2026-03-01T10:00:00Z") {
 		t.Errorf("origin %q does not name the sensor and window", row.Origin.Raw)

@@ -132,7 +132,39 @@ type BigQuerySpec struct {
 	Table            string         `yaml:"table"`
 	TimePartitioning *PartitionSpec `yaml:"time_partitioning,omitempty"`
 	Clustering       []string       `yaml:"clustering,omitempty"`
-	Columns          []BQColumnSpec `yaml:"columns"`
+	// PrimaryKey names the columns that identify a row: the table's
+	// PRIMARY KEY (…) NOT ENFORCED, which BigQuery's change data capture
+	// needs. With --bigquery_write_method=upsert each row replaces the one
+	// with its key. Its columns must be REQUIRED.
+	PrimaryKey []string `yaml:"primary_key,omitempty"`
+	// MaxStaleness is the table's max_staleness (a Go duration): how old
+	// the CDC-applied data a query reads may be. It is set with a primary
+	// key and defaults to DefaultMaxStaleness.
+	MaxStaleness string         `yaml:"max_staleness,omitempty"`
+	Columns      []BQColumnSpec `yaml:"columns"`
+}
+
+// DefaultMaxStaleness is a keyed table's max_staleness when the spec sets
+// none. BigQuery's CDC guide recommends the larger of the staleness a
+// reader tolerates and twice the time a background apply job takes plus a
+// buffer (it adds 7 minutes for the conversion of the streaming buffer):
+// 15 minutes covers applies of a few minutes. Without max_staleness every
+// query merges the pending changes at run time, reading the whole table
+// whatever its partition filter.
+const DefaultMaxStaleness = 15 * time.Minute
+
+// MaxPrimaryKeyColumns is BigQuery's limit on a primary key's columns.
+const MaxPrimaryKeyColumns = 16
+
+// Staleness is the table's max_staleness: 0 without a primary key.
+func (b *BigQuerySpec) Staleness() time.Duration {
+	if len(b.PrimaryKey) == 0 {
+		return 0
+	}
+	if d, err := time.ParseDuration(b.MaxStaleness); err == nil {
+		return d
+	}
+	return DefaultMaxStaleness
 }
 
 // PartitionSpec is BigQuery time partitioning.
@@ -388,6 +420,9 @@ func (s *Spec) validate() error {
 				return s.errf("bigquery.clustering", "%q is not a column of the table", c)
 			}
 		}
+		if err := s.validateKey(bq); err != nil {
+			return err
+		}
 	}
 	names := map[string]bool{}
 	for qi := range s.Queries {
@@ -399,6 +434,47 @@ func (s *Spec) validate() error {
 			return s.errf(fmt.Sprintf("queries[%d].name", qi), "%q is declared twice; give each query its own name", q.Name)
 		}
 		names[q.Name] = true
+	}
+	return nil
+}
+
+// validateKey checks the BigQuery table's primary key and max_staleness,
+// and fills the default max_staleness.
+func (s *Spec) validateKey(bq *BigQuerySpec) error {
+	if len(bq.PrimaryKey) == 0 {
+		if bq.MaxStaleness != "" {
+			return s.errf("bigquery.max_staleness", "%q is set but the table has no primary_key; max_staleness applies to CDC tables: add primary_key (e.g. [reading_id]) or remove max_staleness", bq.MaxStaleness)
+		}
+		return nil
+	}
+	if len(bq.PrimaryKey) > MaxPrimaryKeyColumns {
+		return s.errf("bigquery.primary_key", "%d columns; BigQuery allows at most %d", len(bq.PrimaryKey), MaxPrimaryKeyColumns)
+	}
+	seen := map[string]bool{}
+	for i, k := range bq.PrimaryKey {
+		where := fmt.Sprintf("bigquery.primary_key[%d]", i)
+		var col *BQColumnSpec
+		for ci := range bq.Columns {
+			if bq.Columns[ci].Name == k {
+				col = &bq.Columns[ci]
+			}
+		}
+		switch {
+		case col == nil:
+			return s.errf(where, "%q is not a column of the table; name one of bigquery.columns (e.g. reading_id)", k)
+		case seen[k]:
+			return s.errf(where, "%q is listed twice; list each key column once", k)
+		case col.Mode != "REQUIRED":
+			return s.errf(where, "column %q is NULLABLE; make it mode: REQUIRED (a NULL cannot identify a row)", k)
+		}
+		seen[k] = true
+	}
+	if bq.MaxStaleness == "" {
+		bq.MaxStaleness = DefaultMaxStaleness.String()
+		return nil
+	}
+	if d, err := time.ParseDuration(bq.MaxStaleness); err != nil || d < 0 {
+		return s.errf("bigquery.max_staleness", "%q is not a duration such as 15m or 1h", bq.MaxStaleness)
 	}
 	return nil
 }

@@ -132,9 +132,14 @@ func Schema(bq *schemas.BigQuerySpec) bigquery.Schema {
 }
 
 // TableMetadata is the metadata a new table gets: the spec's schema, time
-// partitioning and clustering.
+// partitioning, clustering, and primary key (NOT ENFORCED) with its
+// max_staleness.
 func TableMetadata(bq *schemas.BigQuerySpec) *bigquery.TableMetadata {
 	md := &bigquery.TableMetadata{Schema: Schema(bq)}
+	if len(bq.PrimaryKey) > 0 {
+		md.TableConstraints = &bigquery.TableConstraints{PrimaryKey: &bigquery.PrimaryKey{Columns: append([]string(nil), bq.PrimaryKey...)}}
+		md.MaxStaleness = bigquery.IntervalValueFromDuration(bq.Staleness())
+	}
 	if p := bq.TimePartitioning; p != nil {
 		md.TimePartitioning = &bigquery.TimePartitioning{Type: bigquery.TimePartitioningType(p.Type), Field: p.Field}
 	}
@@ -282,6 +287,46 @@ func CheckSchema(ref string, have bigquery.Schema, bq *schemas.BigQuerySpec, add
 		return nil, fmt.Errorf("bigquery table %s cannot take the rows of the spec's table %s: %s", ref, bq.Table, strings.Join(problems, "; "))
 	}
 	return missing, nil
+}
+
+// EnsurePrimaryKey fails, with CheckPrimaryKey's error, when the table
+// does not have the primary key of spec's table, which the upsert write
+// method needs. It gives up after Timeout when BigQuery does not answer.
+func EnsurePrimaryKey(ctx context.Context, project, dataset, table string, bq *schemas.BigQuerySpec) error {
+	ref := fmt.Sprintf("%s:%s.%s", project, dataset, table)
+	c, err := bigquery.NewClient(ctx, project, ClientOptions()...)
+	if err != nil {
+		return fmt.Errorf("bigquery client for %s: %w", Endpoint(), err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	md, err := c.Dataset(dataset).Table(table).Metadata(ctx)
+	if err != nil {
+		return describe(ctx, "bigquery table "+ref, Timeout, err)
+	}
+	return CheckPrimaryKey(ref, md, bq)
+}
+
+// CheckPrimaryKey compares an existing table's primary key with spec's
+// table's. A table without one gets an error naming the ALTER TABLE that
+// adds it; a table with another key, one saying why it cannot be used.
+func CheckPrimaryKey(ref string, md *bigquery.TableMetadata, bq *schemas.BigQuerySpec) error {
+	want := strings.Join(bq.PrimaryKey, ", ")
+	if len(bq.PrimaryKey) == 0 {
+		return fmt.Errorf("bigquery table %s: the spec's table %s has no primary_key, which the upsert write method needs: add primary_key to the spec's bigquery section, or use --bigquery_write_method=storage_write", ref, bq.Table)
+	}
+	var have []string
+	if tc := md.TableConstraints; tc != nil && tc.PrimaryKey != nil {
+		have = tc.PrimaryKey.Columns
+	}
+	if len(have) == 0 {
+		return fmt.Errorf("bigquery table %s has no primary key, which --bigquery_write_method=upsert needs: run ALTER TABLE %s ADD PRIMARY KEY (%s) NOT ENFORCED, or write with --bigquery_write_method=storage_write", ref, sqlRef(ref), want)
+	}
+	if !strings.EqualFold(strings.Join(have, ", "), want) {
+		return fmt.Errorf("bigquery table %s has primary key (%s) but the spec's is (%s), so upserts would replace the wrong rows: write to a new table with --bigquery_table, or recreate this one", ref, strings.Join(have, ", "), want)
+	}
+	return nil
 }
 
 // sqlRef turns project:dataset.table into `project.dataset.table`.

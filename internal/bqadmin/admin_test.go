@@ -11,6 +11,7 @@ import (
 	"cloud.google.com/go/bigquery"
 
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
+	_ "github.com/sensorpipe/sensorpipe/internal/bqemu/sqlengine"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -71,6 +72,15 @@ func TestEnsureTableCreatesDatasetAndPartitionedClusteredTable(t *testing.T) {
 	}
 	if cl := md.Clustering; cl == nil || strings.Join(cl.Fields, ",") != "sensor_id" {
 		t.Errorf("clustering = %+v, want [sensor_id]", cl)
+	}
+	if tc := md.TableConstraints; tc == nil || tc.PrimaryKey == nil || strings.Join(tc.PrimaryKey.Columns, ",") != "reading_id" {
+		t.Errorf("tableConstraints = %+v, want PRIMARY KEY (reading_id)", tc)
+	}
+	if ms := md.MaxStaleness; ms == nil || ms.ToDuration() != 15*time.Minute {
+		t.Errorf("maxStaleness = %v, want 15m", ms)
+	}
+	if err := EnsurePrimaryKey(ctx, project, "sensors", "readings", spec.BigQuery); err != nil {
+		t.Errorf("EnsurePrimaryKey on the new table: %v", err)
 	}
 	want := []struct {
 		name     string
@@ -172,6 +182,9 @@ func TestEnsureTableExistingTables(t *testing.T) {
 			tbl := c.Dataset("sensors").Table("readings")
 			md := TableMetadata(spec.BigQuery)
 			md.Schema = tc.schema(spec)
+			if !hasColumn(md.Schema, "reading_id") {
+				md.TableConstraints = nil // the key cannot name a missing column
+			}
 			if err := tbl.Create(ctx, md); err != nil {
 				t.Fatal(err)
 			}
@@ -356,4 +369,57 @@ func TestOptionsFollowTheEnvironment(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestEnsurePrimaryKey(t *testing.T) {
+	ctx := context.Background()
+	c := useEmulator(t)
+	spec := vitals(t)
+	ds := c.Dataset("sensors")
+	if err := ds.Create(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A table made before the key: every column, no constraint.
+	if err := ds.Table("old").Create(ctx, &bigquery.TableMetadata{Schema: Schema(spec.BigQuery)}); err != nil {
+		t.Fatal(err)
+	}
+	other := TableMetadata(spec.BigQuery)
+	other.TableConstraints.PrimaryKey.Columns = []string{"sensor_id"}
+	if err := ds.Table("other").Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		table, want string
+	}{
+		{"old", "bigquery table test-project:sensors.old has no primary key, which --bigquery_write_method=upsert needs: run ALTER TABLE `test-project.sensors.old` ADD PRIMARY KEY (reading_id) NOT ENFORCED, or write with --bigquery_write_method=storage_write"},
+		{"other", "bigquery table test-project:sensors.other has primary key (sensor_id) but the spec's is (reading_id)"},
+	} {
+		t.Run(tc.table, func(t *testing.T) {
+			// EnsureTable itself accepts the table: the key matters to upsert only.
+			if err := EnsureTable(ctx, project, "sensors", tc.table, spec.BigQuery, true); err != nil {
+				t.Fatalf("EnsureTable: %v", err)
+			}
+			err := EnsurePrimaryKey(ctx, project, "sensors", tc.table, spec.BigQuery)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("EnsurePrimaryKey = %v, want one line containing %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("the ALTER TABLE it names fixes it", func(t *testing.T) {
+		if _, err := c.Query("ALTER TABLE `test-project.sensors.old` ADD PRIMARY KEY (reading_id) NOT ENFORCED").Read(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := EnsurePrimaryKey(ctx, project, "sensors", "old", spec.BigQuery); err != nil {
+			t.Fatalf("after ALTER TABLE: %v", err)
+		}
+	})
+}
+
+func hasColumn(s bigquery.Schema, name string) bool {
+	for _, f := range s {
+		if f.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -1,8 +1,15 @@
 package emulators
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
 
 	"cloud.google.com/go/bigquery"
 	"google.golang.org/api/iterator"
@@ -26,4 +33,42 @@ func ReadBigQuery(ctx context.Context, tbl *bigquery.Table) ([]map[string]bigque
 		}
 		rows = append(rows, row)
 	}
+}
+
+// BQCLI returns the path of the gcloud SDK's bq CLI, and skips the test,
+// saying why, when it is not installed.
+func BQCLI(tb testing.TB) string {
+	tb.Helper()
+	if p, err := exec.LookPath("bq"); err == nil {
+		return p
+	}
+	if root, err := SDKRoot(); err == nil {
+		p := filepath.Join(root, "bin", "bq")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	tb.Skip("the bq CLI is not installed (it comes with the gcloud SDK: the google-cloud-cli package, or gcloud components install bq)")
+	return ""
+}
+
+// RunBQ runs the bq CLI at path against the BigQuery REST endpoint (e.g.
+// http://127.0.0.1:9050) as a user would: CLOUDSDK_AUTH_ACCESS_TOKEN=x and
+// no flag but --api and --project_id, with a HOME of its own so that no
+// user configuration applies. It fails the test when bq fails, and returns
+// its standard output.
+func RunBQ(tb testing.TB, path, endpoint, project string, args ...string) string {
+	tb.Helper()
+	home := tb.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, append([]string{"--api=" + endpoint, "--project_id=" + project}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+home, "CLOUDSDK_CONFIG="+filepath.Join(home, "gcloud"),
+		"CLOUDSDK_AUTH_ACCESS_TOKEN=x", "CLOUDSDK_CORE_DISABLE_PROMPTS=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		tb.Fatalf("bq %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
 }

@@ -12,22 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// findBQ locates the gcloud SDK's bq CLI.
-func findBQ() (string, bool) {
-	if p, err := exec.LookPath("bq"); err == nil {
-		return p, true
-	}
-	out, err := exec.Command("gcloud", "info", "--format=value(installation.sdk_root)").Output()
-	if err == nil {
-		p := filepath.Join(strings.TrimSpace(string(out)), "bin", "bq")
-		if _, err := os.Stat(p); err == nil {
-			return p, true
-		}
-	}
-	return "", false
-}
+	"github.com/sensorpipe/sensorpipe/internal/emulators"
+)
 
 // TestBQCLI runs the real bq CLI, unmodified and with no flag but --api and
 // --project_id, against an emulator: ls, show, head (with -c), query
@@ -36,25 +23,11 @@ func TestBQCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the bq CLI; skipped with -short")
 	}
-	bqPath, ok := findBQ()
-	if !ok {
-		t.Skip("the bq CLI is not installed (it comes with the gcloud SDK: gcloud components install bq, or the google-cloud-cli package)")
-	}
+	bqPath := emulators.BQCLI(t)
 	e := newEnv(t)
-	home := t.TempDir()
 	run := func(t *testing.T, args ...string) string {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, bqPath, append([]string{"--api=" + e.ts.RESTEndpoint, "--project_id=" + project}, args...)...)
-		cmd.Env = append(os.Environ(), "HOME="+home, "CLOUDSDK_CONFIG="+filepath.Join(home, "gcloud"),
-			"CLOUDSDK_AUTH_ACCESS_TOKEN=x", "CLOUDSDK_CORE_DISABLE_PROMPTS=1")
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("bq %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, stdout.String(), stderr.String())
-		}
-		return stdout.String()
+		return emulators.RunBQ(t, bqPath, e.ts.RESTEndpoint, project, args...)
 	}
 	jsonRows := func(t *testing.T, out string) []map[string]any {
 		t.Helper()
