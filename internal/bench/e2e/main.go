@@ -66,7 +66,7 @@ var (
 	verify     = flag.Bool("verify", true, "After each side, read the table back and check both sides wrote the same number of rows and cells.")
 	outFlag    = flag.String("out", "", "Also write the figures as JSON to this file.")
 	keep       = flag.Bool("keep", false, "Keep the work directory (input, dead letters, launcher).")
-	withBQ     = flag.Bool("bigquery", true, "Also run the pipeline into both sinks, Bigtable and an in-process BigQuery emulator (Storage Write API), and report that rate.")
+	withBQ     = flag.Bool("bigquery", true, "Also run the pipeline into both sinks, Bigtable and an in-process BigQuery emulator, with each Storage Write method (storage_write, and upsert with change data capture), and report those rates.")
 )
 
 const (
@@ -103,6 +103,7 @@ type Report struct {
 	Readings int64         `json:"readings"`
 	Pipeline *Side         `json:"pipeline,omitempty"`
 	BothSink *Side         `json:"pipeline_with_bigquery,omitempty"`
+	Upsert   *Side         `json:"pipeline_with_bigquery_upsert,omitempty"`
 	Plain    *Side         `json:"plain,omitempty"`
 	Ratio    float64       `json:"ratio_pipeline_over_plain,omitempty"`
 	Time     string        `json:"time"`
@@ -179,12 +180,17 @@ func run(ctx context.Context) error {
 		printSide(s)
 	}
 	if *sides != "plain" && *withBQ && *mode == "exec" {
-		s, err := withEmulator(func(host string) (*Side, error) { return bothSinksSide(ctx, host, work, input) })
-		if err != nil {
-			return fmt.Errorf("pipeline with bigquery: %w", err)
+		for _, m := range []struct {
+			method string
+			side   **Side
+		}{{"storage_write", &rep.BothSink}, {"upsert", &rep.Upsert}} {
+			s, err := withEmulator(func(host string) (*Side, error) { return bothSinksSide(ctx, host, work, input, m.method) })
+			if err != nil {
+				return fmt.Errorf("pipeline with bigquery (%s): %w", m.method, err)
+			}
+			*m.side = s
+			printSide(s)
 		}
-		rep.BothSink = s
-		printSide(s)
 	}
 	if *sides != "pipeline" {
 		s, err := withEmulator(func(host string) (*Side, error) { return plainSide(ctx, host, input) })
@@ -283,8 +289,9 @@ func pipelineSide(ctx context.Context, host, work, input string) (*Side, error) 
 }
 
 // bothSinksSide runs the launcher into Bigtable and a BigQuery emulator
-// served by this process, and checks every reading reached BigQuery.
-func bothSinksSide(ctx context.Context, host, work, input string) (*Side, error) {
+// served by this process with BigQuery write method method, and checks
+// every reading reached BigQuery.
+func bothSinksSide(ctx context.Context, host, work, input, method string) (*Side, error) {
 	srv := bqemu.New(bqemu.Options{Quiet: true})
 	defer srv.Close()
 	rest, err := net.Listen("tcp", "127.0.0.1:0")
@@ -297,10 +304,10 @@ func bothSinksSide(ctx context.Context, host, work, input string) (*Side, error)
 	}
 	go srv.ServeREST(rest)
 	go srv.ServeGRPC(grpcLis)
-	s := &Side{Name: "bigquery", PipelineMode: *mode}
+	s := &Side{Name: "bigquery_" + method, PipelineMode: *mode}
 	env := []string{"BIGQUERY_EMULATOR_HOST=" + rest.Addr().String(), "BIGQUERY_STORAGE_EMULATOR_HOST=" + grpcLis.Addr().String()}
-	args := []string{"--bigquery_project=" + project, "--bigquery_dataset=bench", "--bigquery_table=readings"}
-	if err := pipelineExec(ctx, s, host, work, input, filepath.Join(work, "deadletter-bigquery"), args, env); err != nil {
+	args := []string{"--bigquery_project=" + project, "--bigquery_dataset=bench", "--bigquery_table=readings", "--bigquery_write_method=" + method}
+	if err := pipelineExec(ctx, s, host, work, input, filepath.Join(work, "deadletter-"+s.Name), args, env); err != nil {
 		return nil, err
 	}
 	var bqRows int64
