@@ -632,7 +632,7 @@ func TestUpsertNeedsThePrimaryKey(t *testing.T) {
 		t.Fatalf("%s: %v", alter, err)
 	}
 	r = runLauncher(t, bqEnv(host, bq), args...)
-	if r.code != 0 || !strings.Contains(r.stdout, "readings written:   304") {
+	if r.code != 0 || !strings.Contains(r.stdout, "bigquery readings: readings routed 304 = written 304") {
 		t.Fatalf("after the ALTER TABLE: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }

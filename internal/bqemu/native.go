@@ -55,22 +55,25 @@ func NativeValue(f *bq.TableFieldSchema, v any) (any, error) {
 			}
 		}
 		return out, nil
-	case "TIMESTAMP":
-		return time.UnixMicro(v.(int64)).UTC(), nil
-	case "DATE":
-		return epoch.AddDate(0, 0, int(v.(int64))), nil
-	case "DATETIME":
-		return time.Parse("2006-01-02T15:04:05.999999", v.(string))
-	case "TIME":
-		t, err := time.Parse("15:04:05.999999", v.(string))
-		if err != nil {
-			return nil, err
+	case "TIMESTAMP", "DATE":
+		if _, ok := v.(int64); !ok {
+			return nil, fmt.Errorf("column %s: stored %T for a %s", f.Name, v, f.Type)
 		}
-		return t, nil
-	case "NUMERIC", "BIGNUMERIC":
-		r, ok := new(big.Rat).SetString(v.(string))
+		return valueTime(f.Type, v)
+	case "DATETIME", "TIME", "NUMERIC", "BIGNUMERIC":
+		s, ok := v.(string)
 		if !ok {
-			return nil, fmt.Errorf("column %s: stored %q is not a decimal", f.Name, v)
+			return nil, fmt.Errorf("column %s: stored %T for a %s", f.Name, v, f.Type)
+		}
+		switch f.Type {
+		case "DATETIME":
+			return valueTime(f.Type, s)
+		case "TIME":
+			return time.Parse("15:04:05.999999", s)
+		}
+		r, ok := new(big.Rat).SetString(s)
+		if !ok {
+			return nil, fmt.Errorf("column %s: stored %q is not a decimal", f.Name, s)
 		}
 		return r, nil
 	}

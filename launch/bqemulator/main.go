@@ -1,5 +1,7 @@
 // Command bqemulator runs the sensorpipe BigQuery emulator: BigQuery's REST
-// API v2 and the Storage Write gRPC API, backed by memory.
+// API v2 (datasets, tables, table data, query jobs on an embedded SQL
+// engine, and the discovery document the bq CLI builds itself from) and the
+// Storage Write gRPC API with change data capture, backed by memory.
 //
 // Usage:
 //
@@ -7,7 +9,8 @@
 //
 // Point clients at it with option.WithEndpoint("http://127.0.0.1:9050") (REST)
 // or option.WithEndpoint("127.0.0.1:9060") plus insecure transport
-// credentials (Storage Write), and option.WithoutAuthentication().
+// credentials (Storage Write), and option.WithoutAuthentication(); the bq
+// CLI with CLOUDSDK_AUTH_ACCESS_TOKEN=x bq --api=http://127.0.0.1:9050.
 package main
 
 import (

@@ -238,30 +238,15 @@ func columnSetter(f *bq.TableFieldSchema, conv func(any) (any, error)) setter {
 	if f.Mode != "REPEATED" {
 		switch f.Type {
 		case "STRING", "JSON", "GEOGRAPHY", "INTERVAL", "RANGE":
-			return func(chunk duckdb.DataChunk, c, r int, v any) error {
-				x, _ := v.(string)
-				return duckdb.SetChunkValue(chunk, c, r, x)
-			}
+			return typedSetter(func(x string) string { return x })
 		case "INTEGER":
-			return func(chunk duckdb.DataChunk, c, r int, v any) error {
-				x, _ := v.(int64)
-				return duckdb.SetChunkValue(chunk, c, r, x)
-			}
+			return typedSetter(func(x int64) int64 { return x })
 		case "FLOAT":
-			return func(chunk duckdb.DataChunk, c, r int, v any) error {
-				x, _ := v.(float64)
-				return duckdb.SetChunkValue(chunk, c, r, x)
-			}
+			return typedSetter(func(x float64) float64 { return x })
 		case "BOOLEAN":
-			return func(chunk duckdb.DataChunk, c, r int, v any) error {
-				x, _ := v.(bool)
-				return duckdb.SetChunkValue(chunk, c, r, x)
-			}
+			return typedSetter(func(x bool) bool { return x })
 		case "TIMESTAMP":
-			return func(chunk duckdb.DataChunk, c, r int, v any) error {
-				x, _ := v.(int64)
-				return duckdb.SetChunkValue(chunk, c, r, time.UnixMicro(x).UTC())
-			}
+			return typedSetter(func(us int64) time.Time { return time.UnixMicro(us).UTC() })
 		}
 	}
 	return func(chunk duckdb.DataChunk, c, r int, v any) error {
@@ -270,6 +255,17 @@ func columnSetter(f *bq.TableFieldSchema, conv func(any) (any, error)) setter {
 			return err
 		}
 		return chunk.SetValue(c, r, dv)
+	}
+}
+
+// typedSetter writes stored values of Go type S, converted by conv.
+func typedSetter[S, D any](conv func(S) D) setter {
+	return func(chunk duckdb.DataChunk, c, r int, v any) error {
+		x, ok := v.(S)
+		if !ok {
+			return fmt.Errorf("stored %T, want %T", v, x)
+		}
+		return duckdb.SetChunkValue(chunk, c, r, conv(x))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -289,7 +290,7 @@ func TestJobs(t *testing.T) {
 			failed++
 		}
 	}
-	if len(ids) < 2 || !contains(ids, "my-job") || failed != 1 {
+	if len(ids) < 2 || !slices.Contains(ids, "my-job") || failed != 1 {
 		t.Errorf("jobs.list = %v with %d failed, want my-job and one failed job", ids, failed)
 	}
 	if _, err := e.bq.Query("SELECT 1").Run(ctx); err != nil {
@@ -300,15 +301,6 @@ func TestJobs(t *testing.T) {
 	if _, err := q2.Run(ctx); err == nil {
 		t.Error("a second job with the same ID was accepted")
 	}
-}
-
-func contains(xs []string, x string) bool {
-	for _, s := range xs {
-		if s == x {
-			return true
-		}
-	}
-	return false
 }
 
 // TestREADMEQueries runs every ```sql block of the README against the

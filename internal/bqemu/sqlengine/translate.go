@@ -325,19 +325,26 @@ func (tr *translator) tokens(toks []token) (string, error) {
 func (tr *translator) call(f token, args []token) (string, error) {
 	name := strings.ToUpper(f.text)
 	split := splitArgs(args)
-	nargs := len(split)
 	if len(args) == 0 {
-		nargs = 0
+		split = nil
 	}
-	want := func(n ...int) error {
-		for _, k := range n {
-			if nargs == k {
-				return nil
-			}
+	// exprs checks the call has n arguments and translates those at idx.
+	exprs := func(n int, idx ...int) ([]string, error) {
+		if len(split) != n {
+			l, c := lineCol(tr.q, f.pos)
+			return nil, invalidQuery("No matching signature for function %s for %d argument(s) at [%d:%d]", name, len(split), l, c)
 		}
-		return invalidQuery("No matching signature for function %s for %d argument(s) at [%d:%d]", name, nargs, lc(tr.q, f.pos)[0], lc(tr.q, f.pos)[1])
+		out := make([]string, len(idx))
+		for i, k := range idx {
+			s, err := tr.tokens(split[k])
+			if err != nil {
+				return nil, err
+			}
+			out[i] = s
+		}
+		return out, nil
 	}
-	arg := func(k int) (string, error) { return tr.tokens(split[k]) }
+	// part is argument k as a date part, e.g. HOUR: 'hour'.
 	part := func(k int) (string, error) {
 		if len(split[k]) != 1 || split[k][0].kind != tkIdent || !dateParts[strings.ToUpper(split[k][0].text)] {
 			return "", tr.unsupported(firstOr(split[k], f), "date part %s in %s (supported: MICROSECOND, MILLISECOND, SECOND, MINUTE, HOUR, DAY, MONTH, QUARTER, YEAR)", tokText(split[k]), name)
@@ -345,79 +352,22 @@ func (tr *translator) call(f token, args []token) (string, error) {
 		return duckString(strings.ToLower(split[k][0].text)), nil
 	}
 	switch {
-	case passThrough[name]:
+	case passThrough[name] || renamed[name] != "":
 		inner, err := tr.tokens(args)
 		if err != nil {
 			return "", err
 		}
-		return strings.ToLower(name) + "(" + inner + ")", nil
-	case renamed[name] != "":
-		inner, err := tr.tokens(args)
-		if err != nil {
-			return "", err
+		fn := renamed[name]
+		if fn == "" {
+			fn = strings.ToLower(name)
 		}
-		return renamed[name] + "(" + inner + ")", nil
+		return fn + "(" + inner + ")", nil
 	case name == "CAST" || name == "SAFE_CAST":
-		as := -1
-		depth := 0
-		for k, t := range args {
-			switch {
-			case t.is("("):
-				depth++
-			case t.is(")"):
-				depth--
-			case depth == 0 && t.is("AS"):
-				as = k
-			}
-		}
-		if as < 0 || as != len(args)-2 || args[as+1].kind != tkIdent {
-			return "", tr.unsupported(f, "this form of %s (use %s(expr AS type) with a scalar type)", name, name)
-		}
-		typ, ok := castTypes[strings.ToUpper(args[as+1].text)]
-		if !ok {
-			return "", tr.unsupported(args[as+1], "type %s in %s", args[as+1].text, name)
-		}
-		expr, err := tr.tokens(args[:as])
-		if err != nil {
-			return "", err
-		}
-		fn := "CAST"
-		if name == "SAFE_CAST" {
-			fn = "TRY_CAST"
-		}
-		return fmt.Sprintf("%s(%s AS %s)", fn, expr, typ), nil
+		return tr.cast(f, name, args)
 	case name == "EXTRACT":
-		if len(args) < 3 || args[0].kind != tkIdent || !args[1].is("FROM") {
-			return "", tr.unsupported(f, "this form of EXTRACT")
-		}
-		p := strings.ToUpper(args[0].text)
-		expr, err := tr.tokens(args[2:])
-		if err != nil {
-			return "", err
-		}
-		switch p {
-		case "DATE":
-			return "CAST(" + expr + " AS DATE)", nil
-		case "DAYOFWEEK":
-			return "(dayofweek(" + expr + ") + 1)", nil
-		case "DAYOFYEAR":
-			return "dayofyear(" + expr + ")", nil
-		case "MICROSECOND", "MILLISECOND":
-		default:
-			if dateParts[p] {
-				return "EXTRACT(" + p + " FROM " + expr + ")", nil
-			}
-		}
-		return "", tr.unsupported(args[0], "date part %s in EXTRACT", p)
+		return tr.extract(f, args)
 	case name == "TIMESTAMP_DIFF" || name == "DATETIME_DIFF" || name == "DATE_DIFF":
-		if err := want(3); err != nil {
-			return "", err
-		}
-		a, err := arg(0)
-		if err != nil {
-			return "", err
-		}
-		b, err := arg(1)
+		e, err := exprs(3, 0, 1)
 		if err != nil {
 			return "", err
 		}
@@ -431,12 +381,9 @@ func (tr *translator) call(f token, args []token) (string, error) {
 		if name == "DATE_DIFF" {
 			fn = "date_diff"
 		}
-		return fmt.Sprintf("%s(%s, %s, %s)", fn, p, b, a), nil
+		return fmt.Sprintf("%s(%s, %s, %s)", fn, p, e[1], e[0]), nil
 	case name == "TIMESTAMP_TRUNC" || name == "DATETIME_TRUNC" || name == "DATE_TRUNC":
-		if err := want(2); err != nil {
-			return "", err
-		}
-		a, err := arg(0)
+		e, err := exprs(2, 0)
 		if err != nil {
 			return "", err
 		}
@@ -445,52 +392,92 @@ func (tr *translator) call(f token, args []token) (string, error) {
 			return "", err
 		}
 		if name == "DATE_TRUNC" {
-			return fmt.Sprintf("CAST(date_trunc(%s, %s) AS DATE)", p, a), nil
+			return fmt.Sprintf("CAST(date_trunc(%s, %s) AS DATE)", p, e[0]), nil
 		}
-		return fmt.Sprintf("date_trunc(%s, %s)", p, a), nil
-	case name == "DATE" || name == "TIMESTAMP" || name == "DATETIME":
-		if err := want(1); err != nil {
-			return "", err
-		}
-		a, err := arg(0)
+		return fmt.Sprintf("date_trunc(%s, %s)", p, e[0]), nil
+	}
+	// The one-argument conversions, and FORMAT_TIMESTAMP.
+	templates := map[string]string{
+		"DATE":              "CAST(%s AS DATE)",
+		"TIMESTAMP":         "CAST(%s AS TIMESTAMPTZ)",
+		"DATETIME":          "CAST(%s AS TIMESTAMP)",
+		"UNIX_SECONDS":      "CAST(floor(epoch(%s)) AS BIGINT)",
+		"TIMESTAMP_SECONDS": "make_timestamptz(CAST(%s AS BIGINT) * 1000000)",
+		"TIMESTAMP_MILLIS":  "make_timestamptz(CAST(%s AS BIGINT) * 1000)",
+		"TIMESTAMP_MICROS":  "make_timestamptz(CAST(%s AS BIGINT))",
+	}
+	if tmpl, ok := templates[name]; ok {
+		e, err := exprs(1, 0)
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("CAST(%s AS %s)", a, castTypes[name]), nil
-	case name == "UNIX_SECONDS":
-		if err := want(1); err != nil {
-			return "", err
-		}
-		a, err := arg(0)
+		return fmt.Sprintf(tmpl, e[0]), nil
+	}
+	if name == "FORMAT_TIMESTAMP" {
+		e, err := exprs(2, 0, 1)
 		if err != nil {
 			return "", err
 		}
-		return "CAST(floor(epoch(" + a + ")) AS BIGINT)", nil
-	case name == "TIMESTAMP_SECONDS" || name == "TIMESTAMP_MILLIS" || name == "TIMESTAMP_MICROS":
-		if err := want(1); err != nil {
-			return "", err
-		}
-		a, err := arg(0)
-		if err != nil {
-			return "", err
-		}
-		scale := map[string]string{"TIMESTAMP_SECONDS": " * 1000000", "TIMESTAMP_MILLIS": " * 1000", "TIMESTAMP_MICROS": ""}[name]
-		return "make_timestamptz(CAST(" + a + " AS BIGINT)" + scale + ")", nil
-	case name == "FORMAT_TIMESTAMP":
-		if err := want(2); err != nil {
-			return "", err
-		}
-		fmtS, err := arg(0)
-		if err != nil {
-			return "", err
-		}
-		a, err := arg(1)
-		if err != nil {
-			return "", err
-		}
-		return "strftime(" + a + ", " + fmtS + ")", nil
+		return "strftime(" + e[1] + ", " + e[0] + ")", nil
 	}
 	return "", tr.unsupported(f, "function %s", name)
+}
+
+// cast translates CAST or SAFE_CAST (name) of args, "expr AS type".
+func (tr *translator) cast(f token, name string, args []token) (string, error) {
+	as := -1
+	depth := 0
+	for k, t := range args {
+		switch {
+		case t.is("("):
+			depth++
+		case t.is(")"):
+			depth--
+		case depth == 0 && t.is("AS"):
+			as = k
+		}
+	}
+	if as < 0 || as != len(args)-2 || args[as+1].kind != tkIdent {
+		return "", tr.unsupported(f, "this form of %s (use %s(expr AS type) with a scalar type)", name, name)
+	}
+	typ, ok := castTypes[strings.ToUpper(args[as+1].text)]
+	if !ok {
+		return "", tr.unsupported(args[as+1], "type %s in %s", args[as+1].text, name)
+	}
+	expr, err := tr.tokens(args[:as])
+	if err != nil {
+		return "", err
+	}
+	fn := "CAST"
+	if name == "SAFE_CAST" {
+		fn = "TRY_CAST"
+	}
+	return fmt.Sprintf("%s(%s AS %s)", fn, expr, typ), nil
+}
+
+// extract translates EXTRACT(part FROM expr) for the parts both dialects
+// mean the same by, and DATE, DAYOFWEEK (BigQuery's Sunday is 1, DuckDB's
+// 0) and DAYOFYEAR.
+func (tr *translator) extract(f token, args []token) (string, error) {
+	if len(args) < 3 || args[0].kind != tkIdent || !args[1].is("FROM") {
+		return "", tr.unsupported(f, "this form of EXTRACT")
+	}
+	p := strings.ToUpper(args[0].text)
+	expr, err := tr.tokens(args[2:])
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case p == "DATE":
+		return "CAST(" + expr + " AS DATE)", nil
+	case p == "DAYOFWEEK":
+		return "(dayofweek(" + expr + ") + 1)", nil
+	case p == "DAYOFYEAR":
+		return "dayofyear(" + expr + ")", nil
+	case dateParts[p] && p != "MICROSECOND" && p != "MILLISECOND":
+		return "EXTRACT(" + p + " FROM " + expr + ")", nil
+	}
+	return "", tr.unsupported(args[0], "date part %s in EXTRACT", p)
 }
 
 // resolve turns a table path into a table reference; nil for a WITH name.
