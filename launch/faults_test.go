@@ -397,7 +397,7 @@ func TestBigQueryRejectionsAreDeadLettersForBigQuery(t *testing.T) {
 	bt := emulators.StartBigtable(t)
 	bq := bqemu.StartServerForTest(t)
 	dl, summary := t.TempDir(), filepath.Join(t.TempDir(), "summary.json")
-	for _, method := range []string{"storage_write", "insert_all"} {
+	for _, method := range []string{"upsert", "storage_write", "insert_all"} {
 		t.Run(method, func(t *testing.T) {
 			dl := filepath.Join(dl, method)
 			r := runLauncher(t, []string{"BIGTABLE_EMULATOR_HOST=" + bt, "BIGQUERY_EMULATOR_HOST=" + strings.TrimPrefix(bq.RESTEndpoint, "http://"),
