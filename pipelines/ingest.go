@@ -55,6 +55,10 @@ type Config struct {
 	// BigtableBatchCells is the cells of one ApplyBulk batch (0: the
 	// sink's default).
 	BigtableBatchCells int
+
+	// MaxLineBytes limits an input line or message; longer ones are
+	// dead-lettered as too_large (0: schemas.DefaultMaxLineBytes).
+	MaxLineBytes int
 }
 
 // BigQueryConfig is the BigQuery sink's destination.
@@ -89,25 +93,28 @@ func (c Config) Validate() error {
 }
 
 // ReadFiles reads every line of the files matching glob (local paths or
-// gs://, .gz decompressed) as KV<file, line>, and dead letters for files
-// that cannot be read to the end.
-func ReadFiles(s beam.Scope, glob string) (lines, dead beam.PCollection) {
+// gs://, .gz decompressed) as KV<file, line>, and dead letters for lines
+// over maxLine bytes (too_large; 0: the default limit) and files that
+// cannot be read to the end.
+func ReadFiles(s beam.Scope, glob string, maxLine int) (lines, dead beam.PCollection) {
 	s = s.Scope("ReadFiles")
 	matches := fileio.MatchFiles(s, glob, fileio.MatchEmptyAllow())
 	files := fileio.ReadMatches(s, matches)
-	return beam.ParDo2(s, &dofns.ReadLinesFn{}, files)
+	return beam.ParDo2(s, &dofns.ReadLinesFn{MaxLineBytes: maxLine}, files)
 }
 
 // Parse turns KV<source, line> of JSON into KV<identity, Record> stamped
 // with event time, and the dead letters of lines that fail validation.
 func Parse(s beam.Scope, spec *schemas.Spec, lines beam.PCollection) (records, dead beam.PCollection) {
-	return ParseFormat(s, spec, "", lines)
+	return ParseFormat(s, spec, "", 0, lines)
 }
 
 // ParseFormat is Parse for payloads in format (a key of dofns.Formats).
-func ParseFormat(s beam.Scope, spec *schemas.Spec, format string, lines beam.PCollection) (records, dead beam.PCollection) {
+// Payloads over maxLine bytes (0: the default limit) are dead-lettered as
+// too_large.
+func ParseFormat(s beam.Scope, spec *schemas.Spec, format string, maxLine int, lines beam.PCollection) (records, dead beam.PCollection) {
 	s = s.Scope("Parse")
-	return beam.ParDo2(s, &dofns.ParseFn{Spec: spec, Format: format}, lines)
+	return beam.ParDo2(s, &dofns.ParseFn{Spec: spec, Format: format, MaxLineBytes: maxLine}, lines)
 }
 
 // HourlyWindows windows readings into fixed one-hour event-time windows, the
@@ -260,8 +267,8 @@ func Batch(s beam.Scope, cfg Config, glob string) error {
 	if cfg.Windowing.Streaming {
 		return fmt.Errorf("pipelines: a batch run takes the batch windowing")
 	}
-	lines, readDead := ReadFiles(s, glob)
-	records, parseDead := ParseFormat(s, cfg.Spec, cfg.Format, lines)
+	lines, readDead := ReadFiles(s, glob, cfg.MaxLineBytes)
+	records, parseDead := ParseFormat(s, cfg.Spec, cfg.Format, cfg.MaxLineBytes, lines)
 	dead := Ingest(s, cfg, records)
 	// The sinks' dead letters cross a Reshuffle (random keys, not a fixed
 	// key) so the dead-letter write runs in a stage of its own: a failed
