@@ -39,22 +39,22 @@ const (
 // validated, and how it lands in Bigtable and BigQuery. It is loaded from YAML
 // once at launch; Compile checks it and prepares the fast paths.
 type Spec struct {
-	Name         string        `yaml:"name"`
-	Description  string        `yaml:"description"`
-	KeyDelimiter string        `yaml:"key_delimiter"`
-	EventTime    string        `yaml:"event_time"`
+	Name         string `yaml:"name"`
+	Description  string `yaml:"description"`
+	KeyDelimiter string `yaml:"key_delimiter"`
+	EventTime    string `yaml:"event_time"`
 	// EventTimeRange bounds the event times the dataset accepts; a reading
 	// outside it is dead-lettered (out_of_range). Default: 1970-01-01T00:00:00Z
 	// to 9999-12-31T23:59:59.999Z.
 	EventTimeRange *TimeRangeSpec `yaml:"event_time_range,omitempty"`
-	Identity     []string      `yaml:"identity"`
-	Explode      *ExplodeSpec  `yaml:"explode,omitempty"`
-	Fields       []FieldSpec   `yaml:"fields"`
-	Impute       []ImputeSpec  `yaml:"impute"`
-	Bigtable     BigtableSpec  `yaml:"bigtable"`
-	BigQuery     *BigQuerySpec `yaml:"bigquery,omitempty"`
-	Rollup       *RollupSpec   `yaml:"rollup,omitempty"`
-	Queries      []QuerySpec   `yaml:"queries"`
+	Identity       []string       `yaml:"identity"`
+	Explode        *ExplodeSpec   `yaml:"explode,omitempty"`
+	Fields         []FieldSpec    `yaml:"fields"`
+	Impute         []ImputeSpec   `yaml:"impute"`
+	Bigtable       BigtableSpec   `yaml:"bigtable"`
+	BigQuery       *BigQuerySpec  `yaml:"bigquery,omitempty"`
+	Rollup         *RollupSpec    `yaml:"rollup,omitempty"`
+	Queries        []QuerySpec    `yaml:"queries"`
 
 	// file is where the spec was loaded from, for error messages.
 	file string
