@@ -309,6 +309,9 @@ func config(ctx context.Context) (pipelines.Config, error) {
 		// prism and direct keep windows in memory: write each reading's
 		// own cells before its message is acknowledged.
 		cfg.WriteOnArrival = local()
+		// ... and read each window back from Bigtable at its final firing,
+		// for what a killed or stopped run held.
+		cfg.Recover = local()
 	default:
 		return cfg, usagef("--source=%q: use files or pubsub", *source)
 	}

@@ -5,6 +5,7 @@
 package pipelines
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window/trigger"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/fileio"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/internal/flowcontrol"
@@ -59,6 +61,15 @@ type Config struct {
 	// MaxLineBytes limits an input line or message; longer ones are
 	// dead-lettered as too_large (0: schemas.DefaultMaxLineBytes).
 	MaxLineBytes int
+
+	// Recover reads a stream's windows back from Bigtable at their final
+	// firings, so that a window a killed or stopped run held in memory is
+	// imputed and rolled up from every reading it got, not only those the
+	// new run sees (see dofns.StreamRowsFn and dofns.RecoverWindowsFn). It
+	// relies on WriteOnArrival; the launcher sets both on the local
+	// runners. A spec with no table that stores every field cannot be read
+	// back: the pipeline then logs a warning and runs without.
+	Recover bool
 }
 
 // BigQueryConfig is the BigQuery sink's destination.
@@ -142,7 +153,11 @@ func Ingest(s beam.Scope, cfg Config, records beam.PCollection) []beam.PCollecti
 			dead = append(dead, WriteBigtable(s.Scope("WriteOnArrival"), cfg, arrival))
 		}
 	}
-	b := BuildRowsAndRollups(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...))
+	var rec dofns.Recovery
+	if cfg.Windowing.Streaming && cfg.Recover {
+		rec = dofns.Recovery{Project: cfg.BigtableProject, Instance: cfg.BigtableInstance}
+	}
+	b := buildRows(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...), rec)
 	dead = append(dead, b.Dead, WriteBigtable(s, cfg, b.Rows))
 	if cfg.BigQuery != nil {
 		bq := *cfg.BigQuery
@@ -203,6 +218,12 @@ type Built struct {
 // the same, and BigQuery gets each reading once (again if it changed).
 // It expects discarding panes, as Windowing.Options gives.
 func BuildRowsAndRollups(s beam.Scope, spec *schemas.Spec, withBigQuery bool, windowed beam.PCollection) Built {
+	return buildRows(s, spec, withBigQuery, windowed, dofns.Recovery{})
+}
+
+// buildRows is BuildRowsAndRollups, with the stream's windows read back
+// from Bigtable when rec is on.
+func buildRows(s beam.Scope, spec *schemas.Spec, withBigQuery bool, windowed beam.PCollection, rec dofns.Recovery) Built {
 	s = s.Scope("BuildRows")
 	grouped := beam.GroupByKey(s, windowed)
 	var b Built
@@ -212,7 +233,20 @@ func BuildRowsAndRollups(s beam.Scope, spec *schemas.Spec, withBigQuery bool, wi
 		panes := beam.ParDo(s, dofns.PaneBatchFn{}, grouped)
 		panes = beam.WindowInto(s.Scope("Firings"), window.NewGlobalWindows(), panes)
 		lateness := time.Duration(ws.AllowedLateness) * time.Millisecond
-		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("Firings"), dofns.NewStreamRowsFn(spec, withBigQuery, lateness), panes)
+		fn := dofns.NewStreamRowsFn(spec, withBigQuery, lateness)
+		if rec.On() {
+			if _, err := schemas.NewReadBack(spec); err != nil {
+				log.Warnf(context.Background(), "a window held in memory by a run that is killed or stopped will be finished from the readings the next run sees only: %v", err)
+			} else {
+				// At start-up, a probe for each window that holds readings
+				// in Bigtable; each is read back at its final firing.
+				fn.Recovery = rec
+				probes := beam.ParDo(s.Scope("Recover"), &dofns.RecoverWindowsFn{Spec: spec, Recovery: rec, WindowSize: time.Hour, AllowedLateness: lateness},
+					beam.Impulse(s.Scope("Recover")))
+				panes = beam.Flatten(s.Scope("Firings"), panes, probes)
+			}
+		}
+		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("Firings"), fn, panes)
 	} else {
 		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, &dofns.BuildRowsFn{Spec: spec, BigQuery: withBigQuery}, grouped)
 	}
