@@ -83,8 +83,10 @@ func (f *WriteDeadLettersFn) Setup(ctx context.Context) error {
 	return err
 }
 
-// StartBundle drops anything left by a failed bundle.
-func (f *WriteDeadLettersFn) StartBundle(context.Context) {
+// StartBundle drops anything left by a failed bundle, and registers the
+// ledger's dead-letter counters before the first dead letter.
+func (f *WriteDeadLettersFn) StartBundle(ctx context.Context) {
+	f.ctrs.register(ctx, ledger.DeadLetterKey(schemas.SinkParse, schemas.ErrMalformed.Error()))
 	if f.sink != nil {
 		f.sink.reset()
 	}

@@ -89,6 +89,15 @@ var (
 
 var reasons = []error{ErrMalformed, ErrMissingField, ErrInvalidField, ErrBadTimestamp, ErrOutOfRange, ErrWriteFailed, ErrTooLate, ErrTooLarge, ErrInternal}
 
+// Reasons lists every dead-letter reason code.
+func Reasons() []string {
+	out := make([]string, len(reasons))
+	for i, r := range reasons {
+		out[i] = r.Error()
+	}
+	return out
+}
+
 // DefaultMaxLineBytes is the default limit on one input line or message: a
 // tenth of a Bigtable cell's 10 MB limit.
 const DefaultMaxLineBytes = 1 << 20
