@@ -15,7 +15,7 @@ INPUT ?= testdata/vitals/*
 DEAD_LETTER ?= .run/deadletter
 GO_TEST_FLAGS ?= -timeout 25m
 
-.PHONY: run test test-short bench lint emulators stop-emulators proto stream samples help
+.PHONY: run test test-short fuzz fuzz-short bench lint emulators stop-emulators proto stream samples help
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -47,6 +47,17 @@ test:
 ## test-short: unit and pipeline tests only, no emulators.
 test-short:
 	go test -short ./...
+
+## fuzz: every Go fuzz target (JSON and proto parsers, row keys, dead-letter encoding) for FUZZTIME each (default 5m); seeds in testdata/fuzz/.
+FUZZTIME ?= 5m
+FUZZ_TARGETS := FuzzParseJSON FuzzParseProto FuzzRowKey FuzzDeadLetter FuzzUTCTimestampFastPath
+fuzz:
+	@for f in $(FUZZ_TARGETS); do echo "== $$f ($(FUZZTIME))"; \
+		go test ./schemas -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) || exit 1; done
+
+## fuzz-short: each fuzz target for a few seconds (CI runs it).
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 
 ## bench: micro-benchmarks, the BigQuery emulator's dedup-query latency over 1M rows, and the end-to-end throughput comparison (see README).
 ##   BENCH_FLAGS e.g. -count 5; E2E_FLAGS e.g. -sensors 2000 -cpuprofile .run/pipeline.pprof

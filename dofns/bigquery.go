@@ -144,6 +144,12 @@ func NewBigQueryWriteFn(project, dataset, table, method string, schema *schemas.
 // Setup compiles the row encoder and opens the writer: a managed stream on
 // the table's default stream, or an insertAll client. Both honour the
 // emulator variables (see bqadmin.ClientOptions and bqadmin.WriterOptions).
+// StartBundle registers the table's ledger counters before the first
+// write (see counters.register).
+func (f *BigQueryWriteFn) StartBundle(ctx context.Context) {
+	f.ctrs.register(ctx, ledger.RowsKey(f.Sink, f.Table))
+}
+
 func (f *BigQueryWriteFn) Setup(ctx context.Context) error {
 	if f.Sink == "" {
 		f.Sink = schemas.SinkBigQuery

@@ -23,7 +23,8 @@ func init() {
 func encodeRecord(r schemas.Record) []byte { return r.AppendBinary(nil) }
 
 // encodePaneBatch writes the window bounds, the timing, the index, the
-// record count, and each record's length and compact form.
+// record count, and each record's length and compact form; then, for a
+// recovery probe only, a byte 1.
 func encodePaneBatch(p PaneBatch) []byte {
 	b := binary.AppendVarint(nil, p.StartMs)
 	b = binary.AppendVarint(b, p.EndMs)
@@ -35,6 +36,9 @@ func encodePaneBatch(p PaneBatch) []byte {
 		rec = p.Records[i].AppendBinary(rec[:0])
 		b = binary.AppendUvarint(b, uint64(len(rec)))
 		b = append(b, rec...)
+	}
+	if p.Recover {
+		b = append(b, 1)
 	}
 	return b
 }
@@ -72,6 +76,9 @@ func decodePaneBatch(b []byte) (PaneBatch, error) {
 			return p, fmt.Errorf("pane batch record %d: %w", i, err)
 		}
 		p.Records[i], b = r, b[n+int(size):]
+	}
+	if len(b) == 1 && b[0] == 1 {
+		p.Recover, b = true, b[1:]
 	}
 	if len(b) != 0 {
 		return p, fmt.Errorf("%w: %d trailing bytes after the pane batch", schemas.ErrCodec, len(b))

@@ -83,8 +83,10 @@ func (f *WriteDeadLettersFn) Setup(ctx context.Context) error {
 	return err
 }
 
-// StartBundle drops anything left by a failed bundle.
-func (f *WriteDeadLettersFn) StartBundle(context.Context) {
+// StartBundle drops anything left by a failed bundle, and registers the
+// ledger's dead-letter counters before the first dead letter.
+func (f *WriteDeadLettersFn) StartBundle(ctx context.Context) {
+	f.ctrs.register(ctx, ledger.DeadLetterKey(schemas.SinkParse, schemas.ErrMalformed.Error()))
 	if f.sink != nil {
 		f.sink.reset()
 	}
@@ -233,12 +235,13 @@ func DeadLetterFileName(dir string) (string, error) {
 // fields of schemas.DeadLetter, partitioned by day on time.
 func DeadLetterSchema() bigquery.Schema {
 	return bigquery.Schema{
-		{Name: "payload", Type: bigquery.StringFieldType, Description: "The rejected input, as read."},
+		{Name: "payload", Type: bigquery.StringFieldType, Description: "The rejected input, as read (invalid UTF-8 replaced: see payload_base64)."},
 		{Name: "reason", Type: bigquery.StringFieldType, Description: "Why: malformed, missing_field, invalid_field, bad_timestamp, out_of_range, write_failed, too_late or internal."},
 		{Name: "sink", Type: bigquery.StringFieldType, Description: "Which stage could not take it: parse, window, bigtable, bigquery or bigquery_rollups."},
 		{Name: "error", Type: bigquery.StringFieldType, Description: "The error, in words."},
 		{Name: "source", Type: bigquery.StringFieldType, Description: "The file or subscription the input came from."},
 		{Name: "time", Type: bigquery.TimestampFieldType, Description: "When the record was dead-lettered (UTC)."},
+		{Name: "payload_base64", Type: bigquery.BytesFieldType, Description: "The payload's exact bytes, when it is not valid UTF-8."},
 	}
 }
 
@@ -276,9 +279,9 @@ func openBigQueryDeadLetters(ctx context.Context, t schemas.DeadLetterTarget) (*
 // ensureTable creates the table when it is missing. Several workers may
 // race to create it; the losers see 409 and go on.
 func (s *bigQueryDeadLetters) ensureTable(ctx context.Context) error {
-	_, err := s.table.Metadata(ctx)
+	md, err := s.table.Metadata(ctx)
 	if err == nil {
-		return nil
+		return s.addMissingColumns(ctx, md)
 	}
 	if !isHTTPStatus(err, http.StatusNotFound) {
 		return fmt.Errorf("dead letter table %s: %w", s.name, err)
@@ -296,6 +299,29 @@ func (s *bigQueryDeadLetters) ensureTable(ctx context.Context) error {
 			s.name, s.table.DatasetID, s.client.Project(), s.table.DatasetID, err)
 	}
 	return fmt.Errorf("dead letter table %s: create: %w", s.name, err)
+}
+
+// addMissingColumns adds the dead-letter columns a table made by an earlier
+// release lacks (sink, payload_base64): all NULLABLE, which BigQuery adds
+// in place.
+func (s *bigQueryDeadLetters) addMissingColumns(ctx context.Context, md *bigquery.TableMetadata) error {
+	have := map[string]bool{}
+	for _, f := range md.Schema {
+		have[f.Name] = true
+	}
+	schema := append(bigquery.Schema(nil), md.Schema...)
+	for _, f := range DeadLetterSchema() {
+		if !have[f.Name] {
+			schema = append(schema, f)
+		}
+	}
+	if len(schema) == len(md.Schema) {
+		return nil
+	}
+	if _, err := s.table.Update(ctx, bigquery.TableMetadataToUpdate{Schema: schema}, md.ETag); err != nil {
+		return fmt.Errorf("dead letter table %s: add the columns sensorpipe now writes: %w", s.name, err)
+	}
+	return nil
 }
 
 func isHTTPStatus(err error, code int) bool {
@@ -344,14 +370,18 @@ func (r deadLetterRow) Save() (map[string]bigquery.Value, string, error) {
 	if err != nil {
 		t = time.Now()
 	}
-	return map[string]bigquery.Value{
+	row := map[string]bigquery.Value{
 		"payload": r.d.Payload,
 		"reason":  r.d.Reason,
 		"sink":    r.d.Sink,
 		"error":   r.d.Error,
 		"source":  r.d.Source,
 		"time":    t.UTC(),
-	}, r.insertID, nil
+	}
+	if b := payloadBytes(r.d); b != nil {
+		row["payload_base64"] = b
+	}
+	return row, r.insertID, nil
 }
 
 // pubSubDeadLetters publishes one message per dead letter.
@@ -413,4 +443,17 @@ func (s *pubSubDeadLetters) flush(ctx context.Context) error {
 		return fmt.Errorf("dead letter topic %s: %d of %d publishes failed: %w", s.topic, len(again), n, first)
 	}
 	return nil
+}
+
+// payloadBytes is a BigQuery dead-letter row's payload_base64 value: the
+// exact payload when it is not valid UTF-8, else nil.
+func payloadBytes(d schemas.DeadLetter) []byte {
+	if d.PayloadBase64 == "" {
+		return nil
+	}
+	b, err := d.PayloadBytes()
+	if err != nil {
+		return nil
+	}
+	return b
 }

@@ -197,7 +197,7 @@ func TestWriteDeadLettersToBigQueryEmulator(t *testing.T) {
 		for _, f := range md.Schema {
 			cols = append(cols, f.Name+" "+string(f.Type))
 		}
-		if got, want := strings.Join(cols, ", "), "payload STRING, reason STRING, sink STRING, error STRING, source STRING, time TIMESTAMP"; got != want {
+		if got, want := strings.Join(cols, ", "), "payload STRING, reason STRING, sink STRING, error STRING, source STRING, time TIMESTAMP, payload_base64 BYTES"; got != want {
 			t.Errorf("columns %s; want %s", got, want)
 		}
 		if tp := md.TimePartitioning; tp == nil || tp.Type != bigquery.DayPartitioningType || tp.Field != "time" {

@@ -2,16 +2,17 @@ package dofns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"reflect"
-	"strconv"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
@@ -31,11 +32,16 @@ func init() {
 // it to StreamRowsFn: the window's bounds in epoch milliseconds, the pane's
 // timing and index, and its readings. A stream's panes discard, so they are
 // the readings that arrived since the window's previous firing.
+//
+// With Recover set it is not a firing but a restarted local stream's
+// recovery probe (see RecoverWindowsFn): the window may hold readings in
+// Bigtable that its state lost, and has no Records.
 type PaneBatch struct {
 	StartMs, EndMs int64
 	Timing         typex.PaneTiming
 	Index          int64
 	Records        []schemas.Record
+	Recover        bool
 }
 
 // PaneBatchFn turns a grouped firing into a PaneBatch keyed by identity and
@@ -54,7 +60,7 @@ func (PaneBatchFn) ProcessElement(pane beam.PaneInfo, w beam.Window, key string,
 		return
 	}
 	p.StartMs, p.EndMs = windowBounds(w, p.Records[0].EventMs)
-	emit(key+"@"+strconv.FormatInt(p.StartMs, 10), p)
+	emit(stateKey(key, p.StartMs), p)
 }
 
 // EarlyState is StreamRowsFn's summary of the early firings of one
@@ -111,6 +117,31 @@ type FinalState struct {
 // handled as a late one, so the last firing handled always leaves the rows
 // of everything seen.
 //
+// With Recovery on (a local stream: prism keeps windows in memory, and a
+// killed or stopped run loses them), the window's readings in Bigtable are
+// read back and merged in, so that its final firing imputes and rolls up
+// from everything the window holds, not only what this run has seen:
+//
+//   - RecoverWindowsFn sends, at start-up, a probe for each window that
+//     holds readings in Bigtable. The probe marks the window (Pending) and
+//     makes sure it gets a final firing: through the close timer if it has
+//     none yet, at once if it has had one.
+//   - The first final firing of a marked window reads it back (see
+//     schemas.ReadBack): the readings this run holds win over the read-back
+//     ones with the same millisecond; those it does not hold join the
+//     window's state and are re-imputed and rewritten like any other (their
+//     cells may hold an early firing's provisional values), and sent to
+//     BigQuery. They are counted as group.recovered, not as this run's
+//     readings (group.readings); one that this run brings later after all
+//     (it was in flight at the read-back) is then counted as this run's,
+//     and taken off group.recovered.
+//   - A read-back that fails after its bounded retries leaves the firing to
+//     the state alone (counted as group.recover_failed and logged) and the
+//     mark in place, so the window's next firing tries again. Failing the
+//     bundle instead would stop the whole stream on prism, which does not
+//     retry bundles, over values that are derived: the readings' own cells
+//     are in Bigtable already.
+//
 // It runs in the global window, keyed by identity and window start, and
 // clears a window's state with an event-time timer when the window closes
 // (its end plus AllowedLateness). Keyed by window instead, its state would
@@ -125,9 +156,15 @@ type StreamRowsFn struct {
 	// state is kept.
 	AllowedLateness time.Duration
 
+	// Recovery turns the read-back on (see above); off on Dataflow.
+	Recovery Recovery
+
 	Readings state.Bag[schemas.Record]
 	Early    state.Value[EarlyState]
 	Final    state.Value[FinalState]
+	// Pending marks a window to read back from Bigtable before its next
+	// final firing.
+	Pending state.Value[bool]
 	// Timer, tagged closeTag, is the on-time firing of a window whose
 	// readings all came early; tagged expiryTag, it clears the state of a
 	// closed window. One family with two tags: prism (Beam v2.77) hangs a
@@ -136,6 +173,20 @@ type StreamRowsFn struct {
 
 	hour                     hourBuilder
 	sent, resent, suppressed beam.Counter
+	reader                   *readBacker
+	recovered                recoveryCounters
+}
+
+// recoveryCounters count what the read-back does (the readings that join
+// a window are the ledger's group.recovered).
+type recoveryCounters struct {
+	// windows read back; read-back readings that a later firing brought
+	// from the source after all; readings whose cells could not be
+	// rebuilt; read-backs that failed.
+	windows, superseded, skipped, failed beam.Counter
+	// bqRows are the BigQuery rows of read-back readings sent for the
+	// first time (bigquery_once.rows counts the others).
+	bqRows beam.Counter
 }
 
 // NewStreamRowsFn returns a StreamRowsFn with its state and timer
@@ -148,22 +199,52 @@ func NewStreamRowsFn(spec *schemas.Spec, bigQuery bool, allowedLateness time.Dur
 		Readings:        state.MakeBagState[schemas.Record]("readings"),
 		Early:           state.MakeValueState[EarlyState]("early"),
 		Final:           state.MakeValueState[FinalState]("final"),
+		Pending:         state.MakeValueState[bool]("recover"),
 		Timer:           timers.InEventTime("window"),
 	}
 }
 
-// Setup compiles the spec.
-func (f *StreamRowsFn) Setup() error {
+// Setup compiles the spec and, with Recovery on, opens the Bigtable
+// client of the read-back.
+func (f *StreamRowsFn) Setup(ctx context.Context) error {
 	f.sent = beam.NewCounter("bigquery_once", "rows")
 	f.resent = beam.NewCounter("bigquery_once", "changed_rows_resent")
 	f.suppressed = beam.NewCounter("bigquery_once", "rows_already_sent")
-	return f.hour.setup(f.Spec)
+	f.recovered = recoveryCounters{
+		windows:    beam.NewCounter("group", "recovered_windows"),
+		superseded: beam.NewCounter("group", "recovered_superseded"),
+		skipped:    beam.NewCounter("group", "recover_skipped"),
+		failed:     beam.NewCounter("group", "recover_failed"),
+		bqRows:     beam.NewCounter("bigquery_once", "recovered_rows"),
+	}
+	if err := f.hour.setup(f.Spec); err != nil {
+		return err
+	}
+	if !f.Recovery.On() {
+		return nil
+	}
+	r, err := openReadBacker(ctx, f.Spec, f.Recovery)
+	if errors.Is(err, schemas.ErrNoReadBack) {
+		// The pipeline says so when it is built (pipelines.Ingest).
+		return nil
+	}
+	f.reader = r
+	return err
 }
 
-// ProcessElement builds and emits the rows of one firing.
-func (f *StreamRowsFn) ProcessElement(ctx context.Context, sp state.Provider, tp timers.Provider, _ string, p PaneBatch,
+// Teardown closes the read-back's client.
+func (f *StreamRowsFn) Teardown() error {
+	if f.reader != nil {
+		return f.reader.close()
+	}
+	return nil
+}
+
+// ProcessElement builds and emits the rows of one firing, or handles a
+// recovery probe.
+func (f *StreamRowsFn) ProcessElement(ctx context.Context, sp state.Provider, tp timers.Provider, key string, p PaneBatch,
 	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) error {
-	if len(p.Records) == 0 {
+	if len(p.Records) == 0 && (!p.Recover || f.reader == nil) {
 		return nil
 	}
 	// No output timestamp: the timer emits nothing, so it holds no
@@ -173,15 +254,74 @@ func (f *StreamRowsFn) ProcessElement(ctx context.Context, sp state.Provider, tp
 	if err != nil {
 		return fmt.Errorf("read final-firing state: %w", err)
 	}
-	return f.fire(ctx, sp, tp, p, fin, final, emitRow, emitBQ, emitRollup, emitDead)
+	if p.Recover {
+		return f.probe(ctx, sp, tp, key, p, fin, final, emitRow, emitBQ, emitRollup, emitDead)
+	}
+	return f.fire(ctx, sp, tp, key, p, fin, final, emitRow, emitBQ, emitRollup, emitDead)
+}
+
+// probe marks a window to be read back, and makes sure it gets a final
+// firing: a window that has had one fires again now, as a late firing; one
+// that has not gets an (empty) early state, so that the close timer fires
+// it when the watermark passes its end, as it does a window whose readings
+// all came early.
+func (f *StreamRowsFn) probe(ctx context.Context, sp state.Provider, tp timers.Provider, key string, p PaneBatch, fin FinalState, final bool,
+	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) error {
+	if err := f.Pending.Write(sp, true); err != nil {
+		return fmt.Errorf("write read-back mark: %w", err)
+	}
+	if final {
+		return f.fire(ctx, sp, tp, key, PaneBatch{StartMs: p.StartMs, EndMs: p.EndMs, Timing: typex.PaneLate}, fin, final,
+			emitRow, emitBQ, emitRollup, emitDead)
+	}
+	_, early, err := f.Early.Read(sp)
+	if err != nil {
+		return fmt.Errorf("read early-firing state: %w", err)
+	}
+	if !early {
+		if err := f.Early.Write(sp, EarlyState{StartMs: p.StartMs, EndMs: p.EndMs}); err != nil {
+			return fmt.Errorf("write early-firing state: %w", err)
+		}
+	}
+	f.Timer.Set(tp, time.UnixMilli(p.EndMs-1), timers.WithTag(closeTag), timers.WithNoOutputTimestamp())
+	return nil
+}
+
+// readBack reads back the window's readings in Bigtable when it is marked
+// Pending, and clears the mark; a failed read-back is counted and logged,
+// and leaves the mark for the next firing.
+func (f *StreamRowsFn) readBack(ctx context.Context, sp state.Provider, key string, p PaneBatch) ([]schemas.Record, error) {
+	if f.reader == nil {
+		return nil, nil
+	}
+	pending, _, err := f.Pending.Read(sp)
+	if err != nil || !pending {
+		return nil, err
+	}
+	recs, skipped, err := f.reader.window(ctx, stateIdentity(key), p.StartMs, p.EndMs)
+	if err != nil {
+		f.recovered.failed.Inc(ctx, 1)
+		log.Warnf(ctx, "window %s [%s, %s) fires from this run's readings only; its next firing reads it back again: %v", stateIdentity(key),
+			time.UnixMilli(p.StartMs).UTC().Format(time.RFC3339), time.UnixMilli(p.EndMs).UTC().Format(time.RFC3339), err)
+		return nil, nil
+	}
+	f.recovered.windows.Inc(ctx, 1)
+	if skipped > 0 {
+		f.recovered.skipped.Inc(ctx, int64(skipped))
+		log.Warnf(ctx, "window %s: %d readings in Bigtable could not be rebuilt from their cells", stateIdentity(key), skipped)
+	}
+	if err := f.Pending.Clear(sp); err != nil {
+		return nil, fmt.Errorf("clear read-back mark: %w", err)
+	}
+	return recs, nil
 }
 
 // OnTimer fires a window's on-time firing in place of the runner's
 // (closeTag) or clears the state of a window that has closed (expiryTag).
-func (f *StreamRowsFn) OnTimer(ctx context.Context, sp state.Provider, tp timers.Provider, _ string, timer timers.Context,
+func (f *StreamRowsFn) OnTimer(ctx context.Context, sp state.Provider, tp timers.Provider, key string, timer timers.Context,
 	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) error {
 	if timer.Tag == expiryTag {
-		for _, clear := range []func(state.Provider) error{f.Readings.Clear, f.Early.Clear, f.Final.Clear} {
+		for _, clear := range []func(state.Provider) error{f.Readings.Clear, f.Early.Clear, f.Final.Clear, f.Pending.Clear} {
 			if err := clear(sp); err != nil {
 				return fmt.Errorf("clear a closed window's state: %w", err)
 			}
@@ -200,12 +340,12 @@ func (f *StreamRowsFn) OnTimer(ctx context.Context, sp state.Provider, tp timers
 		return nil // the on-time (or a late) pane came
 	}
 	p := PaneBatch{StartMs: es.StartMs, EndMs: es.EndMs, Timing: typex.PaneOnTime, Index: es.Firings}
-	return f.fire(ctx, sp, tp, p, fin, final, emitRow, emitBQ, emitRollup, emitDead)
+	return f.fire(ctx, sp, tp, key, p, fin, final, emitRow, emitBQ, emitRollup, emitDead)
 }
 
 // fire builds and emits a firing against the window's state; fin is the
 // window's final state, if final.
-func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Provider, p PaneBatch, fin FinalState, final bool,
+func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Provider, key string, p PaneBatch, fin FinalState, final bool,
 	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) error {
 	f.hour.firings.Inc(ctx, 1)
 	var out firing
@@ -231,6 +371,13 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 		if err != nil {
 			return fmt.Errorf("read the window's readings: %w", err)
 		}
+		recovered, err := f.readBack(ctx, sp, key, p)
+		if err != nil {
+			return err
+		}
+		if final && len(p.Records) == 0 && len(recovered) == 0 {
+			return nil // a probe of a window this run has all of
+		}
 		// The duplicates counted so far: by the final firing before, or
 		// else by the early firings.
 		counted := fin.Dropped
@@ -243,7 +390,9 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 		}
 		var next FinalState
 		now := time.Now()
-		if err := guard(func() { next, out = f.hour.final(p, prev, fin, final, counted, f.BigQuery, now.UnixMilli()) }); err != nil {
+		if err := guard(func() {
+			next, out = f.hour.final(p, prev, recovered, fin, final, counted, f.BigQuery, now.UnixMilli())
+		}); err != nil {
 			f.hour.reject(ctx, p.Records, err, emitDead)
 			return nil
 		}
@@ -265,6 +414,10 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 	}
 	f.hour.ctrs.inc(ctx, ledger.Readings, out.readings)
 	f.hour.ctrs.inc(ctx, ledger.Duplicates, out.dropped)
+	// Net: a read-back reading this run brings after all is its own.
+	f.hour.ctrs.inc(ctx, ledger.Recovered, out.recovered-out.superseded)
+	f.recovered.superseded.Inc(ctx, out.superseded)
+	f.recovered.bqRows.Inc(ctx, out.sentRecovered)
 	f.sent.Inc(ctx, out.sent)
 	f.resent.Inc(ctx, out.resent)
 	f.suppressed.Inc(ctx, out.suppressed)
@@ -296,8 +449,13 @@ type firing struct {
 	// first time with their final values (the run's ledger counts them
 	// here); dropped the duplicates found in this firing; sent, resent and
 	// suppressed the BigQuery rows sent for the first time, sent again
-	// because they changed, and not sent again.
-	readings, dropped, sent, resent, suppressed int64
+	// because they changed, and not sent again; sentRecovered the rows of
+	// read-back readings sent for the first time (not in sent).
+	readings, dropped, sent, resent, suppressed, sentRecovered int64
+	// recovered counts the read-back readings that joined the window;
+	// superseded the read-back readings this firing brought from the
+	// source after all.
+	recovered, superseded int64
 }
 
 // early builds an early firing from the window's early state, which it
@@ -324,7 +482,8 @@ func (h *hourBuilder) early(p PaneBatch, es *EarlyState) firing {
 }
 
 // final builds an on-time or late firing from the window's earlier
-// readings (prev) and the state the firing before left, if final. counted
+// readings (prev), the readings read back from Bigtable (recovered, see
+// StreamRowsFn) and the state the firing before left, if final. counted
 // is how many duplicates earlier firings counted. It returns the state to
 // leave. now stamps the BigQuery rows' ingestion time.
 //
@@ -334,8 +493,16 @@ func (h *hourBuilder) early(p PaneBatch, es *EarlyState) firing {
 // it replaces whatever the early firings wrote provisionally (Rewrites:
 // each column written or cleared, so a losing duplicate's column goes).
 // A reading finalized before is rewritten only when its values changed,
-// or a copy of it arrived again.
-func (h *hourBuilder) final(p PaneBatch, prev []schemas.Record, fin FinalState, final bool, counted int64, bigQuery bool, now int64) (FinalState, firing) {
+// or a copy of it arrived again, or its cells read back differ.
+//
+// The readings of this run win over read-back ones with the same
+// millisecond: a read-back reading that this run holds too is left out
+// (here, or later from prev, where it stays once it joined the window).
+// A read-back reading that joins is finalized like the others, but as a
+// rewrite (the killed run read it, not this one) and counted as
+// recovered; if this run brings it later, it is then finalized as this
+// run's reading.
+func (h *hourBuilder) final(p PaneBatch, prev, recovered []schemas.Record, fin FinalState, final bool, counted int64, bigQuery bool, now int64) (FinalState, firing) {
 	out := firing{keep: p.Records}
 	// sent is what the final firing before built, wrote and sent to
 	// BigQuery.
@@ -347,13 +514,69 @@ func (h *hourBuilder) final(p PaneBatch, prev []schemas.Record, fin FinalState, 
 	for i := range p.Records {
 		arrived[p.Records[i].EventMs] = true
 	}
+	// held are the milliseconds of the readings this run brought: before
+	// (heldBefore) or now.
+	heldBefore := make(map[int64]bool, len(prev))
+	for i := range prev {
+		if !schemas.IsReadBack(&prev[i]) {
+			heldBefore[prev[i].EventMs] = true
+		}
+	}
+	held := make(map[int64]bool, len(prev)+len(p.Records))
+	for ms := range heldBefore {
+		held[ms] = true
+	}
+	for ms := range arrived {
+		held[ms] = true
+	}
+	// own are read-back readings this firing brings from the source for
+	// the first time.
+	own := map[int64]bool{}
+	kept := prev[:0:0]
+	for i := range prev {
+		r := &prev[i]
+		if schemas.IsReadBack(r) && held[r.EventMs] {
+			if arrived[r.EventMs] && !heldBefore[r.EventMs] && !own[r.EventMs] {
+				own[r.EventMs] = true
+				out.superseded++
+			}
+			continue
+		}
+		kept = append(kept, *r)
+	}
+	prev = kept
+	inPrev := make(map[int64]bool, len(prev))
+	for i := range prev {
+		inPrev[prev[i].EventMs] = true
+	}
+	// fromBigtable are the read-back readings that join; stale the
+	// finalized readings whose cells read back are not what was written.
+	fromBigtable := make(map[int64]bool, len(recovered))
+	stale := map[int64]bool{}
+	var joined []schemas.Record
+	for i := range recovered {
+		r := &recovered[i]
+		if held[r.EventMs] || inPrev[r.EventMs] {
+			if old, had := sent[r.EventMs]; had && old != Fingerprint(r) {
+				stale[r.EventMs] = true
+			}
+			continue
+		}
+		fromBigtable[r.EventMs] = true
+		joined = append(joined, *r)
+	}
+	out.recovered = int64(len(joined))
+	out.keep = append(append([]schemas.Record(nil), p.Records...), joined...)
 	// PrepareGroup re-imputes prev's values in place.
-	all := make([]schemas.Record, 0, len(prev)+len(p.Records))
-	all = append(append(all, prev...), p.Records...)
+	all := make([]schemas.Record, 0, len(prev)+len(joined)+len(p.Records))
+	all = append(append(append(all, prev...), joined...), p.Records...)
 	kept, dropped := h.spec.PrepareGroup(all)
 	out.dropped = int64(dropped) - counted
 
 	next := FinalState{Ms: make([]int64, len(kept)), Prints: make([]uint64, len(kept)), Dropped: int64(dropped)}
+	if len(kept) == 0 {
+		return next, out
+	}
 	var (
 		rewrite []schemas.Record
 		kinds   []schemas.OriginKind
@@ -363,18 +586,26 @@ func (h *hourBuilder) final(p PaneBatch, prev []schemas.Record, fin FinalState, 
 		fp := Fingerprint(r)
 		next.Ms[i], next.Prints[i] = r.EventMs, fp
 		old, had := sent[r.EventMs]
+		first := !had || own[r.EventMs]
 		switch {
-		case !had:
+		case first && fromBigtable[r.EventMs]:
+			rewrite, kinds = append(rewrite, *r), append(kinds, schemas.OriginRewrite)
+		case first:
 			out.readings++
 			rewrite, kinds = append(rewrite, *r), append(kinds, schemas.OriginReading)
-		case old != fp || arrived[r.EventMs]:
+		case old != fp || arrived[r.EventMs] || stale[r.EventMs]:
 			rewrite, kinds = append(rewrite, *r), append(kinds, schemas.OriginRewrite)
 		}
 		if !bigQuery {
 			continue
 		}
 		switch {
-		case !had:
+		case first && fromBigtable[r.EventMs]:
+			out.sentRecovered++
+			row := h.builder.BQRow(r, now)
+			row.Origin.Kind = schemas.OriginRewrite
+			out.bq = append(out.bq, row)
+		case first:
 			out.sent++
 			out.bq = append(out.bq, h.builder.BQRow(r, now))
 		case old != fp:

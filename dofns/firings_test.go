@@ -153,6 +153,11 @@ type windowState struct {
 }
 
 func (ws *windowState) fire(h *hourBuilder, timing typex.PaneTiming, index int64, recs []schemas.Record) firing {
+	return ws.fireRecovered(h, timing, index, recs, nil)
+}
+
+// fireRecovered is fire with the readings a final firing read back.
+func (ws *windowState) fireRecovered(h *hourBuilder, timing typex.PaneTiming, index int64, recs, recovered []schemas.Record) firing {
 	p := PaneBatch{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Timing: timing, Index: index, Records: recs}
 	var out firing
 	if timing == typex.PaneEarly && !ws.final {
@@ -163,7 +168,7 @@ func (ws *windowState) fire(h *hourBuilder, timing typex.PaneTiming, index int64
 		if !ws.final {
 			counted = ws.early.Dropped
 		}
-		ws.fin, out = h.final(p, prev, ws.fin, ws.final, counted, true, 1)
+		ws.fin, out = h.final(p, prev, recovered, ws.fin, ws.final, counted, true, 1)
 		ws.final, ws.early = true, EarlyState{}
 	}
 	ws.readings = append(ws.readings, out.keep...)
@@ -337,5 +342,180 @@ func TestFiringsCountEachDuplicateOnce(t *testing.T) {
 		if got := ws.fire(h, st.timing, int64(i), records(t, spec, st.lines...)).dropped; got != st.want {
 			t.Errorf("firing %d (%v) counts %d duplicates; want %d", i, st.timing, got, st.want)
 		}
+	}
+}
+
+// rows turns the table back into Bigtable rows, as a read returns them.
+func (tb table) rows(t *testing.T) []schemas.ReadRow {
+	t.Helper()
+	byKey := map[string]*schemas.ReadRow{}
+	var keys []string
+	for k, v := range tb {
+		row, rest, _ := strings.Cut(k, " ")
+		col, ts, _ := strings.Cut(rest, "@")
+		fam, q, _ := strings.Cut(col, ":")
+		var micros int64
+		if _, err := fmt.Sscan(ts, &micros); err != nil {
+			t.Fatal(err)
+		}
+		if byKey[row] == nil {
+			byKey[row] = &schemas.ReadRow{Key: row}
+			keys = append(keys, row)
+		}
+		byKey[row].Cells = append(byKey[row].Cells, schemas.Cell{Family: fam, Qualifier: q, TsMicros: micros, Value: []byte(v)})
+	}
+	sort.Strings(keys)
+	var out []schemas.ReadRow
+	for _, k := range keys {
+		out = append(out, *byKey[k])
+	}
+	return out
+}
+
+// TestStreamFiringsAfterARestartConvergeToBatch plays a local stream that is
+// killed (its window state lost, the cells it wrote kept) and restarted:
+// the restarted run's final firing reads the window back (schemas.ReadBack)
+// and the table converges to the batch result, BigQuery gets every reading
+// (its latest row holding the batch's values), and read-back readings are
+// counted apart, not as duplicates.
+func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
+	spec, h := firingsSpec(t)
+	rb, err := schemas.NewReadBack(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		a   = vitals(0, "", "36.8", "98")                // heart rate missing: imputed from later
+		b   = vitals(10*time.Minute, "70", "36.8", "98") //
+		c   = vitals(5*time.Minute, "60", "36.8", "98")  //
+		d   = vitals(20*time.Minute, "", "36.8", "98")   // heart rate missing
+		e   = vitals(30*time.Minute, "80", "37.5", "")   //
+		f   = vitals(50*time.Minute, "90", "36.8", "98") //
+		all = []string{a, b, c, d, e, f}
+	)
+	want := batchTable(t, spec, h, all)
+	wantBQ := map[string]string{}
+	kept, _ := spec.PrepareGroup(records(t, spec, all...))
+	for i := range kept {
+		r := h.builder.BQRow(&kept[i], 1)
+		wantBQ[fmt.Sprint(r.Values[1].Int)] = bqHR(spec, []schemas.BQRow{r})
+	}
+	type step struct {
+		timing typex.PaneTiming
+		lines  []string
+		// arrive are lines written on arrival only (in flight when the
+		// firing reads back); readBack makes the firing read the window
+		// back, as a final firing of a window marked Pending does.
+		arrive   []string
+		readBack bool
+	}
+	tests := []struct {
+		name                   string
+		before, after          []step
+		recovered, super, dups int64
+	}{{
+		name: "killed before on time; the rest comes on time",
+		// The early firings wrote a's heart rate provisionally, from b
+		// (the batch takes c's 60).
+		before:    []step{{timing: typex.PaneEarly, lines: []string{a, b}}, {timing: typex.PaneEarly, lines: []string{d}}},
+		after:     []step{{timing: typex.PaneOnTime, lines: []string{c, e, f}, readBack: true}},
+		recovered: 3,
+	}, {
+		name:      "killed before on time; no reading after: the probe's close timer fires it",
+		before:    []step{{timing: typex.PaneEarly, lines: []string{d, e}}, {timing: typex.PaneEarly, lines: []string{a, b, c, f}}},
+		after:     []step{{timing: typex.PaneOnTime, readBack: true}},
+		recovered: 6,
+	}, {
+		name:      "killed after on time; a late reading comes",
+		before:    []step{{timing: typex.PaneEarly, lines: []string{a, b, d, e, f}}, {timing: typex.PaneOnTime}},
+		after:     []step{{timing: typex.PaneLate, lines: []string{c}, readBack: true}},
+		recovered: 5,
+	}, {
+		name: "unacknowledged readings come again; one is in flight at the read-back",
+		// a and b were written but not acknowledged: redelivered, this
+		// run's copies win. f was written on arrival by this run and is
+		// read back before its pane brings it.
+		before:    []step{{timing: typex.PaneEarly, lines: []string{a, b, d}}},
+		after:     []step{{timing: typex.PaneOnTime, lines: []string{a, b, c, e}, arrive: []string{f}, readBack: true}, {timing: typex.PaneLate, lines: []string{f}}},
+		recovered: 2, super: 1,
+	}, {
+		name: "a reading in flight at the read-back comes twice",
+		// The second copy of f is a duplicate, not another superseding.
+		before: []step{{timing: typex.PaneEarly, lines: []string{a, b, d}}},
+		after: []step{{timing: typex.PaneOnTime, lines: []string{c, e}, arrive: []string{f}, readBack: true},
+			{timing: typex.PaneLate, lines: []string{f}}, {timing: typex.PaneLate, lines: []string{f}}},
+		recovered: 4, super: 1, dups: 1,
+	}, {
+		name: "a late firing before the probe: the probe fires it again",
+		// The restarted run's first firing (late) came before the probe
+		// marked the window, so without a read-back.
+		before:    []step{{timing: typex.PaneEarly, lines: []string{a, b, d, e}}},
+		after:     []step{{timing: typex.PaneLate, lines: []string{c, f}}, {timing: typex.PaneLate, readBack: true}},
+		recovered: 4,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := table{}
+			bq := map[string]string{}
+			var dropped, recovered, super, readings int64
+			play := func(ws *windowState, i int, st step) {
+				for _, l := range st.arrive {
+					muts, _ := h.builder.Mutations(records(t, spec, l))
+					tb.apply(muts)
+				}
+				recs := records(t, spec, st.lines...)
+				for j := range recs { // written on arrival
+					muts, _ := h.builder.Mutations(recs[j : j+1])
+					tb.apply(muts)
+				}
+				var back []schemas.Record
+				if st.readBack {
+					var skipped int
+					back, skipped = rb.Records(tb.rows(t), "s", firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli())
+					if skipped > 0 {
+						t.Fatalf("%d readings skipped", skipped)
+					}
+				}
+				out := ws.fireRecovered(h, st.timing, int64(i), recs, back)
+				tb.apply(out.rows)
+				for _, r := range out.bq {
+					bq[fmt.Sprint(r.Values[1].Int)] = bqHR(spec, []schemas.BQRow{r})
+				}
+				dropped += out.dropped
+				recovered += out.recovered
+				super += out.superseded
+				readings += out.readings
+				for _, r := range out.dead {
+					t.Errorf("dead letter %v", r)
+				}
+			}
+			var before windowState
+			for i, st := range tc.before {
+				play(&before, i, st)
+			}
+			var after windowState // killed: the state is lost, the cells stay
+			readings = 0
+			brought := map[string]bool{}
+			for i, st := range tc.after {
+				play(&after, i, st)
+				for _, l := range st.lines {
+					brought[l] = true
+				}
+			}
+			// The ledger's distinct readings of the new run: those it
+			// brought, not those it read back.
+			if readings != int64(len(brought)) {
+				t.Errorf("the new run counted %d distinct readings; want %d", readings, len(brought))
+			}
+			if tb.String() != want.String() {
+				t.Errorf("table differs from the batch result\n got:\n%s\nwant:\n%s", tb, want)
+			}
+			if fmt.Sprint(bq) != fmt.Sprint(wantBQ) {
+				t.Errorf("BigQuery's latest rows %v; want %v", bq, wantBQ)
+			}
+			if dropped != tc.dups || recovered != tc.recovered || super != tc.super {
+				t.Errorf("counted %d duplicates, %d recovered, %d superseded; want %d, %d, %d", dropped, recovered, super, tc.dups, tc.recovered, tc.super)
+			}
+		})
 	}
 }

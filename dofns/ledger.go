@@ -23,15 +23,28 @@ func (c *counters) inc(ctx context.Context, k ledger.Key, n int64) {
 	if n == 0 {
 		return
 	}
+	c.register(ctx, k)
+	(*c)[k].Inc(ctx, n)
+}
+
+// register makes the counters of k's family (ledger.Family) and, the first
+// time, reports them all at zero, so that the runner knows each before
+// several bundles first count it at once. A DoFn whose first count may
+// come in many bundles at once (a dead letter when a store dies) registers
+// in StartBundle, before it has anything to count.
+func (c *counters) register(ctx context.Context, k ledger.Key) {
+	if _, ok := (*c)[k]; ok {
+		return
+	}
 	if *c == nil {
 		*c = counters{}
 	}
-	ctr, ok := (*c)[k]
-	if !ok {
-		ctr = beam.NewCounter(k.Namespace, k.Name)
-		(*c)[k] = ctr
+	for _, fk := range append(ledger.Family(k), k) {
+		if _, ok := (*c)[fk]; !ok {
+			(*c)[fk] = beam.NewCounter(fk.Namespace, fk.Name)
+			(*c)[fk].Inc(ctx, 0)
+		}
 	}
-	ctr.Inc(ctx, n)
 }
 
 // sink counts a write of kind to sink's table with outcome.

@@ -86,6 +86,9 @@ type ParseFn struct {
 	Spec *schemas.Spec
 	// Format is the payload format, a key of Formats ("" means json).
 	Format string
+	// MaxLineBytes limits a payload (default schemas.DefaultMaxLineBytes);
+	// a longer one is dead-lettered as too_large with its first bytes.
+	MaxLineBytes int
 
 	parser  Decoder
 	builder *schemas.Builder
@@ -128,6 +131,16 @@ func compile(spec *schemas.Spec) (*schemas.Parser, *schemas.Builder, error) {
 // internal).
 func (f *ParseFn) ProcessElement(ctx context.Context, source, line string, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
 	var err error
+	max := f.MaxLineBytes
+	if max <= 0 {
+		max = schemas.DefaultMaxLineBytes
+	}
+	if len(line) > max {
+		f.ctrs.inc(ctx, ledger.InputRecords, 1)
+		f.ctrs.inc(ctx, ledger.InputRejected, 1)
+		dead(deadLetter(schemas.SinkParse, schemas.Prefix(line), source, schemas.TooLarge(int64(len(line)), max)))
+		return
+	}
 	if perr := guard(func() { err = f.parse(line, source) }); perr != nil {
 		err = perr
 	}

@@ -2,7 +2,9 @@ package dofns
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -34,6 +36,9 @@ const splitBytes int64 = 64 << 20
 // end is dead-lettered (reason malformed) with the line it stopped at,
 // rather than failing the job.
 type ReadLinesFn struct {
+	// MaxLineBytes limits a line (default schemas.DefaultMaxLineBytes).
+	MaxLineBytes int
+
 	ctrs counters
 }
 
@@ -71,45 +76,60 @@ func (fn *ReadLinesFn) CreateTracker(rest offsetrange.Restriction) *sdf.LockRTra
 	return sdf.NewLockRTracker(offsetrange.NewTracker(rest))
 }
 
-// ProcessElement emits the lines that start inside the restriction.
+// ProcessElement emits the lines that start inside the restriction. A
+// line over MaxLineBytes is dead-lettered as too_large with its first
+// bytes, and is never held whole: only its first MaxLineBytes are kept
+// while the rest is skipped. A UTF-8 byte-order mark at the start of a
+// file is dropped; CRLF line ends are read as LF.
 func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, file fileio.ReadableFile, emit func(string, string), dead func(schemas.DeadLetter)) error {
 	path := file.Metadata.Path
 	rest, ok := rt.GetRestriction().(offsetrange.Restriction)
 	if !ok {
 		return fmt.Errorf("read %s: restriction %T is not an offset range", path, rt.GetRestriction())
 	}
+	max := fn.MaxLineBytes
+	if max <= 0 {
+		max = schemas.DefaultMaxLineBytes
+	}
 	fd, err := file.Open(ctx)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	defer fd.Close()
-	rd := bufio.NewReaderSize(fd, 1<<20)
-	emitLine := func(line string) {
-		line = strings.TrimSuffix(line, "\n")
-		emit(path, strings.TrimSuffix(line, "\r"))
-	}
+	lr := &lineReader{rd: bufio.NewReaderSize(fd, 1<<20), max: max}
 	lineNo := 0
-	unreadable := func(err error) {
-		// The rest of the file is one rejected record in the ledger.
+	reject := func(err error, payload string) {
+		// One rejected record in the ledger: a line, or the rest of a
+		// file that could not be read.
 		fn.ctrs.inc(ctx, ledger.InputRecords, 1)
 		fn.ctrs.inc(ctx, ledger.InputRejected, 1)
-		dead(deadLetter(schemas.SinkParse, "", path, fmt.Errorf("%w: %s could not be read past line %d: %w", schemas.ErrMalformed, path, lineNo, err)))
+		dead(deadLetter(schemas.SinkParse, payload, path, err))
+	}
+	emitLine := func(line []byte, length int64, first bool) {
+		if first && bytes.HasPrefix(line, utf8BOM) {
+			line, length = line[len(utf8BOM):], length-int64(len(utf8BOM))
+		}
+		if length > int64(max) {
+			reject(schemas.TooLarge(length, max), schemas.Prefix(string(line)))
+			return
+		}
+		emit(path, string(line))
 	}
 	if compressed(path) {
 		if !rt.TryClaim(rest.Start) {
 			return nil
 		}
 		for {
-			line, err := rd.ReadString('\n')
-			if len(line) > 0 {
+			line, length, size, err := lr.next()
+			if size > 0 {
 				lineNo++
-				emitLine(line)
+				emitLine(line, length, lineNo == 1)
 			}
 			if err == io.EOF {
 				return nil
 			}
 			if err != nil {
-				unreadable(err)
+				reject(fmt.Errorf("%w: %s could not be read past line %d: %w", schemas.ErrMalformed, path, lineNo, err), "")
 				return nil
 			}
 		}
@@ -118,10 +138,10 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 	if pos > 0 {
 		// Skip the line that started before the restriction: it belongs to
 		// the previous block.
-		if _, err := rd.Discard(int(pos - 1)); err != nil {
+		if _, err := lr.rd.Discard(int(pos - 1)); err != nil {
 			return fmt.Errorf("seek %s to %d: %w", path, pos-1, err)
 		}
-		skipped, err := rd.ReadString('\n')
+		_, _, skipped, err := lr.next()
 		if err == io.EOF {
 			rt.TryClaim(rest.End)
 			return nil
@@ -129,13 +149,13 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		if err != nil {
 			return fmt.Errorf("read %s: %w", path, err)
 		}
-		pos += int64(len(skipped)) - 1
+		pos += skipped - 1
 	}
 	for rt.TryClaim(pos) {
-		line, err := rd.ReadString('\n')
-		if len(line) > 0 {
+		line, length, size, err := lr.next()
+		if size > 0 {
 			lineNo++
-			emitLine(line)
+			emitLine(line, length, pos == 0)
 		}
 		if err == io.EOF {
 			rt.TryClaim(rest.End)
@@ -144,7 +164,51 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		if err != nil {
 			return fmt.Errorf("read %s: %w", path, err)
 		}
-		pos += int64(len(line))
+		pos += size
 	}
 	return nil
+}
+
+// utf8BOM is the UTF-8 byte-order mark.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+// lineReader reads lines of at most max kept bytes.
+type lineReader struct {
+	rd  *bufio.Reader
+	max int
+	buf []byte
+}
+
+// next returns the next line without its LF or CRLF end (valid until the
+// next call), its length without that end, and its size in the file, end
+// included. A line longer than max is returned cut at max bytes (length
+// says how long it was); its rest is read and dropped, never held. At the
+// end of the input err is io.EOF, with the last line if it had no end.
+func (lr *lineReader) next() (line []byte, length, size int64, err error) {
+	lr.buf = lr.buf[:0]
+	var last [2]byte // the line's last two bytes, end included
+	for {
+		chunk, err := lr.rd.ReadSlice('\n')
+		size += int64(len(chunk))
+		if n := len(chunk); n >= 2 {
+			last = [2]byte{chunk[n-2], chunk[n-1]}
+		} else if n == 1 {
+			last = [2]byte{last[1], chunk[0]}
+		}
+		if keep := lr.max - len(lr.buf); keep > 0 {
+			lr.buf = append(lr.buf, chunk[:min(len(chunk), keep)]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		length = size
+		if size > 0 && last[1] == '\n' {
+			length--
+			if size > 1 && last[0] == '\r' {
+				length--
+			}
+		}
+		line = lr.buf[:min(int64(len(lr.buf)), length)]
+		return line, length, size, err
+	}
 }

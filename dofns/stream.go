@@ -43,6 +43,9 @@ type TooLateFn struct {
 	ctrs counters
 }
 
+// StartBundle registers the too_late counter before the first one.
+func (f *TooLateFn) StartBundle(ctx context.Context) { f.ctrs.register(ctx, ledger.TooLate) }
+
 // ProcessElement passes on-time and allowed-late readings and dead-letters
 // the others.
 func (f *TooLateFn) ProcessElement(ctx context.Context, et beam.EventTime, key string, r schemas.Record,

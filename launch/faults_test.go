@@ -119,6 +119,8 @@ func TestBigtableDiesMidBackfill(t *testing.T) {
 
 	code := job.wait(t, 3*time.Minute)
 	t.Logf("the launcher ended %v after the kill", time.Since(killed).Round(time.Millisecond))
+	stored := len(deadLetters(t, dl))
+	t.Logf("%d dead letters in %s", stored, dl)
 	if code != exitUnavailable {
 		t.Fatalf("exit %d; want %d (a store stayed unavailable)\nstderr (tail):\n%s", code, exitUnavailable, tailLines(job.stderr.String(), 20))
 	}
@@ -142,6 +144,9 @@ func TestBigtableDiesMidBackfill(t *testing.T) {
 	t.Logf("before the kill %d readings were written; %d dead-lettered", bt.Written, bt.Failed)
 	if got := l.DeadLetters[schemas.SinkBigtable]["write_failed"]; got != bt.Failed {
 		t.Errorf("%d bigtable write_failed dead letters stored; want %d", got, bt.Failed)
+	}
+	if int64(stored) != bt.Failed {
+		t.Errorf("%d dead letters in the folder; want %d", stored, bt.Failed)
 	}
 }
 

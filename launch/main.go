@@ -68,6 +68,7 @@ var (
 	retryDeadline  = flag.Duration("write_retry_deadline", retry.DefaultDeadline, "How long a write to Bigtable, BigQuery or the dead letter is retried while its store fails transiently (UNAVAILABLE, timeouts, quota). Past it, the records go to the dead letter as write_failed and the run exits 3.")
 	summaryJSON    = flag.String("summary_json", "", "Also write the run's ledger (the summary's figures) as JSON to this file.")
 	attemptTimeout = flag.Duration("write_attempt_timeout", dofns.DefaultAttemptTimeout, "How long one write call (an ApplyBulk batch, an AppendRows or insertAll request) may wait for its answer before it is abandoned and retried, within --write_retry_deadline.")
+	maxLineBytes   = flag.Int("max_line_bytes", schemas.DefaultMaxLineBytes, "Longest input line or Pub/Sub message, in bytes (default 1 MiB, a tenth of a Bigtable cell's limit); a longer one goes to the dead letter as too_large with its first 1 KiB, and is never held whole in memory.")
 	btBatchCells   = flag.Int("bigtable_batch_cells", dofns.DefaultBatchCells, "Cells per Bigtable ApplyBulk batch (the client sends a batch as MutateRows requests of at most 100,000 mutations); up to 4 batches are in flight per worker.")
 	bqReqBytes     = flag.Int("bigquery_request_bytes", dofns.DefaultBQRequestBytes, "Bytes of rows per BigQuery AppendRows or insertAll request (BigQuery's limit is 10 MB).")
 	bqProject      = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project when given; with BIGQUERY_EMULATOR_HOST set, local-project).")
@@ -237,6 +238,9 @@ func config(ctx context.Context) (pipelines.Config, error) {
 	if *attemptTimeout <= 0 {
 		return cfg, usagef("--write_attempt_timeout=%v: give a positive duration such as 30s", *attemptTimeout)
 	}
+	if *maxLineBytes < 1<<10 || *maxLineBytes > 100<<20 {
+		return cfg, usagef("--max_line_bytes=%d: give 1024..104857600", *maxLineBytes)
+	}
 	if *btBatchCells <= 0 || *btBatchCells > 100_000 {
 		return cfg, usagef("--bigtable_batch_cells=%d: give 1..100000", *btBatchCells)
 	}
@@ -246,6 +250,7 @@ func config(ctx context.Context) (pipelines.Config, error) {
 	cfg = pipelines.Config{Spec: spec, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: dl, Format: *format,
 		Retry:              dofns.RetrySettings{Deadline: *retryDeadline, AttemptTimeout: *attemptTimeout},
 		BigtableBatchCells: *btBatchCells,
+		MaxLineBytes:       *maxLineBytes,
 		BigtableAppProfile: *btAppProfile,
 		BigtableFlow:       flowcontrol.Settings{MaxMutations: *btMaxMuts, MaxBytes: *btMaxBytes, TargetLatency: *btLatency}}
 	if *bqDataset != "" {
@@ -310,6 +315,9 @@ func config(ctx context.Context) (pipelines.Config, error) {
 		// prism and direct keep windows in memory: write each reading's
 		// own cells before its message is acknowledged.
 		cfg.WriteOnArrival = local()
+		// ... and read each window back from Bigtable at its final firing,
+		// for what a killed or stopped run held.
+		cfg.Recover = local()
 	default:
 		return cfg, usagef("--source=%q: use files or pubsub", *source)
 	}

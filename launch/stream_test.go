@@ -131,9 +131,17 @@ func newPubSub(t *testing.T, host, name string) *pubsubFixture {
 }
 
 // publish publishes payloads with attribute event_ts (epoch ms) and waits
-// for every publish to be acknowledged by the emulator.
+// for every publish to be acknowledged by the emulator. It fails the test,
+// so call it on the test's goroutine; other goroutines call send.
 func (f *pubsubFixture) publish(t *testing.T, msgs ...streamMsg) {
 	t.Helper()
+	if err := f.send(msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// send is publish that returns its error.
+func (f *pubsubFixture) send(msgs ...streamMsg) error {
 	ctx := context.Background()
 	var results []*pubsub.PublishResult
 	for _, m := range msgs {
@@ -144,9 +152,24 @@ func (f *pubsubFixture) publish(t *testing.T, msgs ...streamMsg) {
 	}
 	for _, r := range results {
 		if _, err := r.Get(ctx); err != nil {
-			t.Fatalf("publish: %v", err)
+			return fmt.Errorf("publish: %w", err)
 		}
 	}
+	return nil
+}
+
+// sendPaced publishes msgs in batches of n, pausing between batches, and
+// returns the first error on done (for a publishing goroutine: it must not
+// fail the test itself).
+func (f *pubsubFixture) sendPaced(msgs []streamMsg, n int, pause time.Duration, done chan<- error) {
+	for i := 0; i < len(msgs); i += n {
+		if err := f.send(msgs[i:min(i+n, len(msgs))]...); err != nil {
+			done <- err
+			return
+		}
+		time.Sleep(pause) // the publishing rate, not synchronisation
+	}
+	done <- nil
 }
 
 type streamMsg struct {
@@ -173,33 +196,65 @@ func bqReadings(t *testing.T, bq *bqemu.TestServer, dataset string) map[string]s
 // bqReadingRows is bqReadings and the number of rows it collapsed.
 func bqReadingRows(t *testing.T, bq *bqemu.TestServer, dataset string) (map[string]string, int) {
 	t.Helper()
+	return bqLatest(t, bq, dataset, "readings", "ingested_at",
+		func(row map[string]bigquery.Value) string { id, _ := row["reading_id"].(string); return id },
+		func(row map[string]bigquery.Value) string {
+			return fmt.Sprint(row["sensor_id"], row["event_timestamp"], row["heart_rate"], row["body_temperature"],
+				row["spO2"], row["battery_level"], row["heart_rate_imputed"])
+		})
+}
+
+// bqHourly reads dataset.readings_hourly and keeps, per sensor and hour,
+// the aggregates of the latest firing (the newest fired_at; the batch
+// fires once).
+func bqHourly(t *testing.T, bq *bqemu.TestServer, dataset string) map[string]string {
+	t.Helper()
+	m, _ := bqLatest(t, bq, dataset, "readings_hourly", "fired_at",
+		func(row map[string]bigquery.Value) string {
+			return fmt.Sprint(row["sensor_id"], " ", row["window_start"])
+		},
+		func(row map[string]bigquery.Value) string {
+			var vals []string
+			for _, col := range []string{"count", "heart_rate_min", "heart_rate_max", "heart_rate_mean", "body_temperature_min",
+				"body_temperature_max", "body_temperature_mean", "spO2_min", "spO2_max", "spO2_mean", "battery_level_last", "heart_rate_imputed_count"} {
+				vals = append(vals, fmt.Sprintf("%s=%v", col, row[col]))
+			}
+			return strings.Join(vals, " ")
+		})
+	return m
+}
+
+// bqLatest reads dataset.table and keeps, per key, the values of the row
+// with the newest time in column at, and the number of rows it read; nil
+// when the table cannot be read (not created or not written yet).
+func bqLatest(t *testing.T, bq *bqemu.TestServer, dataset, table, at string,
+	key, values func(map[string]bigquery.Value) string) (map[string]string, int) {
+	t.Helper()
 	ctx := context.Background()
 	c, err := bigquery.NewClient(ctx, "p", bq.BigQueryOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	rows, err := emulators.ReadBigQuery(ctx, c.Dataset(dataset).Table(table))
+	if err != nil {
+		return nil, 0
+	}
 	type seen struct {
 		at   time.Time
 		vals string
 	}
-	rows, err := emulators.ReadBigQuery(ctx, c.Dataset(dataset).Table("readings"))
-	if err != nil {
-		return nil, 0 // not created or not written yet
-	}
 	latest := map[string]seen{}
 	for _, row := range rows {
-		at, _ := row["ingested_at"].(time.Time)
-		id, _ := row["reading_id"].(string)
-		vals := fmt.Sprint(row["sensor_id"], row["event_timestamp"], row["heart_rate"], row["body_temperature"],
-			row["spO2"], row["battery_level"], row["heart_rate_imputed"])
-		if prev, ok := latest[id]; !ok || at.After(prev.at) {
-			latest[id] = seen{at, vals}
+		when, _ := row[at].(time.Time)
+		k := key(row)
+		if prev, ok := latest[k]; !ok || !when.Before(prev.at) {
+			latest[k] = seen{when, values(row)}
 		}
 	}
 	out := make(map[string]string, len(latest))
-	for id, s := range latest {
-		out[id] = s.vals
+	for k, s := range latest {
+		out[k] = s.vals
 	}
 	return out, len(rows)
 }
@@ -409,14 +464,8 @@ func TestStreamEndToEnd(t *testing.T) {
 		// Publish in real time, about 100 readings a second, and kill the
 		// launcher mid-stream, once the first readings have landed.
 		job := startStream(t, env, args...)
-		published := make(chan struct{})
-		go func() {
-			defer close(published)
-			for i := 0; i < len(all); i += 10 {
-				f.publish(t, all[i:min(i+10, len(all))]...)
-				time.Sleep(100 * time.Millisecond) // the publishing rate
-			}
-		}()
+		published := make(chan error, 1)
+		go f.sendPaced(all, 10, 100*time.Millisecond, published)
 		eventually(t, 60*time.Second, job, func() (bool, string) {
 			return len(dump(t, bt, "kill_vitals")) > 0, "some cells written before the kill"
 		})
@@ -426,7 +475,9 @@ func TestStreamEndToEnd(t *testing.T) {
 		_, why := missing()
 		t.Logf("killed mid-stream: %s", why)
 		job = startStream(t, env, args...)
-		<-published
+		if err := <-published; err != nil {
+			t.Fatal(err)
+		}
 		// Messages read but not acknowledged by the killed run come back
 		// once their lease (10s) expires.
 		eventually(t, 90*time.Second, job, missing)
@@ -435,4 +486,206 @@ func TestStreamEndToEnd(t *testing.T) {
 			t.Fatalf("SIGTERM: exit %d\nstderr:\n%s", code, job.stderr.String())
 		}
 	})
+	t.Run("killed mid-publish at three points and restarted, closed hours equal the batch result", func(t *testing.T) {
+		bq := bqemu.StartServerForTest(t)
+		env := append(env, "BIGQUERY_EMULATOR_HOST="+strings.TrimPrefix(bq.RESTEndpoint, "http://"),
+			"BIGQUERY_STORAGE_EMULATOR_HOST="+bq.GRPCAddr)
+		// Two hours that closed before the test began, within the allowed
+		// lateness (6h), so they close by the watermark, not the clock.
+		h := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
+		all, bad := restartWorkload(h)
+		var good []string
+		for _, m := range all {
+			if !bad[m.payload] {
+				good = append(good, m.payload)
+			}
+		}
+		in := t.TempDir()
+		if err := os.WriteFile(filepath.Join(in, "a.jsonl"), []byte(strings.Join(good, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := runLauncher(t, env, "--source=files", "--input="+in+"/*", "--bigtable_project=p", "--bigtable_instance=i",
+			"--bigtable_table=restart_batch", "--bigquery_dataset=restart_batch", "--dead_letter="+t.TempDir())
+		if r.code != 0 {
+			t.Fatalf("batch: exit %d\n%s", r.code, r.stderr)
+		}
+		want := dump(t, bt, "restart_batch")
+		wantBQ, wantHourly := bqReadings(t, bq, "restart_batch"), bqHourly(t, bq, "restart_batch")
+		if len(wantBQ) != len(good) || len(wantHourly) != 2*restartSensors {
+			t.Fatalf("batch wrote %d BigQuery readings and %d rollups; want %d and %d", len(wantBQ), len(wantHourly), len(good), 2*restartSensors)
+		}
+
+		// Killed once a share of the readings has landed, while a share is
+		// being published (the rest is published after the restart): in
+		// the first hour; as soon as the whole first hour has landed, so
+		// before it closes, and no reading of it comes after the restart;
+		// in the second hour.
+		for _, kill := range []struct {
+			name              string
+			published, landed float64 // shares of all readings: published before the restart, in Bigtable at the kill
+		}{
+			{"in the first hour", 0.5, 0.15},
+			{"as the first hour ends", 0.5, 0.5},
+			{"in the second hour", 0.7, 0.6},
+		} {
+			t.Run(kill.name, func(t *testing.T) {
+				name := fmt.Sprintf("restart%d", int(kill.landed*100))
+				f := newPubSub(t, ps, name)
+				dl := t.TempDir()
+				args := streamArgs(f.sub, name, dl, "--pubsub_ack_deadline=10s", "--allowed_lateness=6h", "--bigquery_dataset="+name)
+				half := int(kill.published * float64(len(all)))
+				job := startStream(t, env, args...)
+				published := make(chan error, 1)
+				go f.sendPaced(all[:half], 100, 150*time.Millisecond, published)
+				eventually(t, 90*time.Second, job, func() (bool, string) {
+					n := landed(dump(t, bt, name))
+					return float64(n) >= kill.landed*float64(len(good))-1, fmt.Sprintf("%d readings landed before the kill", n)
+				})
+				if code := job.stop(t, syscall.SIGKILL); code != -int(syscall.SIGKILL) {
+					t.Fatalf("SIGKILL: exit %d", code)
+				}
+				killedAt := landed(dump(t, bt, name))
+				if err := <-published; err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("killed with %d of %d readings in Bigtable", killedAt, len(good))
+
+				summary := filepath.Join(t.TempDir(), "ledger.json")
+				job = startStream(t, env, append(args, "--summary_json="+summary)...)
+				f.publish(t, all[half:]...)
+				var diff int
+				eventually(t, 150*time.Second, job, func() (bool, string) {
+					got := dump(t, bt, name)
+					diff = cellDiff(got, want)
+					return diff == 0, fmt.Sprintf("stream table equal to the batch table: %d of %d cells differ\n%s", diff, len(want), firstDiffs(got, want, 10))
+				})
+				eventually(t, 60*time.Second, job, func() (bool, string) {
+					got := reasons(t, dl)
+					w := map[string]int{"malformed": len(bad)}
+					return fmt.Sprint(got) == fmt.Sprint(w), fmt.Sprintf("dead letters by reason %v; want %v", got, w)
+				})
+				eventually(t, 60*time.Second, job, func() (bool, string) {
+					got := bqReadings(t, bq, name)
+					return fmt.Sprint(got) == fmt.Sprint(wantBQ), fmt.Sprintf("BigQuery readings (collapsed on reading_id) equal to the batch's: %d of %d differ", mapDiff(got, wantBQ), len(wantBQ))
+				})
+				eventually(t, 30*time.Second, job, func() (bool, string) {
+					got := bqHourly(t, bq, name)
+					return fmt.Sprint(got) == fmt.Sprint(wantHourly), fmt.Sprintf("readings_hourly (latest firing per sensor and hour) equal to the batch's: %d of %d differ", mapDiff(got, wantHourly), len(wantHourly))
+				})
+				if code := job.stop(t, syscall.SIGTERM); code != 0 {
+					t.Fatalf("SIGTERM: exit %d\nstderr:\n%s", code, job.stderr.String())
+				}
+				l := readSummary(t, summary)
+				if !l.Balanced {
+					t.Errorf("the restarted run's ledger does not balance: %v", l.Problems)
+				}
+				t.Logf("restarted run: %d records read, %d distinct readings, %d recovered from Bigtable", l.Read, l.Readings, l.Recovered)
+				// Every reading the killed run acknowledged is recovered,
+				// every other one read again: none counted twice.
+				if l.Readings+l.Recovered != int64(len(good)) {
+					t.Errorf("restarted run: %d distinct readings + %d recovered; want the %d readings published", l.Readings, l.Recovered, len(good))
+				}
+			})
+		}
+	})
+}
+
+// restartSensors is how many sensors restartWorkload has.
+const restartSensors = 12
+
+// restartWorkload is two hours from h of readings every 20 seconds from
+// restartSensors sensors, in event-time order, with heart rates missing
+// (at the start of some sensors' hours, so they are imputed from later
+// readings; every fourth reading; and a whole hour of one sensor), and a
+// malformed record every 500 messages. It returns the messages and the
+// malformed payloads.
+func restartWorkload(h time.Time) ([]streamMsg, map[string]bool) {
+	var all []streamMsg
+	bad := map[string]bool{}
+	for i := 0; i < 2*3600/20; i++ {
+		at := h.Add(time.Duration(i) * 20 * time.Second)
+		inHour := i % (3600 / 20)
+		for s := 0; s < restartSensors; s++ {
+			ms := at.UnixMilli() + int64(s)
+			var hr any = 60 + (i+s)%40
+			switch {
+			case s%3 == 0 && inHour < 10, (i+s)%4 == 0, s == 5 && i >= 3600/20:
+				hr = nil
+			}
+			all = append(all, msg(line(fmt.Sprintf("r-%02d", s), ms, hr), ms))
+			if len(all)%500 == 0 {
+				p := fmt.Sprintf(`{"sensor_id":"r-%02d","seq":%d`, s, len(all)) // truncated: malformed
+				all = append(all, msg(p, ms))
+				bad[p] = true
+			}
+		}
+	}
+	return all, bad
+}
+
+// landed counts the readings in a vitals table dump (one body_temperature
+// cell each).
+func landed(cells []string) int {
+	n := 0
+	for _, c := range cells {
+		if strings.Contains(c, " vitals:body_temperature@") {
+			n++
+		}
+	}
+	return n
+}
+
+// cellDiff is how many cells are in one dump and not the other.
+func cellDiff(got, want []string) int {
+	in := map[string]int{}
+	for _, c := range got {
+		in[c]++
+	}
+	for _, c := range want {
+		in[c]--
+	}
+	n := 0
+	for _, d := range in {
+		n += max(d, -d)
+	}
+	return n
+}
+
+// firstDiffs lists up to n cells in one dump and not the other.
+func firstDiffs(got, want []string, n int) string {
+	g, w := map[string]bool{}, map[string]bool{}
+	for _, c := range got {
+		g[c] = true
+	}
+	for _, c := range want {
+		w[c] = true
+	}
+	var out []string
+	for _, c := range got {
+		if !w[c] && len(out) < n {
+			out = append(out, "  extra:   "+c)
+		}
+	}
+	for _, c := range want {
+		if !g[c] && len(out) < 2*n {
+			out = append(out, "  missing: "+c)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// mapDiff counts the keys whose values differ between two maps.
+func mapDiff(got, want map[string]string) int {
+	n := 0
+	for k, v := range want {
+		if got[k] != v {
+			n++
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			n++
+		}
+	}
+	return n
 }

@@ -5,6 +5,7 @@
 package pipelines
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window/trigger"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/fileio"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/internal/flowcontrol"
@@ -55,6 +57,19 @@ type Config struct {
 	// BigtableBatchCells is the cells of one ApplyBulk batch (0: the
 	// sink's default).
 	BigtableBatchCells int
+
+	// MaxLineBytes limits an input line or message; longer ones are
+	// dead-lettered as too_large (0: schemas.DefaultMaxLineBytes).
+	MaxLineBytes int
+
+	// Recover reads a stream's windows back from Bigtable at their final
+	// firings, so that a window a killed or stopped run held in memory is
+	// imputed and rolled up from every reading it got, not only those the
+	// new run sees (see dofns.StreamRowsFn and dofns.RecoverWindowsFn). It
+	// relies on WriteOnArrival; the launcher sets both on the local
+	// runners. A spec with no table that stores every field cannot be read
+	// back: the pipeline then logs a warning and runs without.
+	Recover bool
 }
 
 // BigQueryConfig is the BigQuery sink's destination.
@@ -89,25 +104,28 @@ func (c Config) Validate() error {
 }
 
 // ReadFiles reads every line of the files matching glob (local paths or
-// gs://, .gz decompressed) as KV<file, line>, and dead letters for files
-// that cannot be read to the end.
-func ReadFiles(s beam.Scope, glob string) (lines, dead beam.PCollection) {
+// gs://, .gz decompressed) as KV<file, line>, and dead letters for lines
+// over maxLine bytes (too_large; 0: the default limit) and files that
+// cannot be read to the end.
+func ReadFiles(s beam.Scope, glob string, maxLine int) (lines, dead beam.PCollection) {
 	s = s.Scope("ReadFiles")
 	matches := fileio.MatchFiles(s, glob, fileio.MatchEmptyAllow())
 	files := fileio.ReadMatches(s, matches)
-	return beam.ParDo2(s, &dofns.ReadLinesFn{}, files)
+	return beam.ParDo2(s, &dofns.ReadLinesFn{MaxLineBytes: maxLine}, files)
 }
 
 // Parse turns KV<source, line> of JSON into KV<identity, Record> stamped
 // with event time, and the dead letters of lines that fail validation.
 func Parse(s beam.Scope, spec *schemas.Spec, lines beam.PCollection) (records, dead beam.PCollection) {
-	return ParseFormat(s, spec, "", lines)
+	return ParseFormat(s, spec, "", 0, lines)
 }
 
 // ParseFormat is Parse for payloads in format (a key of dofns.Formats).
-func ParseFormat(s beam.Scope, spec *schemas.Spec, format string, lines beam.PCollection) (records, dead beam.PCollection) {
+// Payloads over maxLine bytes (0: the default limit) are dead-lettered as
+// too_large.
+func ParseFormat(s beam.Scope, spec *schemas.Spec, format string, maxLine int, lines beam.PCollection) (records, dead beam.PCollection) {
 	s = s.Scope("Parse")
-	return beam.ParDo2(s, &dofns.ParseFn{Spec: spec, Format: format}, lines)
+	return beam.ParDo2(s, &dofns.ParseFn{Spec: spec, Format: format, MaxLineBytes: maxLine}, lines)
 }
 
 // HourlyWindows windows readings into fixed one-hour event-time windows, the
@@ -135,7 +153,11 @@ func Ingest(s beam.Scope, cfg Config, records beam.PCollection) []beam.PCollecti
 			dead = append(dead, WriteBigtable(s.Scope("WriteOnArrival"), cfg, arrival))
 		}
 	}
-	b := BuildRowsAndRollups(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...))
+	var rec dofns.Recovery
+	if cfg.Windowing.Streaming && cfg.Recover {
+		rec = dofns.Recovery{Project: cfg.BigtableProject, Instance: cfg.BigtableInstance}
+	}
+	b := buildRows(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...), rec)
 	dead = append(dead, b.Dead, WriteBigtable(s, cfg, b.Rows))
 	if cfg.BigQuery != nil {
 		bq := *cfg.BigQuery
@@ -196,6 +218,12 @@ type Built struct {
 // the same, and BigQuery gets each reading once (again if it changed).
 // It expects discarding panes, as Windowing.Options gives.
 func BuildRowsAndRollups(s beam.Scope, spec *schemas.Spec, withBigQuery bool, windowed beam.PCollection) Built {
+	return buildRows(s, spec, withBigQuery, windowed, dofns.Recovery{})
+}
+
+// buildRows is BuildRowsAndRollups, with the stream's windows read back
+// from Bigtable when rec is on.
+func buildRows(s beam.Scope, spec *schemas.Spec, withBigQuery bool, windowed beam.PCollection, rec dofns.Recovery) Built {
 	s = s.Scope("BuildRows")
 	grouped := beam.GroupByKey(s, windowed)
 	var b Built
@@ -205,7 +233,20 @@ func BuildRowsAndRollups(s beam.Scope, spec *schemas.Spec, withBigQuery bool, wi
 		panes := beam.ParDo(s, dofns.PaneBatchFn{}, grouped)
 		panes = beam.WindowInto(s.Scope("Firings"), window.NewGlobalWindows(), panes)
 		lateness := time.Duration(ws.AllowedLateness) * time.Millisecond
-		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("Firings"), dofns.NewStreamRowsFn(spec, withBigQuery, lateness), panes)
+		fn := dofns.NewStreamRowsFn(spec, withBigQuery, lateness)
+		if rec.On() {
+			if _, err := schemas.NewReadBack(spec); err != nil {
+				log.Warnf(context.Background(), "a window held in memory by a run that is killed or stopped will be finished from the readings the next run sees only: %v", err)
+			} else {
+				// At start-up, a probe for each window that holds readings
+				// in Bigtable; each is read back at its final firing.
+				fn.Recovery = rec
+				probes := beam.ParDo(s.Scope("Recover"), &dofns.RecoverWindowsFn{Spec: spec, Recovery: rec, WindowSize: time.Hour, AllowedLateness: lateness},
+					beam.Impulse(s.Scope("Recover")))
+				panes = beam.Flatten(s.Scope("Firings"), panes, probes)
+			}
+		}
+		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("Firings"), fn, panes)
 	} else {
 		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, &dofns.BuildRowsFn{Spec: spec, BigQuery: withBigQuery}, grouped)
 	}
@@ -260,8 +301,8 @@ func Batch(s beam.Scope, cfg Config, glob string) error {
 	if cfg.Windowing.Streaming {
 		return fmt.Errorf("pipelines: a batch run takes the batch windowing")
 	}
-	lines, readDead := ReadFiles(s, glob)
-	records, parseDead := ParseFormat(s, cfg.Spec, cfg.Format, lines)
+	lines, readDead := ReadFiles(s, glob, cfg.MaxLineBytes)
+	records, parseDead := ParseFormat(s, cfg.Spec, cfg.Format, cfg.MaxLineBytes, lines)
 	dead := Ingest(s, cfg, records)
 	// The sinks' dead letters cross a Reshuffle (random keys, not a fixed
 	// key) so the dead-letter write runs in a stage of its own: a failed

@@ -149,7 +149,7 @@ func Stream(s beam.Scope, cfg Config, src PubSubSource) error {
 	if err != nil {
 		return err
 	}
-	records, parseDead := ParseFormat(s, cfg.Spec, cfg.Format, lines)
+	records, parseDead := ParseFormat(s, cfg.Spec, cfg.Format, cfg.MaxLineBytes, lines)
 	dead := Ingest(s, cfg, records)
 	WriteDeadLetters(s, cfg.DeadLetter, cfg.Retry, append(dead, parseDead)...)
 	return nil

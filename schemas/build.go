@@ -47,6 +47,9 @@ const (
 	OriginRollup
 )
 
+// OriginKinds lists every kind.
+var OriginKinds = []OriginKind{OriginReading, OriginRewrite, OriginProvisional, OriginRollup}
+
 // String names the kind, for the ledger's counters.
 func (k OriginKind) String() string {
 	switch k {

@@ -483,18 +483,28 @@ func ParseValue(f *FieldSpec, text string) (Value, error) {
 		}
 		return Value{Kind: KindTime, Int: ms}, nil
 	case TypeTags:
-		var pairs []Pair
-		if text != "" {
-			for _, kv := range strings.Split(text, ",") {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok {
-					return Value{}, fmt.Errorf("%s is a tag set: give k=v,k=v, not %q", f.Name, kv)
-				}
-				pairs = append(pairs, Pair{K: k, V: v})
-			}
+		v, err := parseTags(text)
+		if err != nil {
+			return Value{}, fmt.Errorf("%s is a tag set: %w", f.Name, err)
 		}
-		sort.Slice(pairs, func(i, j int) bool { return pairs[i].K < pairs[j].K })
-		return Value{Kind: KindTags, Pairs: pairs}, nil
+		return v, nil
 	}
 	return Value{}, fmt.Errorf("%s: unknown type %q", f.Name, f.Type)
+}
+
+// parseTags reads a tag set written k=v,k=v (AppendText's form), sorted on
+// reading.
+func parseTags(text string) (Value, error) {
+	var pairs []Pair
+	if text != "" {
+		for _, kv := range strings.Split(text, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return Value{}, fmt.Errorf("give k=v,k=v, not %q", kv)
+			}
+			pairs = append(pairs, Pair{K: k, V: v})
+		}
+	}
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i].K < pairs[j].K })
+	return Value{Kind: KindTags, Pairs: pairs}, nil
 }

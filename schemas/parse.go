@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -21,11 +22,14 @@ type Parser struct {
 	eventIdx int
 	explode  []string
 	pool     fastjson.ParserPool
+	// minMs and maxMs bound the accepted event times (inclusive).
+	minMs, maxMs int64
 }
 
 // NewParser prepares a parser for spec.
 func NewParser(spec *Spec) *Parser {
 	p := &Parser{spec: spec, eventIdx: spec.FieldIndex(spec.EventTime)}
+	p.minMs, p.maxMs = spec.EventTimeBounds()
 	for _, f := range spec.Fields {
 		if ex := spec.Explode; ex != nil && (f.Name == ex.TimeField || f.Name == ex.ValueField) {
 			p.paths = append(p.paths, nil)
@@ -68,7 +72,9 @@ func (p *Parser) Parse(dst []Record, line []byte, source string) ([]Record, erro
 // ParseString is Parse for a line already held as a string; the records
 // share it as their Raw payload without a copy.
 func (p *Parser) ParseString(dst []Record, line, source string) ([]Record, error) {
-	trimmed := strings.TrimSpace(line)
+	// A UTF-8 byte-order mark (some exporters start files and messages
+	// with one) is not part of the JSON.
+	trimmed := strings.TrimSpace(strings.TrimPrefix(line, utf8BOM))
 	if len(trimmed) == 0 {
 		return dst, nil
 	}
@@ -80,6 +86,11 @@ func (p *Parser) ParseString(dst []Record, line, source string) ([]Record, error
 	}
 	if root.Type() != fastjson.TypeObject {
 		return dst, reject(ErrMalformed, "a line must be a JSON object, got %s", root.Type())
+	}
+	if k := duplicateKey(root); k != "" {
+		// Parsers disagree on which copy wins (fastjson keeps the first,
+		// encoding/json the last): refuse to guess.
+		return dst, reject(ErrMalformed, "key %q appears twice in the object", k)
 	}
 	raw := line
 	values := make([]Value, p.spec.NumValues())
@@ -94,6 +105,9 @@ func (p *Parser) ParseString(dst []Record, line, source string) ([]Record, error
 		}
 	}
 	if p.explode == nil {
+		if errs[classTimestamp] == nil {
+			errs[classRange] = firstNonNil(errs[classRange], p.checkEventTime(values[p.eventIdx].Int))
+		}
 		if err := firstError(errs); err != nil {
 			return dst, err
 		}
@@ -145,12 +159,73 @@ func (p *Parser) explodePoints(dst []Record, root *fastjson.Value, base []Value,
 				perr[class] = fmt.Errorf("%s[%d]: %w", ex.Path, n, err)
 			}
 		}
+		if perr[classTimestamp] == nil {
+			perr[classRange] = firstNonNil(perr[classRange], p.checkEventTime(values[p.eventIdx].Int))
+		}
 		if err := firstError(perr); err != nil {
 			return dst[:start], err
 		}
 		dst = append(dst, Record{Values: values, EventMs: values[p.eventIdx].Int, Raw: raw, Source: source})
 	}
 	return dst, nil
+}
+
+// utf8BOM is the UTF-8 encoding of U+FEFF.
+const utf8BOM = "\ufeff"
+
+// checkEventTime rejects an event time outside the spec's accepted range.
+func (p *Parser) checkEventTime(ms int64) error {
+	if ms >= p.minMs && ms <= p.maxMs {
+		return nil
+	}
+	at := time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	lo, hi := time.UnixMilli(p.minMs).UTC().Format(time.RFC3339Nano), time.UnixMilli(p.maxMs).UTC().Format(time.RFC3339Nano)
+	why := ""
+	if ms < 0 && p.minMs >= 0 {
+		why = " (Bigtable cell timestamps cannot be negative)"
+	}
+	return reject(ErrOutOfRange, "%s %s is outside the accepted event times [%s, %s]%s; the spec's event_time_range sets them",
+		p.spec.EventTime, at, lo, hi, why)
+}
+
+// duplicateKey returns a key that appears more than once in obj, or "".
+// The keys are compared as the parser's own byte slices: no allocation for
+// the usual object of a few keys.
+func duplicateKey(root *fastjson.Value) string {
+	obj, _ := root.Object()
+	var (
+		seen [16][]byte
+		n    int
+		more map[string]bool
+		dup  string
+	)
+	obj.Visit(func(k []byte, _ *fastjson.Value) {
+		if dup != "" {
+			return
+		}
+		if n < len(seen) {
+			for _, s := range seen[:n] {
+				if string(s) == string(k) {
+					dup = string(k)
+					return
+				}
+			}
+			seen[n] = k
+			n++
+			return
+		}
+		if more == nil {
+			more = make(map[string]bool, 2*len(seen))
+			for _, s := range seen {
+				more[string(s)] = true
+			}
+		}
+		if more[string(k)] {
+			dup = string(k)
+		}
+		more[string(k)] = true
+	})
+	return dup
 }
 
 func firstNonNil(a, b error) error {
@@ -193,7 +268,10 @@ func (p *Parser) field(out *Value, f *FieldSpec, v *fastjson.Value) (int, error)
 		if v.Type() != fastjson.TypeNumber {
 			return classInvalid, reject(ErrInvalidField, "%s must be a number, got %s", f.Name, v.Type())
 		}
-		n, _ := v.Float64()
+		n, err := v.Float64()
+		if err != nil || math.IsInf(n, 0) || math.IsNaN(n) {
+			return classInvalid, reject(ErrInvalidField, "%s %s is not a finite 64-bit number", f.Name, v)
+		}
 		*out = Value{Kind: KindFloat, Num: n}
 		return classRange, checkRange(f, n)
 	case TypeInt:

@@ -59,6 +59,23 @@ func TestParseVitalsReasons(t *testing.T) {
 		{"missing wins over range", `{"timestamp":1772360130250,"heart_rate":700,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrMissingField},
 		{"invalid wins over timestamp", `{"sensor_id":"s","timestamp":"x","heart_rate":"1","body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrInvalidField},
 		{"timestamp wins over range", `{"sensor_id":"s","timestamp":"x","heart_rate":1,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrBadTimestamp},
+		// Every class of bad input ends in a reading or a reason.
+		{"UTF-8 byte-order mark", "\ufeff" + okLine, nil},
+		{"CRLF line end", okLine + "\r\n", nil},
+		{"duplicate key", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":72,"heart_rate":73,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrMalformed},
+		{"NaN literal (fastjson reads it as a number)", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":NaN,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrInvalidField},
+		{"Infinity literal", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":Infinity,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrMalformed},
+		{"1e309 overflows a float64", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":1e309,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrInvalidField},
+		{"NaN as a string", `{"sensor_id":"s","timestamp":1772360130250,"heart_rate":"NaN","body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrInvalidField},
+		{"sensor_id with a newline", `{"sensor_id":"a\nb","timestamp":1772360130250,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, nil},
+		{"sensor_id in Unicode", `{"sensor_id":"café-☃-日本","timestamp":1772360130250,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, nil},
+		{"sensor_id of 5 KB: the row key is over Bigtable's 4 KB", `{"sensor_id":"` + strings.Repeat("x", 5000) + `","timestamp":1772360130250,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrInvalidField},
+		{"year 1: before 1970", `{"sensor_id":"s","timestamp":"0001-01-01T00:00:00.000Z","heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrOutOfRange},
+		{"negative epoch", `{"sensor_id":"s","timestamp":-1000,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrOutOfRange},
+		{"1969 with an offset", `{"sensor_id":"s","timestamp":"1969-12-31T23:59:59.999Z","heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrOutOfRange},
+		{"epoch zero", `{"sensor_id":"s","timestamp":0,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, nil},
+		{"year 9999", `{"sensor_id":"s","timestamp":"9999-12-31T23:59:59.999Z","heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, nil},
+		{"past year 9999", `{"sensor_id":"s","timestamp":253402300800000,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`, ErrBadTimestamp},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,4 +186,49 @@ func FuzzUTCTimestampFastPath(f *testing.F) {
 			t.Fatalf("fast path(%q) = %d; ParseTimestamp = %d, %v", in, got, want, err)
 		}
 	})
+}
+
+func TestEventTimeRange(t *testing.T) {
+	spec := func(rng string) (*Spec, error) {
+		y := strings.Replace(vitalsYAML(t), "event_time: timestamp\n", "event_time: timestamp\n"+rng, 1)
+		return ParseSpec("vitals.yaml", []byte(y))
+	}
+	t.Run("declared range", func(t *testing.T) {
+		s, err := spec("event_time_range: {min: \"2020-01-01T00:00:00Z\", max: \"2030-01-01T00:00:00Z\"}\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := NewParser(s)
+		for ts, ok := range map[string]bool{"2019-12-31T23:59:59.999Z": false, "2020-01-01T00:00:00Z": true, "2030-01-01T00:00:00Z": true, "2030-01-01T00:00:00.001Z": false} {
+			line := strings.Replace(okLine, "2026-03-01T10:15:30.250Z", ts, 1)
+			_, err := p.Parse(nil, []byte(line), "f")
+			if ok != (err == nil) || !ok && !errors.Is(err, ErrOutOfRange) {
+				t.Errorf("%s: err %v; want accepted %v", ts, err, ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "event_time_range") {
+				t.Errorf("%s: error %q does not name the spec key", ts, err)
+			}
+		}
+	})
+	for name, tc := range map[string]struct{ rng, want string }{
+		"before 1970":   {"event_time_range: {min: \"1969-01-01T00:00:00Z\"}\n", "cannot be negative"},
+		"not RFC 3339":  {"event_time_range: {max: \"tomorrow\"}\n", "event_time_range.max"},
+		"min after max": {"event_time_range: {min: \"2030-01-01T00:00:00Z\", max: \"2020-01-01T00:00:00Z\"}\n", "is after max"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := spec(tc.rng); err == nil || !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v; want an invalid spec saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// vitalsYAML is the built-in vitals spec's text.
+func vitalsYAML(t *testing.T) string {
+	t.Helper()
+	b, err := builtinSpecs.ReadFile("specs/vitals.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -5,9 +5,12 @@
 package schemas
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Kind is the type of a Value.
@@ -75,13 +78,47 @@ var (
 	ErrOutOfRange   = errors.New("out_of_range")
 	ErrWriteFailed  = errors.New("write_failed")
 	ErrTooLate      = errors.New("too_late")
+	// ErrTooLarge marks an input line or message over the size limit: it
+	// is dead-lettered with a prefix of its payload.
+	ErrTooLarge = errors.New("too_large")
 	// ErrInternal marks a record that reached code that could not handle
 	// it (a bug, not bad data): it is dead-lettered with the error rather
 	// than crash the bundle.
 	ErrInternal = errors.New("internal")
 )
 
-var reasons = []error{ErrMalformed, ErrMissingField, ErrInvalidField, ErrBadTimestamp, ErrOutOfRange, ErrWriteFailed, ErrTooLate, ErrInternal}
+var reasons = []error{ErrMalformed, ErrMissingField, ErrInvalidField, ErrBadTimestamp, ErrOutOfRange, ErrWriteFailed, ErrTooLate, ErrTooLarge, ErrInternal}
+
+// Reasons lists every dead-letter reason code.
+func Reasons() []string {
+	out := make([]string, len(reasons))
+	for i, r := range reasons {
+		out[i] = r.Error()
+	}
+	return out
+}
+
+// DefaultMaxLineBytes is the default limit on one input line or message: a
+// tenth of a Bigtable cell's 10 MB limit.
+const DefaultMaxLineBytes = 1 << 20
+
+// TooLargePrefix is how much of an over-long payload its dead letter keeps.
+const TooLargePrefix = 1 << 10
+
+// TooLarge is the error of a payload of size bytes over limit; prefix is
+// the start of the payload, which the dead letter keeps.
+func TooLarge(size int64, limit int) error {
+	return fmt.Errorf("%w: %d bytes is over the limit of %d (--max_line_bytes); the payload kept is its first %d bytes",
+		ErrTooLarge, size, limit, TooLargePrefix)
+}
+
+// Prefix is the start of payload that a too_large dead letter keeps.
+func Prefix(payload string) string {
+	if len(payload) <= TooLargePrefix {
+		return payload
+	}
+	return payload[:TooLargePrefix]
+}
 
 // Reason returns the dead-letter reason code of err ("malformed", ...). An
 // error wrapping none of the sentinels is reported as "malformed" when it came
@@ -117,8 +154,12 @@ var Sinks = []string{SinkParse, SinkWindow, SinkBigtable, SinkBigQuery, SinkBigQ
 // DeadLetter is one record that could not be written, with why and where.
 // It is written as one JSON object per line.
 type DeadLetter struct {
-	Payload string `json:"payload"`
-	Reason  string `json:"reason"`
+	// Payload is the record as read. One that is not valid UTF-8 (which
+	// JSON and BigQuery STRING cannot hold) has its invalid bytes replaced
+	// here, and PayloadBase64 holds it exactly.
+	Payload       string `json:"payload"`
+	PayloadBase64 string `json:"payload_base64,omitempty"`
+	Reason        string `json:"reason"`
 	// Sink is the stage that rejected it (SinkParse, SinkBigtable, ...).
 	Sink   string `json:"sink"`
 	Error  string `json:"error"`
@@ -129,14 +170,31 @@ type DeadLetter struct {
 // NewDeadLetter builds the dead letter of payload (read from source) that
 // sink could not take because of err, stamped with now (UTC).
 func NewDeadLetter(sink, payload, source string, err error, now time.Time) DeadLetter {
-	return DeadLetter{
+	d := DeadLetter{
 		Payload: payload,
 		Reason:  Reason(err),
 		Sink:    sink,
-		Error:   err.Error(),
+		Error:   strings.ToValidUTF8(err.Error(), "\uFFFD"),
 		Source:  source,
 		Time:    now.UTC().Format(time.RFC3339Nano),
 	}
+	if !utf8.ValidString(payload) {
+		d.Payload = strings.ToValidUTF8(payload, "\uFFFD")
+		d.PayloadBase64 = base64.StdEncoding.EncodeToString([]byte(payload))
+	}
+	return d
+}
+
+// PayloadBytes is the payload exactly as read.
+func (d DeadLetter) PayloadBytes() ([]byte, error) {
+	if d.PayloadBase64 != "" {
+		b, err := base64.StdEncoding.DecodeString(d.PayloadBase64)
+		if err != nil {
+			return nil, fmt.Errorf("dead letter payload_base64: %w", err)
+		}
+		return b, nil
+	}
+	return []byte(d.Payload), nil
 }
 
 // reject builds a validation error carrying its reason sentinel.

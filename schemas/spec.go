@@ -39,21 +39,56 @@ const (
 // validated, and how it lands in Bigtable and BigQuery. It is loaded from YAML
 // once at launch; Compile checks it and prepares the fast paths.
 type Spec struct {
-	Name         string        `yaml:"name"`
-	Description  string        `yaml:"description"`
-	KeyDelimiter string        `yaml:"key_delimiter"`
-	EventTime    string        `yaml:"event_time"`
-	Identity     []string      `yaml:"identity"`
-	Explode      *ExplodeSpec  `yaml:"explode,omitempty"`
-	Fields       []FieldSpec   `yaml:"fields"`
-	Impute       []ImputeSpec  `yaml:"impute"`
-	Bigtable     BigtableSpec  `yaml:"bigtable"`
-	BigQuery     *BigQuerySpec `yaml:"bigquery,omitempty"`
-	Rollup       *RollupSpec   `yaml:"rollup,omitempty"`
-	Queries      []QuerySpec   `yaml:"queries"`
+	Name         string `yaml:"name"`
+	Description  string `yaml:"description"`
+	KeyDelimiter string `yaml:"key_delimiter"`
+	EventTime    string `yaml:"event_time"`
+	// EventTimeRange bounds the event times the dataset accepts; a reading
+	// outside it is dead-lettered (out_of_range). Default: 1970-01-01T00:00:00Z
+	// to 9999-12-31T23:59:59.999Z.
+	EventTimeRange *TimeRangeSpec `yaml:"event_time_range,omitempty"`
+	Identity       []string       `yaml:"identity"`
+	Explode        *ExplodeSpec   `yaml:"explode,omitempty"`
+	Fields         []FieldSpec    `yaml:"fields"`
+	Impute         []ImputeSpec   `yaml:"impute"`
+	Bigtable       BigtableSpec   `yaml:"bigtable"`
+	BigQuery       *BigQuerySpec  `yaml:"bigquery,omitempty"`
+	Rollup         *RollupSpec    `yaml:"rollup,omitempty"`
+	Queries        []QuerySpec    `yaml:"queries"`
 
 	// file is where the spec was loaded from, for error messages.
 	file string
+}
+
+// TimeRangeSpec is an inclusive range of event times, each RFC 3339.
+type TimeRangeSpec struct {
+	Min string `yaml:"min,omitempty"`
+	Max string `yaml:"max,omitempty"`
+}
+
+// The widest event-time range a spec may accept. Bigtable cell timestamps
+// are microseconds since 1970 and cannot be negative, so a reading before
+// 1970 cannot be stored at its event time; after 9999 a year no longer has
+// four digits (key buckets, BigQuery TIMESTAMP).
+var (
+	EarliestEventTime = time.Unix(0, 0).UTC()
+	LatestEventTime   = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
+)
+
+// EventTimeBounds is the spec's accepted event-time range in epoch
+// milliseconds, inclusive (the default when it declares none). Call it on
+// a validated spec.
+func (s *Spec) EventTimeBounds() (minMs, maxMs int64) {
+	minMs, maxMs = EarliestEventTime.UnixMilli(), LatestEventTime.UnixMilli()
+	if r := s.EventTimeRange; r != nil {
+		if r.Min != "" {
+			minMs, _ = ParseTimestamp(r.Min)
+		}
+		if r.Max != "" {
+			maxMs, _ = ParseTimestamp(r.Max)
+		}
+	}
+	return minMs, maxMs
 }
 
 // ExplodeSpec turns one input object into one record per element of an array
@@ -321,6 +356,35 @@ func (s *Spec) validate() error {
 	}
 	if f := s.Field(s.EventTime); f == nil || f.Type != TypeTimestamp {
 		return s.errf("event_time", "%q is not a declared timestamp field", s.EventTime)
+	}
+	if r := s.EventTimeRange; r != nil {
+		bound := func(where, v string) (int64, error) {
+			ms, err := ParseTimestamp(v)
+			switch {
+			case err != nil:
+				return 0, s.errf(where, "%v", err)
+			case ms < EarliestEventTime.UnixMilli():
+				return 0, s.errf(where, "%s is before 1970-01-01T00:00:00Z: Bigtable cell timestamps (the event time, in microseconds since 1970) cannot be negative", v)
+			case ms > LatestEventTime.UnixMilli():
+				return 0, s.errf(where, "%s is after 9999-12-31T23:59:59.999Z, the latest time with a four-digit year", v)
+			}
+			return ms, nil
+		}
+		lo, hi := EarliestEventTime.UnixMilli(), LatestEventTime.UnixMilli()
+		var err error
+		if r.Min != "" {
+			if lo, err = bound("event_time_range.min", r.Min); err != nil {
+				return err
+			}
+		}
+		if r.Max != "" {
+			if hi, err = bound("event_time_range.max", r.Max); err != nil {
+				return err
+			}
+		}
+		if lo > hi {
+			return s.errf("event_time_range", "min %s is after max %s", r.Min, r.Max)
+		}
 	}
 	if len(s.Identity) == 0 {
 		return s.errf("identity", "missing; list the fields that identify a series (e.g. [sensor_id]): they spread the grouping over many keys")

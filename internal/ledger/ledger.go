@@ -117,6 +117,44 @@ func RowsKey(sink, table string) Key { return Key{"sink/" + sink + "/" + table, 
 // dead-letter store took.
 func DeadLetterKey(sink, reason string) Key { return Key{"deadletter", sink + "." + reason} }
 
+// stageKeys are the counters of the stages before the sinks.
+var stageKeys = []Key{InputRecords, InputRejected, TooLate, GroupRejected, Readings, Duplicates, Recovered}
+
+// Family lists the counters a step that keeps k may come to keep too: the
+// other stage counters; every kind and outcome of k's sink table; every
+// sink and reason of the dead letters. A step registers the whole family
+// at its first count (dofns/ledger.go), so that a counter first counted
+// by several bundles at once (every bundle's write_failed when a store
+// dies) is already known to the runner. Prism (v2.77) keeps one payload
+// of a counter it does not know yet while it asks the worker what it is,
+// and a second bundle's payload replaces the first: its counts are lost.
+func Family(k Key) []Key {
+	switch {
+	case k.Namespace == "deadletter":
+		var out []Key
+		for _, sink := range schemas.Sinks {
+			for _, reason := range schemas.Reasons() {
+				out = append(out, DeadLetterKey(sink, reason))
+			}
+		}
+		return out
+	case strings.HasPrefix(k.Namespace, "sink/"):
+		out := []Key{{k.Namespace, "rows." + Written}}
+		for _, kind := range schemas.OriginKinds {
+			for _, o := range []string{Routed, Written, Failed, Unavailable} {
+				out = append(out, Key{k.Namespace, kind.String() + "." + o})
+			}
+		}
+		return out
+	}
+	for _, s := range stageKeys {
+		if s == k {
+			return stageKeys
+		}
+	}
+	return []Key{k}
+}
+
 // Ledger is a run's account.
 type Ledger struct {
 	// Stream is set for a stream, which a stop leaves with readings in
@@ -192,7 +230,7 @@ func FromCounters(c Counters, stream bool) *Ledger {
 				l.DeadLetters[sink] = map[string]int64{}
 			}
 			l.DeadLetters[sink][reason] += n
-		case strings.HasPrefix(k.Namespace, "sink/"):
+		case strings.HasPrefix(k.Namespace, "sink/") && n != 0:
 			parts := strings.SplitN(k.Namespace, "/", 3)
 			if len(parts) != 3 {
 				continue

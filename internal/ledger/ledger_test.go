@@ -113,3 +113,60 @@ func TestLedgerFigures(t *testing.T) {
 		t.Errorf("JSON round trip: %v, %+v", err, back)
 	}
 }
+
+// TestFamily: a counter's family holds it and every counter a step that
+// keeps it may come to keep, so registering the family at the first count
+// leaves no counter to be first counted later.
+func TestFamily(t *testing.T) {
+	sink := SinkKey(schemas.SinkBigtable, "readings", schemas.OriginReading, Routed)
+	for _, tc := range []struct {
+		name string
+		k    Key
+		want []Key
+	}{
+		{"stage", InputRecords, []Key{InputRejected, TooLate, GroupRejected, Readings, Duplicates, Recovered}},
+		{"sink", sink, []Key{
+			RowsKey(schemas.SinkBigtable, "readings"),
+			SinkKey(schemas.SinkBigtable, "readings", schemas.OriginReading, Unavailable),
+			SinkKey(schemas.SinkBigtable, "readings", schemas.OriginRollup, Failed),
+			SinkKey(schemas.SinkBigtable, "readings", schemas.OriginRewrite, Written),
+		}},
+		{"dead letters", DeadLetterKey(schemas.SinkParse, "malformed"), []Key{
+			DeadLetterKey(schemas.SinkBigtable, "write_failed"),
+			DeadLetterKey(schemas.SinkWindow, "too_late"),
+			DeadLetterKey(schemas.SinkBigQueryRollups, "internal"),
+		}},
+		{"other", Key{"recover", "windows_found"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fam := map[Key]bool{}
+			for _, k := range Family(tc.k) {
+				fam[k] = true
+			}
+			for _, k := range append(tc.want, tc.k) {
+				if !fam[k] {
+					t.Errorf("Family(%v) lacks %v", tc.k, k)
+				}
+			}
+			if fam[SinkKey(schemas.SinkBigQuery, "readings", schemas.OriginReading, Routed)] && tc.name == "sink" {
+				t.Errorf("Family(%v) holds another table's counter", tc.k)
+			}
+		})
+	}
+}
+
+// TestZeroCountersAddNothing: the zeros a family registers do not show in
+// the ledger.
+func TestZeroCountersAddNothing(t *testing.T) {
+	c := Counters{}
+	for _, k := range append(Family(InputRecords), Family(DeadLetterKey("parse", "malformed"))...) {
+		c[k] = 0
+	}
+	for _, k := range Family(SinkKey(schemas.SinkBigQuery, "r", schemas.OriginReading, Routed)) {
+		c[k] = 0
+	}
+	l := FromCounters(c, false)
+	if len(l.Sinks) != 0 || len(l.DeadLetters) != 0 || !l.Balanced {
+		t.Errorf("zeros gave sinks %v, dead letters %v, balanced %v, problems %v", l.Sinks, l.DeadLetters, l.Balanced, l.Problems)
+	}
+}

@@ -1,0 +1,390 @@
+package schemas
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrNoReadBack marks a spec none of whose tables stores every field of a
+// reading, so its readings cannot be rebuilt from Bigtable.
+var ErrNoReadBack = errors.New("no table to read readings back from")
+
+// ReadBack rebuilds a stream's readings from the cells of one of the
+// spec's Bigtable tables: a local stream that is killed loses the readings
+// each open hour holds in memory, but their observed cells are in Bigtable
+// (written on arrival), and the hour's final firing must impute and roll up
+// from all of them.
+//
+// The table it reads is the first that stores every field: each is the
+// event time (a cell's timestamp), the value of a column, or recoverable
+// from the row key (Template.Split and KeyPart.Decode: a plain {field}, or
+// one piped through pad, ms, reverse, hex or revdomain). An imputed field stored in a column needs its flag
+// column too, so that an imputed value is not taken for an observed one.
+// Every rebuilt reading is checked by rendering its row key again: a cell
+// that does not give back its own row is skipped.
+type ReadBack struct {
+	spec      *Spec
+	table     *TableSpec
+	key       *Template
+	eventIdx  int
+	fromKey   map[int]bool          // fields decoded from the row key
+	literal   map[string]readColumn // family + "\x00" + qualifier
+	templated map[string][]readColumn
+	families  []string
+	source    string
+}
+
+// readColumn is a column whose cells hold one field or imputed flag.
+type readColumn struct {
+	qualifier *Template // nil for a literal qualifier
+	field     int       // index in Record.Values
+	int64be   bool
+}
+
+// ReadRow is one Bigtable row as read: its key and cells.
+type ReadRow struct {
+	Key   string
+	Cells []Cell
+}
+
+// NewReadBack picks the table to read readings back from. The error wraps
+// ErrNoReadBack and says, table by table, what is missing.
+func NewReadBack(spec *Spec) (*ReadBack, error) {
+	var why []string
+	for i := range spec.Bigtable.Tables {
+		rb, err := newReadBack(spec, &spec.Bigtable.Tables[i])
+		if err == nil {
+			return rb, nil
+		}
+		why = append(why, fmt.Sprintf("table %s: %v", spec.Bigtable.Tables[i].Name, err))
+	}
+	return nil, fmt.Errorf("%w: spec %s: %s", ErrNoReadBack, spec.Name, strings.Join(why, "; "))
+}
+
+func newReadBack(spec *Spec, t *TableSpec) (*ReadBack, error) {
+	key, err := CompileTemplate(t.RowKey, spec)
+	if err != nil {
+		return nil, err
+	}
+	key.WithEscape(t.Escape)
+	rb := &ReadBack{
+		spec: spec, table: t, key: key, eventIdx: spec.FieldIndex(spec.EventTime),
+		literal: map[string]readColumn{}, templated: map[string][]readColumn{},
+		source: "bigtable:" + t.Name + " (read back)",
+	}
+	rb.fromKey = key.keyFields()
+	known := map[int]bool{rb.eventIdx: true}
+	for f := range rb.fromKey {
+		known[f] = true
+	}
+	stored := map[int]bool{}
+	for _, fam := range t.Families {
+		used := false
+		for _, c := range fam.Columns {
+			fi := spec.FieldIndex(c.Value)
+			if fi < 0 {
+				continue // $event_time, $reading_id, $ingested_at: computed
+			}
+			int64be := c.Encoding == "int64be"
+			if int64be && !kindIn(fieldKind(spec, fi), []Kind{KindInt, KindTime, KindBool}) {
+				continue // truncated to an integer: not the value
+			}
+			q, err := CompileTemplate(c.Qualifier, spec)
+			if err != nil {
+				return nil, err
+			}
+			q.delim, q.maxBytes = "", 0
+			col := readColumn{field: fi, int64be: int64be}
+			if q.isLiteral() {
+				rb.literal[fam.Name+"\x00"+c.Qualifier] = col
+			} else {
+				if !q.usesOnly(known) {
+					continue // its qualifier needs a field the key does not give
+				}
+				col.qualifier = q
+				rb.templated[fam.Name] = append(rb.templated[fam.Name], col)
+			}
+			stored[fi] = true
+			used = true
+		}
+		if used {
+			rb.families = append(rb.families, fam.Name)
+		}
+	}
+	for i, f := range spec.Fields {
+		if !known[i] && !stored[i] {
+			return nil, fmt.Errorf("field %s is in no column and cannot be recovered from the row key %q", f.Name, t.RowKey)
+		}
+	}
+	for i, im := range spec.Impute {
+		if stored[spec.FieldIndex(im.Field)] && !stored[len(spec.Fields)+i] {
+			return nil, fmt.Errorf("imputed field %s is stored without its flag %s, so an imputed value cannot be told from an observed one", im.Field, im.Flag)
+		}
+	}
+	return rb, nil
+}
+
+// Table is the name of the table ReadBack reads.
+func (rb *ReadBack) Table() string { return rb.table.Name }
+
+// Spec is the spec whose readings ReadBack rebuilds.
+func (rb *ReadBack) Spec() *Spec { return rb.spec }
+
+// Families are the column families that hold the readings' values.
+func (rb *ReadBack) Families() []string { return rb.families }
+
+// Source is the Source of the records ReadBack rebuilds.
+func (rb *ReadBack) Source() string { return rb.source }
+
+// IsReadBack reports whether r was rebuilt by a ReadBack rather than read
+// from the input.
+func IsReadBack(r *Record) bool {
+	return strings.HasPrefix(r.Source, "bigtable:") && strings.HasSuffix(r.Source, " (read back)")
+}
+
+// PlanWindow plans the row ranges that hold the readings of one identity
+// (its IdentityKey) with event times in [startMs, endMs).
+func (rb *ReadBack) PlanWindow(identityKey string, startMs, endMs int64) (*ScanPlan, error) {
+	q := KeyQuery{Table: rb.table.Name, FromMs: startMs, ToMs: endMs - 1}
+	if texts := rb.spec.IdentityTexts(identityKey); texts != nil {
+		q.Where = map[string]string{}
+		for i, name := range rb.spec.Identity {
+			q.Where[name] = texts[i]
+		}
+		if plan, err := PlanScan(rb.spec, q); err == nil {
+			return plan, nil
+		}
+		q.Where = nil // a value the plan cannot take: scan the time range
+	}
+	return PlanScan(rb.spec, q)
+}
+
+// PlanSince plans the row ranges that hold readings with event times in
+// [fromMs, toMs], of every identity.
+func (rb *ReadBack) PlanSince(fromMs, toMs int64) (*ScanPlan, error) {
+	return PlanScan(rb.spec, KeyQuery{Table: rb.table.Name, FromMs: fromMs, ToMs: toMs})
+}
+
+// IdentityTexts splits an IdentityKey into the text of each identity
+// field, or returns nil when it does not split into as many.
+func (s *Spec) IdentityTexts(key string) []string {
+	if len(s.Identity) == 1 {
+		return []string{key}
+	}
+	texts := strings.Split(key, "\x1f")
+	if len(texts) != len(s.Identity) {
+		return nil
+	}
+	return texts
+}
+
+// Records rebuilds the readings the rows hold with event times in
+// [startMs, endMs), of the identity identityKey (any identity when it is
+// ""). A reading is the cells of one row at one timestamp; a cell of no
+// column of the spec (a rollup, say) is ignored. Values are decoded by the
+// field's type and the column's encoding, and the record holds what the
+// cells hold: a value written as imputed keeps its value and its flag
+// (true), and PrepareGroup, which re-imputes, treats it as missing. Raw is
+// CanonicalJSON and Source says it was read back, so a reading that then
+// fails to be written still has a payload for its dead letter.
+//
+// The records come in event-time order, one per identity and millisecond.
+// skipped counts the readings that could not be rebuilt: a row key or cell
+// that does not parse or render back, or a required field with no cell.
+func (rb *ReadBack) Records(rows []ReadRow, identityKey string, startMs, endMs int64) (recs []Record, skipped int) {
+	s := rb.spec
+	var keyBuf, qBuf []byte
+	for ri := range rows {
+		row := &rows[ri]
+		base := make([]Value, s.NumValues())
+		if !rb.parseKey(row.Key, base) {
+			skipped += countReadings(row.Cells, startMs, endMs)
+			continue
+		}
+		byMs := map[int64]*Record{}
+		var order []int64
+		bad := map[int64]bool{}
+		for _, c := range row.Cells {
+			ms := floorDiv(c.TsMicros, 1000)
+			if ms < startMs || ms >= endMs {
+				continue
+			}
+			r := byMs[ms]
+			if r == nil {
+				r = &Record{Values: append([]Value(nil), base...), EventMs: ms}
+				r.Values[rb.eventIdx] = Value{Kind: KindTime, Int: ms}
+			}
+			col, ok := rb.literal[c.Family+"\x00"+c.Qualifier]
+			if !ok {
+				for _, tc := range rb.templated[c.Family] {
+					var err error
+					if qBuf, err = tc.qualifier.Render(qBuf[:0], r); err == nil && string(qBuf) == c.Qualifier {
+						col, ok = tc, true
+						break
+					}
+				}
+			}
+			if !ok {
+				continue // not a reading's column
+			}
+			if byMs[ms] == nil {
+				byMs[ms] = r
+				order = append(order, ms)
+			}
+			v, err := decodeCell(s, col, c.Value)
+			if err != nil {
+				bad[ms] = true
+				continue
+			}
+			r.Values[col.field] = v
+		}
+		for _, ms := range order {
+			r := byMs[ms]
+			var err error
+			keyBuf, err = rb.key.Render(keyBuf[:0], r)
+			if bad[ms] || err != nil || string(keyBuf) != row.Key || !s.complete(r) {
+				skipped++
+				continue
+			}
+			if identityKey != "" && s.IdentityKey(r) != identityKey {
+				continue // another identity's reading in the range (a key field after the time)
+			}
+			r.Raw, r.Source = s.CanonicalJSON(r), rb.source
+			recs = append(recs, *r)
+		}
+	}
+	recs, _ = s.dedup(recs)
+	return recs, skipped
+}
+
+// complete reports whether r has every required field.
+func (s *Spec) complete(r *Record) bool {
+	for i := range s.Fields {
+		if s.Fields[i].Required && r.Values[i].Kind == KindNull {
+			return false
+		}
+	}
+	return true
+}
+
+// countReadings counts the distinct timestamps of cells in [startMs,
+// endMs).
+func countReadings(cells []Cell, startMs, endMs int64) int {
+	seen := map[int64]bool{}
+	for _, c := range cells {
+		if ms := floorDiv(c.TsMicros, 1000); ms >= startMs && ms < endMs {
+			seen[ms] = true
+		}
+	}
+	return len(seen)
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// decodeCell decodes a cell's bytes as the value of col's field: text (see
+// AppendText) or, with int64be, an 8-byte big-endian integer.
+func decodeCell(s *Spec, col readColumn, b []byte) (Value, error) {
+	kind := fieldKind(s, col.field)
+	if col.int64be {
+		if len(b) != 8 {
+			return Value{}, fmt.Errorf("int64be cell of %d bytes", len(b))
+		}
+		n := int64(binary.BigEndian.Uint64(b))
+		if kind == KindBool {
+			return Value{Kind: KindBool, Bool: n != 0}, nil
+		}
+		return Value{Kind: kind, Int: n}, nil
+	}
+	return textValue(kind, string(b))
+}
+
+// textValue parses the text AppendText renders for a value of kind.
+func textValue(kind Kind, text string) (Value, error) {
+	switch kind {
+	case KindString, KindBytes:
+		return Value{Kind: kind, Str: text}, nil
+	case KindFloat:
+		n, err := strconv.ParseFloat(text, 64)
+		return Value{Kind: KindFloat, Num: n}, err
+	case KindInt, KindTime:
+		n, err := strconv.ParseInt(text, 10, 64)
+		return Value{Kind: kind, Int: n}, err
+	case KindBool:
+		b, err := strconv.ParseBool(text)
+		return Value{Kind: KindBool, Bool: b}, err
+	case KindTags:
+		return parseTags(text)
+	}
+	return Value{}, fmt.Errorf("unknown kind %d", kind)
+}
+
+// usesOnly reports whether every field the template renders is in fields.
+func (t *Template) usesOnly(fields map[int]bool) bool {
+	for _, s := range t.segs {
+		switch s.kind {
+		case segField:
+			if !fields[s.field] {
+				return false
+			}
+		case segSalt, segHash:
+			for _, f := range s.fields {
+				if !fields[f] {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// keyFields are the fields Split and Decode recover from every key the
+// template renders: none when some segment cannot be split.
+func (t *Template) keyFields() map[int]bool {
+	out := map[int]bool{}
+	for i := range t.segs {
+		if t.segs[i].kind != segLiteral && !t.splittableAt(i) {
+			return map[int]bool{}
+		}
+	}
+	for i := range t.segs {
+		if s := &t.segs[i]; s.kind == segField && s.invertible() {
+			out[s.field] = true
+		}
+	}
+	return out
+}
+
+// parseKey decodes into vals the fields of key in fromKey (see keyFields).
+// It reports false when the key does not have the template's shape or a
+// field does not decode. A key can split in more than one way (a field
+// value holding a literal other than the delimiter): callers render the
+// key again to check.
+func (rb *ReadBack) parseKey(key string, vals []Value) bool {
+	if len(rb.fromKey) == 0 {
+		return true
+	}
+	parts, err := rb.key.Split(key)
+	if err != nil {
+		return false
+	}
+	for _, p := range parts {
+		if p.seg.kind != segField || !rb.fromKey[p.seg.field] {
+			continue
+		}
+		v, ok := p.Decode()
+		if !ok {
+			return false
+		}
+		vals[p.seg.field] = v
+	}
+	return true
+}
