@@ -145,8 +145,9 @@ func NewBigQueryWriteFn(project, dataset, table, method string, schema *schemas.
 // the table's default stream, or an insertAll client. Both honour the
 // emulator variables (see bqadmin.ClientOptions and bqadmin.WriterOptions).
 // StartBundle registers the table's ledger counters before the first
-// write (see counters.register).
-func (f *BigQueryWriteFn) StartBundle(ctx context.Context) {
+// write (see counters.register). Beam wants StartBundle to take
+// ProcessElement's emitters.
+func (f *BigQueryWriteFn) StartBundle(ctx context.Context, _ func(schemas.DeadLetter)) {
 	f.ctrs.register(ctx, ledger.RowsKey(f.Sink, f.Table))
 }
 

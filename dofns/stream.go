@@ -44,7 +44,10 @@ type TooLateFn struct {
 }
 
 // StartBundle registers the too_late counter before the first one.
-func (f *TooLateFn) StartBundle(ctx context.Context) { f.ctrs.register(ctx, ledger.TooLate) }
+// (Beam wants StartBundle to take ProcessElement's emitters.)
+func (f *TooLateFn) StartBundle(ctx context.Context, _ func(string, schemas.Record), _ func(schemas.DeadLetter)) {
+	f.ctrs.register(ctx, ledger.TooLate)
+}
 
 // ProcessElement passes on-time and allowed-late readings and dead-letters
 // the others.
