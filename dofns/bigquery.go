@@ -144,13 +144,6 @@ func NewBigQueryWriteFn(project, dataset, table, method string, schema *schemas.
 // Setup compiles the row encoder and opens the writer: a managed stream on
 // the table's default stream, or an insertAll client. Both honour the
 // emulator variables (see bqadmin.ClientOptions and bqadmin.WriterOptions).
-// StartBundle registers the table's ledger counters before the first
-// write (see counters.register). Beam wants StartBundle to take
-// ProcessElement's emitters.
-func (f *BigQueryWriteFn) StartBundle(ctx context.Context, _ func(schemas.DeadLetter)) {
-	f.ctrs.register(ctx, ledger.RowsKey(f.Sink, f.Table))
-}
-
 func (f *BigQueryWriteFn) Setup(ctx context.Context) error {
 	if f.Sink == "" {
 		f.Sink = schemas.SinkBigQuery
@@ -203,6 +196,13 @@ func (f *BigQueryWriteFn) Setup(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("bigquery write: unknown write method %q: use %s, %s or %s", f.WriteMethod, WriteUpsert, WriteStorageWrite, WriteInsertAll)
+}
+
+// StartBundle registers the table's ledger counters before the first
+// write (see counters.register). Beam wants StartBundle to take
+// ProcessElement's emitters.
+func (f *BigQueryWriteFn) StartBundle(ctx context.Context, _ func(schemas.DeadLetter)) {
+	f.ctrs.register(ctx, ledger.RowsKey(f.Sink, f.Table))
 }
 
 // openStream opens a managed stream on the table's default stream. It first
