@@ -245,15 +245,13 @@ func DeadLetterSchema() bigquery.Schema {
 	}
 }
 
-// bqInsertRows is how many rows one insertAll request carries (BigQuery
-// recommends at most 500).
-const bqInsertRows = 500
-
-// bigQueryDeadLetters inserts rows with tabledata.insertAll.
+// bigQueryDeadLetters inserts rows with tabledata.insertAll (the insertAll
+// writer the BigQuery sink's insert_all method uses).
 type bigQueryDeadLetters struct {
 	client *bigquery.Client
 	table  *bigquery.Table
 	name   string
+	w      insertAll
 	rows   []bigquery.ValueSaver
 }
 
@@ -269,6 +267,7 @@ func openBigQueryDeadLetters(ctx context.Context, t schemas.DeadLetterTarget) (*
 		return nil, fmt.Errorf("dead letter %s: bigquery client (name the project: bigquery:PROJECT:%s.%s): %w", t, t.Dataset, t.Table, err)
 	}
 	s := &bigQueryDeadLetters{client: c, table: c.Dataset(t.Dataset).Table(t.Table), name: c.Project() + ":" + t.Dataset + "." + t.Table}
+	s.w = newInsertAll(s.table, s.name, DefaultInsertAllRows)
 	if err := s.ensureTable(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -338,13 +337,19 @@ func (s *bigQueryDeadLetters) reset() { s.rows = s.rows[:0] }
 
 func (s *bigQueryDeadLetters) close() error { return s.client.Close() }
 
+// flush inserts the rows, one attempt each (WriteDeadLettersFn retries the
+// whole flush under the retry policy). A row BigQuery rejects fails the
+// flush, and so the bundle: a dead letter has nowhere else to go.
 func (s *bigQueryDeadLetters) flush(ctx context.Context) error {
-	ins := s.table.Inserter()
-	for start := 0; start < len(s.rows); start += bqInsertRows {
-		end := min(start+bqInsertRows, len(s.rows))
-		if err := ins.Put(ctx, s.rows[start:end]); err != nil {
-			return fmt.Errorf("dead letter table %s: insert %d rows: %w", s.name, end-start, err)
-		}
+	var errs []error
+	err := s.w.put(ctx, s.rows, retry.Policy{MaxAttempts: 1}.Start(), func([]int) {}, func(i int, err error) {
+		errs = append(errs, fmt.Errorf("row %d: %w", i, err))
+	})
+	if err == nil && len(errs) > 0 {
+		err = fmt.Errorf("%d of %d rows not inserted: %w", len(errs), len(s.rows), errors.Join(errs...))
+	}
+	if err != nil {
+		return fmt.Errorf("dead letter table %s: %w", s.name, err)
 	}
 	s.rows = s.rows[:0]
 	return nil
