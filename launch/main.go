@@ -103,14 +103,13 @@ const (
 	exitUnavailable = 3
 )
 
-// usageError is a bad flag or flag combination.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+// usageError is a bad flag or flag combination: the one usage error type of
+// every sensorpipe command (internal/cli), so a usage error from cli (e.g.
+// cli.Bigtable's) exits 2 whether or not the launcher wraps it again.
+type usageError = cli.UsageError
 
 // usagef is a usageError formatted like fmt.Errorf (%w keeps the chain).
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+func usagef(format string, args ...any) error { return cli.Usagef(format, args...) }
 
 // exitError ends the run with its code after the run has reported itself.
 type exitError struct {
@@ -156,16 +155,25 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx); err != nil {
-		var ue usageError
-		var ee exitError
-		switch {
-		case errors.As(err, &ue):
-			fail(exitUsage, err)
-		case errors.As(err, &ee):
-			fail(ee.code, err)
-		}
-		fail(exitFailed, err)
+		fail(exitCode(err), err)
 	}
+}
+
+// exitCode is the exit code for run's error: a usage error (anywhere in the
+// chain) 2, an exitError its code, anything else, a failure to build the
+// pipeline or to run it among them, 1.
+func exitCode(err error) int {
+	var ue usageError
+	var ee exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue):
+		return exitUsage
+	}
+	return exitFailed
 }
 
 func fail(code int, err error) {
@@ -200,13 +208,13 @@ func config(ctx context.Context) (pipelines.Config, error) {
 	}
 	if *btTable != "" {
 		if err := spec.RenameTable(spec.Bigtable.Tables[0].Name, *btTable); err != nil {
-			return cfg, usageError{err}
+			return cfg, cli.Usage(err)
 		}
 	}
 	btGiven := *btProject // as given: a defaulted one is no BigQuery default
 	project, instance, err := cli.Bigtable(*btProject, *btInstance)
 	if err != nil {
-		return cfg, usageError{err}
+		return cfg, cli.Usage(err)
 	}
 	*btProject, *btInstance = project, instance
 	if *btMaxMuts < 0 || *btMaxBytes < 0 || *btLatency < 0 {
@@ -218,13 +226,13 @@ func config(ctx context.Context) (pipelines.Config, error) {
 	}
 	if *bqDataset != "" {
 		if *bqProject, err = cli.BigQueryProject(*bqProject, btGiven); err != nil {
-			return cfg, usageError{err}
+			return cfg, cli.Usage(err)
 		}
 		dlProject = *bqProject
 	}
 	dl, err := validateDeadLetter(*deadLetter, dlProject, local())
 	if err != nil {
-		return cfg, usageError{err}
+		return cfg, cli.Usage(err)
 	}
 	if _, err := dofns.NewDecoder(spec, *format); err != nil {
 		return cfg, usagef("--format: %w", err)
@@ -287,7 +295,7 @@ func config(ctx context.Context) (pipelines.Config, error) {
 		}
 		if local() {
 			if err := checkInput(ctx, *input); err != nil {
-				return cfg, usageError{err}
+				return cfg, cli.Usage(err)
 			}
 		}
 	case "pubsub":
@@ -298,7 +306,7 @@ func config(ctx context.Context) (pipelines.Config, error) {
 			return cfg, usagef("--subscription is required with --source=pubsub: give projects/P/subscriptions/S")
 		}
 		if _, err := streamSource(); err != nil {
-			return cfg, usageError{err}
+			return cfg, cli.Usage(err)
 		}
 		if *earlyFiring <= 0 || *lateFiring <= 0 || *allowedLateness < 0 {
 			return cfg, usagef("--early_firing and --late_firing must be positive, --allowed_lateness not negative")
@@ -322,7 +330,7 @@ func config(ctx context.Context) (pipelines.Config, error) {
 		return cfg, usagef("--source=%q: use files or pubsub", *source)
 	}
 	if err := cfg.Validate(); err != nil {
-		return cfg, usageError{err}
+		return cfg, cli.Usage(err)
 	}
 	return cfg, nil
 }
@@ -357,12 +365,12 @@ func isSet(name string) bool {
 func checkInput(ctx context.Context, glob string) error {
 	fs, err := filesystem.New(ctx, glob)
 	if err != nil {
-		return fmt.Errorf("--input %s: %v", glob, err)
+		return fmt.Errorf("--input %s: %w", glob, err)
 	}
 	defer fs.Close()
 	files, err := fs.List(ctx, glob)
 	if err != nil {
-		return fmt.Errorf("--input %s: %v", glob, err)
+		return fmt.Errorf("--input %s: %w", glob, err)
 	}
 	if len(files) == 0 {
 		return fmt.Errorf("--input %s matches no file", glob)
@@ -383,14 +391,18 @@ func run(ctx context.Context) error {
 	start := time.Now()
 	p, s := beam.NewPipelineWithRoot()
 	streaming := cfg.Windowing.Streaming
-	if streaming {
-		src, _ := streamSource()
-		err = pipelines.Stream(s, cfg, src)
-	} else {
-		err = pipelines.Batch(s, cfg, *input)
-	}
+	err = buildPipeline(func() error {
+		if streaming {
+			src, err := streamSource()
+			if err != nil {
+				return err
+			}
+			return pipelines.Stream(s, cfg, src)
+		}
+		return pipelines.Batch(s, cfg, *input)
+	})
 	if err != nil {
-		return fmt.Errorf("build the pipeline: %w", err)
+		return err
 	}
 	if !local() {
 		// Dataflow: the job's counters hold the ledger; a batch run
@@ -426,6 +438,30 @@ func run(ctx context.Context) error {
 		if err := showRows(ctx, cfg, *printRows); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// errBuild is the failure to build the pipeline graph: a bug or a
+// configuration the checks before it missed, never bad usage (exit 1).
+var errBuild = errors.New("build the pipeline")
+
+// buildPipeline runs build, which constructs the pipeline, and returns its
+// error, or the panic of a Beam construction helper (beam.ParDo and the
+// like panic on a bad graph) as an error, both wrapping errBuild: without
+// the recover, Go's panic would exit 2, the code of bad flags.
+func buildPipeline(build func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(error); ok {
+				err = fmt.Errorf("%w: %w", errBuild, e)
+			} else {
+				err = fmt.Errorf("%w: %v", errBuild, r)
+			}
+		}
+	}()
+	if err := build(); err != nil {
+		return fmt.Errorf("%w: %w", errBuild, err)
 	}
 	return nil
 }

@@ -156,12 +156,12 @@ func (p *Process) waitReady(k Kind) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not ready on %s after %v (last error: %v)", p.HostPort, k.StartTimeout, err)
+			return fmt.Errorf("not ready on %s after %v (last error: %w)", p.HostPort, k.StartTimeout, err)
 		}
 		select {
 		case err := <-p.exited:
 			p.exited <- err
-			return fmt.Errorf("emulator exited before it was ready: %v", err)
+			return fmt.Errorf("emulator exited before it was ready: %w", err)
 		case <-tick.C:
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"os"
@@ -26,24 +27,33 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
+	"github.com/sensorpipe/sensorpipe/internal/cli"
 	// Query jobs run on the embedded SQL engine.
 	_ "github.com/sensorpipe/sensorpipe/internal/bqemu/sqlengine"
 )
 
+// main exits 0 after a clean stop (SIGINT, SIGTERM), 2 on bad flags or
+// arguments, 1 when it cannot listen or serve (internal/cli).
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintf(os.Stderr, "bqemulator: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.Report(os.Stderr, "bqemulator", run(os.Args[1:])))
 }
 
-func run() error {
-	restAddr := flag.String("rest_addr", "127.0.0.1:9050", "host:port to serve the BigQuery REST API v2 on")
-	grpcAddr := flag.String("grpc_addr", "127.0.0.1:9060", "host:port to serve the BigQuery Storage Write gRPC API on")
-	quiet := flag.Bool("quiet", false, "do not log each request")
-	flag.Parse()
-	if flag.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", flag.Args())
+func run(args []string) error {
+	fs := flag.NewFlagSet("bqemulator", flag.ContinueOnError)
+	restAddr := fs.String("rest_addr", "127.0.0.1:9050", "host:port to serve the BigQuery REST API v2 on")
+	grpcAddr := fs.String("grpc_addr", "127.0.0.1:9060", "host:port to serve the BigQuery Storage Write gRPC API on")
+	quiet := fs.Bool("quiet", false, "do not log each request")
+	fs.SetOutput(io.Discard) // a bad flag is one line; --help prints the flags
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(os.Stderr)
+			fs.PrintDefaults()
+			return err
+		}
+		return cli.Usagef("%w (bqemulator --help lists the flags)", err)
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("unexpected arguments %q: every option is a --flag", fs.Args())
 	}
 
 	restLis, err := net.Listen("tcp", *restAddr)

@@ -99,7 +99,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			fs.PrintDefaults()
 			return nil
 		}
-		return cli.Usagef("%s: %v (keys %s --help lists the flags)", cmd, err, cmd)
+		return cli.Usagef("%s: %w (keys %s --help lists the flags)", cmd, err, cmd)
 	}
 	if fs.NArg() > 0 {
 		return cli.Usagef("%s: unexpected arguments %q", cmd, fs.Args())

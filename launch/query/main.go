@@ -272,7 +272,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		var nt *schemas.NoTableError
 		if errors.As(err, &nt) {
-			return cli.Usagef("%v, or pass --allow_scan to read the rows anyway", err)
+			return cli.Usagef("%w, or pass --allow_scan to read the rows anyway", err)
 		}
 		return cli.Usage(err)
 	}
@@ -339,7 +339,7 @@ func parse(fs *flag.FlagSet, args []string, usage func()) error {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return err
 	}
-	return cli.Usagef("%v (query --help lists the flags)", err)
+	return cli.Usagef("%w (query --help lists the flags)", err)
 }
 
 func bigtableTarget() string {

@@ -132,6 +132,9 @@ func TestRefusesWhatNoKeyServes(t *testing.T) {
 		!strings.Contains(err.Error(), "{file_id}#{epoch_ms|ms|pad:13}") || !strings.Contains(err.Error(), "--allow_scan") {
 		t.Fatalf("err = %v, want a one-line usage error naming the key {file_id}#... and --allow_scan", err)
 	}
+	if nt := (*schemas.NoTableError)(nil); !errors.As(err, &nt) {
+		t.Errorf("err = %v: the usage error lost its *schemas.NoTableError (wrap with %%w)", err)
+	}
 	out.Reset()
 	if err := run(context.Background(), append(args, "--allow_scan"), &out, &errb); err != nil {
 		t.Fatalf("with --allow_scan: %v", err)
