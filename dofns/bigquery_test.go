@@ -261,12 +261,12 @@ func TestBigQueryWriteFnDeadLettersRejectedRowsAndLandsTheRest(t *testing.T) {
 			old.Origin.Raw = "old-reading"
 			// A null REQUIRED column.
 			noSensor := vitalsRows(t, spec, 1, now.Add(-time.Hour))[0]
-			noSensor.Values[0] = schemas.Value{}
+			noSensor.Values[bqCol(spec.BigQuery, "sensor_id")] = schemas.Value{}
 			noSensor.Origin.Raw = "no-sensor"
 
 			// A value the column cannot hold, caught before sending.
 			badValue := vitalsRows(t, spec, 1, now.Add(-time.Hour))[0]
-			badValue.Values[2] = schemas.Value{Kind: schemas.KindString, Str: "fast"}
+			badValue.Values[bqCol(spec.BigQuery, "heart_rate")] = schemas.Value{Kind: schemas.KindString, Str: "fast"}
 			badValue.Origin.Raw = "bad-value"
 
 			rows := append([]schemas.BQRow{badValue}, good[:20]...)
@@ -301,8 +301,8 @@ func TestBigQueryWriteFnUpsertKeepsTheNewestRow(t *testing.T) {
 	old := vitalsRows(t, spec, 50, base)
 	newer := vitalsRows(t, spec, 50, base)
 	for i := range newer {
-		newer[i].Values[2] = schemas.Value{Kind: schemas.KindFloat, Num: 200 + float64(i)} // heart_rate
-		newer[i].Seq = schemas.ChangeSeq{Micros: old[i].Seq.Micros, Pane: 1}               // a later firing, same microsecond
+		newer[i].Values[bqCol(spec.BigQuery, "heart_rate")] = schemas.Value{Kind: schemas.KindFloat, Num: 200 + float64(i)}
+		newer[i].Seq = schemas.ChangeSeq{Micros: old[i].Seq.Micros, Pane: 1} // a later firing, same microsecond
 	}
 	fn := BigQueryWriteFn{WriteMethod: WriteUpsert, MaxRequestBytes: 2000}
 	// Both versions in one run, interleaved, the newer first half the time.

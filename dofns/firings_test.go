@@ -136,8 +136,8 @@ func written(muts []schemas.RowMutation) string {
 func bqHR(spec *schemas.Spec, rows []schemas.BQRow) string {
 	var out []string
 	for _, r := range rows {
-		ms := r.Values[1].Int
-		out = append(out, fmt.Sprintf("+%dm:%s", (ms-firingsHour.UnixMilli())/60000, schemas.AppendText(nil, r.Values[2])))
+		ms := r.Values[bqCol(spec.BigQuery, "event_timestamp")].Int
+		out = append(out, fmt.Sprintf("+%dm:%s", (ms-firingsHour.UnixMilli())/60000, schemas.AppendText(nil, r.Values[bqCol(spec.BigQuery, "heart_rate")])))
 	}
 	sort.Strings(out)
 	return strings.Join(out, " ")
@@ -398,7 +398,7 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 	kept, _ := spec.PrepareGroup(records(t, spec, all...))
 	for i := range kept {
 		r := h.builder.BQRow(&kept[i], 1)
-		wantBQ[fmt.Sprint(r.Values[1].Int)] = bqHR(spec, []schemas.BQRow{r})
+		wantBQ[fmt.Sprint(r.Values[bqCol(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []schemas.BQRow{r})
 	}
 	type step struct {
 		timing typex.PaneTiming
@@ -479,7 +479,7 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 				out := ws.fireRecovered(h, st.timing, int64(i), recs, back)
 				tb.apply(out.rows)
 				for _, r := range out.bq {
-					bq[fmt.Sprint(r.Values[1].Int)] = bqHR(spec, []schemas.BQRow{r})
+					bq[fmt.Sprint(r.Values[bqCol(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []schemas.BQRow{r})
 				}
 				dropped += out.dropped
 				recovered += out.recovered

@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) {
 func init() {
 	register.Function1x1(rowSummary)
 	register.Function1x1(deadReason)
-	register.Function1x1(bqSummary)
+	register.DoFn1x1[schemas.BQRow, string](&bqColumnsFn{})
 	register.Function2x0(keyByTestSource)
 }
 
@@ -42,12 +43,54 @@ func rowSummary(m schemas.RowMutation) string {
 
 func deadReason(d schemas.DeadLetter) string { return d.Reason + " " + d.Source }
 
-func bqSummary(r schemas.BQRow) string {
-	var vals []string
-	for _, v := range r.Values[:7] {
-		vals = append(vals, string(schemas.AppendText(nil, v)))
+// bqColumnsFn renders BigQuery rows as text from the columns it names,
+// found by name among the table's columns (a BQRow's Values are in the
+// order of its table's columns), never by position: a column added to or
+// moved in the spec leaves the test's reading of the others right.
+type bqColumnsFn struct {
+	// Columns are the table's column names, in the order of BQRow.Values.
+	Columns []string
+	// Show are the columns rendered, in this order.
+	Show []string
+	// Format has one %s per Show; empty joins them with commas.
+	Format string
+}
+
+func (f *bqColumnsFn) ProcessElement(r schemas.BQRow) string {
+	vals := make([]any, len(f.Show))
+	for i, name := range f.Show {
+		j := slices.Index(f.Columns, name)
+		switch {
+		case j < 0:
+			vals[i] = "<no column " + name + ">"
+		case j >= len(r.Values):
+			vals[i] = "<row without " + name + ">"
+		default:
+			vals[i] = string(schemas.AppendText(nil, r.Values[j]))
+		}
 	}
-	return strings.Join(vals, ",")
+	if f.Format == "" {
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			parts[i] = v.(string)
+		}
+		return strings.Join(parts, ",")
+	}
+	return fmt.Sprintf(f.Format, vals...)
+}
+
+// bqColumns is a bqColumnsFn for a table of a spec.
+func bqColumns(t *schemas.BigQuerySpec, format string, show ...string) *bqColumnsFn {
+	f := &bqColumnsFn{Show: show, Format: format}
+	for _, c := range t.Columns {
+		f.Columns = append(f.Columns, c.Name)
+	}
+	return f
+}
+
+// bqSummary renders a vitals reading row: the reading's columns, by name.
+func bqSummary(spec *schemas.Spec) *bqColumnsFn {
+	return bqColumns(spec.BigQuery, "", "sensor_id", "event_timestamp", "heart_rate", "body_temperature", "spO2", "battery_level", "heart_rate_imputed")
 }
 
 func vitalsLine(sensor, ts string, hr string) string {
@@ -91,7 +134,7 @@ func TestBuildRowsGroupsByHourImputesAndDeadLetters(t *testing.T) {
 	passert.Equals(s, beam.ParDo(s, deadReason, parseDead),
 		"missing_field in.jsonl", "malformed in.jsonl", "out_of_range in.jsonl")
 	passert.Count(s, buildDead, "build dead letters", 0)
-	passert.Equals(s, beam.ParDo(s, bqSummary, bqRows),
+	passert.Equals(s, beam.ParDo(s, bqSummary(spec), bqRows),
 		"a,1772359200000,70,36.8,98,87,true",
 		"a,1772362799999,70,36.8,98,87,false",
 		"a,1772362800000,80,36.8,98,87,false",

@@ -89,7 +89,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 		recs := parse(firing...)
 		arrival, _ := b.Mutations(recs)
 		write("restart", arrival)
-		sensor := recs[0].Values[0].Str
+		sensor := recs[0].Values[spec.FieldIndex("sensor_id")].Str
 		kept, _ := spec.PrepareEarly(recs, seen[sensor])
 		if rollups[sensor] == nil {
 			ru := roller.Start(h.UnixMilli(), h.Add(time.Hour).UnixMilli())

@@ -58,7 +58,7 @@ func TestBatchRollups(t *testing.T) {
 			"hourly:heart_rate_imputed_count@1772366400000000=0 hourly:spO2_max@1772366400000000=98 hourly:spO2_mean@1772366400000000=98 "+
 			"hourly:spO2_min@1772366400000000=98",
 	)
-	passert.Equals(s, global(beam.ParDo(s, rollupSummary, built.Rollups)),
+	passert.Equals(s, global(beam.ParDo(s, rollupSummary(t, spec), built.Rollups)),
 		"ontime a count=3 hr_mean=75 imputed=1",
 		"ontime b count=1 hr_mean= imputed=0",
 	)

@@ -24,12 +24,8 @@ import (
 )
 
 func init() {
-	register.Function1x1(bqIdentity)
-	register.Function1x1(rollupSummary)
 	register.Function1x1(finalTiming)
 }
-
-func bqIdentity(r schemas.BQRow) string { return bqSummary(r) }
 
 // finalTiming reports whether a rollup summary is of an on-time or late
 // firing.
@@ -37,11 +33,16 @@ func finalTiming(r string) bool {
 	return strings.HasPrefix(r, "ontime ") || strings.HasPrefix(r, "late ")
 }
 
-// rollupSummary renders a vitals rollup row: "ontime count=2 hr_mean=70
-// imputed=1".
-func rollupSummary(r schemas.BQRow) string {
-	v := func(i int) string { return string(schemas.AppendText(nil, r.Values[i])) }
-	return fmt.Sprintf("%s %s count=%s hr_mean=%s imputed=%s", v(15), v(0), v(3), v(6), v(14))
+// rollupSummary renders a vitals rollup row, its columns read by name:
+// "ontime a count=2 hr_mean=70 imputed=1".
+func rollupSummary(t *testing.T, spec *schemas.Spec) *bqColumnsFn {
+	t.Helper()
+	roller, err := schemas.NewRoller(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bqColumns(roller.BigQuery(), "%s %s count=%s hr_mean=%s imputed=%s",
+		"pane_timing", "sensor_id", "count", "heart_rate_mean", "heart_rate_imputed_count")
 }
 
 // streamHour is the start of the UTC hour three hours ago: recent enough
@@ -151,11 +152,11 @@ func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	// last one sent for a reading is its batch row; which that is depends
 	// on the firings' order). Rollups: on-time and late only, the batch
 	// one among them.
-	batchBQ := global(beam.ParDo(s, bqIdentity, batch.BQRows))
+	batchBQ := global(beam.ParDo(s, bqSummary(spec), batch.BQRows))
 	passert.Count(s, batchBQ, "batch BigQuery rows", 5)
-	_, _, notSent := passert.Diff(s, global(beam.ParDo(s, bqIdentity, built.BQRows)), batchBQ)
+	_, _, notSent := passert.Diff(s, global(beam.ParDo(s, bqSummary(spec), built.BQRows)), batchBQ)
 	passert.Empty(s, notSent)
-	rollups := global(beam.ParDo(s, rollupSummary, built.Rollups))
+	rollups := global(beam.ParDo(s, rollupSummary(t, spec), built.Rollups))
 	passert.True(s, rollups, finalTiming)
 	_, _, missing := passert.Diff(s, rollups, beam.Create(s, "late s count=5 hr_mean=70 imputed=2"))
 	passert.Empty(s, missing)

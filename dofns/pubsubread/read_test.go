@@ -175,21 +175,25 @@ func (e *env) publish(t *testing.T, topic string, msgs []*pubsubpb.PubsubMessage
 	}
 }
 
-// pullAll pulls (without acking) everything delivered within d.
-func (e *env) pullAll(t *testing.T, sub string, d time.Duration) []*pubsubpb.ReceivedMessage {
+// redelivered pulls (without acking) until a message is delivered or the
+// lease of every message a stopped reader may have held has run out, ackBy
+// (its ack deadline after the stop): a message still unacked by then is
+// redelivered at once. Pub/Sub defines absence by that deadline, so the
+// wait ends at it, or at the first message, which is the failure.
+func (e *env) redelivered(t *testing.T, sub string, ackBy time.Time) []*pubsubpb.ReceivedMessage {
 	t.Helper()
-	var out []*pubsubpb.ReceivedMessage
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		resp, err := e.subs.Pull(ctx, &pubsubpb.PullRequest{Subscription: sub, MaxMessages: 100})
 		cancel()
-		if err == nil {
-			out = append(out, resp.GetReceivedMessages()...)
+		if err == nil && len(resp.GetReceivedMessages()) > 0 {
+			return resp.GetReceivedMessages()
 		}
-		time.Sleep(100 * time.Millisecond)
+		if time.Now().After(ackBy) {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond) // the polling interval
 	}
-	return out
 }
 
 // startPipeline runs the pipeline built by build on prism until the returned
@@ -267,15 +271,16 @@ func TestRead(t *testing.T) {
 func testReadTimestampsAndAck(t *testing.T, e *env) {
 	topic, sub := e.create(t, "basic")
 	const run = "basic"
+	cfg := pubsubread.Config{
+		Subscription:       sub,
+		TimestampAttribute: "event_ts",
+		IDAttribute:        "rid",
+		IdleAdvance:        time.Second,
+		AckDeadline:        10 * time.Second,
+		FinalizeTimeout:    5 * time.Second,
+	}
 	stop := startPipeline(t, func(s beam.Scope) {
-		msgs := pubsubread.Read(s, pubsubread.Config{
-			Subscription:       sub,
-			TimestampAttribute: "event_ts",
-			IDAttribute:        "rid",
-			IdleAdvance:        time.Second,
-			AckDeadline:        10 * time.Second,
-			FinalizeTimeout:    5 * time.Second,
-		})
+		msgs := pubsubread.Read(s, cfg)
 		beam.ParDo0(s, &recordFn{Run: run}, msgs)
 	})
 
@@ -335,8 +340,9 @@ func testReadTimestampsAndAck(t *testing.T, e *env) {
 	// (a) acks happen in finalization callbacks ...
 	waitFor(t, "all messages to be acked on finalization", 30*time.Second, func() bool { return ackedOn(sub) >= n })
 	stop()
-	// ... and the emulator agrees: nothing is redelivered after the 10s ack deadline.
-	if left := e.pullAll(t, sub, 11*time.Second); len(left) > 0 {
+	// ... and the emulator agrees: nothing is redelivered once the 10s ack
+	// deadline of the stopped run's leases has passed.
+	if left := e.redelivered(t, sub, time.Now().Add(cfg.AckDeadline+time.Second)); len(left) > 0 {
 		t.Errorf("%d messages redelivered after the pipeline acked everything", len(left))
 	}
 }
@@ -431,7 +437,22 @@ func testRestart(t *testing.T, e *env) {
 		return true
 	})
 	waitFor(t, "batch B to be acked by run 2", 30*time.Second, func() bool { return ackedOn(sub) >= nA+nB })
-	time.Sleep(2 * time.Second) // would any of A show up?
+	// Would any of A show up? Run 1 leased A before B, with the same ack
+	// deadline, so an A it failed to ack was due for redelivery no later
+	// than B, which run 2 has received. A marker batch C, published now and
+	// waited for in full, shows that run 2 has pulled past every message
+	// that was due: no sleep, a condition.
+	const nC = 3
+	e.publish(t, topic, mk("C", nC))
+	waitFor(t, "run 2 to receive the marker batch C", 60*time.Second, func() bool {
+		got := idsOf(elemsOf(run2))
+		for i := 0; i < nC; i++ {
+			if _, ok := got[fmt.Sprintf("C%03d", i)]; !ok {
+				return false
+			}
+		}
+		return true
+	})
 	for rid := range idsOf(elemsOf(run2)) {
 		if rid[0] == 'A' {
 			t.Errorf("run 2 received %s, which run 1 had acked", rid)

@@ -972,6 +972,17 @@ func TestStorageWrite(t *testing.T) {
 	t.Run("concurrent appends", func(t *testing.T) {
 		before := count(t)
 		const writers, batches, perBatch = 6, 5, 20
+		// The rows are encoded here, on the test goroutine: encode may
+		// t.Fatal, which must not run on the writers' goroutines.
+		encoded := make([][][][]byte, writers)
+		for w := range writers {
+			encoded[w] = make([][][]byte, batches)
+			for b := range batches {
+				for i := range perBatch {
+					encoded[w][b] = append(encoded[w][b], row(fmt.Sprintf("w%d-%d-%d", w, b, i)))
+				}
+			}
+		}
 		var wg sync.WaitGroup
 		errc := make(chan error, writers*batches)
 		for w := range writers {
@@ -989,11 +1000,7 @@ func TestStorageWrite(t *testing.T) {
 				}
 				defer ms.Close()
 				var results []*managedwriter.AppendResult
-				for b := range batches {
-					var rows [][]byte
-					for i := range perBatch {
-						rows = append(rows, row(fmt.Sprintf("w%d-%d-%d", w, b, i)))
-					}
+				for _, rows := range encoded[w] {
 					res, err := ms.AppendRows(ctx, rows)
 					if err != nil {
 						errc <- err

@@ -187,23 +187,32 @@ func TestQueries(t *testing.T) {
 		})
 	}
 	t.Run("the dedup query returns each reading once with its final value", func(t *testing.T) {
-		_, rows := e.query(t, "SELECT * EXCEPT (n) FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY reading_id ORDER BY ingested_at DESC) AS n "+
+		schema, rows := e.query(t, "SELECT * EXCEPT (n) FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY reading_id ORDER BY ingested_at DESC) AS n "+
 			"FROM `test-project.vitals.readings` WHERE event_timestamp >= TIMESTAMP_SUB(CURRENT_TIMESTAMP(), INTERVAL 1 DAY)) WHERE n = 1")
 		if len(rows) != 6 {
 			t.Fatalf("rows = %d, want 6", len(rows))
 		}
+		// Columns by name, from the result's schema ("name:TYPE").
+		col := func(name string) int {
+			i := slices.IndexFunc(schema, func(c string) bool { return strings.HasPrefix(c, name+":") })
+			if i < 0 {
+				t.Fatalf("the result has no column %s: %v", name, schema)
+			}
+			return i
+		}
+		idCol, hrCol, tsCol := col("reading_id"), col("heart_rate"), col("event_timestamp")
 		seen := map[string]bool{}
 		for _, r := range rows {
-			id := r[7].(string)
+			id, _ := r[idCol].(string)
 			if seen[id] {
 				t.Errorf("reading %s twice", id)
 			}
 			seen[id] = true
-			if hr := r[2].(float64); hr < 80 {
-				t.Errorf("reading %s: heart_rate %v, want the final value (>= 80)", id, hr)
+			if hr, _ := r[hrCol].(float64); hr < 80 {
+				t.Errorf("reading %s: heart_rate %v, want the final value (>= 80)", id, r[hrCol])
 			}
-			if ts, ok := r[1].(time.Time); !ok || ts.After(e.now) || ts.Before(e.now.Add(-time.Hour)) {
-				t.Errorf("reading %s: event_timestamp %v", id, r[1])
+			if ts, ok := r[tsCol].(time.Time); !ok || ts.After(e.now) || ts.Before(e.now.Add(-time.Hour)) {
+				t.Errorf("reading %s: event_timestamp %v", id, r[tsCol])
 			}
 		}
 	})
