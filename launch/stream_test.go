@@ -291,6 +291,34 @@ func TestStreamEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("SIGINT (Ctrl-C) is a clean stop: exit 0 and a balanced ledger", func(t *testing.T) {
+		f := newPubSub(t, ps, "interrupt")
+		h := time.Now().UTC().Truncate(time.Hour).Add(-2 * time.Hour)
+		var msgs []streamMsg
+		for i := 0; i < 5; i++ {
+			ts := h.Add(time.Duration(i) * time.Minute).UnixMilli()
+			msgs = append(msgs, msg(line("int-1", ts, 60+i), ts))
+		}
+		summary := filepath.Join(t.TempDir(), "summary.json")
+		job := startStream(t, env, streamArgs(f.sub, "interrupt_vitals", t.TempDir(), "--summary_json="+summary)...)
+		f.publish(t, msgs...)
+		eventually(t, 60*time.Second, job, func() (bool, string) {
+			n := len(dump(t, bt, "interrupt_vitals"))
+			return n > 0, fmt.Sprintf("%d cells in Bigtable", n)
+		})
+		if code := job.stop(t, syscall.SIGINT); code != 0 {
+			t.Fatalf("SIGINT: exit %d; want 0 (a stop is a stream's normal end)\nstderr:\n%s", code, job.stderr.String())
+		}
+		if out := job.stdout.String(); !strings.Contains(out, "stream stopped after") {
+			t.Errorf("stdout has no ledger after SIGINT:\n%s", out)
+		}
+		l := readSummary(t, summary)
+		if !l.Stream || !l.Balanced || l.Read != int64(len(msgs)) {
+			t.Errorf("ledger after SIGINT: stream %v, balanced %v, read %d; want a balanced stream ledger that read %d\nproblems: %v",
+				l.Stream, l.Balanced, l.Read, len(msgs), l.Problems)
+		}
+	})
+
 	t.Run("closed windows equal the batch result; too_late and bad records dead-lettered; SIGTERM stops cleanly", func(t *testing.T) {
 		f := newPubSub(t, ps, "accept")
 		bq := bqemu.StartServerForTest(t)

@@ -3,8 +3,8 @@
 # Pub/Sub emulators (those not already up), creates the topic and subscription,
 # starts the stream on prism, and publishes generated readings in real time.
 # Both print progress every 5 s. The stream keeps running after the
-# publisher is done; Ctrl-C (or SIGTERM) stops it cleanly and prints a
-# summary.
+# publisher is done; Ctrl-C (or SIGTERM) stops it cleanly, prints its
+# ledger, and the script (and make stream) exits 0.
 #
 # Settings (environment): PROJECT INSTANCE TABLE DATASET TOPIC SUBSCRIPTION RATE
 # SENSORS DURATION BAD_FRACTION LATE_FRACTION LATE_BY ALLOWED_LATENESS
@@ -38,24 +38,56 @@ put "$topic" '{}'
 put "$sub" "{\"topic\":\"$topic\",\"ackDeadlineSeconds\":60}"
 
 mkdir -p .run "$DEAD_LETTER"
+echo "building the launcher and the publisher (the first build compiles Beam: 2-3 minutes)..."
 go build -o .run/sensorpipe ./launch
 go build -o .run/publish ./launch/publish
 
-.run/sensorpipe --source=pubsub --subscription="$sub" --timestamp_attribute=event_ts --id_attribute=record_id \
-  --allowed_lateness="$ALLOWED_LATENESS" --early_firing="$EARLY_FIRING" \
-  --bigtable_project="$PROJECT" --bigtable_instance="$INSTANCE" --bigtable_table="$TABLE" \
-  --bigquery_project="$PROJECT" --bigquery_dataset="$DATASET" --bigquery_table=readings \
-  --dead_letter="$DEAD_LETTER" &
-pipeline=$!
-stop() {
-  trap - INT TERM
-  if kill -0 "$pipeline" 2>/dev/null; then kill -TERM "$pipeline"; fi
-  wait "$pipeline" || true
-  exit 0
-}
-trap stop INT TERM
+# Ctrl-C must reach the launcher only: the launcher ends a stream cleanly on
+# SIGINT (prints its ledger, exits 0), but make, which runs this script,
+# prints "*** Interrupt" and exits 130 whenever it gets SIGINT itself. So on
+# a terminal, job control (set -m) runs the launcher as the foreground job
+# in a process group of its own: the terminal sends Ctrl-C to that group,
+# not to make's. The publisher runs in the background, in a group of its
+# own too.
+interactive=false
+if [ -t 0 ]; then
+  set -m
+  interactive=true
+fi
 
 .run/publish --topic="$topic" --rate="$RATE" --sensors="$SENSORS" --duration="$DURATION" \
-  --bad_fraction="$BAD_FRACTION" --late_fraction="$LATE_FRACTION" --late_by="$LATE_BY" || true
-echo "publisher done; the stream keeps running: Ctrl-C stops it"
-wait "$pipeline"
+  --bad_fraction="$BAD_FRACTION" --late_fraction="$LATE_FRACTION" --late_by="$LATE_BY" &
+publisher=$!
+stop_publisher() {
+  if kill -0 "$publisher" 2>/dev/null; then kill -TERM "$publisher" 2>/dev/null || true; fi
+  wait "$publisher" 2>/dev/null || true
+}
+if ! $interactive; then
+  # No terminal (a pipe, a test): a SIGINT or SIGTERM sent to this script
+  # is passed to the launcher, which stops cleanly.
+  trap 'kill -INT "${pipeline:-}" 2>/dev/null || true' INT
+  trap 'kill -TERM "${pipeline:-}" 2>/dev/null || true' TERM
+fi
+
+launch() {
+  .run/sensorpipe --source=pubsub --subscription="$sub" --timestamp_attribute=event_ts --id_attribute=record_id \
+    --allowed_lateness="$ALLOWED_LATENESS" --early_firing="$EARLY_FIRING" \
+    --bigtable_project="$PROJECT" --bigtable_instance="$INSTANCE" --bigtable_table="$TABLE" \
+    --bigquery_project="$PROJECT" --bigquery_dataset="$DATASET" --bigquery_table=readings \
+    --dead_letter="$DEAD_LETTER"
+}
+set +e
+if $interactive; then
+  launch # the foreground job, in a process group of its own, until it stops
+  code=$?
+else
+  launch &
+  pipeline=$!
+  while :; do
+    wait "$pipeline"
+    code=$?
+    kill -0 "$pipeline" 2>/dev/null || break # wait returned for a trapped signal
+  done
+fi
+stop_publisher
+exit "$code"

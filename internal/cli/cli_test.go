@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -118,6 +119,42 @@ func TestMakefileUsesTheSameDefaults(t *testing.T) {
 			if !regexp.MustCompile(re).Match(b) {
 				t.Errorf("%s does not match %s: keep it in step with internal/cli", file, re)
 			}
+		}
+	}
+}
+
+// TestMakeHelpListsEveryTarget runs make help and checks that it lists
+// every target the Makefile defines, each with a description.
+func TestMakeHelpListsEveryTarget(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed")
+	}
+	b, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A target: a rule at the start of a line, not a variable assignment
+	// (:=) and not a file rule whose name has a path or a variable.
+	var targets []string
+	for _, m := range regexp.MustCompile(`(?m)^([a-z][a-z-]*):([^=]|$)`).FindAllStringSubmatch(string(b), -1) {
+		targets = append(targets, m[1])
+	}
+	if len(targets) < 9 {
+		t.Fatalf("found only %d targets in the Makefile (%v): the parsing is wrong", len(targets), targets)
+	}
+	out, err := exec.Command("make", "-s", "-C", "../..", "help").Output()
+	if err != nil {
+		t.Fatalf("make help: %v", err)
+	}
+	listed := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && !strings.HasPrefix(line, "   ") {
+			listed[f[0]] = strings.Join(f[1:], " ")
+		}
+	}
+	for _, target := range targets {
+		if listed[target] == "" {
+			t.Errorf("make help does not list %s with a description; give it a '## %s: ...' line. make help said:\n%s", target, target, out)
 		}
 	}
 }
