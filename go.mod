@@ -12,6 +12,7 @@ require (
 	github.com/goccy/go-json v0.12.0
 	github.com/googleapis/gax-go/v2 v2.24.0
 	github.com/valyala/fastjson v1.6.10
+	golang.org/x/image v0.46.0
 	google.golang.org/api v0.297.0
 	google.golang.org/grpc v1.83.2
 	google.golang.org/protobuf v1.36.12

@@ -11,23 +11,96 @@ import (
 	"io"
 	"math"
 	"os"
-	"strings"
+	"strconv"
+	"sync"
 	"time"
+
+	"golang.org/x/image/font"
+	"golang.org/x/image/font/gofont/gomedium"
+	"golang.org/x/image/font/gofont/gomono"
+	"golang.org/x/image/font/gofont/goregular"
+	"golang.org/x/image/font/opentype"
+	"golang.org/x/image/math/fixed"
 )
 
 // Heatmap layout, in pixels.
 const (
-	fontScale   = 2
-	glyphW      = 3 * fontScale
-	glyphH      = 5 * fontScale
-	charW       = glyphW + fontScale // glyph and one (scaled) column of space
-	marginTop   = 44
-	marginLeft  = 8 + 26*charW // "t12 " and a key prefix
-	marginRight = 90           // the colour scale
-	marginBot   = 50
+	margin      = 10
 	plotW       = 720
 	plotH       = 400
+	maxRowH     = 48 // a tablet's row is at most this tall ...
+	maxPlotH    = 1600
+	scaleW      = 16 // the colour scale's bar
+	tickW       = 4
+	maxKeyChars = 40 // a tablet label shows at most this much of each key
 )
+
+// The typefaces: the Go fonts (golang.org/x/image/font/gofont), a real
+// typeface with distinct M, W, H and #, and lower case kept as it is (row
+// keys are case-sensitive). Proportional Go Regular for titles and axes,
+// Go Mono for row keys so their characters line up. They are parsed once;
+// x/image's opentype rasteriser draws them.
+var (
+	fontsOnce            sync.Once
+	textFace, keyFace    font.Face
+	titleFace            font.Face
+	errFonts             error
+	lineH, keyLineH      int
+	textAscent, keyAscnt int
+)
+
+func loadFonts() error {
+	fontsOnce.Do(func() {
+		face := func(ttf []byte, size float64) font.Face {
+			if errFonts != nil {
+				return nil
+			}
+			f, err := opentype.Parse(ttf)
+			if err != nil {
+				errFonts = fmt.Errorf("parse the Go font: %w", err)
+				return nil
+			}
+			fc, err := opentype.NewFace(f, &opentype.FaceOptions{Size: size, DPI: 72, Hinting: font.HintingFull})
+			if err != nil {
+				errFonts = fmt.Errorf("load the Go font: %w", err)
+				return nil
+			}
+			return fc
+		}
+		textFace = face(goregular.TTF, 13)
+		titleFace = face(gomedium.TTF, 15)
+		keyFace = face(gomono.TTF, 12)
+		if errFonts != nil {
+			return
+		}
+		m := textFace.Metrics()
+		lineH, textAscent = m.Height.Ceil(), m.Ascent.Ceil()
+		km := keyFace.Metrics()
+		keyLineH, keyAscnt = km.Height.Ceil(), km.Ascent.Ceil()
+	})
+	return errFonts
+}
+
+// label is a piece of text the heatmap draws: its top-left corner, its
+// text exactly as drawn, and its face.
+type label struct {
+	X, Y int
+	Text string
+	Face font.Face
+	// Kind says what it labels: "title", "summary", "tablet", "time",
+	// "axis", "scale" or "scale-title".
+	Kind string
+}
+
+// heatLayout is where everything of the heatmap goes.
+type heatLayout struct {
+	W, H         int
+	Plot         image.Rectangle // the cells
+	CellW, CellH int
+	Scale        image.Rectangle // the colour scale's bar
+	MaxWrites    int             // the writes the top of the scale stands for
+	Labels       []label
+}
 
 var (
 	bg        = color.RGBA{0x12, 0x12, 0x1a, 0xff}
@@ -62,90 +135,186 @@ func HeatColor(x float64) color.RGBA {
 	return color.RGBA{mix(a.R, b.R), mix(a.G, b.G), mix(a.B, b.B), 0xff}
 }
 
-// Image draws the heatmap in Key Visualizer's style: time across, key ranges
-// (tablets, first key at the top) down, colour for the write count of each
-// tablet and time slice, with axis labels and a colour scale.
-func (r *Report) Image() *image.RGBA {
+// keyText shows a row key as it is, clipped to maxKeyChars characters:
+// never upper-cased (keys are case-sensitive), with bytes that are not
+// printable UTF-8 escaped as Go does.
+func keyText(k string) string {
+	q := strconv.Quote(k)
+	q = q[1 : len(q)-1]
+	if r := []rune(q); len(r) > maxKeyChars {
+		q = string(r[:maxKeyChars-1]) + "…"
+	}
+	return q
+}
+
+// tabletLabel is tablet t's label: its index and key range [start, end).
+func (r *Report) tabletLabel(t int) string {
+	start, end := r.TabletRange(t)
+	s, e := keyText(start), keyText(end)
+	if start == "" {
+		s = "(first key)"
+	}
+	if end == "" {
+		e = "(last key)"
+	}
+	return fmt.Sprintf("t%-2d [%s, %s)", t, s, e)
+}
+
+// layout places the heatmap's cells, labels and colour scale.
+func (r *Report) layout() (*heatLayout, error) {
+	if err := loadFonts(); err != nil {
+		return nil, err
+	}
 	slices := len(r.Counts)
+	l := &heatLayout{}
 	if slices == 0 || r.Tablets == 0 {
-		return image.NewRGBA(image.Rect(0, 0, 1, 1))
+		l.W, l.H = 1, 1
+		return l, nil
 	}
-	cw, ch := plotW/slices, plotH/r.Tablets
-	if cw < 1 {
-		cw = 1
+	// Rows tall enough for a line of key text when they fit, so every
+	// tablet's key range is readable; with very many tablets, every n-th.
+	l.CellW = max(plotW/slices, 1)
+	l.CellH = min(max(plotH/r.Tablets, 1), maxRowH)
+	if l.CellH < keyLineH && r.Tablets*keyLineH <= maxPlotH {
+		l.CellH = keyLineH
 	}
-	if ch < 1 {
-		ch = 1
-	}
-	w, h := marginLeft+cw*slices+marginRight, marginTop+ch*r.Tablets+marginBot
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	fill(img, img.Bounds(), bg)
-	// The scale tops out at the busiest slice's total writes, what one
-	// tablet gets when it takes them all, so pictures of the same data under
-	// different keys share a scale. Colour follows the square root of the
-	// count, so an even spread still shows.
-	maxN := 1
-	for s := range r.Counts {
-		if n := r.Stat(s).Writes; n > maxN {
-			maxN = n
-		}
-	}
-	for s, row := range r.Counts {
-		for t, n := range row {
-			x0, y0 := marginLeft+s*cw, marginTop+t*ch
-			fill(img, image.Rect(x0, y0, x0+cw, y0+ch), HeatColor(math.Sqrt(float64(n)/float64(maxN))))
-		}
-	}
-	// Thin lines between tablets when there is room for them.
-	if ch >= 6 {
-		for t := 1; t < r.Tablets; t++ {
-			y := marginTop + t*ch
-			fill(img, image.Rect(marginLeft, y, marginLeft+cw*slices, y+1), gridColor)
-		}
-	}
-	drawText(img, 8, 8, clip(r.Title, (w-16)/charW), fg)
-	fair := r.FairShare()
-	mean := r.MeanHottestShare()
-	drawText(img, 8, 24, fmt.Sprintf("HOTTEST TABLET %.1f%% OF WRITES (%.2fX FAIR %.1f%%), %d WRITES", 100*mean, mean/fair, 100*fair, r.Writes), fg)
-	// Key ranges down the left: the tablet and the first key it holds.
-	step := 1
-	for step*ch < glyphH+2 {
-		step++
-	}
-	for t := 0; t < r.Tablets; t += step {
-		start, _ := r.TabletRange(t)
-		if start == "" {
-			start = "(START)"
-		}
-		label := fmt.Sprintf("T%-2d %s", t, start)
-		drawText(img, 8, marginTop+t*ch+(ch-glyphH)/2, clip(label, 26), fg)
-	}
-	// Time across the bottom: a few labels at slice starts.
 	labelEvery := 1
-	for labelEvery*cw < 6*charW {
+	for labelEvery*l.CellH < keyLineH {
 		labelEvery++
 	}
+	var tablets []label
+	keyW := 0
+	for t := 0; t < r.Tablets; t += labelEvery {
+		text := r.tabletLabel(t)
+		tablets = append(tablets, label{Text: text, Face: keyFace, Kind: "tablet", Y: t * l.CellH})
+		keyW = max(keyW, font.MeasureString(keyFace, text).Ceil())
+	}
+	top := margin + 2*lineH + lineH/2
+	left := margin + keyW + margin
+	l.Plot = image.Rect(left, top, left+l.CellW*slices, top+l.CellH*r.Tablets)
+
+	// The scale tops out at the busiest slice's total writes, what one
+	// tablet gets when it takes them all, so pictures of the same data under
+	// different keys share a scale.
+	l.MaxWrites = 1
+	for s := range r.Counts {
+		l.MaxWrites = max(l.MaxWrites, r.Stat(s).Writes)
+	}
+	l.Scale = image.Rect(l.Plot.Max.X+2*margin, l.Plot.Min.Y, l.Plot.Max.X+2*margin+scaleW, l.Plot.Max.Y)
+	scaleTitle := "writes per tablet"
+	scaleTitle2 := "and time slice"
+	ticks := scaleTicks(l.MaxWrites)
+	tickLabelW := 0
+	for _, v := range ticks {
+		tickLabelW = max(tickLabelW, font.MeasureString(textFace, strconv.Itoa(v)).Ceil())
+	}
+	scaleTextW := max(tickW+4+tickLabelW, font.MeasureString(textFace, scaleTitle).Ceil(), font.MeasureString(textFace, scaleTitle2).Ceil())
+	l.W = l.Scale.Max.X + scaleTextW + 2*margin
+	l.H = l.Plot.Max.Y + tickW + 3*lineH + margin
+
+	add := func(x, y int, text string, face font.Face, kind string) {
+		l.Labels = append(l.Labels, label{X: x, Y: y, Text: text, Face: face, Kind: kind})
+	}
+	fair := r.FairShare()
+	mean := r.MeanHottestShare()
+	add(margin, margin, r.Title, titleFace, "title")
+	add(margin, margin+lineH+2, fmt.Sprintf("hottest tablet: %.1f%% of writes on average (%.2f× the fair %.1f%%); %d writes, %d tablets, %d time slices",
+		100*mean, mean/fair, 100*fair, r.Writes, r.Tablets, slices), textFace, "summary")
+	for _, tl := range tablets {
+		tl.X = margin
+		tl.Y += l.Plot.Min.Y + (min(l.CellH*labelEvery, l.CellH)-keyLineH)/2
+		l.Labels = append(l.Labels, tl)
+	}
+	// Time across the bottom: labels at slice starts, spaced to fit.
 	span := time.Duration(r.SliceMs*int64(slices)) * time.Millisecond
 	layout := "15:04"
 	if span > 48*time.Hour {
 		layout = "01-02"
 	}
-	for s := 0; s < slices; s += labelEvery {
-		x := marginLeft + s*cw
-		fill(img, image.Rect(x, marginTop+ch*r.Tablets, x+1, marginTop+ch*r.Tablets+4), fg)
-		drawText(img, x, marginTop+ch*r.Tablets+8, r.SliceStart(s).Format(layout), fg)
+	timeW := font.MeasureString(textFace, "00:00").Ceil() + 8
+	every := 1
+	for every*l.CellW < timeW {
+		every++
 	}
-	drawText(img, marginLeft, h-glyphH-6, "TIME (UTC, FROM "+r.SliceStart(0).Format("2006-01-02 15:04")+") -> ; KEY RANGES DOWN", fg)
-	// Colour scale on the right, most writes at the top.
-	sx, sy, sh := marginLeft+cw*slices+16, marginTop, ch*r.Tablets
-	for y := 0; y < sh; y++ {
-		fill(img, image.Rect(sx, sy+y, sx+14, sy+y+1), HeatColor(math.Sqrt(1-float64(y)/float64(sh))))
+	for s := 0; s < slices; s += every {
+		add(l.Plot.Min.X+s*l.CellW, l.Plot.Max.Y+tickW+2, r.SliceStart(s).Format(layout), textFace, "time")
 	}
-	drawText(img, sx+18, sy, fmt.Sprint(maxN), fg)
-	drawText(img, sx+18, sy+sh/2-glyphH/2, fmt.Sprint(maxN/2), fg)
-	drawText(img, sx+18, sy+sh-glyphH, "0", fg)
-	drawText(img, sx, sy+sh+8, "WRITES", fg)
-	return img
+	add(l.Plot.Min.X, l.Plot.Max.Y+tickW+2+lineH+2, "time (UTC, from "+r.SliceStart(0).Format("2006-01-02 15:04")+") →   key ranges, first key at the top ↓", textFace, "axis")
+	// The colour scale: its title above it, tick values beside it.
+	add(l.Scale.Min.X, l.Scale.Min.Y-2*lineH-lineH/2, scaleTitle, textFace, "scale-title")
+	add(l.Scale.Min.X, l.Scale.Min.Y-lineH-lineH/2, scaleTitle2, textFace, "scale-title")
+	for _, v := range ticks {
+		y := l.Scale.Min.Y + scaleY(v, l.MaxWrites, l.Scale.Dy())
+		add(l.Scale.Max.X+tickW+4, min(max(y-lineH/2, l.Scale.Min.Y-lineH/2), l.Scale.Max.Y-lineH/2), strconv.Itoa(v), textFace, "scale")
+	}
+	return l, nil
+}
+
+// scaleTicks are the values the colour scale labels: 0, the maximum, and
+// the quarter points between (square-root spaced, as the colours are).
+func scaleTicks(maxN int) []int {
+	ticks := []int{maxN}
+	for _, f := range []float64{0.5625, 0.25, 0.0625} { // (3/4)², (1/2)², (1/4)²
+		if v := int(math.Round(f * float64(maxN))); v > 0 && v < ticks[len(ticks)-1] {
+			ticks = append(ticks, v)
+		}
+	}
+	return append(ticks, 0)
+}
+
+// scaleY is the offset from the scale's top of the value v: colour follows
+// the square root of the count, and so does the scale.
+func scaleY(v, maxN, h int) int {
+	return int(math.Round((1 - math.Sqrt(float64(v)/float64(maxN))) * float64(h-1)))
+}
+
+// Image draws the heatmap in Key Visualizer's style: time across, key ranges
+// (tablets, first key at the top, each labelled with its range) down, colour
+// for the write count of each tablet and time slice, with axis labels and a
+// labelled colour scale.
+func (r *Report) Image() (*image.RGBA, error) {
+	l, err := r.layout()
+	if err != nil {
+		return nil, err
+	}
+	img := image.NewRGBA(image.Rect(0, 0, l.W, l.H))
+	fill(img, img.Bounds(), bg)
+	if l.Plot.Empty() {
+		return img, nil
+	}
+	// Colour follows the square root of the count, so an even spread
+	// still shows.
+	for s, row := range r.Counts {
+		for t, n := range row {
+			x0, y0 := l.Plot.Min.X+s*l.CellW, l.Plot.Min.Y+t*l.CellH
+			fill(img, image.Rect(x0, y0, x0+l.CellW, y0+l.CellH), HeatColor(math.Sqrt(float64(n)/float64(l.MaxWrites))))
+		}
+	}
+	// Thin lines between tablets when there is room for them.
+	if l.CellH >= 6 {
+		for t := 1; t < r.Tablets; t++ {
+			y := l.Plot.Min.Y + t*l.CellH
+			fill(img, image.Rect(l.Plot.Min.X, y, l.Plot.Max.X, y+1), gridColor)
+		}
+	}
+	// Ticks under the time labels, and the colour scale with its ticks.
+	for _, lb := range l.Labels {
+		if lb.Kind == "time" {
+			fill(img, image.Rect(lb.X, l.Plot.Max.Y, lb.X+1, l.Plot.Max.Y+tickW), fg)
+		}
+	}
+	for y := 0; y < l.Scale.Dy(); y++ {
+		fill(img, image.Rect(l.Scale.Min.X, l.Scale.Min.Y+y, l.Scale.Max.X, l.Scale.Min.Y+y+1),
+			HeatColor(1-float64(y)/float64(l.Scale.Dy()-1)))
+	}
+	for _, v := range scaleTicks(l.MaxWrites) {
+		y := l.Scale.Min.Y + scaleY(v, l.MaxWrites, l.Scale.Dy())
+		fill(img, image.Rect(l.Scale.Max.X, y, l.Scale.Max.X+tickW, y+1), fg)
+	}
+	for _, lb := range l.Labels {
+		drawText(img, lb)
+	}
+	return img, nil
 }
 
 func fill(img *image.RGBA, r image.Rectangle, c color.RGBA) {
@@ -157,37 +326,27 @@ func fill(img *image.RGBA, r image.Rectangle, c color.RGBA) {
 	}
 }
 
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
+// drawText draws a label with its face, its top at lb.Y.
+func drawText(img *image.RGBA, lb label) {
+	ascent := textAscent
+	if lb.Face == keyFace {
+		ascent = keyAscnt
 	}
-	if n < 3 {
-		return s[:n]
+	if lb.Face == titleFace {
+		ascent = titleFace.Metrics().Ascent.Ceil()
 	}
-	return s[:n-2] + ".."
-}
-
-// drawText draws s with the built-in 3x5 font, scaled; lower case is drawn
-// as upper case and unknown characters as '?'.
-func drawText(img *image.RGBA, x, y int, s string, c color.RGBA) {
-	for _, ch := range strings.ToUpper(s) {
-		g, ok := font3x5[ch]
-		if !ok {
-			g = font3x5['?']
-		}
-		for row := 0; row < 5; row++ {
-			for col := 0; col < 3; col++ {
-				if g[row][col] == '#' {
-					fill(img, image.Rect(x+col*fontScale, y+row*fontScale, x+(col+1)*fontScale, y+(row+1)*fontScale), c)
-				}
-			}
-		}
-		x += charW
-	}
+	d := font.Drawer{Dst: img, Src: image.NewUniform(fg), Face: lb.Face, Dot: fixed.P(lb.X, lb.Y+ascent)}
+	d.DrawString(lb.Text)
 }
 
 // WritePNG encodes the heatmap as PNG.
-func (r *Report) WritePNG(w io.Writer) error { return png.Encode(w, r.Image()) }
+func (r *Report) WritePNG(w io.Writer) error {
+	img, err := r.Image()
+	if err != nil {
+		return err
+	}
+	return png.Encode(w, img)
+}
 
 // WritePNGFile writes the heatmap to a PNG file.
 func (r *Report) WritePNGFile(path string) error {
@@ -269,38 +428,4 @@ func (r *Report) WriteHTMLFile(path string) error {
 		return fmt.Errorf("render %s: %w", path, err)
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o644)
-}
-
-// font3x5 is a tiny built-in bitmap font: five rows of three columns.
-var font3x5 = map[rune][5]string{
-	'A': {".#.", "#.#", "###", "#.#", "#.#"}, 'B': {"##.", "#.#", "##.", "#.#", "##."},
-	'C': {".##", "#..", "#..", "#..", ".##"}, 'D': {"##.", "#.#", "#.#", "#.#", "##."},
-	'E': {"###", "#..", "##.", "#..", "###"}, 'F': {"###", "#..", "##.", "#..", "#.."},
-	'G': {".##", "#..", "#.#", "#.#", ".##"}, 'H': {"#.#", "#.#", "###", "#.#", "#.#"},
-	'I': {"###", ".#.", ".#.", ".#.", "###"}, 'J': {"..#", "..#", "..#", "#.#", ".#."},
-	'K': {"#.#", "#.#", "##.", "#.#", "#.#"}, 'L': {"#..", "#..", "#..", "#..", "###"},
-	'M': {"#.#", "###", "###", "#.#", "#.#"}, 'N': {"##.", "#.#", "#.#", "#.#", "#.#"},
-	'O': {".#.", "#.#", "#.#", "#.#", ".#."}, 'P': {"##.", "#.#", "##.", "#..", "#.."},
-	'Q': {".#.", "#.#", "#.#", "##.", ".##"}, 'R': {"##.", "#.#", "##.", "#.#", "#.#"},
-	'S': {".##", "#..", ".#.", "..#", "##."}, 'T': {"###", ".#.", ".#.", ".#.", ".#."},
-	'U': {"#.#", "#.#", "#.#", "#.#", "###"}, 'V': {"#.#", "#.#", "#.#", "#.#", ".#."},
-	'W': {"#.#", "#.#", "###", "###", "#.#"}, 'X': {"#.#", "#.#", ".#.", "#.#", "#.#"},
-	'Y': {"#.#", "#.#", ".#.", ".#.", ".#."}, 'Z': {"###", "..#", ".#.", "#..", "###"},
-	'0': {"###", "#.#", "#.#", "#.#", "###"}, '1': {".#.", "##.", ".#.", ".#.", "###"},
-	'2': {"##.", "..#", ".#.", "#..", "###"}, '3': {"##.", "..#", ".#.", "..#", "##."},
-	'4': {"#.#", "#.#", "###", "..#", "..#"}, '5': {"###", "#..", "##.", "..#", "##."},
-	'6': {".##", "#..", "###", "#.#", "###"}, '7': {"###", "..#", ".#.", ".#.", ".#."},
-	'8': {"###", "#.#", "###", "#.#", "###"}, '9': {"###", "#.#", "###", "..#", "##."},
-	' ': {"...", "...", "...", "...", "..."}, ':': {"...", ".#.", "...", ".#.", "..."},
-	'-': {"...", "...", "###", "...", "..."}, '.': {"...", "...", "...", "...", ".#."},
-	'%': {"#.#", "..#", ".#.", "#..", "#.#"}, '#': {"#.#", "###", "#.#", "###", "#.#"},
-	'{': {".##", ".#.", "#..", ".#.", ".##"}, '}': {"##.", ".#.", "..#", ".#.", "##."},
-	'|': {".#.", ".#.", ".#.", ".#.", ".#."}, '_': {"...", "...", "...", "...", "###"},
-	'/': {"..#", "..#", ".#.", "#..", "#.."}, '(': {"..#", ".#.", ".#.", ".#.", "..#"},
-	')': {"#..", ".#.", ".#.", ".#.", "#.."}, '=': {"...", "###", "...", "###", "..."},
-	',': {"...", "...", "...", ".#.", "#.."}, '+': {"...", ".#.", "###", ".#.", "..."},
-	'>': {"#..", ".#.", "..#", ".#.", "#.."}, '<': {"..#", ".#.", "#..", ".#.", "..#"},
-	';': {"...", ".#.", "...", ".#.", "#.."}, '?': {"##.", "..#", ".#.", "...", ".#."},
-	'"': {"#.#", "#.#", "...", "...", "..."}, '\'': {".#.", ".#.", "...", "...", "..."},
-	'$': {".##", "##.", ".#.", ".##", "##."}, '*': {"...", "#.#", ".#.", "#.#", "..."},
 }

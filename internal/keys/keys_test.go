@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"image"
 	"image/png"
 	"math"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/image/font"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -229,7 +232,11 @@ func TestHeatmapOutputs(t *testing.T) {
 	for s := range r.Counts {
 		maxN = max(maxN, r.Stat(s).Writes)
 	}
-	if got, want := img.At(marginLeft+1, marginTop+1), HeatColor(math.Sqrt(float64(n)/float64(maxN))); got != want {
+	l, err := r.layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := img.At(l.Plot.Min.X+1, l.Plot.Min.Y+1), HeatColor(math.Sqrt(float64(n)/float64(maxN))); got != want {
 		t.Errorf("top-left cell colour = %v, want %v for %d of %d writes", got, want, n, maxN)
 	}
 	var html bytes.Buffer
@@ -260,4 +267,102 @@ func TestHeatColorScale(t *testing.T) {
 			t.Errorf("scale gets darker between %.1f and %.1f", x-0.1, x)
 		}
 	}
+}
+
+// TestHeatmapDrawsKeysAsTheyAreInARealTypeface: the PNG decodes at the
+// layout's size; every tablet is labelled with its key range, the keys
+// case-preserved (row keys are case-sensitive); each label is drawn with a
+// Go font (its pixels differ from the background where the text is, and
+// "M" and "W" rasterise differently); and the colour scale has a title and
+// its ends labelled.
+func TestHeatmapDrawsKeysAsTheyAreInARealTypeface(t *testing.T) {
+	r := &Report{
+		Title:   "mixed: {user}#{ts}",
+		Tablets: 3,
+		Splits:  []string{"Mw#H-1", "aB#c"},
+		StartMs: 1772359200000,
+		SliceMs: 60_000,
+		Counts:  [][]int{{5, 1, 0}, {0, 7, 2}},
+		Writes:  15,
+	}
+	l, err := r.layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tablets []string
+	kinds := map[string][]string{}
+	for _, lb := range l.Labels {
+		kinds[lb.Kind] = append(kinds[lb.Kind], lb.Text)
+		if lb.Kind == "tablet" {
+			tablets = append(tablets, lb.Text)
+			if lb.Face != keyFace {
+				t.Errorf("tablet label %q is not drawn with Go Mono", lb.Text)
+			}
+		}
+	}
+	want := []string{"t0  [(first key), Mw#H-1)", "t1  [Mw#H-1, aB#c)", "t2  [aB#c, (last key))"}
+	if strings.Join(tablets, "|") != strings.Join(want, "|") {
+		t.Errorf("tablet labels = %q, want %q (keys as they are)", tablets, want)
+	}
+	if got := kinds["scale-title"]; len(got) == 0 || !strings.Contains(strings.Join(got, " "), "writes") {
+		t.Errorf("colour scale titles = %q, want one saying writes", got)
+	}
+	if got := kinds["scale"]; len(got) < 2 || got[0] != "9" || got[len(got)-1] != "0" {
+		t.Errorf("colour scale ticks = %q, want the busiest slice's writes (9) down to 0", got)
+	}
+
+	var buf bytes.Buffer
+	if err := r.WritePNG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&buf)
+	if err != nil {
+		t.Fatalf("the PNG does not decode: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != l.W || b.Dy() != l.H {
+		t.Errorf("image is %dx%d, want the layout's %dx%d", b.Dx(), b.Dy(), l.W, l.H)
+	}
+	for _, lb := range l.Labels {
+		if lb.Kind != "tablet" {
+			continue
+		}
+		box := image.Rect(lb.X, lb.Y, lb.X+font.MeasureString(lb.Face, lb.Text).Ceil(), lb.Y+lb.Face.Metrics().Height.Ceil())
+		if lit := litPixels(img, box); lit < len(lb.Text) {
+			t.Errorf("label %q: %d lit pixels in %v, want its glyphs drawn", lb.Text, lit, box)
+		}
+	}
+	// A real typeface: M and W are different glyphs (the old 3x5 font drew
+	// them nearly alike), and lower case is not upper case.
+	glyph := func(s string) string {
+		m := image.NewRGBA(image.Rect(0, 0, 20, 20))
+		fill(m, m.Bounds(), bg)
+		drawText(m, label{X: 2, Y: 2, Text: s, Face: keyFace})
+		var b strings.Builder
+		for y := 0; y < 20; y++ {
+			for x := 0; x < 20; x++ {
+				if m.RGBAAt(x, y) != bg {
+					b.WriteByte('#')
+				} else {
+					b.WriteByte('.')
+				}
+			}
+		}
+		return b.String()
+	}
+	if glyph("M") == glyph("W") || glyph("a") == glyph("A") || glyph("H") == glyph("#") {
+		t.Errorf("M/W, a/A or H/# rasterise alike: not a real typeface")
+	}
+}
+
+// litPixels counts the pixels of box that are not the background.
+func litPixels(img image.Image, box image.Rectangle) int {
+	n := 0
+	for y := box.Min.Y; y < box.Max.Y; y++ {
+		for x := box.Min.X; x < box.Max.X; x++ {
+			if r, g, b, _ := img.At(x, y).RGBA(); r>>8 != uint32(bg.R) || g>>8 != uint32(bg.G) || b>>8 != uint32(bg.B) {
+				n++
+			}
+		}
+	}
+	return n
 }

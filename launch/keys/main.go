@@ -35,7 +35,8 @@ Usage:
                 [--table T] [--out DIR] [--name NAME]
       Play the input's writes in event-time order over N tablets split at
       equal key counts, print each time slice's write shares, and write a
-      Key Visualizer-style heatmap (PNG and HTML) to DIR.
+      Key Visualizer-style heatmap (NAME.png and NAME.html) to DIR
+      (default .run/hotspots, which git ignores).
 
 Built-in specs: %s.
 
@@ -43,6 +44,11 @@ keys reads spec and input files only: it needs no project, instance or
 emulator. Exit codes: 0 done (lint: no error finding), 1 a file could not
 be read or written (lint: an error finding), 2 bad flags or arguments.
 `
+
+// DefaultOut is where keys hotspots writes its pictures unless --out says
+// otherwise: a folder git ignores (.run/, like the other tools' output), not
+// the repository root.
+const DefaultOut = ".run/hotspots"
 
 func main() {
 	err := run(os.Args[1:], os.Stdout, os.Stderr)
@@ -88,7 +94,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		tablets = fs.Int("tablets", 8, "number of tablets to split the key space into")
 		slices = fs.Int("slices", 24, "number of time slices across the input's event-time span")
 		table = fs.String("table", "", "table to simulate (default: the spec's first table)")
-		outDir = fs.String("out", ".", "directory for the heatmap files")
+		outDir = fs.String("out", DefaultOut, "folder for the heatmap files, created if missing (the default is under .run/, which git ignores)")
 		name = fs.String("name", "hotspots", "base name of the heatmap files: NAME.png and NAME.html")
 	default:
 		return cli.Usagef("unknown command %q: use preview, lint or hotspots (keys --help)", cmd)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,5 +133,35 @@ func TestBadUsage(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want non-zero and %q", code, errOut, tc.want)
 			}
 		})
+	}
+}
+
+// TestHotspotsWritesToAnIgnoredFolderByDefault: without --out the heatmap
+// goes to DefaultOut under the working folder, which the repository's
+// .gitignore ignores, and not to the working folder itself.
+func TestHotspotsWritesToAnIgnoredFolderByDefault(t *testing.T) {
+	if git, err := exec.LookPath("git"); err == nil {
+		cmd := exec.Command(git, "check-ignore", "-q", filepath.Join(DefaultOut, "hotspots.png"))
+		cmd.Dir = "../.."
+		if err := cmd.Run(); err != nil {
+			t.Errorf("git check-ignore %s/hotspots.png: %v; want the default folder ignored (.gitignore)", DefaultOut, err)
+		}
+	}
+	input, err := filepath.Abs("../../testdata/samples/vitals_fleet.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if _, errOut, code := runKeys("hotspots", "--schema", "vitals", "--input", input, "--tablets", "2", "--slices", "2"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, f := range []string{"hotspots.png", "hotspots.html"} {
+		if _, err := os.Stat(filepath.Join(dir, DefaultOut, f)); err != nil {
+			t.Errorf("%s is not in %s: %v", f, DefaultOut, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("%s was written to the working folder", f)
+		}
 	}
 }
