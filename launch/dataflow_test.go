@@ -2,16 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
-	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -38,33 +38,37 @@ var stableNames = []string{
 // hourlyWindows is the composite that windows readings by event-time hour.
 const hourlyWindows = "Ingest/HourlyWindows"
 
-// dryRunOutput is what `--runner=dataflow --dry_run` printed.
+// dryRunOutput is what `--runner=dataflow --dry_run --dry_run_out=FILE`
+// printed and wrote.
 type dryRunOutput struct {
 	job      dataflowJob
 	pipeline *pipepb.Pipeline
+	// summary is the launcher's stdout, stderr its log.
+	summary, stderr string
 }
 
-// dataflowJob is the part of the printed Dataflow job the tests look at.
+// dataflowJob is the part of the written Dataflow job the tests look at.
 type dataflowJob struct {
 	ProjectID string `json:"projectId"`
 	Type      string `json:"type"`
+	// Pipeline is the Beam pipeline graph (protojson) the launcher adds.
+	Pipeline json.RawMessage `json:"beamPipeline"`
 }
 
 // dryRunDataflow runs the launcher with --runner=dataflow --dry_run and no
-// credentials, and parses the job and pipeline graph it logs.
+// credentials, and reads the job and pipeline graph it writes to
+// --dry_run_out.
 func dryRunDataflow(t *testing.T, args ...string) dryRunOutput {
 	t.Helper()
 	gcloudConfig := t.TempDir()
 	env := []string{
-		// No credentials: a dry run must not need any. The Dataflow runner's
-		// soft-delete check on the staging bucket then logs a warning and
-		// goes on, without waiting for a metadata server.
+		// No credentials: a dry run must not need any, nor warn about them.
 		"GOOGLE_APPLICATION_CREDENTIALS=" + filepath.Join(gcloudConfig, "no-credentials.json"),
 		"CLOUDSDK_CONFIG=" + gcloudConfig,
 	}
+	jobFile := filepath.Join(t.TempDir(), "job.json")
 	base := []string{
-		"--runner=dataflow", "--dry_run",
-		"--log_level=info", // the runner prints the job and graph at info
+		"--runner=dataflow", "--dry_run", "--dry_run_out=" + jobFile,
 		"--project=sensorpipe-test", "--region=europe-west1",
 		"--staging_location=gs://sensorpipe-test-bucket/staging",
 		"--temp_location=gs://sensorpipe-test-bucket/temp",
@@ -76,49 +80,59 @@ func dryRunDataflow(t *testing.T, args ...string) dryRunOutput {
 	if r.code != 0 {
 		t.Fatalf("dry run exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, tail(r.stderr, 4000))
 	}
-	var out dryRunOutput
-	for _, msg := range logMessages(r.stdout + "\n" + r.stderr) {
-		switch {
-		case strings.HasPrefix(msg, "{") && strings.Contains(msg, `"type"`):
-			var job dataflowJob
-			if err := json.Unmarshal([]byte(msg), &job); err == nil && strings.HasPrefix(job.Type, "JOB_TYPE_") {
-				out.job = job
-			}
-		case strings.HasPrefix(msg, "components:"):
-			p := &pipepb.Pipeline{}
-			if err := prototext.Unmarshal([]byte(msg), p); err != nil {
-				t.Fatalf("the printed pipeline graph does not parse: %v", err)
-			}
-			out.pipeline = p
-		}
+	out := dryRunOutput{summary: r.stdout, stderr: r.stderr}
+	b, err := os.ReadFile(jobFile)
+	if err != nil {
+		t.Fatalf("--dry_run_out: %v\nstdout:\n%s", err, r.stdout)
 	}
-	if out.job.Type == "" {
-		t.Fatalf("the dry run printed no Dataflow job\nstderr:\n%s", tail(r.stderr, 4000))
+	if err := json.Unmarshal(b, &out.job); err != nil {
+		t.Fatalf("--dry_run_out %s is not a JSON job: %v", jobFile, err)
 	}
-	if out.pipeline == nil {
-		t.Fatalf("the dry run printed no pipeline graph\nstderr:\n%s", tail(r.stderr, 4000))
+	if !strings.HasPrefix(out.job.Type, "JOB_TYPE_") {
+		t.Fatalf("--dry_run_out holds no Dataflow job type:\n%s", tail(string(b), 2000))
+	}
+	out.pipeline = &pipepb.Pipeline{}
+	if err := protojson.Unmarshal(out.job.Pipeline, out.pipeline); err != nil || len(out.pipeline.GetComponents().GetTransforms()) == 0 {
+		t.Fatalf("--dry_run_out: the pipeline graph under beamPipeline does not parse (%v)", err)
 	}
 	return out
 }
 
-// logMessages returns the msg="..." values of Beam's slog text lines.
-func logMessages(logs string) []string {
-	var msgs []string
-	for _, line := range strings.Split(logs, "\n") {
-		i := strings.Index(line, " msg=")
-		if i < 0 {
-			continue
-		}
-		rest := line[i+len(" msg="):]
-		if q, err := strconv.QuotedPrefix(rest); err == nil {
-			if s, err := strconv.Unquote(q); err == nil {
-				msgs = append(msgs, s)
+// checkSummary asserts the dry run's stdout is a short human summary: the
+// job type, the transforms by name, the windowing and the sinks, no log
+// lines and no escaped JSON; and that nothing warned about credentials.
+func checkSummary(t *testing.T, out dryRunOutput, jobType string, want ...string) {
+	t.Helper()
+	t.Run("short human summary", func(t *testing.T) {
+		s := out.summary
+		for _, w := range append([]string{
+			"job:", strings.ToLower(strings.TrimPrefix(jobType, "JOB_TYPE_")) + " (" + jobType + ")",
+			"windowing:", "Ingest/HourlyWindows: fixed 1h0m0s event-time windows",
+			"sinks:", "Bigtable sensorpipe-test/vitals: patient_vitals", "BigQuery sensorpipe-test.vitals: readings",
+			"dead letter gs://sensorpipe-test-bucket/deadletter",
+			"transforms:", "Ingest/BuildRows", "deadletter.Write",
+			"full job:",
+		}, want...) {
+			if !strings.Contains(s, w) {
+				t.Errorf("the summary lacks %q:\n%s", w, s)
 			}
-			continue
 		}
-		msgs = append(msgs, strings.SplitN(rest, " ", 2)[0])
-	}
-	return msgs
+		if n := len(s); n > 8<<10 {
+			t.Errorf("the summary is %d bytes; want a short one (the job goes to --dry_run_out)", n)
+		}
+		for _, noise := range []string{"msg=", `\"`, "components:"} {
+			if strings.Contains(s, noise) {
+				t.Errorf("the summary holds %q: log lines or escaped JSON\n%s", noise, tail(s, 2000))
+			}
+		}
+	})
+	t.Run("no credential warnings", func(t *testing.T) {
+		for _, w := range []string{"credentials", "GCS client", "SoftDeletePolicy"} {
+			if strings.Contains(out.stderr, w) || strings.Contains(out.summary, w) && !strings.Contains(out.summary, "no credentials used") {
+				t.Errorf("the dry run mentions %q:\nstderr:\n%s", w, tail(out.stderr, 2000))
+			}
+		}
+	})
 }
 
 func tail(s string, n int) string {
@@ -231,6 +245,7 @@ func TestDataflowDryRunBatch(t *testing.T) {
 		t.Errorf("a file batch reads Pub/Sub: %s", reads[0].GetUniqueName())
 	}
 	checkGraph(t, out.pipeline)
+	checkSummary(t, out, "JOB_TYPE_BATCH", "source:     files gs://bucket/path/*.jsonl")
 }
 
 func TestDataflowDryRunStreaming(t *testing.T) {
@@ -259,18 +274,27 @@ func TestDataflowDryRunStreaming(t *testing.T) {
 		}
 	})
 	checkGraph(t, out.pipeline)
+	checkSummary(t, out, "JOB_TYPE_STREAMING", "source:     Pub/Sub "+sub, "at the watermark", "allowed lateness")
 }
 
-func TestLogMessagesUnquotesSlogText(t *testing.T) {
-	logs := strings.Join([]string{
-		`time=2026-01-01T00:00:00.000Z level=INFO msg="Dry-run: not submitting job!"`,
-		`time=2026-01-01T00:00:00.000Z level=INFO msg="components:{a:\"b\\n\"}"`,
-		`time=2026-01-01T00:00:00.000Z level=INFO msg=plain`,
-		`not a log line`,
-	}, "\n")
-	got := logMessages(logs)
-	want := []string{"Dry-run: not submitting job!", `components:{a:"b\n"}`, "plain"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("logMessages = %q; want %q", got, want)
+// TestDryRunFlagsAreUsage: --dry_run on a local runner, and --dry_run_out
+// without --dry_run, are bad usage (exit 2, one line).
+func TestDryRunFlagsAreUsage(t *testing.T) {
+	base := []string{"--input=../testdata/vitals/*", "--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=" + t.TempDir()}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"dry run on prism", append(base, "--dry_run"), "give --runner=dataflow"},
+		{"dry run file without a dry run", append(base, "--dry_run_out=job.json"), "add --dry_run"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runLauncher(t, nil, tc.args...)
+			if r.code != 2 || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+				t.Errorf("exit %d, stderr %q; want exit 2 and one line containing %q", r.code, r.stderr, tc.want)
+			}
+		})
 	}
 }

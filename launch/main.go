@@ -78,6 +78,7 @@ var (
 	printRows      = flag.Int("print_rows", 0, "After a local batch run, print this many rows of the first table.")
 	logLevel       = flag.String("log_level", "warn", "Runner and SDK log level: debug, info, warn or error.")
 	progressIval   = flag.Duration("progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
+	dryRunOut      = flag.String("dry_run_out", "", "With --runner=dataflow --dry_run: write the full Dataflow job (JSON, with its Beam pipeline graph under \"beamPipeline\") to this file; stdout gets a short summary.")
 	format         = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (a schemas/proto Reading per message; see dofns.Formats).")
 
 	// Stream flags (--source=pubsub).
@@ -143,10 +144,6 @@ func main() {
 	switch *logLevel {
 	case "debug", "info", "warn", "error":
 		beamlog.LogLevel = *logLevel
-		if dryRun() && !isSet("log_level") {
-			// The Dataflow runner prints the dry-run job at info level.
-			beamlog.LogLevel = "info"
-		}
 	default:
 		fail(exitUsage, fmt.Errorf("--log_level=%q: use debug, info, warn or error", *logLevel))
 	}
@@ -383,7 +380,12 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !dryRun() {
+	switch {
+	case dryRun() && local():
+		return usagef("--dry_run builds a Dataflow job without submitting it: give --runner=dataflow (a %s run has no dry run)", runnerName())
+	case *dryRunOut != "" && !dryRun():
+		return usagef("--dry_run_out=%s is the file a dry run writes its job to: add --dry_run (and --runner=dataflow)", *dryRunOut)
+	case !dryRun():
 		if err := preflight(ctx, cfg); err != nil {
 			return err
 		}
@@ -403,6 +405,9 @@ func run(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	if dryRun() {
+		return runDryRun(ctx, os.Stdout, p, cfg)
 	}
 	if !local() {
 		// Dataflow: the job's counters hold the ledger; a batch run
