@@ -366,6 +366,26 @@ func readAll(t *testing.T, table *bigquery.Table) [][]bigquery.Value {
 	}
 }
 
+// readByName reads every row of table, each as its columns by name: tests
+// read BigQuery rows by column name, never by position. A RECORD column is
+// a map of its fields, a REPEATED one a slice.
+func readByName(t *testing.T, table *bigquery.Table) []map[string]bigquery.Value {
+	t.Helper()
+	it := table.Read(context.Background())
+	var rows []map[string]bigquery.Value
+	for {
+		r := map[string]bigquery.Value{}
+		err := it.Next(&r)
+		if errors.Is(err, iterator.Done) {
+			return rows
+		}
+		if err != nil {
+			t.Fatalf("reading rows: %v", err)
+		}
+		rows = append(rows, r)
+	}
+}
+
 func TestInsertAllAndRead(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -398,25 +418,25 @@ func TestInsertAllAndRead(t *testing.T) {
 	})
 
 	t.Run("read as values", func(t *testing.T) {
-		rows := readAll(t, table)
+		rows := readByName(t, table)
 		if len(rows) != 2 {
 			t.Fatalf("rows = %v", rows)
 		}
-		sort.Slice(rows, func(i, j int) bool { return rows[i][0].(string) < rows[j][0].(string) })
+		sort.Slice(rows, func(i, j int) bool { return fmt.Sprint(rows[i]["sensor_id"]) < fmt.Sprint(rows[j]["sensor_id"]) })
 		r := rows[0]
-		if r[0] != "s1" || !r[1].(time.Time).Equal(now) || r[2] != 21.5 || r[3] != int64(7) || r[4] != true {
+		if ts, ok := r["event_timestamp"].(time.Time); r["sensor_id"] != "s1" || !ok || !ts.Equal(now) || r["value"] != 21.5 || r["seq"] != int64(7) || r["ok"] != true {
 			t.Errorf("row = %v", r)
 		}
-		if r[5] != civil.DateOf(now) || string(r[6].([]byte)) != "\x00\x01\x02" || r[7].(*big.Rat).Cmp(big.NewRat(12345, 100)) != 0 {
+		if amount, ok := r["amount"].(*big.Rat); r["day"] != civil.DateOf(now) || fmt.Sprint(r["payload"]) != fmt.Sprint([]byte("\x00\x01\x02")) || !ok || amount.Cmp(big.NewRat(12345, 100)) != 0 {
 			t.Errorf("row = %v", r)
 		}
-		if r[8] != `{"a":1}` || r[9] != (civil.DateTime{Date: civil.Date{Year: 2024, Month: 5, Day: 6}, Time: civil.Time{Hour: 7, Minute: 8, Second: 9, Nanosecond: 123000}}) || fmt.Sprint(r[10]) != "10:11:12" {
+		if r["attrs"] != `{"a":1}` || r["dt"] != (civil.DateTime{Date: civil.Date{Year: 2024, Month: 5, Day: 6}, Time: civil.Time{Hour: 7, Minute: 8, Second: 9, Nanosecond: 123000}}) || fmt.Sprint(r["tm"]) != "10:11:12" {
 			t.Errorf("row = %v", r)
 		}
-		if fmt.Sprint(r[11]) != "[x y]" || fmt.Sprint(r[12]) != "[1.5 -2.5]" || r[13] != nil {
+		if fmt.Sprint(r["tags"]) != "[x y]" || fmt.Sprint(r["loc"]) != "map[lat:1.5 lon:-2.5]" || r["note"] != nil {
 			t.Errorf("row = %v", r)
 		}
-		if m := rows[1]; m[0] != "s2" || m[2] != nil || len(m[11].([]bigquery.Value)) != 0 || m[12] != nil {
+		if m := rows[1]; m["sensor_id"] != "s2" || m["value"] != nil || fmt.Sprint(m["tags"]) != "[]" || m["loc"] != nil {
 			t.Errorf("minimal row = %v", m)
 		}
 	})
@@ -698,13 +718,13 @@ func TestStorageWrite(t *testing.T) {
 		if off, err := res.GetResult(ctx); err != nil || off != managedwriter.NoStreamOffset {
 			t.Fatalf("GetResult = %d, %v; want no offset, nil", off, err)
 		}
-		rows := readAll(t, table)
+		rows := readByName(t, table)
 		if len(rows) != 2 {
 			t.Fatalf("rows = %v", rows)
 		}
 		r := rows[0]
-		if r[0] != "d1" || !r[1].(time.Time).Equal(now) || r[2] != 1.25 || r[3] != int64(3) || r[5] != civil.DateOf(now) ||
-			fmt.Sprint(r[11]) != "[a b]" || fmt.Sprint(r[12]) != "[1 2]" || r[8] != `{"k":"v"}` || r[13] != nil {
+		if ts, ok := r["event_timestamp"].(time.Time); r["sensor_id"] != "d1" || !ok || !ts.Equal(now) || r["value"] != 1.25 || r["seq"] != int64(3) || r["day"] != civil.DateOf(now) ||
+			fmt.Sprint(r["tags"]) != "[a b]" || fmt.Sprint(r["loc"]) != "map[lat:1 lon:2]" || r["attrs"] != `{"k":"v"}` || r["note"] != nil {
 			t.Errorf("row = %v", r)
 		}
 	})

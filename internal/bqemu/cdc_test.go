@@ -94,12 +94,12 @@ func encodeChanges(t *testing.T, md protoreflect.MessageDescriptor, cs ...change
 func tableValues(t *testing.T, tbl *bigquery.Table) map[string]float64 {
 	t.Helper()
 	got := map[string]float64{}
-	for _, r := range readAll(t, tbl) {
-		id := r[0].(string)
+	for _, r := range readByName(t, tbl) {
+		id, _ := r["id"].(string)
 		if _, dup := got[id]; dup {
 			t.Errorf("id %s has more than one row", id)
 		}
-		got[id], _ = r[2].(float64)
+		got[id], _ = r["value"].(float64)
 	}
 	return got
 }
@@ -280,8 +280,8 @@ func TestChangeDataCapture(t *testing.T) {
 			}
 		}
 		var ids []string
-		for _, r := range readAll(t, tbl) {
-			ids = append(ids, r[0].(string))
+		for _, r := range readByName(t, tbl) {
+			ids = append(ids, fmt.Sprint(r["id"]))
 		}
 		sort.Strings(ids)
 		if fmt.Sprint(ids) != "[a a]" {

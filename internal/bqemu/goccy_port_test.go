@@ -217,13 +217,14 @@ func TestGoccyStorageWrite(t *testing.T) {
 			case tc.typ == managedwriter.CommittedStream && len(resp.GetStreamErrors()) == 0:
 				t.Errorf("BatchCommit of a COMMITTED stream reported no stream error")
 			}
-			rows := readAll(t, tbl)
+			rows := readByName(t, tbl)
 			if len(rows) != tc.afterCommit {
 				t.Fatalf("after commit: %d rows, want %d", len(rows), tc.afterCommit)
 			}
 			// The values survive the trip (goccy's test only counts rows).
 			r := rows[0]
-			if r[0] != true || string(r[1].([]byte)) != "some bytes" || r[3] != int64(123) || fmt.Sprint(r[12]) != "[2 4 6 8]" || r[15] != int64(23) {
+			if r["bool_col"] != true || fmt.Sprint(r["bytes_col"]) != fmt.Sprint([]byte("some bytes")) || r["int64_col"] != int64(123) ||
+				fmt.Sprint(r["int64_list"]) != "[2 4 6 8]" || r["row_num"] != int64(23) {
 				t.Errorf("row = %v", r)
 			}
 		})
@@ -297,12 +298,12 @@ func TestGoccyProtoWrapperValues(t *testing.T) {
 	if _, err := res.GetResult(ctx); err != nil {
 		t.Fatalf("append: %v", err)
 	}
-	rows := readAll(t, tbl)
+	rows := readByName(t, tbl)
 	if len(rows) != 1 {
 		t.Fatalf("rows = %v", rows)
 	}
-	for i, c := range cols {
-		got := rows[0][i]
+	for _, c := range cols {
+		got := rows[0][c.name]
 		if b, ok := got.([]byte); ok {
 			got = string(b)
 		}
