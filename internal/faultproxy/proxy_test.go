@@ -215,12 +215,12 @@ func TestAppendRowsPerMessageAgainstTheBigQueryEmulator(t *testing.T) {
 		it := tbl.Read(ctx)
 		n := 0
 		for {
-			var vals []bigquery.Value
+			vals := map[string]bigquery.Value{}
 			err := it.Next(&vals)
 			if err != nil {
 				break
 			}
-			if vals[0] == id {
+			if vals["id"] == id {
 				n++
 			}
 		}
