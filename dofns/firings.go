@@ -149,7 +149,7 @@ type FinalState struct {
 // state at the end of the window, ignoring the allowed lateness: late
 // firings would find it empty.
 type StreamRowsFn struct {
-	Spec *schemas.Spec
+	Spec *schemas.Compiled
 	// BigQuery turns the BigQuery outputs on.
 	BigQuery bool
 	// AllowedLateness is the stream's: how long after its end a window's
@@ -191,7 +191,7 @@ type recoveryCounters struct {
 
 // NewStreamRowsFn returns a StreamRowsFn with its state and timer
 // declared.
-func NewStreamRowsFn(spec *schemas.Spec, bigQuery bool, allowedLateness time.Duration) *StreamRowsFn {
+func NewStreamRowsFn(spec *schemas.Compiled, bigQuery bool, allowedLateness time.Duration) *StreamRowsFn {
 	return &StreamRowsFn{
 		Spec:            spec,
 		BigQuery:        bigQuery,

@@ -2,6 +2,7 @@ package dofns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -30,14 +31,14 @@ func init() {
 // The rollup cells ride in the first table's rows, at the window's end.
 // Windows that fire more than once take PaneBatchFn and StreamRowsFn.
 type BuildRowsFn struct {
-	Spec *schemas.Spec
+	Spec *schemas.Compiled
 	// BigQuery turns the BigQuery outputs on.
 	BigQuery bool
 
 	hour hourBuilder
 }
 
-// Setup compiles the spec.
+// Setup takes the compiled spec's builders.
 func (f *BuildRowsFn) Setup() error { return f.hour.setup(f.Spec) }
 
 // ProcessElement builds the group's rows. A group it cannot build is
@@ -99,7 +100,7 @@ func (f *BuildRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w 
 // spec, and the building of a window's rows with its rollup cells. Its
 // methods other than setup and emit are pure, for table tests.
 type hourBuilder struct {
-	spec       *schemas.Spec
+	spec       *schemas.Compiled
 	builder    *schemas.Builder
 	roller     *schemas.Roller
 	firstTable string
@@ -108,14 +109,11 @@ type hourBuilder struct {
 	ctrs       counters
 }
 
-func (h *hourBuilder) setup(spec *schemas.Spec) error {
-	var err error
-	if _, h.builder, err = compile(spec); err != nil {
-		return err
+func (h *hourBuilder) setup(spec *schemas.Compiled) error {
+	if spec == nil {
+		return errors.New("build rows: no compiled spec")
 	}
-	if h.roller, err = schemas.NewRoller(spec); err != nil {
-		return err
-	}
+	h.builder, h.roller = spec.Builder(), spec.Roller()
 	h.spec = spec
 	h.firstTable = spec.Bigtable.Tables[0].Name
 	h.rowCount = beam.NewCounter("group", "rows")

@@ -55,10 +55,11 @@ func vitalsLine(sensor, ts string, hr string) string {
 }
 
 func TestBuildRowsGroupsByHourImputesAndDeadLetters(t *testing.T) {
-	spec, err := schemas.LoadSpec("vitals")
+	loaded, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
 	spec.Rollup = nil // the rollup cells are TestBatchRollups' subject
 	p, s := beam.NewPipelineWithRoot()
 	lines := beam.ParDo(s, keyByTestSource, beam.Create(s,
@@ -100,8 +101,12 @@ func TestBuildRowsGroupsByHourImputesAndDeadLetters(t *testing.T) {
 	ptest.RunAndValidate(t, p)
 }
 
-func TestConfigValidate(t *testing.T) {
-	spec, _ := schemas.LoadSpec("vitals")
+func TestConfigCheck(t *testing.T) {
+	loaded, err := schemas.BuiltinSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
 	tests := []struct {
 		name string
 		cfg  Config
@@ -114,8 +119,8 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.cfg.Validate(); (err == nil) != tt.ok {
-				t.Fatalf("Validate() = %v; want ok=%v", err, tt.ok)
+			if err := tt.cfg.Check(); (err == nil) != tt.ok {
+				t.Fatalf("Check() = %v; want ok=%v", err, tt.ok)
 			}
 		})
 	}

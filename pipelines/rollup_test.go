@@ -33,10 +33,11 @@ func hourlyCells(m schemas.RowMutation) string {
 // family hourly in each hour's row at the hour's end, and one BigQuery
 // rollup row per sensor-hour.
 func TestBatchRollups(t *testing.T) {
-	spec, err := schemas.LoadSpec("vitals")
+	loaded, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
 	p, s := beam.NewPipelineWithRoot()
 	lines := beam.ParDo(s, keyByTestSource, beam.Create(s,
 		vitalsLine("a", `"2026-03-01T10:00:00Z"`, "null"),

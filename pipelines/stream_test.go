@@ -66,15 +66,16 @@ func at(h time.Time, d time.Duration) int64 { return h.Add(d).UnixMilli() }
 func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	host := emulators.StartBigtable(t)
 	t.Setenv("BIGTABLE_EMULATOR_HOST", host)
-	spec, err := schemas.LoadSpec("vitals")
+	loaded, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
 	// Optional here, so that duplicates can hold different fields.
 	spec.Field("body_temperature").Required = false
 	spec.Field("spO2").Required = false
 	for _, instance := range []string{"stream", "batch"} {
-		if err := btadmin.EnsureTables(context.Background(), "p", instance, spec, true, time.Minute); err != nil {
+		if err := btadmin.EnsureTables(context.Background(), "p", instance, spec.Spec, true, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -83,10 +84,7 @@ func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	bq := bqemu.StartServerForTest(t)
 	t.Setenv(bqadmin.EmulatorHostEnv, strings.TrimPrefix(bq.RESTEndpoint, "http://"))
 	t.Setenv(bqadmin.StorageEmulatorHostEnv, bq.GRPCAddr)
-	roller, err := schemas.NewRoller(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	roller := spec.Roller()
 	for _, ds := range []string{"stream", "batch"} {
 		for _, tbl := range []*schemas.BigQuerySpec{spec.BigQuery, roller.BigQuery()} {
 			if err := bqadmin.EnsureTable(context.Background(), "p", ds, tbl.Table, tbl, true); err != nil {

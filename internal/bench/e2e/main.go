@@ -267,7 +267,7 @@ func tableName(side string) string { return "patient_vitals_" + side }
 
 // vitalsSpec is the vitals spec writing to side's table.
 func vitalsSpec(side string) (*schemas.Spec, error) {
-	spec, err := schemas.LoadSpec("vitals")
+	spec, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +397,11 @@ func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
 	if err := btadmin.EnsureTables(ctx, project, instance, spec, true, 10*time.Second); err != nil {
 		return err
 	}
-	cfg := pipelines.Config{Spec: spec, BigtableProject: project, BigtableInstance: instance, DeadLetter: dead}
+	compiled, err := schemas.Compile(spec, schemas.CompileOptions{})
+	if err != nil {
+		return err
+	}
+	cfg := pipelines.Config{Spec: compiled, BigtableProject: project, BigtableInstance: instance, DeadLetter: dead}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -446,17 +450,14 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 	if err := btadmin.EnsureTables(ctx, project, instance, spec, true, 10*time.Second); err != nil {
 		return nil, err
 	}
-	bld, err := schemas.NewBuilder(spec)
+	compiled, err := schemas.Compile(spec, schemas.CompileOptions{})
 	if err != nil {
 		return nil, err
 	}
-	parser := schemas.NewParser(spec)
+	bld, parser := compiled.Builder(), schemas.NewParser(spec)
 	// The spec's hourly rollup cells, written with each row as BuildRowsFn
 	// does (nil when the spec has no rollup).
-	roller, err := schemas.NewRoller(spec)
-	if err != nil {
-		return nil, err
-	}
+	roller := compiled.Roller()
 	firstTable := spec.Bigtable.Tables[0].Name
 	if *plainProf != "" {
 		f, err := os.Create(*plainProf)
