@@ -131,40 +131,10 @@ func (h *hourBuilder) rollup(start, end int64, kept []schemas.Record) *schemas.R
 	return &ru
 }
 
-// rows builds the mutations of recs, as Mutations (or Rewrites when
-// rewrite is set) with kind(i) the kind of recs[i]'s writes (nil: each an
-// OriginReading), and the records that cannot be built for a table. The rollup's cells travel with the last reading of each
-// first-table row, so they are written (or dead-lettered) with it; each row
-// of rollupRows that recs do not touch gets a mutation of the rollup cells
-// alone.
+// rows builds the mutations of recs with the rollup's cells (see
+// schemas.Compiled.HourRows).
 func (h *hourBuilder) rows(recs []schemas.Record, rollup *schemas.Rollup, rewrite bool, rollupRows []string, kind func(int) schemas.OriginKind) ([]schemas.RowMutation, []schemas.Rejected) {
-	muts, rejected := h.builder.Build(recs, rewrite, kind)
-	if rollup == nil {
-		return muts, rejected
-	}
-	cells, dels := h.roller.Cells(rollup), []schemas.Cell(nil)
-	if rewrite {
-		cells, dels = h.roller.RewriteCells(rollup)
-	}
-	touched := map[string]bool{}
-	for i := range muts {
-		if m := &muts[i]; m.Table == h.firstTable && len(m.Origins) > 0 {
-			m.Cells = append(m.Cells, cells...)
-			m.Deletes = append(m.Deletes, dels...)
-			last := &m.Origins[len(m.Origins)-1]
-			last.Cells += len(cells)
-			last.Deletes += len(dels)
-			touched[m.RowKey] = true
-		}
-	}
-	for _, key := range rollupRows {
-		if !touched[key] {
-			o := h.roller.Origin(rollup)
-			o.Cells, o.Deletes = len(cells), len(dels)
-			muts = append(muts, schemas.RowMutation{Table: h.firstTable, RowKey: key, Cells: cells, Deletes: dels, Origins: []schemas.Origin{o}})
-		}
-	}
-	return muts, rejected
+	return h.spec.HourRows(recs, rollup, rewrite, rollupRows, kind)
 }
 
 // emit emits a firing's rows, and the dead letters of the records it could

@@ -455,10 +455,9 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 		return nil, err
 	}
 	bld, parser := compiled.Builder(), schemas.NewParser(spec)
-	// The spec's hourly rollup cells, written with each row as BuildRowsFn
-	// does (nil when the spec has no rollup).
+	// The spec's hourly rollup (nil when it has none), whose cells
+	// HourRows writes with each row, as BuildRowsFn does.
 	roller := compiled.Roller()
-	firstTable := spec.Bigtable.Tables[0].Name
 	if *plainProf != "" {
 		f, err := os.Create(*plainProf)
 		if err != nil {
@@ -541,18 +540,13 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 	}
 	for _, k := range order {
 		kept, _ := spec.PrepareGroup(groups[k])
-		rows, rejected := bld.Mutations(kept)
-		s.DeadLetters += int64(len(rejected))
+		var ru *schemas.Rollup
 		if roller != nil && len(kept) > 0 {
-			ru := roller.Compute(kept, schemas.WindowStart(kept[0].EventMs, time.Hour), schemas.WindowEnd(kept[0].EventMs, time.Hour))
-			cells := roller.Cells(&ru)
-			for i := range rows {
-				if m := &rows[i]; m.Table == firstTable && len(m.Origins) > 0 {
-					m.Cells = append(m.Cells, cells...)
-					m.Origins[len(m.Origins)-1].Cells += len(cells)
-				}
-			}
+			r := roller.Compute(kept, schemas.WindowStart(kept[0].EventMs, time.Hour), schemas.WindowEnd(kept[0].EventMs, time.Hour))
+			ru = &r
 		}
+		rows, rejected := compiled.HourRows(kept, ru, false, nil, nil)
+		s.DeadLetters += int64(len(rejected))
 		for _, rm := range rows {
 			next := 0
 			for _, o := range rm.Origins {
