@@ -60,7 +60,7 @@ func startBigQuery(t *testing.T, table string) (*bigquery.Client, *schemas.Spec)
 	ts := bqemu.StartServerForTest(t)
 	t.Setenv(bqadmin.EmulatorHostEnv, strings.TrimPrefix(ts.RESTEndpoint, "http://"))
 	t.Setenv(bqadmin.StorageEmulatorHostEnv, ts.GRPCAddr)
-	spec, err := schemas.LoadSpec("vitals")
+	spec, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestBigQueryWriteFnUpsertKeepsTheNewestRow(t *testing.T) {
 
 func TestBigQueryWriteFnUpsertNeedsAPrimaryKey(t *testing.T) {
 	startBigQuery(t, "readings")
-	spec, err := schemas.LoadSpec("vitals")
+	spec, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestBigQueryWriteFnUpsertNeedsAPrimaryKey(t *testing.T) {
 
 func TestBigQueryWriteFnSetupNamesAMissingTable(t *testing.T) {
 	startBigQuery(t, "readings")
-	spec, err := schemas.LoadSpec("vitals")
+	spec, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestBigQueryWriteFnRealBigQuery(t *testing.T) {
 			}
 		})
 	}
-	spec, err := schemas.LoadSpec("vitals")
+	spec, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}

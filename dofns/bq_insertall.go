@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -257,7 +256,7 @@ func (w *insertAllWriter) saver(r schemas.BQRow) (bqSaver, error) {
 		if v.Null() {
 			continue
 		}
-		x, err := jsonValue(c, v)
+		x, err := schemas.BQJSONValue(c, v)
 		if err != nil {
 			return bqSaver{}, err
 		}
@@ -267,49 +266,4 @@ func (w *insertAllWriter) saver(r schemas.BQRow) (bqSaver, error) {
 		s.id = string(schemas.AppendText(nil, r.Values[w.idCol]))
 	}
 	return s, nil
-}
-
-// jsonValue converts v to the JSON value insertAll takes for column c.
-func jsonValue(c schemas.BQColumnSpec, v schemas.Value) (bigquery.Value, error) {
-	switch c.Type {
-	case "STRING":
-		if v.Kind != schemas.KindTags {
-			return string(schemas.AppendText(nil, v)), nil
-		}
-	case "BYTES":
-		if v.Kind == schemas.KindString || v.Kind == schemas.KindBytes {
-			return []byte(v.Str), nil // encoding/json sends base64, as BYTES wants
-		}
-	case "FLOAT64":
-		if v.Kind == schemas.KindFloat || v.Kind == schemas.KindInt {
-			x := v.Float()
-			switch {
-			case math.IsNaN(x):
-				return "NaN", nil
-			case math.IsInf(x, 1):
-				return "Infinity", nil
-			case math.IsInf(x, -1):
-				return "-Infinity", nil
-			}
-			return x, nil
-		}
-	case "INT64":
-		switch v.Kind {
-		case schemas.KindInt, schemas.KindTime:
-			return v.Int, nil
-		case schemas.KindFloat:
-			if v.Num == math.Trunc(v.Num) && math.Abs(v.Num) < 1<<63 {
-				return int64(v.Num), nil
-			}
-		}
-	case "BOOL":
-		if v.Kind == schemas.KindBool {
-			return v.Bool, nil
-		}
-	case "TIMESTAMP":
-		if v.Kind == schemas.KindTime {
-			return time.UnixMilli(v.Int).UTC(), nil
-		}
-	}
-	return nil, fmt.Errorf("%w: column %s (%s) cannot hold %q", schemas.ErrBQValue, c.Name, c.Type, schemas.AppendText(nil, v))
 }

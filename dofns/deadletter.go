@@ -83,10 +83,8 @@ func (f *WriteDeadLettersFn) Setup(ctx context.Context) error {
 	return err
 }
 
-// StartBundle drops anything left by a failed bundle, and registers the
-// ledger's dead-letter counters before the first dead letter.
-func (f *WriteDeadLettersFn) StartBundle(ctx context.Context) {
-	f.ctrs.register(ctx, ledger.DeadLetterKey(schemas.SinkParse, schemas.ErrMalformed.Error()))
+// StartBundle drops anything left by a failed bundle.
+func (f *WriteDeadLettersFn) StartBundle(context.Context) {
 	if f.sink != nil {
 		f.sink.reset()
 	}
@@ -112,6 +110,9 @@ func (f *WriteDeadLettersFn) ProcessElement(ctx context.Context, d schemas.DeadL
 // FinishBundle makes the bundle's dead letters durable. A failure fails the
 // bundle, so the runner retries it and no dead letter is lost.
 func (f *WriteDeadLettersFn) FinishBundle(ctx context.Context) error {
+	// Register the ledger's dead-letter counters with the first bundle,
+	// before the first dead letter (see counters.register).
+	f.ctrs.register(ctx, ledger.DeadLetterKey(schemas.SinkParse, schemas.ErrMalformed.Error()))
 	if len(f.count) == 0 {
 		return nil
 	}

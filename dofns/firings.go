@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"reflect"
 	"time"
 
@@ -149,7 +148,7 @@ type FinalState struct {
 // state at the end of the window, ignoring the allowed lateness: late
 // firings would find it empty.
 type StreamRowsFn struct {
-	Spec *schemas.Spec
+	Spec *schemas.Compiled
 	// BigQuery turns the BigQuery outputs on.
 	BigQuery bool
 	// AllowedLateness is the stream's: how long after its end a window's
@@ -191,7 +190,7 @@ type recoveryCounters struct {
 
 // NewStreamRowsFn returns a StreamRowsFn with its state and timer
 // declared.
-func NewStreamRowsFn(spec *schemas.Spec, bigQuery bool, allowedLateness time.Duration) *StreamRowsFn {
+func NewStreamRowsFn(spec *schemas.Compiled, bigQuery bool, allowedLateness time.Duration) *StreamRowsFn {
 	return &StreamRowsFn{
 		Spec:            spec,
 		BigQuery:        bigQuery,
@@ -557,7 +556,7 @@ func (h *hourBuilder) final(p PaneBatch, prev, recovered []schemas.Record, fin F
 	for i := range recovered {
 		r := &recovered[i]
 		if held[r.EventMs] || inPrev[r.EventMs] {
-			if old, had := sent[r.EventMs]; had && old != Fingerprint(r) {
+			if old, had := sent[r.EventMs]; had && old != r.Fingerprint() {
 				stale[r.EventMs] = true
 			}
 			continue
@@ -583,7 +582,7 @@ func (h *hourBuilder) final(p PaneBatch, prev, recovered []schemas.Record, fin F
 	)
 	for i := range kept {
 		r := &kept[i]
-		fp := Fingerprint(r)
+		fp := r.Fingerprint()
 		next.Ms[i], next.Prints[i] = r.EventMs, fp
 		old, had := sent[r.EventMs]
 		first := !had || own[r.EventMs]
@@ -647,18 +646,4 @@ func (out *firing) sequence(micros, pane int64) {
 	if out.rollup != nil {
 		out.rollup.Seq = seq
 	}
-}
-
-// Fingerprint hashes a prepared record's values: two firings that built the
-// same reading with the same (imputed) values give the same fingerprint.
-func Fingerprint(r *schemas.Record) uint64 {
-	h := fnv.New64a()
-	var buf []byte
-	for _, v := range r.Values {
-		buf = append(buf[:0], v.Kind)
-		buf = schemas.AppendText(buf, v)
-		buf = append(buf, 0x1f)
-		h.Write(buf)
-	}
-	return h.Sum64()
 }

@@ -33,17 +33,18 @@ func vitals(at time.Duration, hr, temp, spo2 string) string {
 // duplicates can hold different fields.
 func firingsSpec(t *testing.T) (*schemas.Spec, *hourBuilder) {
 	t.Helper()
-	spec, err := schemas.LoadSpec("vitals")
+	loaded, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec.Field("body_temperature").Required = false
-	spec.Field("spO2").Required = false
+	loaded.Field("body_temperature").Required = false
+	loaded.Field("spO2").Required = false
+	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
 	var h hourBuilder
 	if err := h.setup(spec); err != nil {
 		t.Fatal(err)
 	}
-	return spec, &h
+	return spec.Spec, &h
 }
 
 func records(t *testing.T, spec *schemas.Spec, lines ...string) []schemas.Record {

@@ -2,6 +2,7 @@ package dofns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -30,14 +31,14 @@ func init() {
 // The rollup cells ride in the first table's rows, at the window's end.
 // Windows that fire more than once take PaneBatchFn and StreamRowsFn.
 type BuildRowsFn struct {
-	Spec *schemas.Spec
+	Spec *schemas.Compiled
 	// BigQuery turns the BigQuery outputs on.
 	BigQuery bool
 
 	hour hourBuilder
 }
 
-// Setup compiles the spec.
+// Setup takes the compiled spec's builders.
 func (f *BuildRowsFn) Setup() error { return f.hour.setup(f.Spec) }
 
 // ProcessElement builds the group's rows. A group it cannot build is
@@ -99,7 +100,7 @@ func (f *BuildRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w 
 // spec, and the building of a window's rows with its rollup cells. Its
 // methods other than setup and emit are pure, for table tests.
 type hourBuilder struct {
-	spec       *schemas.Spec
+	spec       *schemas.Compiled
 	builder    *schemas.Builder
 	roller     *schemas.Roller
 	firstTable string
@@ -108,14 +109,11 @@ type hourBuilder struct {
 	ctrs       counters
 }
 
-func (h *hourBuilder) setup(spec *schemas.Spec) error {
-	var err error
-	if _, h.builder, err = compile(spec); err != nil {
-		return err
+func (h *hourBuilder) setup(spec *schemas.Compiled) error {
+	if spec == nil {
+		return errors.New("build rows: no compiled spec")
 	}
-	if h.roller, err = schemas.NewRoller(spec); err != nil {
-		return err
-	}
+	h.builder, h.roller = spec.Builder(), spec.Roller()
 	h.spec = spec
 	h.firstTable = spec.Bigtable.Tables[0].Name
 	h.rowCount = beam.NewCounter("group", "rows")
@@ -133,40 +131,10 @@ func (h *hourBuilder) rollup(start, end int64, kept []schemas.Record) *schemas.R
 	return &ru
 }
 
-// rows builds the mutations of recs, as Mutations (or Rewrites when
-// rewrite is set) with kind(i) the kind of recs[i]'s writes (nil: each an
-// OriginReading), and the records that cannot be built for a table. The rollup's cells travel with the last reading of each
-// first-table row, so they are written (or dead-lettered) with it; each row
-// of rollupRows that recs do not touch gets a mutation of the rollup cells
-// alone.
+// rows builds the mutations of recs with the rollup's cells (see
+// schemas.Compiled.HourRows).
 func (h *hourBuilder) rows(recs []schemas.Record, rollup *schemas.Rollup, rewrite bool, rollupRows []string, kind func(int) schemas.OriginKind) ([]schemas.RowMutation, []schemas.Rejected) {
-	muts, rejected := h.builder.Build(recs, rewrite, kind)
-	if rollup == nil {
-		return muts, rejected
-	}
-	cells, dels := h.roller.Cells(rollup), []schemas.Cell(nil)
-	if rewrite {
-		cells, dels = h.roller.RewriteCells(rollup)
-	}
-	touched := map[string]bool{}
-	for i := range muts {
-		if m := &muts[i]; m.Table == h.firstTable && len(m.Origins) > 0 {
-			m.Cells = append(m.Cells, cells...)
-			m.Deletes = append(m.Deletes, dels...)
-			last := &m.Origins[len(m.Origins)-1]
-			last.Cells += len(cells)
-			last.Deletes += len(dels)
-			touched[m.RowKey] = true
-		}
-	}
-	for _, key := range rollupRows {
-		if !touched[key] {
-			o := h.roller.Origin(rollup)
-			o.Cells, o.Deletes = len(cells), len(dels)
-			muts = append(muts, schemas.RowMutation{Table: h.firstTable, RowKey: key, Cells: cells, Deletes: dels, Origins: []schemas.Origin{o}})
-		}
-	}
-	return muts, rejected
+	return h.spec.HourRows(recs, rollup, rewrite, rollupRows, kind)
 }
 
 // emit emits a firing's rows, and the dead letters of the records it could

@@ -2,10 +2,8 @@ package dofns
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"reflect"
-	"sort"
-	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
@@ -23,106 +21,32 @@ func init() {
 	register.Emitter1[schemas.DeadLetter]()
 }
 
-// Decoder turns one payload (a line of a file, or a Pub/Sub message's data)
-// into records. schemas.Parser is the JSON decoder.
-type Decoder interface {
-	ParseString(dst []schemas.Record, payload, source string) ([]schemas.Record, error)
-}
-
-// Formats maps a payload format (the launcher's --format) to the constructor
-// of its decoder. A new format is one entry here: the launcher and the
-// pipelines pass --format through to ParseFn.
-var Formats = map[string]func(*schemas.Spec) (Decoder, error){
-	"json": func(s *schemas.Spec) (Decoder, error) { return schemas.NewParser(s), nil },
-	"proto": func(s *schemas.Spec) (Decoder, error) {
-		p, err := schemas.NewProtoParser(s)
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
-	},
-}
-
-// CheckFormat reports whether format has a decoder ("" means json).
-func CheckFormat(format string) error {
-	if format == "" {
-		format = "json"
-	}
-	if _, ok := Formats[format]; !ok {
-		return fmt.Errorf("format %q has no decoder in this build (available: %s)", format, formatNames())
-	}
-	return nil
-}
-
-// NewDecoder returns the decoder of format ("" means json) for spec, or an
-// error naming what does not fit.
-func NewDecoder(spec *schemas.Spec, format string) (Decoder, error) {
-	if err := CheckFormat(format); err != nil {
-		return nil, err
-	}
-	if format == "" {
-		format = "json"
-	}
-	d, err := Formats[format](spec)
-	if err != nil {
-		return nil, fmt.Errorf("%s decoder: %w", format, err)
-	}
-	return d, nil
-}
-
-func formatNames() string {
-	names := make([]string, 0, len(Formats))
-	for n := range Formats {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
-
 // ParseFn parses one input line (keyed by its source) into records keyed by
 // their identity and stamped with their event time. Lines that fail
 // validation go to the dead-letter output with their reason.
 type ParseFn struct {
-	Spec *schemas.Spec
-	// Format is the payload format, a key of Formats ("" means json).
-	Format string
+	// Spec is the compiled spec; its options name the payload format.
+	Spec *schemas.Compiled
 	// MaxLineBytes limits a payload (default schemas.DefaultMaxLineBytes);
 	// a longer one is dead-lettered as too_large with its first bytes.
 	MaxLineBytes int
 
-	parser  Decoder
+	parser  schemas.Decoder
 	builder *schemas.Builder
 	buf     []schemas.Record
 	ctrs    counters
 }
 
 // NewParseFn returns a ParseFn for spec.
-func NewParseFn(spec *schemas.Spec) *ParseFn { return &ParseFn{Spec: spec} }
+func NewParseFn(spec *schemas.Compiled) *ParseFn { return &ParseFn{Spec: spec} }
 
-// Setup compiles the spec and picks the decoder of Format.
+// Setup takes the compiled spec's row builder and payload decoder.
 func (f *ParseFn) Setup() error {
-	var err error
-	if _, f.builder, err = compile(f.Spec); err != nil {
-		return err
+	if f.Spec == nil {
+		return errors.New("parse: no compiled spec")
 	}
-	if f.parser, err = NewDecoder(f.Spec, f.Format); err != nil {
-		return err
-	}
+	f.builder, f.parser = f.Spec.Builder(), f.Spec.Decoder()
 	return nil
-}
-
-func compile(spec *schemas.Spec) (*schemas.Parser, *schemas.Builder, error) {
-	if spec == nil {
-		return nil, nil, fmt.Errorf("no dataset spec")
-	}
-	if err := spec.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("spec: %w", err)
-	}
-	b, err := schemas.NewBuilder(spec)
-	if err != nil {
-		return nil, nil, fmt.Errorf("spec: %w", err)
-	}
-	return schemas.NewParser(spec), b, nil
 }
 
 // ProcessElement parses line, read from source. Every record it reads is

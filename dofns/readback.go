@@ -58,8 +58,8 @@ type readBacker struct {
 
 // openReadBacker opens a client for rec; the error wraps
 // schemas.ErrNoReadBack when no table of spec can be read back.
-func openReadBacker(ctx context.Context, spec *schemas.Spec, rec Recovery) (*readBacker, error) {
-	rb, err := schemas.NewReadBack(spec)
+func openReadBacker(ctx context.Context, spec *schemas.Compiled, rec Recovery) (*readBacker, error) {
+	rb, err := schemas.NewReadBack(spec.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +184,7 @@ func stateIdentity(key string) string {
 // the stream at start-up, with every message not yet acknowledged left to
 // the next run.
 type RecoverWindowsFn struct {
-	Spec            *schemas.Spec
+	Spec            *schemas.Compiled
 	Recovery        Recovery
 	WindowSize      time.Duration
 	AllowedLateness time.Duration
@@ -197,9 +197,6 @@ type RecoverWindowsFn struct {
 func (f *RecoverWindowsFn) Setup(ctx context.Context) error {
 	f.found = beam.NewCounter("recover", "windows_found")
 	f.skipped = beam.NewCounter("recover", "readings_skipped")
-	if err := f.Spec.Validate(); err != nil {
-		return fmt.Errorf("spec: %w", err)
-	}
 	r, err := openReadBacker(ctx, f.Spec, f.Recovery)
 	if err != nil {
 		return err

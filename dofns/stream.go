@@ -2,6 +2,7 @@ package dofns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -73,16 +74,18 @@ func (f *TooLateFn) ProcessElement(ctx context.Context, et beam.EventTime, key s
 // "acknowledged" imply "in Bigtable", so a killed launcher loses no reading:
 // an unacknowledged one is redelivered, and the write is idempotent.
 type ArrivalRowsFn struct {
-	Spec *schemas.Spec
+	Spec *schemas.Compiled
 
 	builder *schemas.Builder
 }
 
-// Setup compiles the spec.
+// Setup takes the compiled spec's row builder.
 func (f *ArrivalRowsFn) Setup() error {
-	var err error
-	_, f.builder, err = compile(f.Spec)
-	return err
+	if f.Spec == nil {
+		return errors.New("arrival rows: no compiled spec")
+	}
+	f.builder = f.Spec.Builder()
+	return nil
 }
 
 // ProcessElement emits r's observed cells.

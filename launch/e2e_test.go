@@ -319,7 +319,7 @@ func TestEveryBuiltinSpecEndToEnd(t *testing.T) {
 	env := []string{"BIGTABLE_EMULATOR_HOST=" + host}
 	for _, name := range schemas.BuiltinSpecNames() {
 		t.Run(name, func(t *testing.T) {
-			spec, err := schemas.LoadSpec(name)
+			spec, err := schemas.BuiltinSpec(name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -599,7 +599,7 @@ func TestUpsertNeedsThePrimaryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	spec, err := schemas.LoadSpec("vitals")
+	spec, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}

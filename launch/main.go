@@ -79,7 +79,7 @@ var (
 	logLevel       = flag.String("log_level", "warn", "Runner and SDK log level: debug, info, warn or error.")
 	progressIval   = flag.Duration("progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
 	dryRunOut      = flag.String("dry_run_out", "", "With --runner=dataflow --dry_run: write the full Dataflow job (JSON, with its Beam pipeline graph under \"beamPipeline\") to this file; stdout gets a short summary.")
-	format         = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (a schemas/proto Reading per message; see dofns.Formats).")
+	format         = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (a schemas/proto Reading per message; see schemas.FormatNames).")
 
 	// Stream flags (--source=pubsub).
 	subscription    = flag.String("subscription", "", "With --source=pubsub: the subscription, projects/P/subscriptions/S (required). PUBSUB_EMULATOR_HOST is honoured on prism and direct.")
@@ -199,7 +199,7 @@ func config(ctx context.Context) (pipelines.Config, error) {
 	if flag.NArg() > 0 {
 		return cfg, usagef("unexpected argument %q: every option is a --flag", flag.Arg(0))
 	}
-	spec, err := schemas.LoadSpec(*specFlag)
+	spec, err := cli.LoadSpec(*specFlag)
 	if err != nil {
 		return cfg, usagef("--spec: %w", err)
 	}
@@ -231,10 +231,11 @@ func config(ctx context.Context) (pipelines.Config, error) {
 	if err != nil {
 		return cfg, cli.Usage(err)
 	}
-	if _, err := dofns.NewDecoder(spec, *format); err != nil {
+	compiled, err := schemas.Compile(spec, schemas.CompileOptions{Format: *format})
+	switch {
+	case errors.Is(err, schemas.ErrFormat):
 		return cfg, usagef("--format: %w", err)
-	}
-	if _, err := schemas.NewRoller(spec); err != nil {
+	case err != nil:
 		return cfg, usagef("--spec: %w", err)
 	}
 	if *retryDeadline <= 0 {
@@ -252,7 +253,7 @@ func config(ctx context.Context) (pipelines.Config, error) {
 	if *bqReqBytes < 1<<10 || *bqReqBytes > 10<<20 {
 		return cfg, usagef("--bigquery_request_bytes=%d: give 1024..10485760 (BigQuery takes at most 10 MB a request)", *bqReqBytes)
 	}
-	cfg = pipelines.Config{Spec: spec, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: dl, Format: *format,
+	cfg = pipelines.Config{Spec: compiled, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: dl,
 		Retry:              dofns.RetrySettings{Deadline: *retryDeadline, AttemptTimeout: *attemptTimeout},
 		BigtableBatchCells: *btBatchCells,
 		MaxLineBytes:       *maxLineBytes,
@@ -326,7 +327,7 @@ func config(ctx context.Context) (pipelines.Config, error) {
 	default:
 		return cfg, usagef("--source=%q: use files or pubsub", *source)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return cfg, cli.Usage(err)
 	}
 	return cfg, nil

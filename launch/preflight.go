@@ -40,7 +40,7 @@ func preflight(ctx context.Context, cfg pipelines.Config) error {
 	if err := checkDeadLetter(ctx, cfg.DeadLetter); err != nil {
 		return err
 	}
-	if err := btadmin.EnsureTables(ctx, cfg.BigtableProject, cfg.BigtableInstance, cfg.Spec, *createTables, limit); err != nil {
+	if err := btadmin.EnsureTables(ctx, cfg.BigtableProject, cfg.BigtableInstance, cfg.Spec.Spec, *createTables, limit); err != nil {
 		return fmt.Errorf("--bigtable_project=%s --bigtable_instance=%s: %w", cfg.BigtableProject, cfg.BigtableInstance, err)
 	}
 	if cfg.Windowing.Streaming {
@@ -49,20 +49,18 @@ func preflight(ctx context.Context, cfg pipelines.Config) error {
 		}
 	}
 	if bq := cfg.BigQuery; bq != nil {
-		tables := []*schemas.BigQuerySpec{cfg.Spec.BigQuery}
-		names := []string{bq.Table}
-		if roller, _ := schemas.NewRoller(cfg.Spec); roller != nil {
-			tables = append(tables, roller.BigQuery())
-			names = append(names, roller.BigQuery().Table)
-		}
-		for i, t := range tables {
-			if err := bqadmin.EnsureTable(ctx, bq.Project, bq.Dataset, names[i], t, *createTables); err != nil {
+		for i, t := range cfg.Spec.BigQueryTables() {
+			name := t.Table
+			if i == 0 {
+				name = bq.Table // --bigquery_table may rename the readings table
+			}
+			if err := bqadmin.EnsureTable(ctx, bq.Project, bq.Dataset, name, t, *createTables); err != nil {
 				return fmt.Errorf("--bigquery_dataset=%s: %w", bq.Dataset, err)
 			}
 			// Upserts replace rows by the table's primary key: a table
 			// made without it must get it first.
 			if bq.WriteMethod == dofns.WriteUpsert {
-				if err := bqadmin.EnsurePrimaryKey(ctx, bq.Project, bq.Dataset, names[i], t); err != nil {
+				if err := bqadmin.EnsurePrimaryKey(ctx, bq.Project, bq.Dataset, name, t); err != nil {
 					return fmt.Errorf("--bigquery_dataset=%s: %w", bq.Dataset, err)
 				}
 			}

@@ -34,16 +34,17 @@ func TestWriteBigQueryAppliesTheConfiguredSink(t *testing.T) {
 			ts := bqemu.StartServerForTest(t)
 			t.Setenv(bqadmin.EmulatorHostEnv, strings.TrimPrefix(ts.RESTEndpoint, "http://"))
 			t.Setenv(bqadmin.StorageEmulatorHostEnv, ts.GRPCAddr)
-			spec, err := schemas.LoadSpec("vitals")
+			loaded, err := schemas.BuiltinSpec("vitals")
 			if err != nil {
 				t.Fatal(err)
 			}
+			spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
 			cfg := BigQueryConfig{Project: "p", Dataset: "d", Table: "vitals_" + method, WriteMethod: method}
 			ctx := context.Background()
 			if err := bqadmin.EnsureTable(ctx, cfg.Project, cfg.Dataset, cfg.Table, spec.BigQuery, true); err != nil {
 				t.Fatal(err)
 			}
-			b, err := schemas.NewBuilder(spec)
+			b, err := schemas.NewBuilder(spec.Spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +53,7 @@ func TestWriteBigQueryAppliesTheConfiguredSink(t *testing.T) {
 			for i := 0; i < 30; i++ {
 				line := fmt.Sprintf(`{"sensor_id":"s%d","timestamp":%d,"heart_rate":70,"body_temperature":36.8,"spO2":98,"battery_level":87}`,
 					i%4, base.Add(time.Duration(i)*time.Second).UnixMilli())
-				recs, err := schemas.NewParser(spec).Parse(nil, []byte(line), "in.jsonl")
+				recs, err := schemas.NewParser(spec.Spec).Parse(nil, []byte(line), "in.jsonl")
 				if err != nil {
 					t.Fatal(err)
 				}

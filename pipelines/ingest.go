@@ -22,7 +22,9 @@ import (
 
 // Config says where a run writes and how it windows.
 type Config struct {
-	Spec *schemas.Spec
+	// Spec is the dataset spec, compiled once by the caller (its options
+	// name the payload format); nothing here checks it again.
+	Spec *schemas.Compiled
 
 	BigtableProject  string
 	BigtableInstance string
@@ -36,9 +38,6 @@ type Config struct {
 
 	// DeadLetter is a local folder or gs:// prefix.
 	DeadLetter string
-
-	// Format is the payload format, a key of dofns.Formats ("" means json).
-	Format string
 
 	// Windowing is how readings are grouped into hours and when the groups
 	// fire. The zero value is the batch windowing.
@@ -84,23 +83,19 @@ type BigQueryConfig struct {
 	MaxRequestBytes int
 }
 
-// Validate reports a configuration that cannot run.
-func (c Config) Validate() error {
+// Check reports a run configuration that cannot run: a missing spec,
+// store or dead-letter location, or windowing durations that cannot work.
+// The spec itself was checked when it was compiled.
+func (c Config) Check() error {
 	switch {
 	case c.Spec == nil:
-		return fmt.Errorf("pipelines: no dataset spec")
+		return fmt.Errorf("pipelines: no compiled dataset spec (schemas.Compile)")
 	case c.BigtableProject == "" || c.BigtableInstance == "":
 		return fmt.Errorf("pipelines: bigtable project and instance are required")
 	case c.DeadLetter == "":
 		return fmt.Errorf("pipelines: a dead-letter location is required")
 	}
-	if _, err := dofns.NewDecoder(c.Spec, c.Format); err != nil {
-		return fmt.Errorf("pipelines: %w", err)
-	}
-	if _, err := schemas.NewRoller(c.Spec); err != nil {
-		return fmt.Errorf("pipelines: %w", err)
-	}
-	return c.Windowing.Validate()
+	return c.Windowing.Check()
 }
 
 // ReadFiles reads every line of the files matching glob (local paths or
@@ -116,16 +111,16 @@ func ReadFiles(s beam.Scope, glob string, maxLine int) (lines, dead beam.PCollec
 
 // Parse turns KV<source, line> of JSON into KV<identity, Record> stamped
 // with event time, and the dead letters of lines that fail validation.
-func Parse(s beam.Scope, spec *schemas.Spec, lines beam.PCollection) (records, dead beam.PCollection) {
-	return ParseFormat(s, spec, "", 0, lines)
+func Parse(s beam.Scope, spec *schemas.Compiled, lines beam.PCollection) (records, dead beam.PCollection) {
+	return ParseLimited(s, spec, 0, lines)
 }
 
-// ParseFormat is Parse for payloads in format (a key of dofns.Formats).
-// Payloads over maxLine bytes (0: the default limit) are dead-lettered as
-// too_large.
-func ParseFormat(s beam.Scope, spec *schemas.Spec, format string, maxLine int, lines beam.PCollection) (records, dead beam.PCollection) {
+// ParseLimited is Parse with payloads over maxLine bytes (0: the default
+// limit) dead-lettered as too_large. The payload format is the compiled
+// spec's.
+func ParseLimited(s beam.Scope, spec *schemas.Compiled, maxLine int, lines beam.PCollection) (records, dead beam.PCollection) {
 	s = s.Scope("Parse")
-	return beam.ParDo2(s, &dofns.ParseFn{Spec: spec, Format: format, MaxLineBytes: maxLine}, lines)
+	return beam.ParDo2(s, &dofns.ParseFn{Spec: spec, MaxLineBytes: maxLine}, lines)
 }
 
 // HourlyWindows windows readings into fixed one-hour event-time windows, the
@@ -163,7 +158,7 @@ func Ingest(s beam.Scope, cfg Config, records beam.PCollection) []beam.PCollecti
 		bq := *cfg.BigQuery
 		bq.Retry = cfg.Retry
 		dead = append(dead, WriteBigQuery(s, bq, schemas.SinkBigQuery, cfg.Spec.BigQuery, b.BQRows))
-		if roller, _ := schemas.NewRoller(cfg.Spec); roller != nil {
+		if roller := cfg.Spec.Roller(); roller != nil {
 			bq.Table = roller.BigQuery().Table
 			dead = append(dead, WriteBigQuery(s.Scope("rollups"), bq, schemas.SinkBigQueryRollups, roller.BigQuery(), b.Rollups))
 		}
@@ -188,7 +183,7 @@ const tooLateMargin = 30 * time.Second
 // BuildRows groups windowed KV<identity, Record> by identity and hour and
 // returns the Bigtable row mutations, the BigQuery rows (empty unless
 // withBigQuery) and the dead letters of records that could not be built.
-func BuildRows(s beam.Scope, spec *schemas.Spec, withBigQuery bool, windowed beam.PCollection) (rows, bqRows, dead beam.PCollection) {
+func BuildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed beam.PCollection) (rows, bqRows, dead beam.PCollection) {
 	b := BuildRowsAndRollups(s, spec, withBigQuery, windowed)
 	return b.Rows, b.BQRows, b.Dead
 }
@@ -217,13 +212,13 @@ type Built struct {
 // on-time one re-imputes the window and rewrites what that moved, late ones
 // the same, and BigQuery gets each reading once (again if it changed).
 // It expects discarding panes, as Windowing.Options gives.
-func BuildRowsAndRollups(s beam.Scope, spec *schemas.Spec, withBigQuery bool, windowed beam.PCollection) Built {
+func BuildRowsAndRollups(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed beam.PCollection) Built {
 	return buildRows(s, spec, withBigQuery, windowed, dofns.Recovery{})
 }
 
 // buildRows is BuildRowsAndRollups, with the stream's windows read back
 // from Bigtable when rec is on.
-func buildRows(s beam.Scope, spec *schemas.Spec, withBigQuery bool, windowed beam.PCollection, rec dofns.Recovery) Built {
+func buildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed beam.PCollection, rec dofns.Recovery) Built {
 	s = s.Scope("BuildRows")
 	grouped := beam.GroupByKey(s, windowed)
 	var b Built
@@ -235,7 +230,7 @@ func buildRows(s beam.Scope, spec *schemas.Spec, withBigQuery bool, windowed bea
 		lateness := time.Duration(ws.AllowedLateness) * time.Millisecond
 		fn := dofns.NewStreamRowsFn(spec, withBigQuery, lateness)
 		if rec.On() {
-			if _, err := schemas.NewReadBack(spec); err != nil {
+			if _, err := schemas.NewReadBack(spec.Spec); err != nil {
 				log.Warnf(context.Background(), "a window held in memory by a run that is killed or stopped will be finished from the readings the next run sees only: %v", err)
 			} else {
 				// At start-up, a probe for each window that holds readings
@@ -295,14 +290,14 @@ func WriteDeadLetters(s beam.Scope, target string, retry dofns.RetrySettings, de
 // Batch builds the historical re-ingestion pipeline: files in, Bigtable (and
 // BigQuery) out, with every rejected record in the dead letter.
 func Batch(s beam.Scope, cfg Config, glob string) error {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return err
 	}
 	if cfg.Windowing.Streaming {
 		return fmt.Errorf("pipelines: a batch run takes the batch windowing")
 	}
 	lines, readDead := ReadFiles(s, glob, cfg.MaxLineBytes)
-	records, parseDead := ParseFormat(s, cfg.Spec, cfg.Format, cfg.MaxLineBytes, lines)
+	records, parseDead := ParseLimited(s, cfg.Spec, cfg.MaxLineBytes, lines)
 	dead := Ingest(s, cfg, records)
 	// The sinks' dead letters cross a Reshuffle (random keys, not a fixed
 	// key) so the dead-letter write runs in a stage of its own: a failed

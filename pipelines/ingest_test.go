@@ -89,7 +89,7 @@ func bqColumns(t *schemas.BigQuerySpec, format string, show ...string) *bqColumn
 }
 
 // bqSummary renders a vitals reading row: the reading's columns, by name.
-func bqSummary(spec *schemas.Spec) *bqColumnsFn {
+func bqSummary(spec *schemas.Compiled) *bqColumnsFn {
 	return bqColumns(spec.BigQuery, "", "sensor_id", "event_timestamp", "heart_rate", "body_temperature", "spO2", "battery_level", "heart_rate_imputed")
 }
 
@@ -98,10 +98,11 @@ func vitalsLine(sensor, ts string, hr string) string {
 }
 
 func TestBuildRowsGroupsByHourImputesAndDeadLetters(t *testing.T) {
-	spec, err := schemas.LoadSpec("vitals")
+	loaded, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
 	spec.Rollup = nil // the rollup cells are TestBatchRollups' subject
 	p, s := beam.NewPipelineWithRoot()
 	lines := beam.ParDo(s, keyByTestSource, beam.Create(s,
@@ -143,8 +144,12 @@ func TestBuildRowsGroupsByHourImputesAndDeadLetters(t *testing.T) {
 	ptest.RunAndValidate(t, p)
 }
 
-func TestConfigValidate(t *testing.T) {
-	spec, _ := schemas.LoadSpec("vitals")
+func TestConfigCheck(t *testing.T) {
+	loaded, err := schemas.BuiltinSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
 	tests := []struct {
 		name string
 		cfg  Config
@@ -157,8 +162,8 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.cfg.Validate(); (err == nil) != tt.ok {
-				t.Fatalf("Validate() = %v; want ok=%v", err, tt.ok)
+			if err := tt.cfg.Check(); (err == nil) != tt.ok {
+				t.Fatalf("Check() = %v; want ok=%v", err, tt.ok)
 			}
 		})
 	}

@@ -31,12 +31,13 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 	host := emulators.StartBigtable(t)
 	t.Setenv("BIGTABLE_EMULATOR_HOST", host)
 	ctx := context.Background()
-	spec, err := schemas.LoadSpec("vitals")
+	loaded, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
 	for _, instance := range []string{"restart", "batch"} {
-		if err := btadmin.EnsureTables(ctx, "p", instance, spec, true, time.Minute); err != nil {
+		if err := btadmin.EnsureTables(ctx, "p", instance, spec.Spec, true, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,7 +57,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 		c = line("s", 5*time.Minute, "60")
 		e = line("s", 30*time.Minute, "80")
 	)
-	p := schemas.NewParser(spec)
+	p := schemas.NewParser(spec.Spec)
 	parse := func(lines ...string) []schemas.Record {
 		var recs []schemas.Record
 		for _, l := range lines {
@@ -66,8 +67,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 		}
 		return recs
 	}
-	b, _ := schemas.NewBuilder(spec)
-	roller, _ := schemas.NewRoller(spec)
+	b, roller := spec.Builder(), spec.Roller()
 	write := func(instance string, muts []schemas.RowMutation) {
 		t.Helper()
 		c, err := dofns.NewBigtableClient(ctx, "p", instance)

@@ -33,10 +33,11 @@ func hourlyCells(m schemas.RowMutation) string {
 // family hourly in each hour's row at the hour's end, and one BigQuery
 // rollup row per sensor-hour.
 func TestBatchRollups(t *testing.T) {
-	spec, err := schemas.LoadSpec("vitals")
+	loaded, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
 	p, s := beam.NewPipelineWithRoot()
 	lines := beam.ParDo(s, keyByTestSource, beam.Create(s,
 		vitalsLine("a", `"2026-03-01T10:00:00Z"`, "null"),
@@ -58,7 +59,7 @@ func TestBatchRollups(t *testing.T) {
 			"hourly:heart_rate_imputed_count@1772366400000000=0 hourly:spO2_max@1772366400000000=98 hourly:spO2_mean@1772366400000000=98 "+
 			"hourly:spO2_min@1772366400000000=98",
 	)
-	passert.Equals(s, global(beam.ParDo(s, rollupSummary(t, spec), built.Rollups)),
+	passert.Equals(s, global(beam.ParDo(s, rollupSummary(spec), built.Rollups)),
 		"ontime a count=3 hr_mean=75 imputed=1",
 		"ontime b count=1 hr_mean= imputed=0",
 	)

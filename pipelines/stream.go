@@ -61,8 +61,8 @@ func (w Windowing) withDefaults() Windowing {
 	return w
 }
 
-// Validate reports durations that cannot work.
-func (w Windowing) Validate() error {
+// Check reports durations that cannot work.
+func (w Windowing) Check() error {
 	switch {
 	case !w.Streaming && (w.EarlyFiring != 0 || w.LateFiring != 0 || w.AllowedLateness != 0):
 		return fmt.Errorf("pipelines: early firing, late firing and allowed lateness apply to streams only")
@@ -142,14 +142,14 @@ func Stream(s beam.Scope, cfg Config, src PubSubSource) error {
 	if !cfg.Windowing.Streaming {
 		cfg.Windowing = StreamWindowing(0, 0)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return err
 	}
 	lines, err := ReadPubSub(s, src)
 	if err != nil {
 		return err
 	}
-	records, parseDead := ParseFormat(s, cfg.Spec, cfg.Format, cfg.MaxLineBytes, lines)
+	records, parseDead := ParseLimited(s, cfg.Spec, cfg.MaxLineBytes, lines)
 	dead := Ingest(s, cfg, records)
 	WriteDeadLetters(s, cfg.DeadLetter, cfg.Retry, append(dead, parseDead)...)
 	return nil

@@ -35,13 +35,8 @@ func finalTiming(r string) bool {
 
 // rollupSummary renders a vitals rollup row, its columns read by name:
 // "ontime a count=2 hr_mean=70 imputed=1".
-func rollupSummary(t *testing.T, spec *schemas.Spec) *bqColumnsFn {
-	t.Helper()
-	roller, err := schemas.NewRoller(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bqColumns(roller.BigQuery(), "%s %s count=%s hr_mean=%s imputed=%s",
+func rollupSummary(spec *schemas.Compiled) *bqColumnsFn {
+	return bqColumns(spec.Roller().BigQuery(), "%s %s count=%s hr_mean=%s imputed=%s",
 		"pane_timing", "sensor_id", "count", "heart_rate_mean", "heart_rate_imputed_count")
 }
 
@@ -67,15 +62,16 @@ func at(h time.Time, d time.Duration) int64 { return h.Add(d).UnixMilli() }
 func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	host := emulators.StartBigtable(t)
 	t.Setenv("BIGTABLE_EMULATOR_HOST", host)
-	spec, err := schemas.LoadSpec("vitals")
+	loaded, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
 	// Optional here, so that duplicates can hold different fields.
 	spec.Field("body_temperature").Required = false
 	spec.Field("spO2").Required = false
 	for _, instance := range []string{"stream", "batch"} {
-		if err := btadmin.EnsureTables(context.Background(), "p", instance, spec, true, time.Minute); err != nil {
+		if err := btadmin.EnsureTables(context.Background(), "p", instance, spec.Spec, true, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -84,10 +80,7 @@ func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	bq := bqemu.StartServerForTest(t)
 	t.Setenv(bqadmin.EmulatorHostEnv, strings.TrimPrefix(bq.RESTEndpoint, "http://"))
 	t.Setenv(bqadmin.StorageEmulatorHostEnv, bq.GRPCAddr)
-	roller, err := schemas.NewRoller(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	roller := spec.Roller()
 	for _, ds := range []string{"stream", "batch"} {
 		for _, tbl := range []*schemas.BigQuerySpec{spec.BigQuery, roller.BigQuery()} {
 			if err := bqadmin.EnsureTable(context.Background(), "p", ds, tbl.Table, tbl, true); err != nil {
@@ -156,7 +149,7 @@ func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	passert.Count(s, batchBQ, "batch BigQuery rows", 5)
 	_, _, notSent := passert.Diff(s, global(beam.ParDo(s, bqSummary(spec), built.BQRows)), batchBQ)
 	passert.Empty(s, notSent)
-	rollups := global(beam.ParDo(s, rollupSummary(t, spec), built.Rollups))
+	rollups := global(beam.ParDo(s, rollupSummary(spec), built.Rollups))
 	passert.True(s, rollups, finalTiming)
 	_, _, missing := passert.Diff(s, rollups, beam.Create(s, "late s count=5 hr_mean=70 imputed=2"))
 	passert.Empty(s, missing)

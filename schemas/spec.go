@@ -5,7 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -259,26 +258,22 @@ func BuiltinSpecNames() []string {
 	return names
 }
 
-// LoadSpec loads a built-in spec by name, or a YAML file by path.
-func LoadSpec(nameOrPath string) (*Spec, error) {
-	var (
-		data []byte
-		err  error
-		file = nameOrPath
-	)
-	if strings.ContainsAny(nameOrPath, "/\\") || strings.HasSuffix(nameOrPath, ".yaml") || strings.HasSuffix(nameOrPath, ".yml") {
-		data, err = os.ReadFile(nameOrPath)
-		if err != nil {
-			return nil, fmt.Errorf("read spec: %w", err)
-		}
-	} else {
-		file = "specs/" + nameOrPath + ".yaml"
-		data, err = builtinSpecs.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("unknown spec %q: built-in specs are %s, or give a path to a YAML file", nameOrPath, strings.Join(BuiltinSpecNames(), ", "))
-		}
+// BuiltinSpec returns the built-in spec name (vitals, traffic, ...). Specs
+// in files are read at the edge (cli.LoadSpec) and given to ParseSpec:
+// this package does no I/O.
+func BuiltinSpec(name string) (*Spec, error) {
+	file := "specs/" + name + ".yaml"
+	data, err := builtinSpecs.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: unknown spec %q: built-in specs are %s, or give a path to a YAML file", ErrSpec, name, strings.Join(BuiltinSpecNames(), ", "))
 	}
 	return ParseSpec(filepath.Base(file), data)
+}
+
+// IsSpecPath reports whether a --spec value names a file rather than a
+// built-in spec.
+func IsSpecPath(nameOrPath string) bool {
+	return strings.ContainsAny(nameOrPath, "/\\") || strings.HasSuffix(nameOrPath, ".yaml") || strings.HasSuffix(nameOrPath, ".yml")
 }
 
 // ParseSpec decodes and validates a spec. Unknown keys are errors, so a typo

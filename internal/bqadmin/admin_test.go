@@ -19,7 +19,7 @@ const project = "test-project"
 
 func vitals(t *testing.T) *schemas.Spec {
 	t.Helper()
-	spec, err := schemas.LoadSpec("vitals")
+	spec, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // The local defaults: the names make run, make stream and the tests' own
@@ -158,4 +161,17 @@ func Report(w io.Writer, tool string, err error) int {
 		fmt.Fprintf(w, "%s: %s\n", tool, strings.ReplaceAll(err.Error(), "\n", " "))
 	}
 	return code
+}
+
+// LoadSpec reads the --spec value: a built-in spec by name, or a YAML
+// file by path.
+func LoadSpec(nameOrPath string) (*schemas.Spec, error) {
+	if !schemas.IsSpecPath(nameOrPath) {
+		return schemas.BuiltinSpec(nameOrPath)
+	}
+	data, err := os.ReadFile(nameOrPath)
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	return schemas.ParseSpec(filepath.Base(nameOrPath), data)
 }

@@ -28,7 +28,7 @@ var root = filepath.Join("..", "..")
 func TestPreviewGolden(t *testing.T) {
 	for _, name := range schemas.BuiltinSpecNames() {
 		t.Run(name, func(t *testing.T) {
-			spec, err := schemas.LoadSpec(name)
+			spec, err := schemas.BuiltinSpec(name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +98,7 @@ func firstDiff(got, want string) string {
 }
 
 func TestPreviewLines(t *testing.T) {
-	spec, err := schemas.LoadSpec("vitals")
+	spec, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestPreviewLines(t *testing.T) {
 
 func simulateFleet(t *testing.T, specPath string) *Report {
 	t.Helper()
-	spec, err := schemas.LoadSpec(specPath)
+	spec, err := schemas.BuiltinSpec(specPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 func loadSpec(t *testing.T, name string) *schemas.Spec {
 	t.Helper()
-	s, err := schemas.LoadSpec(name)
+	s, err := schemas.BuiltinSpec(name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -193,7 +193,7 @@ func TestMainQueriesReadOnlyTheirRows(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.spec, func(t *testing.T) {
-			spec, err := schemas.LoadSpec(tc.spec)
+			spec, err := schemas.BuiltinSpec(tc.spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -297,7 +297,7 @@ func TestSaltedQueryUsesOneRangePerBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	spec, err := schemas.LoadSpec("user_events")
+	spec, err := schemas.BuiltinSpec("user_events")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *schema == "" {
 		return cli.Usagef("%s: --schema is required (a built-in name or a YAML file)", cmd)
 	}
-	spec, err := schemas.LoadSpec(*schema)
+	spec, err := cli.LoadSpec(*schema)
 	if err != nil {
 		return cli.Usage(err)
 	}

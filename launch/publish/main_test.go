@@ -76,7 +76,7 @@ func TestExitCodes(t *testing.T) {
 // TestProtoAndJSONEncodersCarryTheSameReading decodes both encodings with
 // the pipeline's parsers and compares the records.
 func TestProtoAndJSONEncodersCarryTheSameReading(t *testing.T) {
-	spec, err := schemas.LoadSpec("vitals")
+	spec, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}

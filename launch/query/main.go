@@ -193,7 +193,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *schema == "" {
 		return cli.Usagef("--schema is required (a built-in name such as vitals, or a YAML file)")
 	}
-	spec, err := schemas.LoadSpec(*schema)
+	spec, err := cli.LoadSpec(*schema)
 	if err != nil {
 		return cli.Usage(fmt.Errorf("--schema: %w", err))
 	}

@@ -208,7 +208,7 @@ func TestQueryEmulator(t *testing.T) {
 	t.Setenv("BIGTABLE_EMULATOR_HOST", host)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	spec, err := schemas.LoadSpec("vitals")
+	spec, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -267,7 +267,7 @@ func tableName(side string) string { return "patient_vitals_" + side }
 
 // vitalsSpec is the vitals spec writing to side's table.
 func vitalsSpec(side string) (*schemas.Spec, error) {
-	spec, err := schemas.LoadSpec("vitals")
+	spec, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +397,11 @@ func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
 	if err := btadmin.EnsureTables(ctx, project, instance, spec, true, 10*time.Second); err != nil {
 		return err
 	}
-	cfg := pipelines.Config{Spec: spec, BigtableProject: project, BigtableInstance: instance, DeadLetter: dead}
+	compiled, err := schemas.Compile(spec, schemas.CompileOptions{})
+	if err != nil {
+		return err
+	}
+	cfg := pipelines.Config{Spec: compiled, BigtableProject: project, BigtableInstance: instance, DeadLetter: dead}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -446,18 +450,14 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 	if err := btadmin.EnsureTables(ctx, project, instance, spec, true, 10*time.Second); err != nil {
 		return nil, err
 	}
-	bld, err := schemas.NewBuilder(spec)
+	compiled, err := schemas.Compile(spec, schemas.CompileOptions{})
 	if err != nil {
 		return nil, err
 	}
-	parser := schemas.NewParser(spec)
-	// The spec's hourly rollup cells, written with each row as BuildRowsFn
-	// does (nil when the spec has no rollup).
-	roller, err := schemas.NewRoller(spec)
-	if err != nil {
-		return nil, err
-	}
-	firstTable := spec.Bigtable.Tables[0].Name
+	bld, parser := compiled.Builder(), schemas.NewParser(spec)
+	// The spec's hourly rollup (nil when it has none), whose cells
+	// HourRows writes with each row, as BuildRowsFn does.
+	roller := compiled.Roller()
 	if *plainProf != "" {
 		f, err := os.Create(*plainProf)
 		if err != nil {
@@ -540,18 +540,13 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 	}
 	for _, k := range order {
 		kept, _ := spec.PrepareGroup(groups[k])
-		rows, rejected := bld.Mutations(kept)
-		s.DeadLetters += int64(len(rejected))
+		var ru *schemas.Rollup
 		if roller != nil && len(kept) > 0 {
-			ru := roller.Compute(kept, schemas.WindowStart(kept[0].EventMs, time.Hour), schemas.WindowEnd(kept[0].EventMs, time.Hour))
-			cells := roller.Cells(&ru)
-			for i := range rows {
-				if m := &rows[i]; m.Table == firstTable && len(m.Origins) > 0 {
-					m.Cells = append(m.Cells, cells...)
-					m.Origins[len(m.Origins)-1].Cells += len(cells)
-				}
-			}
+			r := roller.Compute(kept, schemas.WindowStart(kept[0].EventMs, time.Hour), schemas.WindowEnd(kept[0].EventMs, time.Hour))
+			ru = &r
 		}
+		rows, rejected := compiled.HourRows(kept, ru, false, nil, nil)
+		s.DeadLetters += int64(len(rejected))
 		for _, rm := range rows {
 			next := 0
 			for _, o := range rm.Origins {

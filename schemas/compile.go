@@ -1,0 +1,171 @@
+package schemas
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Decoder turns one payload (a line of a file, or a Pub/Sub message's data)
+// into records. Parser is the JSON decoder, ProtoParser the proto one.
+type Decoder interface {
+	ParseString(dst []Record, payload, source string) ([]Record, error)
+}
+
+// formats maps a payload format (the launcher's --format) to the
+// constructor of its decoder. A new format is one entry here.
+var formats = map[string]func(*Spec) (Decoder, error){
+	"json": func(s *Spec) (Decoder, error) { return NewParser(s), nil },
+	"proto": func(s *Spec) (Decoder, error) {
+		p, err := NewProtoParser(s)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	},
+}
+
+// FormatNames lists the payload formats, sorted.
+func FormatNames() []string {
+	names := make([]string, 0, len(formats))
+	for n := range formats {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ErrFormat marks a payload format with no decoder, or one the spec does
+// not fit.
+var ErrFormat = errors.New("bad format")
+
+// CompileOptions are the run's choices that the compiled rules depend on.
+type CompileOptions struct {
+	// Format is the payload format ("" means json): one of FormatNames.
+	Format string `json:"format,omitempty"`
+}
+
+// Compiled is a dataset spec that passed every check, with the rules the
+// pipeline runs built from it: the row builder, the rollups, the payload
+// decoder and the BigQuery encoders. The launcher compiles once and passes
+// it down; the pipelines and DoFns use it and check nothing again.
+//
+// Beam encodes a DoFn's fields as JSON, so a Compiled marshals as its spec
+// and options, and a worker's copy is compiled again as it is decoded.
+//
+// It embeds the checked spec, which must not be changed.
+type Compiled struct {
+	*Spec
+	opts    CompileOptions
+	builder *Builder
+	roller  *Roller
+	decoder Decoder
+}
+
+// Compile checks s with opts, once: its fields, templates, event-time
+// range, tables, rollups, BigQuery columns and primary keys, and that the
+// payload format can decode it. Errors name the spec's file, the YAML path
+// and the fix (ErrSpec), or the format (ErrFormat).
+func Compile(s *Spec, opts CompileOptions) (*Compiled, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: no dataset spec", ErrSpec)
+	}
+	if opts.Format == "" {
+		opts.Format = "json"
+	}
+	if s.file == "" {
+		s.file = s.Name + ".yaml"
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	c := &Compiled{Spec: s, opts: opts}
+	var err error
+	if c.builder, err = NewBuilder(s); err != nil {
+		return nil, s.errf("bigtable.tables", "%w", err)
+	}
+	if c.roller, err = NewRoller(s); err != nil {
+		return nil, err
+	}
+	for _, bq := range c.BigQueryTables() {
+		if _, err := NewBQEncoder(bq); err != nil {
+			return nil, s.errf("bigquery", "table %s: %w", bq.Table, err)
+		}
+	}
+	newDecoder, ok := formats[opts.Format]
+	if !ok {
+		return nil, fmt.Errorf("%w: format %q has no decoder (available: %s)", ErrFormat, opts.Format, strings.Join(FormatNames(), ", "))
+	}
+	if c.decoder, err = newDecoder(s); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	return c, nil
+}
+
+// Options are the options it was compiled with (Format filled in).
+func (c *Compiled) Options() CompileOptions { return c.opts }
+
+// Builder builds the Bigtable rows and BigQuery rows of records.
+func (c *Compiled) Builder() *Builder { return c.builder }
+
+// Roller builds the hourly rollups; nil when the spec declares none.
+func (c *Compiled) Roller() *Roller { return c.roller }
+
+// Decoder decodes payloads in the compiled format.
+func (c *Compiled) Decoder() Decoder { return c.decoder }
+
+// BigQueryTables are the BigQuery tables the spec writes: its readings
+// table, and the rollup table when it declares rollups. None when it has no
+// BigQuery section.
+func (c *Compiled) BigQueryTables() []*BigQuerySpec {
+	if c.Spec.BigQuery == nil {
+		return nil
+	}
+	out := []*BigQuerySpec{c.Spec.BigQuery}
+	if c.roller != nil {
+		out = append(out, c.roller.BigQuery())
+	}
+	return out
+}
+
+// compiledJSON is a Compiled as Beam serializes it.
+type compiledJSON struct {
+	Spec    *Spec          `json:"spec"`
+	File    string         `json:"file"`
+	Options CompileOptions `json:"options"`
+}
+
+// MarshalJSON encodes the spec and the options.
+func (c *Compiled) MarshalJSON() ([]byte, error) {
+	return json.Marshal(compiledJSON{Spec: c.Spec, File: c.file, Options: c.opts})
+}
+
+// UnmarshalJSON decodes a spec and options and compiles them.
+func (c *Compiled) UnmarshalJSON(b []byte) error {
+	var j compiledJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return fmt.Errorf("compiled spec: %w", err)
+	}
+	if j.Spec == nil {
+		return fmt.Errorf("%w: no dataset spec", ErrSpec)
+	}
+	j.Spec.file = j.File
+	cc, err := Compile(j.Spec, j.Options)
+	if err != nil {
+		return err
+	}
+	*c = *cc
+	return nil
+}
+
+// MustCompile is Compile for specs known to be good (tests, built-ins); it
+// panics on an error.
+func MustCompile(s *Spec, opts CompileOptions) *Compiled {
+	c, err := Compile(s, opts)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}

@@ -1,0 +1,90 @@
+package schemas
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestCompile: every check happens in Compile, and its errors name the
+// file, the YAML path or the format, and the fix.
+func TestCompile(t *testing.T) {
+	vitals := func(edit func(*Spec)) *Spec {
+		s, err := BuiltinSpec("vitals")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if edit != nil {
+			edit(s)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name   string
+		spec   *Spec
+		opts   CompileOptions
+		is     error
+		substr []string
+	}{
+		{name: "vitals as json", spec: vitals(nil)},
+		{name: "vitals as proto", spec: vitals(nil), opts: CompileOptions{Format: "proto"}},
+		{name: "no spec", is: ErrSpec},
+		{name: "unknown format", spec: vitals(nil), opts: CompileOptions{Format: "avro"}, is: ErrFormat,
+			substr: []string{`"avro"`, "json, proto"}},
+		{name: "a field proto cannot carry", spec: vitals(func(s *Spec) { s.Fields[0].Path = "device.serial" }),
+			opts: CompileOptions{Format: "proto"}, is: ErrFormat, substr: []string{"device.serial", "--format=json"}},
+		{name: "rollup family missing", spec: vitals(func(s *Spec) { s.Rollup.Family = "" }), is: ErrSpec,
+			substr: []string{"vitals.yaml", "rollup.family", "name the Bigtable column family"}},
+		{name: "field check", spec: vitals(func(s *Spec) { s.EventTime = "nope" }), is: ErrSpec,
+			substr: []string{"vitals.yaml", "event_time", `"nope"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Compile(tc.spec, tc.opts)
+			if tc.is == nil {
+				if err != nil {
+					t.Fatalf("Compile: %v", err)
+				}
+				if c.Builder() == nil || c.Decoder() == nil || len(c.BigQueryTables()) != 2 {
+					t.Errorf("compiled %+v lacks its builder, decoder or the two BigQuery tables", c)
+				}
+				return
+			}
+			if !errors.Is(err, tc.is) {
+				t.Fatalf("Compile = %v; want an error wrapping %v", err, tc.is)
+			}
+			for _, s := range tc.substr {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %q", err, s)
+				}
+			}
+			if strings.Contains(err.Error(), "schemas.") {
+				t.Errorf("error %q names a Go type", err)
+			}
+		})
+	}
+}
+
+// TestCompiledJSON: a DoFn's copy (Beam encodes DoFns as JSON) decodes
+// compiled, with its options and file.
+func TestCompiledJSON(t *testing.T) {
+	s, err := BuiltinSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := MustCompile(s, CompileOptions{Format: "proto"})
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Compiled
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Options().Format != "proto" || got.File() != "vitals.yaml" || got.Builder() == nil || got.Roller() == nil {
+		t.Errorf("decoded %+v: want format proto, file vitals.yaml, a builder and a roller", got)
+	}
+	if err := json.Unmarshal([]byte(`{"spec":{"Name":""}}`), &got); !errors.Is(err, ErrSpec) {
+		t.Errorf("decoding a bad spec = %v; want ErrSpec", err)
+	}
+}
