@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/image/font"
 
+	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -143,7 +144,7 @@ func TestPreviewLines(t *testing.T) {
 
 func simulateFleet(t *testing.T, specPath string) *Report {
 	t.Helper()
-	spec, err := schemas.BuiltinSpec(specPath)
+	spec, err := cli.LoadSpec(specPath) // a built-in name or a YAML file
 	if err != nil {
 		t.Fatal(err)
 	}
