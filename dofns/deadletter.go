@@ -35,8 +35,8 @@ func init() {
 	register.DoFn2x1[context.Context, schemas.DeadLetter, error](&WriteDeadLettersFn{})
 }
 
-// WriteDeadLettersFn writes dead letters to the target Dir names (see
-// schemas.ParseDeadLetterTarget):
+// WriteDeadLettersFn writes dead letters to Target, parsed once by the
+// launcher (schemas.ParseDeadLetterTarget):
 //
 //   - a local folder or gs:// prefix: JSON Lines, one file per bundle;
 //   - bigquery:[PROJECT:]DATASET.TABLE: rows inserted with
@@ -53,7 +53,7 @@ func init() {
 // Pub/Sub bundle may publish some letters twice). Each dead letter made
 // durable is counted in the run's ledger by sink and reason.
 type WriteDeadLettersFn struct {
-	Dir string
+	Target schemas.DeadLetterTarget
 	// Retry is the retry policy's settings (zero: a 2-minute deadline).
 	Retry RetrySettings
 
@@ -73,13 +73,9 @@ type deadLetterSink interface {
 	close() error
 }
 
-// Setup parses Dir and opens the store's client.
-func (f *WriteDeadLettersFn) Setup(ctx context.Context) error {
-	target, err := schemas.ParseDeadLetterTarget(f.Dir)
-	if err != nil {
-		return fmt.Errorf("dead letter: %w", err)
-	}
-	f.sink, err = openDeadLetterSink(ctx, target)
+// Setup opens the store's client.
+func (f *WriteDeadLettersFn) Setup(ctx context.Context) (err error) {
+	f.sink, err = openDeadLetterSink(ctx, f.Target)
 	return err
 }
 
@@ -117,7 +113,7 @@ func (f *WriteDeadLettersFn) FinishBundle(ctx context.Context) error {
 		return nil
 	}
 	if err := retry.Do(ctx, f.Retry.policy(), f.sink.flush); err != nil {
-		return fmt.Errorf("dead letter %s: %w", f.Dir, err)
+		return fmt.Errorf("dead letter %s: %w", f.Target, err)
 	}
 	for k, n := range f.count {
 		f.ctrs.inc(ctx, k, n)
@@ -146,15 +142,11 @@ func openDeadLetterSink(ctx context.Context, t schemas.DeadLetterTarget) (deadLe
 	return &fileDeadLetters{dir: t.Path}, nil
 }
 
-// EnsureDeadLetterTarget prepares the store target names before a run, so a
+// EnsureDeadLetterTarget prepares the store t before a run, so a
 // missing store stops the launch instead of failing every bundle: it
 // creates a missing BigQuery table (the dataset must exist) and checks that
 // a Pub/Sub topic exists. Folders and gs:// prefixes need nothing.
-func EnsureDeadLetterTarget(ctx context.Context, target string) error {
-	t, err := schemas.ParseDeadLetterTarget(target)
-	if err != nil {
-		return fmt.Errorf("dead letter: %w", err)
-	}
+func EnsureDeadLetterTarget(ctx context.Context, t schemas.DeadLetterTarget) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	switch t.Kind {

@@ -48,7 +48,7 @@ func testLetters(n int, tag string) []schemas.DeadLetter {
 func writeDirect(t *testing.T, dir string, letters []schemas.DeadLetter) error {
 	t.Helper()
 	ctx := context.Background()
-	f := &WriteDeadLettersFn{Dir: dir}
+	f := &WriteDeadLettersFn{Target: mustTarget(t, dir)}
 	if err := f.Setup(ctx); err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
@@ -72,7 +72,7 @@ func writePipeline(t *testing.T, dir string, letters []schemas.DeadLetter) {
 	t.Helper()
 	p, s := beam.NewPipelineWithRoot()
 	col := beam.CreateList(s, letters)
-	beam.ParDo0(s, &WriteDeadLettersFn{Dir: dir}, col)
+	beam.ParDo0(s, &WriteDeadLettersFn{Target: mustTarget(t, dir)}, col)
 	if _, err := ptest.RunWithMetrics(p); err != nil {
 		t.Fatalf("pipeline: %v", err)
 	}
@@ -92,11 +92,14 @@ func equalLetters(t *testing.T, got, want []schemas.DeadLetter) {
 	}
 }
 
-func TestWriteDeadLettersFnSetupRejectsBadTarget(t *testing.T) {
-	err := (&WriteDeadLettersFn{Dir: "bq:ops.dl"}).Setup(context.Background())
-	if err == nil || !strings.Contains(err.Error(), `unknown target type "bq"`) {
-		t.Fatalf("Setup error %v; want the unknown target type named", err)
+// mustTarget parses a --dead_letter value, as the launcher does once.
+func mustTarget(t *testing.T, s string) schemas.DeadLetterTarget {
+	t.Helper()
+	target, err := schemas.ParseDeadLetterTarget(s)
+	if err != nil {
+		t.Fatalf("ParseDeadLetterTarget(%q): %v", s, err)
 	}
+	return target
 }
 
 func TestWriteDeadLettersToLocalFolder(t *testing.T) {
@@ -232,7 +235,7 @@ func TestWriteDeadLettersToBigQueryEmulator(t *testing.T) {
 	})
 
 	t.Run("missing dataset named with the fix", func(t *testing.T) {
-		err := EnsureDeadLetterTarget(ctx, "bigquery:"+project+":nope.dl")
+		err := EnsureDeadLetterTarget(ctx, mustTarget(t, "bigquery:"+project+":nope.dl"))
 		if err == nil || !strings.Contains(err.Error(), "bq mk --dataset "+project+":nope") {
 			t.Fatalf("EnsureDeadLetterTarget error %v; want the bq mk fix", err)
 		}
@@ -264,7 +267,7 @@ func TestWriteDeadLettersToPubSubEmulator(t *testing.T) {
 	}
 
 	t.Run("one message per letter with its reason", func(t *testing.T) {
-		if err := EnsureDeadLetterTarget(ctx, "pubsub:"+topic); err != nil {
+		if err := EnsureDeadLetterTarget(ctx, mustTarget(t, "pubsub:"+topic)); err != nil {
 			t.Fatalf("EnsureDeadLetterTarget: %v", err)
 		}
 		want := testLetters(9, "pubsub")
@@ -304,7 +307,7 @@ func TestWriteDeadLettersToPubSubEmulator(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "2 of 2 publishes failed") {
 			t.Fatalf("FinishBundle error %v; want both publishes failed", err)
 		}
-		if err := EnsureDeadLetterTarget(ctx, "pubsub:projects/"+project+"/topics/nope"); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		if err := EnsureDeadLetterTarget(ctx, mustTarget(t, "pubsub:projects/"+project+"/topics/nope")); err == nil || !strings.Contains(err.Error(), "does not exist") {
 			t.Fatalf("EnsureDeadLetterTarget error %v; want the missing topic named", err)
 		}
 	})

@@ -25,7 +25,7 @@ func TestValidateDeadLetter(t *testing.T) {
 			if err != nil {
 				t.Fatalf("validateDeadLetter(%q) error: %v", tt.value, err)
 			}
-			if got != tt.want {
+			if got.String() != tt.want {
 				t.Errorf("validateDeadLetter(%q) = %q; want %q", tt.value, got, tt.want)
 			}
 		})

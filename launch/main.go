@@ -193,29 +193,29 @@ func local() bool {
 	return false
 }
 
-// config validates the flags and builds the pipeline configuration.
-func config(ctx context.Context) (pipelines.Config, error) {
-	var cfg pipelines.Config
+// config validates the flags and builds the pipeline configuration and, for
+// a stream, its source: each flag is parsed here, once.
+func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSource, err error) {
 	if flag.NArg() > 0 {
-		return cfg, usagef("unexpected argument %q: every option is a --flag", flag.Arg(0))
+		return cfg, src, usagef("unexpected argument %q: every option is a --flag", flag.Arg(0))
 	}
 	spec, err := cli.LoadSpec(*specFlag)
 	if err != nil {
-		return cfg, usagef("--spec: %w", err)
+		return cfg, src, usagef("--spec: %w", err)
 	}
 	if *btTable != "" {
 		if err := spec.RenameTable(spec.Bigtable.Tables[0].Name, *btTable); err != nil {
-			return cfg, cli.Usage(err)
+			return cfg, src, cli.Usage(err)
 		}
 	}
 	btGiven := *btProject // as given: a defaulted one is no BigQuery default
 	project, instance, err := cli.Bigtable(*btProject, *btInstance)
 	if err != nil {
-		return cfg, cli.Usage(err)
+		return cfg, src, cli.Usage(err)
 	}
 	*btProject, *btInstance = project, instance
 	if *btMaxMuts < 0 || *btMaxBytes < 0 || *btLatency < 0 {
-		return cfg, usagef("--bigtable_max_outstanding_mutations, --bigtable_max_outstanding_bytes and --bigtable_target_latency must not be negative (0 turns each off)")
+		return cfg, src, usagef("--bigtable_max_outstanding_mutations, --bigtable_max_outstanding_bytes and --bigtable_target_latency must not be negative (0 turns each off)")
 	}
 	dlProject := *bqProject
 	if dlProject == "" {
@@ -223,35 +223,35 @@ func config(ctx context.Context) (pipelines.Config, error) {
 	}
 	if *bqDataset != "" {
 		if *bqProject, err = cli.BigQueryProject(*bqProject, btGiven); err != nil {
-			return cfg, cli.Usage(err)
+			return cfg, src, cli.Usage(err)
 		}
 		dlProject = *bqProject
 	}
 	dl, err := validateDeadLetter(*deadLetter, dlProject, local())
 	if err != nil {
-		return cfg, cli.Usage(err)
+		return cfg, src, cli.Usage(err)
 	}
 	compiled, err := schemas.Compile(spec, schemas.CompileOptions{Format: *format})
 	switch {
 	case errors.Is(err, schemas.ErrFormat):
-		return cfg, usagef("--format: %w", err)
+		return cfg, src, usagef("--format: %w", err)
 	case err != nil:
-		return cfg, usagef("--spec: %w", err)
+		return cfg, src, usagef("--spec: %w", err)
 	}
 	if *retryDeadline <= 0 {
-		return cfg, usagef("--write_retry_deadline=%v: give a positive duration such as 2m", *retryDeadline)
+		return cfg, src, usagef("--write_retry_deadline=%v: give a positive duration such as 2m", *retryDeadline)
 	}
 	if *attemptTimeout <= 0 {
-		return cfg, usagef("--write_attempt_timeout=%v: give a positive duration such as 30s", *attemptTimeout)
+		return cfg, src, usagef("--write_attempt_timeout=%v: give a positive duration such as 30s", *attemptTimeout)
 	}
 	if *maxLineBytes < 1<<10 || *maxLineBytes > 100<<20 {
-		return cfg, usagef("--max_line_bytes=%d: give 1024..104857600", *maxLineBytes)
+		return cfg, src, usagef("--max_line_bytes=%d: give 1024..104857600", *maxLineBytes)
 	}
 	if *btBatchCells <= 0 || *btBatchCells > 100_000 {
-		return cfg, usagef("--bigtable_batch_cells=%d: give 1..100000", *btBatchCells)
+		return cfg, src, usagef("--bigtable_batch_cells=%d: give 1..100000", *btBatchCells)
 	}
 	if *bqReqBytes < 1<<10 || *bqReqBytes > 10<<20 {
-		return cfg, usagef("--bigquery_request_bytes=%d: give 1024..10485760 (BigQuery takes at most 10 MB a request)", *bqReqBytes)
+		return cfg, src, usagef("--bigquery_request_bytes=%d: give 1024..10485760 (BigQuery takes at most 10 MB a request)", *bqReqBytes)
 	}
 	cfg = pipelines.Config{Spec: compiled, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: dl,
 		Retry:              dofns.RetrySettings{Deadline: *retryDeadline, AttemptTimeout: *attemptTimeout},
@@ -261,7 +261,7 @@ func config(ctx context.Context) (pipelines.Config, error) {
 		BigtableFlow:       flowcontrol.Settings{MaxMutations: *btMaxMuts, MaxBytes: *btMaxBytes, TargetLatency: *btLatency}}
 	if *bqDataset != "" {
 		if spec.BigQuery == nil {
-			return cfg, usagef("--bigquery_dataset: spec %s has no bigquery section", spec.Name)
+			return cfg, src, usagef("--bigquery_dataset: spec %s has no bigquery section", spec.Name)
 		}
 		bq := &pipelines.BigQueryConfig{Project: *bqProject, Dataset: *bqDataset, Table: *bqTable, WriteMethod: *bqMethod, MaxRequestBytes: *bqReqBytes}
 		if bq.Project == "" {
@@ -273,44 +273,44 @@ func config(ctx context.Context) (pipelines.Config, error) {
 		switch bq.WriteMethod {
 		case dofns.WriteUpsert:
 			if len(spec.BigQuery.PrimaryKey) == 0 {
-				return cfg, usagef("--bigquery_write_method=upsert: spec %s has no bigquery primary_key; add one (e.g. primary_key: [reading_id]) or use --bigquery_write_method=storage_write", spec.Name)
+				return cfg, src, usagef("--bigquery_write_method=upsert: spec %s has no bigquery primary_key; add one (e.g. primary_key: [reading_id]) or use --bigquery_write_method=storage_write", spec.Name)
 			}
 		case dofns.WriteStorageWrite, dofns.WriteInsertAll:
 		default:
-			return cfg, usagef("--bigquery_write_method=%q: use upsert, storage_write or insert_all", bq.WriteMethod)
+			return cfg, src, usagef("--bigquery_write_method=%q: use upsert, storage_write or insert_all", bq.WriteMethod)
 		}
 		cfg.BigQuery = bq
 	}
 	switch *source {
 	case "files":
 		if *input == "" {
-			return cfg, usagef("--input is required with --source=files: give a file glob such as 'testdata/*.jsonl'")
+			return cfg, src, usagef("--input is required with --source=files: give a file glob such as 'testdata/*.jsonl'")
 		}
 		for _, name := range streamFlags {
 			if isSet(name) {
-				return cfg, usagef("--%s applies to --source=pubsub only", name)
+				return cfg, src, usagef("--%s applies to --source=pubsub only", name)
 			}
 		}
 		if local() {
 			if err := checkInput(ctx, *input); err != nil {
-				return cfg, cli.Usage(err)
+				return cfg, src, cli.Usage(err)
 			}
 		}
 	case "pubsub":
 		if *input != "" {
-			return cfg, usagef("--input applies to --source=files only; a stream reads --subscription")
+			return cfg, src, usagef("--input applies to --source=files only; a stream reads --subscription")
 		}
 		if *subscription == "" {
-			return cfg, usagef("--subscription is required with --source=pubsub: give projects/P/subscriptions/S")
+			return cfg, src, usagef("--subscription is required with --source=pubsub: give projects/P/subscriptions/S")
 		}
-		if _, err := streamSource(); err != nil {
-			return cfg, cli.Usage(err)
+		if src, err = streamSource(); err != nil {
+			return cfg, src, cli.Usage(err)
 		}
 		if *earlyFiring <= 0 || *lateFiring <= 0 || *allowedLateness < 0 {
-			return cfg, usagef("--early_firing and --late_firing must be positive, --allowed_lateness not negative")
+			return cfg, src, usagef("--early_firing and --late_firing must be positive, --allowed_lateness not negative")
 		}
 		if *ackDeadline != 0 && (*ackDeadline < 10*time.Second || *ackDeadline > 600*time.Second) {
-			return cfg, usagef("--pubsub_ack_deadline=%v: use 10s..600s", *ackDeadline)
+			return cfg, src, usagef("--pubsub_ack_deadline=%v: use 10s..600s", *ackDeadline)
 		}
 		cfg.Windowing = pipelines.Windowing{Streaming: true, EarlyFiring: *earlyFiring, LateFiring: *lateFiring, AllowedLateness: *allowedLateness}
 		if *allowedLateness == 0 {
@@ -325,27 +325,27 @@ func config(ctx context.Context) (pipelines.Config, error) {
 		// for what a killed or stopped run held.
 		cfg.Recover = local()
 	default:
-		return cfg, usagef("--source=%q: use files or pubsub", *source)
+		return cfg, src, usagef("--source=%q: use files or pubsub", *source)
 	}
 	if err := cfg.Check(); err != nil {
-		return cfg, cli.Usage(err)
+		return cfg, src, cli.Usage(err)
 	}
-	return cfg, nil
+	return cfg, src, nil
 }
 
 // streamSource is the Pub/Sub source the flags describe.
 func streamSource() (pipelines.PubSubSource, error) {
-	src := pipelines.PubSubSource{
-		Subscription:       *subscription,
+	sub, err := schemas.ParseSubscription(*subscription)
+	if err != nil {
+		return pipelines.PubSubSource{}, fmt.Errorf("--subscription: %w", err)
+	}
+	return pipelines.PubSubSource{
+		Subscription:       sub,
 		TimestampAttribute: *timestampAttr,
 		IDAttribute:        *idAttr,
 		Dataflow:           !local(),
 		AckDeadline:        *ackDeadline,
-	}
-	if _, _, ok := schemas.ParseSubscription(src.Subscription); !ok {
-		return src, fmt.Errorf("--subscription=%q: use projects/P/subscriptions/S", src.Subscription)
-	}
-	return src, nil
+	}, nil
 }
 
 // isSet reports whether the flag name was given on the command line.
@@ -377,7 +377,7 @@ func checkInput(ctx context.Context, glob string) error {
 }
 
 func run(ctx context.Context) error {
-	cfg, err := config(ctx)
+	cfg, src, err := config(ctx)
 	if err != nil {
 		return err
 	}
@@ -387,7 +387,7 @@ func run(ctx context.Context) error {
 	case *dryRunOut != "" && !dryRun():
 		return usagef("--dry_run_out=%s is the file a dry run writes its job to: add --dry_run (and --runner=dataflow)", *dryRunOut)
 	case !dryRun():
-		if err := preflight(ctx, cfg); err != nil {
+		if err := preflight(ctx, cfg, src); err != nil {
 			return err
 		}
 	}
@@ -396,10 +396,6 @@ func run(ctx context.Context) error {
 	streaming := cfg.Windowing.Streaming
 	err = buildPipeline(func() error {
 		if streaming {
-			src, err := streamSource()
-			if err != nil {
-				return err
-			}
 			return pipelines.Stream(s, cfg, src)
 		}
 		return pipelines.Batch(s, cfg, *input)

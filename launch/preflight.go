@@ -33,7 +33,7 @@ func startupTimeout() time.Duration {
 // subscription of a stream, and the BigQuery dataset and tables. Transient
 // errors are retried within --startup_timeout. Each failure is one line
 // naming the flag and the fix.
-func preflight(ctx context.Context, cfg pipelines.Config) error {
+func preflight(ctx context.Context, cfg pipelines.Config, src pipelines.PubSubSource) error {
 	limit := startupTimeout()
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -44,7 +44,7 @@ func preflight(ctx context.Context, cfg pipelines.Config) error {
 		return fmt.Errorf("--bigtable_project=%s --bigtable_instance=%s: %w", cfg.BigtableProject, cfg.BigtableInstance, err)
 	}
 	if cfg.Windowing.Streaming {
-		if err := pubsubread.CheckSubscription(ctx, *subscription); err != nil {
+		if err := pubsubread.CheckSubscription(ctx, src.Subscription); err != nil {
 			return fmt.Errorf("--subscription: %w", err)
 		}
 	}
@@ -73,22 +73,18 @@ func preflight(ctx context.Context, cfg pipelines.Config) error {
 // local folder is created when missing and must take a file; a gs://
 // prefix's bucket must be listable; a BigQuery table is created when
 // missing (its dataset must exist); a Pub/Sub topic must exist.
-func checkDeadLetter(ctx context.Context, target string) error {
-	t, err := schemas.ParseDeadLetterTarget(target)
-	if err != nil {
-		return usagef("--dead_letter: %w", err)
-	}
+func checkDeadLetter(ctx context.Context, t schemas.DeadLetterTarget) error {
 	if t.Kind == schemas.DeadLetterFiles && !strings.HasPrefix(t.Path, "gs://") {
 		return checkFolder(t.Path)
 	}
-	err = retry.Do(ctx, retry.Policy{Deadline: startupTimeout(), AttemptTimeout: 10 * time.Second}, func(ctx context.Context) error {
+	err := retry.Do(ctx, retry.Policy{Deadline: startupTimeout(), AttemptTimeout: 10 * time.Second}, func(ctx context.Context) error {
 		if t.Kind == schemas.DeadLetterFiles {
 			return listPrefix(ctx, t.Path)
 		}
-		return dofns.EnsureDeadLetterTarget(ctx, target)
+		return dofns.EnsureDeadLetterTarget(ctx, t)
 	})
 	if err != nil {
-		return fmt.Errorf("--dead_letter=%s: %w", target, err)
+		return fmt.Errorf("--dead_letter=%s: %w", t, err)
 	}
 	return nil
 }

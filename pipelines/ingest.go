@@ -36,8 +36,10 @@ type Config struct {
 	// BigQuery is nil when the BigQuery sink is off.
 	BigQuery *BigQueryConfig
 
-	// DeadLetter is a local folder or gs:// prefix.
-	DeadLetter string
+	// DeadLetter is where rejected records go: a folder, a gs:// prefix,
+	// a BigQuery table or a Pub/Sub topic (schemas.ParseDeadLetterTarget,
+	// run once by the launcher).
+	DeadLetter schemas.DeadLetterTarget
 
 	// Windowing is how readings are grouped into hours and when the groups
 	// fire. The zero value is the batch windowing.
@@ -92,7 +94,7 @@ func (c Config) Check() error {
 		return fmt.Errorf("pipelines: no compiled dataset spec (schemas.Compile)")
 	case c.BigtableProject == "" || c.BigtableInstance == "":
 		return fmt.Errorf("pipelines: bigtable project and instance are required")
-	case c.DeadLetter == "":
+	case c.DeadLetter == (schemas.DeadLetterTarget{}):
 		return fmt.Errorf("pipelines: a dead-letter location is required")
 	}
 	return c.Windowing.Check()
@@ -280,10 +282,10 @@ func WriteBigtable(s beam.Scope, cfg Config, rows beam.PCollection) beam.PCollec
 // WriteDeadLetters writes each PCollection of dead letters to target (see
 // dofns.WriteDeadLettersFn) under the retry policy. They are written
 // separately, not flattened, since they may be windowed differently.
-func WriteDeadLetters(s beam.Scope, target string, retry dofns.RetrySettings, dead ...beam.PCollection) {
+func WriteDeadLetters(s beam.Scope, target schemas.DeadLetterTarget, retry dofns.RetrySettings, dead ...beam.PCollection) {
 	s = s.Scope("deadletter.Write")
 	for _, d := range dead {
-		beam.ParDo0(s, &dofns.WriteDeadLettersFn{Dir: target, Retry: retry}, d)
+		beam.ParDo0(s, &dofns.WriteDeadLettersFn{Target: target, Retry: retry}, d)
 	}
 }
 

@@ -155,9 +155,9 @@ func TestConfigCheck(t *testing.T) {
 		cfg  Config
 		ok   bool
 	}{
-		{"complete", Config{Spec: spec, BigtableProject: "p", BigtableInstance: "i", DeadLetter: "d"}, true},
-		{"no spec", Config{BigtableProject: "p", BigtableInstance: "i", DeadLetter: "d"}, false},
-		{"no instance", Config{Spec: spec, BigtableProject: "p", DeadLetter: "d"}, false},
+		{"complete", Config{Spec: spec, BigtableProject: "p", BigtableInstance: "i", DeadLetter: schemas.DeadLetterTarget{Path: "d"}}, true},
+		{"no spec", Config{BigtableProject: "p", BigtableInstance: "i", DeadLetter: schemas.DeadLetterTarget{Path: "d"}}, false},
+		{"no instance", Config{Spec: spec, BigtableProject: "p", DeadLetter: schemas.DeadLetterTarget{Path: "d"}}, false},
 		{"no dead letter", Config{Spec: spec, BigtableProject: "p", BigtableInstance: "i"}, false},
 	}
 	for _, tt := range tests {

@@ -129,7 +129,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 
 	pipe, s := beam.NewPipelineWithRoot()
 	records, parseDead := Parse(s, spec, beam.ParDo(s, keyByTestSource, teststream.Create(s, con)))
-	cfg := Config{Spec: spec, BigtableProject: "p", BigtableInstance: "restart", DeadLetter: t.TempDir(),
+	cfg := Config{Spec: spec, BigtableProject: "p", BigtableInstance: "restart", DeadLetter: schemas.DeadLetterTarget{Path: t.TempDir()},
 		Windowing: StreamWindowing(10*time.Second, 0), WriteOnArrival: true, Recover: true}
 	dead := Ingest(s, cfg, records)
 	for i, d := range append(dead, parseDead) {

@@ -92,8 +92,8 @@ func (w Windowing) Options() []beam.WindowIntoOption {
 
 // PubSubSource is a stream's source.
 type PubSubSource struct {
-	// Subscription is "projects/P/subscriptions/S".
-	Subscription string
+	// Subscription is the subscription, parsed once by the launcher.
+	Subscription schemas.Subscription
 	// TimestampAttribute names the attribute holding the event time (epoch
 	// milliseconds); empty uses the publish time. The parsed reading's own
 	// timestamp field is its event time in the rows either way.
@@ -111,18 +111,14 @@ type PubSubSource struct {
 // ReadPubSub reads the subscription as KV<source, payload>, the input of
 // Parse; the source is the subscription.
 func ReadPubSub(s beam.Scope, src PubSubSource) (beam.PCollection, error) {
-	project, id, ok := schemas.ParseSubscription(src.Subscription)
-	if !ok {
-		return beam.PCollection{}, fmt.Errorf("pipelines: subscription %q is not of the form projects/P/subscriptions/S", src.Subscription)
-	}
 	s = s.Scope("ReadPubSub")
 	if src.Dataflow {
-		payloads := pubsubio.Read(s, project, pubsubio.ReadOptions{
-			Subscription:       id,
+		payloads := pubsubio.Read(s, src.Subscription.Project, pubsubio.ReadOptions{
+			Subscription:       src.Subscription.ID,
 			TimestampAttribute: src.TimestampAttribute,
 			IDAttribute:        src.IDAttribute,
 		})
-		return beam.ParDo(s, &dofns.PayloadLineFn{Source: src.Subscription}, payloads), nil
+		return beam.ParDo(s, &dofns.PayloadLineFn{Source: src.Subscription.String()}, payloads), nil
 	}
 	msgs, err := pubsubread.TryRead(s, pubsubread.Config{
 		Subscription:       src.Subscription,
@@ -133,7 +129,7 @@ func ReadPubSub(s beam.Scope, src PubSubSource) (beam.PCollection, error) {
 	if err != nil {
 		return beam.PCollection{}, err
 	}
-	return beam.ParDo(s, &dofns.MessageLineFn{Source: src.Subscription}, msgs), nil
+	return beam.ParDo(s, &dofns.MessageLineFn{Source: src.Subscription.String()}, msgs), nil
 }
 
 // Stream builds the streaming pipeline: Pub/Sub in, the same Ingest as

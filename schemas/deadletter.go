@@ -129,6 +129,21 @@ func ParseDeadLetterTarget(s string) (DeadLetterTarget, error) {
 	return DeadLetterTarget{Kind: DeadLetterFiles, Path: s}, nil
 }
 
+// WithDefaultProject returns a BigQuery target with project filled in when
+// it names none, so workers never have to detect one; other targets, and
+// BigQuery targets that name their project, are returned as they are. An
+// invalid project id is an error wrapping ErrBadDeadLetterTarget.
+func (t DeadLetterTarget) WithDefaultProject(project string) (DeadLetterTarget, error) {
+	if t.Kind != DeadLetterBigQuery || t.Project != "" {
+		return t, nil
+	}
+	if !bqProjectRE.MatchString(project) {
+		return t, fmt.Errorf("%w: %q is not a project id (lowercase letters, digits and hyphens, starting with a letter): use bigquery:PROJECT:%s.%s", ErrBadDeadLetterTarget, project, t.Dataset, t.Table)
+	}
+	t.Project = project
+	return t, nil
+}
+
 // parseBigQueryTarget parses [PROJECT:]DATASET.TABLE. A domain-scoped
 // project (example.com:my-project) has a colon of its own, so the project
 // is everything before the last colon.

@@ -93,3 +93,34 @@ func TestDeadLetterTargetTopicProject(t *testing.T) {
 		})
 	}
 }
+
+func TestDeadLetterTargetWithDefaultProject(t *testing.T) {
+	tests := []struct {
+		name, in, project, want string
+		wantErr                 bool
+	}{
+		{"bigquery without a project gets it", "bigquery:ops.dl", "my-project", "bigquery:my-project:ops.dl", false},
+		{"bigquery keeps its own", "bigquery:other:ops.dl", "my-project", "bigquery:other:ops.dl", false},
+		{"folder unchanged", ".run/dl", "my-project", ".run/dl", false},
+		{"topic unchanged", "pubsub:projects/p/topics/dead", "my-project", "pubsub:projects/p/topics/dead", false},
+		{"invalid default project", "bigquery:ops.dl", "My_Project", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in, err := ParseDeadLetterTarget(tt.in)
+			if err != nil {
+				t.Fatalf("ParseDeadLetterTarget(%q): %v", tt.in, err)
+			}
+			got, err := in.WithDefaultProject(tt.project)
+			if tt.wantErr {
+				if !errors.Is(err, ErrBadDeadLetterTarget) {
+					t.Fatalf("WithDefaultProject(%q) error %v; want ErrBadDeadLetterTarget", tt.project, err)
+				}
+				return
+			}
+			if err != nil || got.String() != tt.want {
+				t.Fatalf("WithDefaultProject(%q) = %q, %v; want %q", tt.project, got, err, tt.want)
+			}
+		})
+	}
+}

@@ -1,17 +1,35 @@
 package schemas
 
-import "regexp"
+import (
+	"errors"
+	"fmt"
+	"regexp"
+)
 
 var subscriptionRE = regexp.MustCompile(`^projects/([^/]+)/subscriptions/([^/]+)$`)
 
-// ParseSubscription splits a Pub/Sub subscription name,
-// "projects/P/subscriptions/S", into its project and subscription id; ok is
-// false for any other form. The launcher, the local Pub/Sub source, the
-// Dataflow read and the publisher all check names with it.
-func ParseSubscription(name string) (project, id string, ok bool) {
+// ErrBadSubscription is wrapped by every ParseSubscription error.
+var ErrBadSubscription = errors.New("bad subscription name")
+
+// Subscription is a parsed Pub/Sub subscription name.
+type Subscription struct {
+	Project string
+	ID      string
+}
+
+// String renders s as its full name, "projects/P/subscriptions/S".
+func (s Subscription) String() string {
+	return "projects/" + s.Project + "/subscriptions/" + s.ID
+}
+
+// ParseSubscription parses a full Pub/Sub subscription name,
+// "projects/P/subscriptions/S". Each program parses a name once, where it
+// reads it (the launcher's and the publisher's flags), and passes the
+// Subscription down. Errors wrap ErrBadSubscription and give the form.
+func ParseSubscription(name string) (Subscription, error) {
 	m := subscriptionRE.FindStringSubmatch(name)
 	if m == nil {
-		return "", "", false
+		return Subscription{}, fmt.Errorf("%w: %q: use projects/PROJECT/subscriptions/SUBSCRIPTION", ErrBadSubscription, name)
 	}
-	return m[1], m[2], true
+	return Subscription{Project: m[1], ID: m[2]}, nil
 }

@@ -1,24 +1,39 @@
 package schemas
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 func TestParseSubscription(t *testing.T) {
 	tests := []struct {
-		name, project, id string
-		ok                bool
+		name string
+		want Subscription
+		ok   bool
 	}{
-		{"projects/p/subscriptions/s", "p", "s", true},
-		{"projects/my-project/subscriptions/vitals-stream", "my-project", "vitals-stream", true},
-		{"projects/p/topics/t", "", "", false},
-		{"projects/p/subscriptions/", "", "", false},
-		{"projects/p/subscriptions/s/extra", "", "", false},
-		{"vitals", "", "", false},
-		{"", "", "", false},
+		{"projects/p/subscriptions/s", Subscription{"p", "s"}, true},
+		{"projects/my-project/subscriptions/readings-stream", Subscription{"my-project", "readings-stream"}, true},
+		{"projects/p/topics/t", Subscription{}, false},
+		{"projects/p/subscriptions/", Subscription{}, false},
+		{"projects/p/subscriptions/s/extra", Subscription{}, false},
+		{"readings", Subscription{}, false},
+		{"", Subscription{}, false},
 	}
 	for _, tt := range tests {
-		project, id, ok := ParseSubscription(tt.name)
-		if project != tt.project || id != tt.id || ok != tt.ok {
-			t.Errorf("ParseSubscription(%q) = %q, %q, %v; want %q, %q, %v", tt.name, project, id, ok, tt.project, tt.id, tt.ok)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseSubscription(tt.name)
+			if !tt.ok {
+				if !errors.Is(err, ErrBadSubscription) {
+					t.Fatalf("ParseSubscription(%q) error %v; want ErrBadSubscription", tt.name, err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("ParseSubscription(%q) = %+v, %v; want %+v", tt.name, got, err, tt.want)
+			}
+			if got.String() != tt.name {
+				t.Errorf("String() = %q; want %q back", got, tt.name)
+			}
+		})
 	}
 }

@@ -21,13 +21,13 @@ import (
 const checkTimeout = 10 * time.Second
 
 // CheckSubscription checks, before a stream starts, that the subscription
-// sub ("projects/P/subscriptions/S") exists and Pub/Sub answers before
+// sub exists and Pub/Sub answers before
 // ctx's deadline (else within checkTimeout), retrying transient errors, so
 // that a typo or a missing subscription is a one-line error saying what to
 // do rather than a failed bundle once the job runs.
 // PUBSUB_EMULATOR_HOST is honoured. A subscriber without
 // pubsub.subscriptions.get passes: its pulls will tell.
-func CheckSubscription(ctx context.Context, sub string) error {
+func CheckSubscription(ctx context.Context, sub schemas.Subscription) error {
 	where := "Pub/Sub"
 	if host := os.Getenv("PUBSUB_EMULATOR_HOST"); host != "" {
 		where = "the Pub/Sub emulator at " + host
@@ -42,10 +42,9 @@ func CheckSubscription(ctx context.Context, sub string) error {
 		limit = time.Until(dl).Round(time.Millisecond)
 	}
 	err = retry.Do(ctx, retry.Policy{Deadline: limit, AttemptTimeout: limit}, func(ctx context.Context) error {
-		_, err := client.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub})
+		_, err := client.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub.String()})
 		return err
 	})
-	_, id, _ := schemas.ParseSubscription(sub)
 	code := status.Code(err)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, retry.ErrExhausted) {
 		code = codes.DeadlineExceeded // the client gave up retrying: no status
@@ -54,7 +53,7 @@ func CheckSubscription(ctx context.Context, sub string) error {
 	case codes.OK, codes.PermissionDenied:
 		return nil
 	case codes.NotFound:
-		return fmt.Errorf("subscription %s does not exist on %s: create it (gcloud pubsub subscriptions create %s --topic=TOPIC)", sub, where, id)
+		return fmt.Errorf("subscription %s does not exist on %s: create it (gcloud pubsub subscriptions create %s --project=%s --topic=TOPIC)", sub, where, sub.ID, sub.Project)
 	case codes.InvalidArgument:
 		return fmt.Errorf("subscription %s: %s rejects the name (ids are 3 to 255 letters, digits and -_.~+%%, starting with a letter): %w", sub, where, err)
 	case codes.DeadlineExceeded, codes.Unavailable:

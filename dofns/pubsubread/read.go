@@ -80,8 +80,8 @@ var afterAck func(sub string, n int)
 
 // Config configures Read.
 type Config struct {
-	// Subscription is the full subscription name, "projects/P/subscriptions/S".
-	Subscription string
+	// Subscription is the subscription to read (schemas.ParseSubscription).
+	Subscription schemas.Subscription
 	// TimestampAttribute, if set, names the attribute holding each message's
 	// event time, as epoch milliseconds (RFC 3339 is accepted too). Messages
 	// where it is missing or unparseable carry their publish time and a
@@ -126,8 +126,8 @@ type Message struct {
 
 // withDefaults validates cfg and fills in defaults.
 func (cfg Config) withDefaults() (Config, error) {
-	if _, _, ok := schemas.ParseSubscription(cfg.Subscription); !ok {
-		return cfg, fmt.Errorf("pubsubread: subscription %q is not of the form projects/P/subscriptions/S", cfg.Subscription)
+	if cfg.Subscription.Project == "" || cfg.Subscription.ID == "" {
+		return cfg, errors.New("pubsubread: no subscription: give Config.Subscription (schemas.ParseSubscription)")
 	}
 	if cfg.IdleAdvance < 0 || cfg.MaxMessagesPerBundle < 0 || cfg.AckDeadline < 0 || cfg.FinalizeTimeout < 0 {
 		return cfg, errors.New("pubsubread: negative durations or sizes are not allowed")
@@ -170,7 +170,7 @@ func TryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
 	s = s.Scope("pubsubread.Read")
 	imp := beam.Impulse(s)
 	outs, err := beam.TryParDo(s, &readFn{
-		Subscription:         cfg.Subscription,
+		Subscription:         cfg.Subscription.String(),
 		TimestampAttribute:   cfg.TimestampAttribute,
 		IDAttribute:          cfg.IDAttribute,
 		IdleAdvance:          cfg.IdleAdvance,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 const project = "test-project"
@@ -272,7 +273,7 @@ func testReadTimestampsAndAck(t *testing.T, e *env) {
 	topic, sub := e.create(t, "basic")
 	const run = "basic"
 	cfg := pubsubread.Config{
-		Subscription:       sub,
+		Subscription:       mustSub(t, sub),
 		TimestampAttribute: "event_ts",
 		IDAttribute:        "rid",
 		IdleAdvance:        time.Second,
@@ -355,7 +356,7 @@ func testIdleWatermark(t *testing.T, e *env) {
 	const run = "idle"
 	startPipeline(t, func(s beam.Scope) {
 		msgs := pubsubread.Read(s, pubsubread.Config{
-			Subscription:       sub,
+			Subscription:       mustSub(t, sub),
 			TimestampAttribute: "event_ts",
 			IdleAdvance:        time.Second,
 		})
@@ -391,7 +392,7 @@ func testIdleWatermark(t *testing.T, e *env) {
 func testRestart(t *testing.T, e *env) {
 	topic, sub := e.create(t, "restart")
 	cfg := pubsubread.Config{
-		Subscription:    sub,
+		Subscription:    mustSub(t, sub),
 		IDAttribute:     "rid",
 		IdleAdvance:     time.Second,
 		AckDeadline:     10 * time.Second,
@@ -458,4 +459,14 @@ func testRestart(t *testing.T, e *env) {
 			t.Errorf("run 2 received %s, which run 1 had acked", rid)
 		}
 	}
+}
+
+// mustSub parses a subscription name, as the launcher does once.
+func mustSub(t *testing.T, name string) schemas.Subscription {
+	t.Helper()
+	sub, err := schemas.ParseSubscription(name)
+	if err != nil {
+		t.Fatalf("ParseSubscription(%q): %v", name, err)
+	}
+	return sub
 }

@@ -156,17 +156,20 @@ func parseFlags(args []string) (config, error) {
 		return c, err
 	}
 	c.topic = topic
-	subProject, _, subOK := schemas.ParseSubscription(c.subscription)
+	var sub schemas.Subscription
+	if c.subscription != "" {
+		if sub, err = schemas.ParseSubscription(c.subscription); err != nil {
+			return c, fmt.Errorf("--subscription: %w", err)
+		}
+	}
 	switch {
 	case fs.NArg() > 0:
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	case !topicRE.MatchString(c.topic):
 		return c, fmt.Errorf("--topic=%q must look like projects/P/topics/T", c.topic)
-	case c.subscription != "" && !subOK:
-		return c, fmt.Errorf("--subscription=%q must look like projects/P/subscriptions/S", c.subscription)
 	case c.subscription != "" && !c.create:
 		return c, errors.New("--subscription is only used with --create")
-	case c.subscription != "" && subProject != topicRE.FindStringSubmatch(c.topic)[1]:
+	case c.subscription != "" && sub.Project != topicRE.FindStringSubmatch(c.topic)[1]:
 		return c, errors.New("--subscription must be in the same project as --topic")
 	case !(c.rate > 0) || c.rate > 1e6:
 		return c, fmt.Errorf("--rate=%v must be in (0, 1e6]", c.rate)

@@ -401,7 +401,7 @@ func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
 	if err != nil {
 		return err
 	}
-	cfg := pipelines.Config{Spec: compiled, BigtableProject: project, BigtableInstance: instance, DeadLetter: dead}
+	cfg := pipelines.Config{Spec: compiled, BigtableProject: project, BigtableInstance: instance, DeadLetter: schemas.DeadLetterTarget{Path: dead}}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
