@@ -156,27 +156,6 @@ type job struct {
 // day in anonymous tables).
 const keptResults = 64
 
-// serveJobs routes /projects/P/jobs… and /projects/P/queries….
-func (s *Server) serveJobs(w *restRecorder, r *http.Request, proj, kind string, rest []string) error {
-	switch {
-	case kind == "queries" && len(rest) == 0 && r.Method == http.MethodPost:
-		return s.jobsQuery(w, r, proj)
-	case kind == "queries" && len(rest) == 1 && r.Method == http.MethodGet:
-		return s.getQueryResults(w, r, proj, rest[0])
-	case kind == "jobs" && len(rest) == 0 && r.Method == http.MethodPost:
-		return s.insertJob(w, r, proj)
-	case kind == "jobs" && len(rest) == 0 && r.Method == http.MethodGet:
-		return s.listJobs(w, r, proj)
-	case kind == "jobs" && len(rest) == 1 && r.Method == http.MethodGet:
-		return s.getJob(w, proj, rest[0])
-	case kind == "jobs" && len(rest) == 2 && rest[1] == "cancel" && r.Method == http.MethodPost:
-		return s.cancelJob(w, proj, rest[0])
-	case kind == "jobs" && len(rest) == 2 && rest[1] == "delete" && r.Method == http.MethodDelete:
-		return s.deleteJob(w, proj, rest[0])
-	}
-	return &apiError{http.StatusNotFound, "notFound", fmt.Sprintf("unsupported path %s %s", r.Method, r.URL.Path)}
-}
-
 // runQuery runs a query job's SQL. A failed query is returned as an
 // *apiError with BigQuery's reason.
 func (s *Server) runQuery(ctx context.Context, q Query) (*QueryResult, *apiError) {

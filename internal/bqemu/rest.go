@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,96 +62,124 @@ func (r *restRecorder) WriteHeader(code int) {
 // RESTHandler returns the http.Handler serving the BigQuery REST API v2.
 // Paths are accepted both with and without the "/bigquery/v2" prefix.
 func (s *Server) RESTHandler() http.Handler {
+	mux := s.restMux()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &restRecorder{ResponseWriter: w, status: http.StatusOK}
-		s.serveREST(rec, r)
+		if discoveryPaths[r.URL.Path] {
+			if err := s.serveDiscovery(rec, r); err != nil {
+				writeError(rec, asAPIError(err))
+			}
+		} else {
+			mux.ServeHTTP(rec, r)
+		}
 		s.log.Printf("REST %s %s status=%d rows=%d dur=%s", r.Method, r.URL.Path, rec.status, rec.rows, time.Since(start).Round(time.Microsecond))
 	})
 }
 
-func (s *Server) serveREST(w *restRecorder, r *http.Request) {
-	if discoveryPaths[r.URL.Path] {
-		if err := s.serveDiscovery(w, r); err != nil {
-			writeError(w, asAPIError(err))
+// restRoute is one method and path of the REST API and its handler.
+type restRoute struct {
+	pattern string // "METHOD /path/{wildcard}/...", as http.ServeMux reads it
+	serve   func(s *Server, w *restRecorder, r *http.Request) error
+}
+
+// tableParam is a request's {table} with any partition decorator removed.
+func tableParam(r *http.Request) string { return stripDecorator(r.PathValue("table")) }
+
+// restRoutes are the REST API's methods the emulator serves.
+var restRoutes = []restRoute{
+	{"GET /projects/{project}/datasets", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.listDatasets(w, r, r.PathValue("project"))
+	}},
+	{"POST /projects/{project}/datasets", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.insertDataset(w, r, r.PathValue("project"))
+	}},
+	{"GET /projects/{project}/datasets/{dataset}", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.getDataset(w, r.PathValue("project"), r.PathValue("dataset"))
+	}},
+	{"DELETE /projects/{project}/datasets/{dataset}", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.deleteDataset(w, r, r.PathValue("project"), r.PathValue("dataset"))
+	}},
+	{"PATCH /projects/{project}/datasets/{dataset}", patchDataset},
+	{"PUT /projects/{project}/datasets/{dataset}", patchDataset},
+	{"GET /projects/{project}/datasets/{dataset}/tables", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.listTables(w, r, r.PathValue("project"), r.PathValue("dataset"))
+	}},
+	{"POST /projects/{project}/datasets/{dataset}/tables", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.insertTable(w, r, r.PathValue("project"), r.PathValue("dataset"))
+	}},
+	{"GET /projects/{project}/datasets/{dataset}/tables/{table}", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.getTable(w, r, r.PathValue("project"), r.PathValue("dataset"), tableParam(r))
+	}},
+	{"PATCH /projects/{project}/datasets/{dataset}/tables/{table}", patchTable},
+	{"PUT /projects/{project}/datasets/{dataset}/tables/{table}", patchTable},
+	{"DELETE /projects/{project}/datasets/{dataset}/tables/{table}", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.deleteTable(w, r.PathValue("project"), r.PathValue("dataset"), tableParam(r))
+	}},
+	{"POST /projects/{project}/datasets/{dataset}/tables/{table}/insertAll", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.insertAll(w, r, r.PathValue("project"), r.PathValue("dataset"), tableParam(r))
+	}},
+	{"GET /projects/{project}/datasets/{dataset}/tables/{table}/data", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.listData(w, r, r.PathValue("project"), r.PathValue("dataset"), tableParam(r))
+	}},
+	{"POST /projects/{project}/queries", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.jobsQuery(w, r, r.PathValue("project"))
+	}},
+	{"GET /projects/{project}/queries/{job}", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.getQueryResults(w, r, r.PathValue("project"), r.PathValue("job"))
+	}},
+	{"POST /projects/{project}/jobs", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.insertJob(w, r, r.PathValue("project"))
+	}},
+	{"GET /projects/{project}/jobs", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.listJobs(w, r, r.PathValue("project"))
+	}},
+	{"GET /projects/{project}/jobs/{job}", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.getJob(w, r.PathValue("project"), r.PathValue("job"))
+	}},
+	{"POST /projects/{project}/jobs/{job}/cancel", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.cancelJob(w, r.PathValue("project"), r.PathValue("job"))
+	}},
+	{"DELETE /projects/{project}/jobs/{job}/delete", func(s *Server, w *restRecorder, r *http.Request) error {
+		return s.deleteJob(w, r.PathValue("project"), r.PathValue("job"))
+	}},
+}
+
+func patchDataset(s *Server, w *restRecorder, r *http.Request) error {
+	return s.patchDataset(w, r, r.PathValue("project"), r.PathValue("dataset"))
+}
+
+func patchTable(s *Server, w *restRecorder, r *http.Request) error {
+	return s.patchTable(w, r, r.PathValue("project"), r.PathValue("dataset"), tableParam(r))
+}
+
+// restMux routes restRoutes with the standard library's pattern mux
+// (methods and {wildcards}, whose values it unescapes), under both the bare
+// path and the "/bigquery/v2" prefix the clients use. A known path with
+// another method is BigQuery's 405; any other path its 404, both in the
+// REST error shape rather than the mux's plain text.
+func (s *Server) restMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, prefix := range []string{"", "/bigquery/v2"} {
+		paths := map[string]bool{}
+		for _, rt := range restRoutes {
+			method, path, _ := strings.Cut(rt.pattern, " ")
+			serve := rt.serve
+			mux.HandleFunc(method+" "+prefix+path, func(w http.ResponseWriter, r *http.Request) {
+				if err := serve(s, w.(*restRecorder), r); err != nil {
+					writeError(w, asAPIError(err))
+				}
+			})
+			if !paths[path] {
+				paths[path] = true
+				mux.HandleFunc(prefix+path, func(w http.ResponseWriter, r *http.Request) { writeError(w, asAPIError(errMethod(r))) })
+			}
 		}
-		return
 	}
-	p := r.URL.EscapedPath()
-	p = strings.TrimPrefix(p, "/bigquery/v2")
-	p = strings.Trim(p, "/")
-	raw := strings.Split(p, "/")
-	seg := make([]string, len(raw))
-	for i, x := range raw {
-		u, err := url.PathUnescape(x)
-		if err != nil {
-			writeError(w, errInvalid("invalid path %q", r.URL.Path))
-			return
-		}
-		seg[i] = u
-	}
-	if len(seg) < 3 || seg[0] != "projects" {
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{http.StatusNotFound, "notFound", fmt.Sprintf("unsupported path %s %s", r.Method, r.URL.Path)})
-		return
-	}
-	proj := seg[1]
-	var err error
-	switch {
-	case seg[2] == "jobs" || seg[2] == "queries":
-		err = s.serveJobs(w, r, proj, seg[2], seg[3:])
-	case seg[2] != "datasets":
-		err = &apiError{http.StatusNotFound, "notFound", fmt.Sprintf("unsupported path %s %s", r.Method, r.URL.Path)}
-	case len(seg) == 3:
-		switch r.Method {
-		case http.MethodGet:
-			err = s.listDatasets(w, r, proj)
-		case http.MethodPost:
-			err = s.insertDataset(w, r, proj)
-		default:
-			err = errMethod(r)
-		}
-	case len(seg) == 4:
-		switch r.Method {
-		case http.MethodGet:
-			err = s.getDataset(w, proj, seg[3])
-		case http.MethodDelete:
-			err = s.deleteDataset(w, r, proj, seg[3])
-		case http.MethodPatch, http.MethodPut:
-			err = s.patchDataset(w, r, proj, seg[3])
-		default:
-			err = errMethod(r)
-		}
-	case len(seg) == 5 && seg[4] == "tables":
-		switch r.Method {
-		case http.MethodGet:
-			err = s.listTables(w, r, proj, seg[3])
-		case http.MethodPost:
-			err = s.insertTable(w, r, proj, seg[3])
-		default:
-			err = errMethod(r)
-		}
-	case len(seg) == 6 && seg[4] == "tables":
-		tbl := stripDecorator(seg[5])
-		switch r.Method {
-		case http.MethodGet:
-			err = s.getTable(w, r, proj, seg[3], tbl)
-		case http.MethodPatch, http.MethodPut:
-			err = s.patchTable(w, r, proj, seg[3], tbl)
-		case http.MethodDelete:
-			err = s.deleteTable(w, proj, seg[3], tbl)
-		default:
-			err = errMethod(r)
-		}
-	case len(seg) == 7 && seg[4] == "tables" && seg[6] == "insertAll" && r.Method == http.MethodPost:
-		err = s.insertAll(w, r, proj, seg[3], stripDecorator(seg[5]))
-	case len(seg) == 7 && seg[4] == "tables" && seg[6] == "data" && r.Method == http.MethodGet:
-		err = s.listData(w, r, proj, seg[3], stripDecorator(seg[5]))
-	default:
-		err = &apiError{http.StatusNotFound, "notFound", fmt.Sprintf("unsupported path %s %s", r.Method, r.URL.Path)}
-	}
-	if err != nil {
-		writeError(w, asAPIError(err))
-	}
+	})
+	return mux
 }
 
 // asAPIError returns err as an *apiError, an internal error if it is none.
