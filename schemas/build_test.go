@@ -157,7 +157,7 @@ func TestSpecErrorsNameFieldAndFix(t *testing.T) {
 		{"unknown key field", "{sensor_id}#{timestamp|hour}", "{sensorid}#{timestamp|hour}", `bigtable.tables[0].row_key`},
 		{"unknown template function", "{timestamp|hour}", "{timestamp|fortnight}", `unknown function "fortnight"`},
 		{"bad type", "type: float, required: true, min: 25", "type: floaty, required: true, min: 25", `fields[3].type`},
-		{"typo in key", "key_delimiter:", "key_delimeter:", `field key_delimeter not found`},
+		{"typo in key", "key_delimiter:", "key_delimeter:", `line 9: key_delimeter: unknown key; did you mean key_delimiter?`},
 		{"bad partition field", "field: event_timestamp}", "field: sensor_id}", `bigquery.time_partitioning.field`},
 		{"primary key not a column", "primary_key: [reading_id]", "primary_key: [readingid]", `bigquery.primary_key[0]: "readingid" is not a column of the table; name one of bigquery.columns`},
 		{"primary key column listed twice", "primary_key: [reading_id]", "primary_key: [reading_id, reading_id]", `bigquery.primary_key[1]: "reading_id" is listed twice`},

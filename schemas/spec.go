@@ -1,11 +1,11 @@
 package schemas
 
 import (
-	"bytes"
 	"embed"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -279,10 +279,18 @@ func IsSpecPath(nameOrPath string) bool {
 // ParseSpec decodes and validates a spec. Unknown keys are errors, so a typo
 // is caught at launch rather than silently ignored.
 func ParseSpec(file string, data []byte) (*Spec, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrSpec, file, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil, fmt.Errorf("%w: %s: the file is empty: a spec needs at least name, identity, event_time, fields and bigtable (see schemas/specs/ for examples)", ErrSpec, file)
+	}
+	if err := checkYAML(&doc, reflect.TypeOf(Spec{}), ""); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrSpec, file, err)
+	}
 	var s Spec
-	if err := dec.Decode(&s); err != nil {
+	if err := doc.Decode(&s); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrSpec, file, err)
 	}
 	s.file = file
