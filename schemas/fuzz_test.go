@@ -109,8 +109,9 @@ func FuzzParseJSON(f *testing.F) {
 	})
 }
 
-// FuzzParseProto feeds arbitrary bytes to the proto parser (a
-// sensorpipe.v1.Reading per payload).
+// FuzzParseProto feeds arbitrary bytes to the proto parser (the vitals
+// spec's declared sensorpipe.v1.Reading per payload), and checks its
+// decoding against protobuf's own (dynamicpb).
 func FuzzParseProto(f *testing.F) {
 	addSeeds(f, "FuzzParseProto")
 	spec := mustSpec(f, "vitals")
@@ -122,7 +123,15 @@ func FuzzParseProto(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	codec, err := NewProtoCodec(spec)
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
+		// The spec-declared codec decodes as protobuf's own decoder does.
+		if err := checkProtoOracle(codec, payload); err != nil {
+			t.Fatal(err)
+		}
 		recs, err := p.Parse(nil, payload, "fuzz")
 		if err != nil {
 			if !isReason(err) {

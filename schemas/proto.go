@@ -1,77 +1,477 @@
 package schemas
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/sensorpipe/sensorpipe/schemas/proto/readingpb"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// ProtoReadingFields are the JSON names a sensorpipe.v1.Reading carries, in
-// the order ProtoReadingToJSON writes them.
-var ProtoReadingFields = []string{"sensor_id", "timestamp", "heart_rate", "body_temperature", "spO2", "battery_level"}
+// The --format=proto input: one protobuf message per payload, declared by
+// the spec's proto section (a message name and a map from field numbers to
+// the spec's fields), not by generated code. A payload is decoded with
+// protowire, the protobuf module's low-level wire reader, rather than with
+// generated Go types or dynamicpb: a dataset needs no .proto file, no
+// protoc run and no Go package of its own, and the decoder writes the JSON
+// twin of the message straight from the wire. The JSON validator (Parser)
+// then checks the twin, so a protobuf payload and its JSON twin give the
+// same record or the same dead-letter reason.
 
-// ProtoReadingToJSON decodes a sensorpipe.v1.Reading (schemas/proto/
-// reading.proto) and returns the equivalent JSON object, one line, with
-// absent fields omitted, so that the JSON validator (Parser) applies to it
-// with the same reasons as to the JSON twin of the reading. Bytes that are
-// not a Reading give an error wrapping ErrMalformed.
-//
-// A non-finite number (NaN, ±Inf), which JSON cannot carry, is written as a
-// string ("NaN"), which the validator rejects as invalid_field.
-func ProtoReadingToJSON(data []byte) ([]byte, error) {
-	var r readingpb.Reading
-	if err := proto.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%w: not a sensorpipe.v1.Reading protobuf: %w", ErrMalformed, err)
-	}
-	return AppendReadingJSON(make([]byte, 0, 160), &r), nil
+// ProtoSpec declares the protobuf message a dataset's --format=proto
+// payloads carry.
+type ProtoSpec struct {
+	// Message is the message's full name, e.g. sensorpipe.v1.Reading; it
+	// names the message in errors.
+	Message string `yaml:"message"`
+	// Fields maps field numbers to the spec's fields.
+	Fields []ProtoFieldSpec `yaml:"fields"`
 }
 
-// AppendReadingJSON appends r as a JSON object to b, absent fields omitted.
-func AppendReadingJSON(b []byte, r *readingpb.Reading) []byte {
-	b = append(b, '{')
-	first := true
-	key := func(name string) {
-		if !first {
-			b = append(b, ',')
+// ProtoFieldSpec carries one spec field in one protobuf field.
+type ProtoFieldSpec struct {
+	Number int    `yaml:"number"`
+	Field  string `yaml:"field"`
+	// Type is the protobuf scalar type (string, double, int64, bool, ...).
+	// A timestamp field is carried as a string (RFC 3339) or an int64
+	// (epoch milliseconds), or both as a oneof: two entries for the field.
+	Type string `yaml:"type"`
+	// Optional is proto3's explicit presence (an optional field, or a
+	// oneof member): a zero value on the wire is present. Without it a zero
+	// value ("" or 0 or false) is absent, as proto3 does not tell them apart.
+	Optional bool `yaml:"optional,omitempty"`
+}
+
+// protoTypes are the protobuf scalar types a declaration may use, with
+// their wire types.
+var protoTypes = map[string]protowire.Type{
+	"string": protowire.BytesType,
+	"double": protowire.Fixed64Type, "float": protowire.Fixed32Type,
+	"int32": protowire.VarintType, "int64": protowire.VarintType,
+	"uint32": protowire.VarintType, "uint64": protowire.VarintType,
+	"sint32": protowire.VarintType, "sint64": protowire.VarintType,
+	"fixed32": protowire.Fixed32Type, "fixed64": protowire.Fixed64Type,
+	"sfixed32": protowire.Fixed32Type, "sfixed64": protowire.Fixed64Type,
+	"bool": protowire.VarintType,
+}
+
+// protoTypesFor lists, per spec field type, the protobuf types that carry
+// it; the first is the usual one.
+var protoTypesFor = map[string][]string{
+	TypeString:    {"string"},
+	TypeTimestamp: {"string", "int64", "sint64", "sfixed64"},
+	TypeFloat:     {"double", "float", "int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64", "sfixed32", "sfixed64"},
+	TypeInt:       {"int64", "int32", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64", "sfixed32", "sfixed64"},
+	TypeBool:      {"bool"},
+}
+
+func protoTypeNames() string {
+	names := make([]string, 0, len(protoTypes))
+	for n := range protoTypes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// validateProto checks the proto declaration, when there is one: numbers,
+// fields and types. Whether the format can decode the spec at all (nested
+// paths, explode, required fields not carried) is NewProtoCodec's check,
+// made only for --format=proto.
+func (s *Spec) validateProto() error {
+	p := s.Proto
+	if p == nil {
+		return nil
+	}
+	if p.Message == "" {
+		return s.errf("proto.message", "missing; name the protobuf message, e.g. sensorpipe.v1.Reading")
+	}
+	if len(p.Fields) == 0 {
+		return s.errf("proto.fields", "missing; map each field number to a field, e.g. {number: 1, field: %s, type: string}", s.Identity[0])
+	}
+	byNumber := map[int]int{}
+	byField := map[string]int{}
+	for i, pf := range p.Fields {
+		where := fmt.Sprintf("proto.fields[%d]", i)
+		n := protowire.Number(pf.Number)
+		if !n.IsValid() || (n >= protowire.FirstReservedNumber && n <= protowire.LastReservedNumber) {
+			return s.errf(where+".number", "%d; use a field number from 1 to %d, outside %d-%d (reserved by protobuf)",
+				pf.Number, protowire.MaxValidNumber, protowire.FirstReservedNumber, protowire.LastReservedNumber)
 		}
-		first = false
-		b = appendJSONString(b, name)
-		b = append(b, ':')
+		if j, ok := byNumber[pf.Number]; ok {
+			return s.errf(where+".number", "%d is also proto.fields[%d]'s; give each protobuf field its own number", pf.Number, j)
+		}
+		byNumber[pf.Number] = i
+		f := s.Field(pf.Field)
+		if f == nil {
+			return s.errf(where+".field", "%q is not a declared field; name one of fields[].name", pf.Field)
+		}
+		if _, ok := protoTypes[pf.Type]; !ok {
+			return s.errf(where+".type", "unknown protobuf type %q; use one of %s", pf.Type, protoTypeNames())
+		}
+		ok := protoTypesFor[f.Type]
+		if len(ok) == 0 {
+			return s.errf(where+".field", "%s field %q cannot be declared in protobuf yet; drop it from proto.fields, or use --format=json", f.Type, pf.Field)
+		}
+		if !contains(ok, pf.Type) {
+			return s.errf(where+".type", "a protobuf %s (wire type %s) cannot carry %s field %q; use %s", pf.Type, wireName(protoTypes[pf.Type]), f.Type, pf.Field, strings.Join(ok, " or "))
+		}
+		if j, dup := byField[pf.Field]; dup {
+			other := p.Fields[j]
+			if f.Type != TypeTimestamp || (other.Type == "string") == (pf.Type == "string") {
+				return s.errf(where+".field", "%q is already carried by proto.fields[%d]; a field has one number, or two only for a timestamp's oneof of a string (RFC 3339) and an integer (epoch ms)", pf.Field, j)
+			}
+		}
+		byField[pf.Field] = i
 	}
-	if r.GetSensorId() != "" {
-		key("sensor_id")
-		b = appendJSONString(b, r.GetSensorId())
+	return nil
+}
+
+func wireName(t protowire.Type) string {
+	switch t {
+	case protowire.VarintType:
+		return "varint"
+	case protowire.Fixed32Type:
+		return "fixed32"
+	case protowire.Fixed64Type:
+		return "fixed64"
+	default:
+		return "length-delimited"
 	}
-	switch ts := r.GetTimestamp().(type) {
-	case *readingpb.Reading_Rfc3339:
-		key("timestamp")
-		b = appendJSONString(b, ts.Rfc3339)
-	case *readingpb.Reading_EpochMs:
-		key("timestamp")
-		b = strconv.AppendInt(b, ts.EpochMs, 10)
+}
+
+// protoField is one declared protobuf field, compiled.
+type protoField struct {
+	num      protowire.Number
+	typ      string
+	wire     protowire.Type
+	slot     int    // index of the spec field in ProtoCodec.keys
+	key      string // the JSON twin's key
+	explicit bool   // a zero value is present (optional, or a oneof member)
+	oneof    bool   // one of two numbers carrying one field
+}
+
+// ProtoCodec converts between a spec's protobuf message and its JSON twin.
+// It is safe for concurrent use.
+type ProtoCodec struct {
+	message string
+	fields  []protoField // in encoding order
+	byNum   map[protowire.Number]*protoField
+	keys    []string // the twin's keys, in declaration order
+}
+
+// NewProtoCodec compiles spec's proto declaration. It fails (naming the
+// YAML path and the fix) when the spec declares none, or reads what a flat
+// message cannot carry: nested paths, exploded arrays, required fields
+// without a number.
+func NewProtoCodec(spec *Spec) (*ProtoCodec, error) {
+	p := spec.Proto
+	if p == nil {
+		return nil, spec.errf("proto", "missing: --format=proto needs the spec to declare its protobuf message (proto: {message: ..., fields: [{number: 1, field: ..., type: ...}]}, see schemas/README.md); add it, or use --format=json")
 	}
-	for _, f := range []struct {
-		name string
-		v    *float64
-	}{
-		{"heart_rate", r.HeartRate},
-		{"body_temperature", r.BodyTemperature},
-		{"spO2", r.SpO2},
-		{"battery_level", r.BatteryLevel},
-	} {
-		if f.v == nil {
+	if spec.Explode != nil {
+		return nil, spec.errf("explode", "the spec explodes %s, which a flat protobuf message does not carry: use --format=json", spec.Explode.Path)
+	}
+	c := &ProtoCodec{message: p.Message, byNum: map[protowire.Number]*protoField{}}
+	slots := map[string]int{}
+	count := map[string]int{}
+	for _, pf := range p.Fields {
+		count[pf.Field]++
+	}
+	for i, pf := range p.Fields {
+		f := spec.Field(pf.Field)
+		if f.Path != "" && f.Path != f.Name {
+			return nil, spec.errf(fmt.Sprintf("proto.fields[%d].field", i), "%q is read from the JSON path %s, which a flat protobuf message does not carry: use --format=json", pf.Field, f.Path)
+		}
+		slot, ok := slots[pf.Field]
+		if !ok {
+			slot = len(c.keys)
+			slots[pf.Field] = slot
+			c.keys = append(c.keys, pf.Field)
+		}
+		c.fields = append(c.fields, protoField{
+			num: protowire.Number(pf.Number), typ: pf.Type, wire: protoTypes[pf.Type],
+			slot: slot, key: pf.Field, explicit: pf.Optional || count[pf.Field] > 1, oneof: count[pf.Field] > 1,
+		})
+	}
+	for _, f := range spec.Fields {
+		if _, carried := slots[f.Name]; f.Required && !carried {
+			return nil, spec.errf("proto.fields", "required field %q has no protobuf number, so every payload would miss it: add {number: N, field: %s, type: %s}, or use --format=json", f.Name, f.Name, protoTypesFor[f.Type][0])
+		}
+	}
+	// The order protobuf-go's encoder writes: by number, oneof members
+	// after the other fields.
+	sort.Slice(c.fields, func(i, j int) bool {
+		a, b := &c.fields[i], &c.fields[j]
+		if a.oneof != b.oneof {
+			return b.oneof
+		}
+		return a.num < b.num
+	})
+	for i := range c.fields {
+		c.byNum[c.fields[i].num] = &c.fields[i]
+	}
+	return c, nil
+}
+
+// Message is the declared message's name.
+func (c *ProtoCodec) Message() string { return c.message }
+
+// protoValue is the last value of a field seen on the wire.
+type protoValue struct {
+	f   *protoField
+	v   uint64
+	s   []byte
+	set bool
+}
+
+// AppendJSON decodes msg and appends its JSON twin to dst: one object, the
+// declared fields in declaration order, absent ones omitted; of repeated
+// or oneof fields the last on the wire wins, unknown fields are skipped,
+// as protobuf's own decoder does. A non-finite number (NaN, ±Inf), which
+// JSON cannot carry, is written as a string ("NaN"), which the validator
+// rejects as invalid_field. Bytes that are not such a message give an
+// error wrapping ErrMalformed.
+func (c *ProtoCodec) AppendJSON(dst, msg []byte) ([]byte, error) {
+	var small [16]protoValue
+	vals := small[:0]
+	if len(c.keys) <= len(small) {
+		vals = small[:len(c.keys)]
+	} else {
+		vals = make([]protoValue, len(c.keys))
+	}
+	for b := msg; len(b) > 0; {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return dst, c.malformed(protowire.ParseError(n))
+		}
+		if num > protowire.MaxValidNumber {
+			return dst, c.malformed(fmt.Errorf("field number %d is out of range", num))
+		}
+		b = b[n:]
+		f := c.byNum[num]
+		if f == nil || f.wire != wt {
+			// Unknown, or not of the declared wire type: protobuf keeps
+			// such a field among the unknown ones; it carries nothing here.
+			n = protowire.ConsumeFieldValue(num, wt, b)
+			if n < 0 {
+				return dst, c.malformed(protowire.ParseError(n))
+			}
+			b = b[n:]
 			continue
 		}
-		key(f.name)
-		b = appendJSONNumber(b, *f.v)
+		val := protoValue{f: f, set: true}
+		switch wt {
+		case protowire.VarintType:
+			val.v, n = protowire.ConsumeVarint(b)
+		case protowire.Fixed32Type:
+			var v uint32
+			v, n = protowire.ConsumeFixed32(b)
+			val.v = uint64(v)
+		case protowire.Fixed64Type:
+			val.v, n = protowire.ConsumeFixed64(b)
+		default:
+			val.s, n = protowire.ConsumeBytes(b)
+			if n >= 0 && !utf8.Valid(val.s) {
+				return dst, c.malformed(fmt.Errorf("field %d (%s) is not valid UTF-8", num, f.key))
+			}
+		}
+		if n < 0 {
+			return dst, c.malformed(protowire.ParseError(n))
+		}
+		b = b[n:]
+		vals[f.slot] = val
 	}
-	return append(b, '}')
+	dst = append(dst, '{')
+	first := true
+	for i := range vals {
+		v := &vals[i]
+		if !v.set || (!v.f.explicit && v.zero()) {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = appendJSONString(dst, v.f.key)
+		dst = append(dst, ':')
+		dst = v.appendJSON(dst)
+	}
+	return append(dst, '}'), nil
+}
+
+func (c *ProtoCodec) malformed(err error) error {
+	return fmt.Errorf("%w: not a %s protobuf: %w", ErrMalformed, c.message, err)
+}
+
+// zero reports whether v is its type's zero value (absent in proto3 without
+// explicit presence).
+func (v *protoValue) zero() bool {
+	switch v.f.wire {
+	case protowire.BytesType:
+		return len(v.s) == 0
+	case protowire.Fixed32Type:
+		return uint32(v.v) == 0
+	case protowire.VarintType:
+		switch v.f.typ {
+		case "int32", "uint32", "sint32":
+			return uint32(v.v) == 0
+		}
+	}
+	return v.v == 0
+}
+
+// appendJSON writes v as JSON, converted as protobuf's decoder converts it.
+func (v *protoValue) appendJSON(b []byte) []byte {
+	switch v.f.typ {
+	case "string":
+		return appendJSONString(b, string(v.s))
+	case "double":
+		return appendJSONNumber(b, math.Float64frombits(v.v))
+	case "float":
+		f := math.Float32frombits(uint32(v.v))
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			return appendJSONNumber(b, float64(f))
+		}
+		return strconv.AppendFloat(b, float64(f), 'g', -1, 32)
+	case "int32", "sfixed32":
+		return strconv.AppendInt(b, int64(int32(v.v)), 10)
+	case "int64", "sfixed64":
+		return strconv.AppendInt(b, int64(v.v), 10)
+	case "uint32", "fixed32":
+		return strconv.AppendUint(b, uint64(uint32(v.v)), 10)
+	case "sint32":
+		return strconv.AppendInt(b, int64(int32(protowire.DecodeZigZag(v.v&math.MaxUint32))), 10)
+	case "sint64":
+		return strconv.AppendInt(b, protowire.DecodeZigZag(v.v), 10)
+	case "bool":
+		return strconv.AppendBool(b, v.v != 0)
+	default: // uint64, fixed64
+		return strconv.AppendUint(b, v.v, 10)
+	}
+}
+
+// AppendProto encodes the JSON object obj (a record's JSON twin: the
+// spec's fields by name) as the declared message and appends it to dst:
+// fields in number order with oneof members last, absent or null ones
+// omitted, and zero values of fields without explicit presence omitted,
+// byte for byte as protobuf-go's encoder writes them. A timestamp carried by a oneof goes in its string member when the
+// JSON holds a string, in its integer member when it holds a number. Keys
+// the declaration does not carry are ignored; a value the declared type
+// cannot hold is an error.
+func (c *ProtoCodec) AppendProto(dst, obj []byte) ([]byte, error) {
+	d := json.NewDecoder(bytes.NewReader(obj))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return dst, fmt.Errorf("encode %s: %w", c.message, err)
+	}
+	for i := range c.fields {
+		f := &c.fields[i]
+		v, ok := m[f.key]
+		if !ok || v == nil {
+			continue
+		}
+		if _, isStr := v.(string); isStr != (f.typ == "string") {
+			if c.hasOther(f) {
+				continue // the oneof's other member carries it
+			}
+		}
+		var err error
+		if dst, err = f.appendProto(dst, v); err != nil {
+			return dst, fmt.Errorf("encode %s field %d (%s): %w", c.message, f.num, f.key, err)
+		}
+	}
+	return dst, nil
+}
+
+// hasOther reports whether another number carries f's field.
+func (c *ProtoCodec) hasOther(f *protoField) bool {
+	for i := range c.fields {
+		if c.fields[i].key == f.key && c.fields[i].num != f.num {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *protoField) appendProto(b []byte, v any) ([]byte, error) {
+	tag := func(b []byte) []byte { return protowire.AppendTag(b, f.num, f.wire) }
+	switch f.typ {
+	case "string":
+		s, ok := v.(string)
+		if !ok {
+			return b, fmt.Errorf("%v is not a string", v)
+		}
+		if s == "" && !f.explicit {
+			return b, nil
+		}
+		return protowire.AppendString(tag(b), s), nil
+	case "bool":
+		t, ok := v.(bool)
+		if !ok {
+			return b, fmt.Errorf("%v is not a bool", v)
+		}
+		if !t && !f.explicit {
+			return b, nil
+		}
+		return protowire.AppendVarint(tag(b), protowire.EncodeBool(t)), nil
+	}
+	num, ok := v.(json.Number)
+	if !ok {
+		return b, fmt.Errorf("%v is not a number", v)
+	}
+	switch f.typ {
+	case "double", "float":
+		x, err := num.Float64()
+		if err != nil {
+			return b, err
+		}
+		if x == 0 && !math.Signbit(x) && !f.explicit {
+			return b, nil
+		}
+		if f.typ == "float" {
+			return protowire.AppendFixed32(tag(b), math.Float32bits(float32(x))), nil
+		}
+		return protowire.AppendFixed64(tag(b), math.Float64bits(x)), nil
+	}
+	var u uint64
+	switch f.typ {
+	case "uint32", "uint64", "fixed32", "fixed64":
+		x, err := strconv.ParseUint(num.String(), 10, 64)
+		if err != nil || (strings.HasSuffix(f.typ, "32") && x > math.MaxUint32) {
+			return b, fmt.Errorf("%s is not a %s", num, f.typ)
+		}
+		u = x
+	default:
+		x, err := strconv.ParseInt(num.String(), 10, 64)
+		if err != nil || (strings.HasSuffix(f.typ, "32") && int64(int32(x)) != x) {
+			return b, fmt.Errorf("%s is not a %s", num, f.typ)
+		}
+		switch f.typ {
+		case "sint32", "sint64":
+			u = protowire.EncodeZigZag(x)
+		case "sfixed32":
+			u = uint64(uint32(int32(x)))
+		default:
+			u = uint64(x)
+		}
+	}
+	if u == 0 && !f.explicit {
+		return b, nil
+	}
+	switch f.wire {
+	case protowire.Fixed32Type:
+		return protowire.AppendFixed32(tag(b), uint32(u)), nil
+	case protowire.Fixed64Type:
+		return protowire.AppendFixed64(tag(b), u), nil
+	}
+	return protowire.AppendVarint(tag(b), u), nil
 }
 
 // appendJSONNumber writes v in the shortest form that reads back as v; a
@@ -121,38 +521,29 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// ProtoParser parses --format=proto payloads: each a sensorpipe.v1.Reading,
-// rendered by ProtoReadingToJSON and validated by the JSON Parser, so the
-// records and dead-letter reasons are those of the JSON twin. A record's Raw
-// is the JSON rendering, readable in the dead letter. It is safe for
-// concurrent use.
+// ProtoParser parses --format=proto payloads: each the spec's declared
+// message, rendered as its JSON twin by ProtoCodec.AppendJSON and validated
+// by the JSON Parser, so the records and dead-letter reasons are those of
+// the JSON twin. A record's Raw is the JSON rendering, readable in the dead
+// letter. It is safe for concurrent use.
 type ProtoParser struct {
-	json *Parser
+	codec *ProtoCodec
+	json  *Parser
 }
 
-// NewProtoParser returns a ProtoParser for spec, or an error when spec
-// reads a field a Reading does not carry (Reading is the vitals contract).
+// NewProtoParser returns a ProtoParser for spec, or NewProtoCodec's error.
 func NewProtoParser(spec *Spec) (*ProtoParser, error) {
-	if spec.Explode != nil {
-		return nil, fmt.Errorf("format proto: spec %s explodes %s, which sensorpipe.v1.Reading does not carry", spec.Name, spec.Explode.Path)
+	c, err := NewProtoCodec(spec)
+	if err != nil {
+		return nil, err
 	}
-	for _, f := range spec.Fields {
-		path := f.Path
-		if path == "" {
-			path = f.Name
-		}
-		if !contains(ProtoReadingFields, path) {
-			return nil, fmt.Errorf("format proto: spec %s reads field %s, which sensorpipe.v1.Reading does not carry (it has %s): use --format=json",
-				spec.Name, path, strings.Join(ProtoReadingFields, ", "))
-		}
-	}
-	return &ProtoParser{json: NewParser(spec)}, nil
+	return &ProtoParser{codec: c, json: NewParser(spec)}, nil
 }
 
 // Parse appends the record of one protobuf payload to dst. Errors wrap the
 // reason sentinels, as Parser.Parse's do.
 func (p *ProtoParser) Parse(dst []Record, payload []byte, source string) ([]Record, error) {
-	line, err := ProtoReadingToJSON(payload)
+	line, err := p.codec.AppendJSON(make([]byte, 0, 160), payload)
 	if err != nil {
 		return dst, err
 	}

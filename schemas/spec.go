@@ -53,7 +53,9 @@ type Spec struct {
 	Bigtable       BigtableSpec   `yaml:"bigtable"`
 	BigQuery       *BigQuerySpec  `yaml:"bigquery,omitempty"`
 	Rollup         *RollupSpec    `yaml:"rollup,omitempty"`
-	Queries        []QuerySpec    `yaml:"queries"`
+	// Proto declares the protobuf message --format=proto reads (proto.go).
+	Proto   *ProtoSpec  `yaml:"proto,omitempty"`
+	Queries []QuerySpec `yaml:"queries"`
 
 	// file is where the spec was loaded from, for error messages.
 	file string
@@ -502,7 +504,7 @@ func (s *Spec) validate() error {
 		}
 		names[q.Name] = true
 	}
-	return nil
+	return s.validateProto()
 }
 
 // validateKey checks the BigQuery table's primary key and max_staleness,
