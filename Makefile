@@ -15,7 +15,7 @@ INPUT ?= testdata/vitals/*
 DEAD_LETTER ?= .run/deadletter
 GO_TEST_FLAGS ?= -timeout 25m
 
-.PHONY: run test test-short fuzz fuzz-short bench lint emulators stop-emulators proto stream samples help
+.PHONY: run test test-short fuzz fuzz-short bench lint emulators stop-emulators stream samples help
 
 ## help: list every target with what it does (this list).
 help:
@@ -89,21 +89,6 @@ lint:
 ## emulators: start the Bigtable, BigQuery and Pub/Sub emulators (those not already up) and print their environment variables.
 emulators:
 	@scripts/emulators.sh start bigtable bigquery pubsub
-
-## proto: regenerate schemas/proto/readingpb from schemas/proto/*.proto (installs protoc and protoc-gen-go if missing; idempotent).
-PROTOC_GEN_GO_VERSION := v1.36.12
-PROTOC_GEN_GO := $(CURDIR)/bin/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)/protoc-gen-go
-SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-
-proto: $(PROTOC_GEN_GO)
-	@command -v protoc >/dev/null || { echo "installing protoc (Debian protobuf-compiler)"; \
-		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq protobuf-compiler; }
-	protoc --plugin=protoc-gen-go=$(PROTOC_GEN_GO) -I schemas/proto \
-		--go_out=. --go_opt=module=github.com/sensorpipe/sensorpipe \
-		schemas/proto/*.proto
-
-$(PROTOC_GEN_GO):
-	GOBIN=$(dir $@) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 
 ## stop-emulators: stop the emulators this Makefile started, by process id.
 stop-emulators:

@@ -79,7 +79,7 @@ var (
 	logLevel       = flag.String("log_level", "warn", "Runner and SDK log level: debug, info, warn or error.")
 	progressIval   = flag.Duration("progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
 	dryRunOut      = flag.String("dry_run_out", "", "With --runner=dataflow --dry_run: write the full Dataflow job (JSON, with its Beam pipeline graph under \"beamPipeline\") to this file; stdout gets a short summary.")
-	format         = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (a schemas/proto Reading per message; see schemas.FormatNames).")
+	format         = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (the protobuf message the spec declares in its proto: section; see schemas.FormatNames).")
 
 	// Stream flags (--source=pubsub).
 	subscription    = flag.String("subscription", "", "With --source=pubsub: the subscription, projects/P/subscriptions/S (required). PUBSUB_EMULATOR_HOST is honoured on prism and direct.")

@@ -106,3 +106,15 @@ func TestCompiledJSON(t *testing.T) {
 		t.Errorf("decoding a bad spec = %v; want ErrSpec", err)
 	}
 }
+
+// TestDefaultSpecIsBuiltin: specs/DEFAULT names a built-in spec that
+// compiles, for the tools' defaults.
+func TestDefaultSpecIsBuiltin(t *testing.T) {
+	s, err := BuiltinSpec(DefaultSpecName())
+	if err != nil {
+		t.Fatalf("DefaultSpecName %q: %v", DefaultSpecName(), err)
+	}
+	if _, err := Compile(s, CompileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -16,6 +16,15 @@ import (
 //go:embed specs/*.yaml
 var builtinSpecs embed.FS
 
+// defaultSpec is specs/DEFAULT: the name of the built-in spec the tools use
+// when none is given (launch --spec, make run, make stream, publish).
+//
+//go:embed specs/DEFAULT
+var defaultSpec string
+
+// DefaultSpecName is the built-in spec the tools use when none is given.
+func DefaultSpecName() string { return strings.TrimSpace(defaultSpec) }
+
 // Field types a spec may declare.
 const (
 	TypeString    = "string"
@@ -260,7 +269,7 @@ func BuiltinSpecNames() []string {
 	return names
 }
 
-// BuiltinSpec returns the built-in spec name (vitals, traffic, ...). Specs
+// BuiltinSpec returns the built-in spec name (one of BuiltinSpecNames). Specs
 // in files are read at the edge (cli.LoadSpec) and given to ParseSpec:
 // this package does no I/O.
 func BuiltinSpec(name string) (*Spec, error) {

@@ -1,28 +1,25 @@
-// Command publish publishes generated patient-vitals readings to a Pub/Sub
-// topic in real time, one reading per message (JSON, or protobuf with
-// --format=proto), for exercising the sensorpipe pipeline (locally against
-// the Pub/Sub emulator, or on GCP).
+// Command publish publishes generated readings of a dataset spec (by
+// default the built-in default spec, schemas/specs/DEFAULT) to a Pub/Sub
+// topic in real time, one reading per message (JSON, or with --format=proto
+// the spec's declared protobuf message), for exercising the sensorpipe
+// pipeline (locally against the Pub/Sub emulator, or on GCP). Readings come
+// from the spec's field declarations (internal/synth).
 //
 //	go run ./launch/publish --topic=projects/P/topics/T --rate=2000 --sensors=100 \
-//	    --duration=60s --bad_fraction=0.01 --late_fraction=0.01 --late_by=2h [--create] [--format=proto]
-//
-// With --format=proto each message is a sensorpipe.v1.Reading
-// (schemas/proto/reading.proto) instead of a JSON object.
+//	    --duration=60s --bad_fraction=0.01 --late_fraction=0.01 --late_by=2h [--create] [--format=proto] [--spec=NAME|FILE]
 //
 // Every message carries the attribute event_ts (the reading's event time in
 // epoch milliseconds) and record_id (unique per message, usable for
 // deduplication). A fraction of readings is bad (malformed payload, or
 // out-of-range values) and a fraction is late (event time late_by in the past).
-// PUBSUB_EMULATOR_HOST is honoured, and with it set --topic defaults to
-// projects/local-project/topics/vitals, the topic make stream uses
-// (internal/cli). Progress is printed every 5 s and a summary
-// at the end; on bad flags or an unreachable Pub/Sub it exits non-zero with a
-// one-line reason.
+// PUBSUB_EMULATOR_HOST is honoured, and with it set --topic defaults to the
+// topic make stream uses (internal/cli). Progress is printed every 5 s and a
+// summary at the end; on bad flags or an unreachable Pub/Sub it exits
+// non-zero with a one-line reason.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,6 +29,7 @@ import (
 	"os/signal"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -41,75 +39,12 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/internal/sensorclock"
+	"github.com/sensorpipe/sensorpipe/internal/synth"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/proto/readingpb"
 )
-
-// Reading is one generated patient-vitals reading.
-type Reading struct {
-	SensorID        string    `json:"sensor_id"`
-	Timestamp       time.Time `json:"-"`
-	HeartRate       *int      `json:"heart_rate"`
-	BodyTemperature float64   `json:"body_temperature"`
-	SpO2            int       `json:"spO2"`
-	BatteryLevel    int       `json:"battery_level"`
-}
-
-// Encoder turns a reading into a message payload. It is the hook for
-// --format: add an entry to encoders (e.g. "proto") to support a new format.
-type Encoder func(Reading) ([]byte, error)
-
-// encoders maps --format values to encoders.
-var encoders = map[string]Encoder{
-	"json":  encodeJSON,
-	"proto": encodeProto,
-}
-
-// encodeJSON renders r like
-// {"sensor_id":"sensor-0042","timestamp":"2026-11-22T10:15:30.123Z","heart_rate":72,...}.
-func encodeJSON(r Reading) ([]byte, error) {
-	type wire struct {
-		SensorID        string  `json:"sensor_id"`
-		Timestamp       string  `json:"timestamp"`
-		HeartRate       *int    `json:"heart_rate"`
-		BodyTemperature float64 `json:"body_temperature"`
-		SpO2            int     `json:"spO2"`
-		BatteryLevel    int     `json:"battery_level"`
-	}
-	return json.Marshal(wire{
-		SensorID:        r.SensorID,
-		Timestamp:       r.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z"),
-		HeartRate:       r.HeartRate,
-		BodyTemperature: r.BodyTemperature,
-		SpO2:            r.SpO2,
-		BatteryLevel:    r.BatteryLevel,
-	})
-}
-
-// encodeProto renders r as a sensorpipe.v1.Reading (schemas/proto/
-// reading.proto) carrying the same values as encodeJSON's object, so the
-// pipeline's --format=proto decoder sees the same reading.
-func encodeProto(r Reading) ([]byte, error) {
-	m := &readingpb.Reading{
-		SensorId:        r.SensorID,
-		Timestamp:       &readingpb.Reading_Rfc3339{Rfc3339: r.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z")},
-		BodyTemperature: proto.Float64(r.BodyTemperature),
-		SpO2:            proto.Float64(float64(r.SpO2)),
-		BatteryLevel:    proto.Float64(float64(r.BatteryLevel)),
-	}
-	if r.HeartRate != nil {
-		m.HeartRate = proto.Float64(float64(*r.HeartRate))
-	}
-	b, err := proto.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encode proto reading: %w", err)
-	}
-	return b, nil
-}
 
 type config struct {
 	topic, subscription string
@@ -121,6 +56,8 @@ type config struct {
 	lateBy              time.Duration
 	create              bool
 	format              string
+	spec                string
+	missingFraction     float64
 	seed                uint64
 }
 
@@ -140,11 +77,13 @@ func parseFlags(args []string) (config, error) {
 	fs.Float64Var(&c.lateFraction, "late_fraction", 0.01, "fraction of late records")
 	fs.DurationVar(&c.lateBy, "late_by", 2*time.Hour, "how far in the past late records' event times are")
 	fs.BoolVar(&c.create, "create", false, "create the topic (and --subscription) if missing")
-	fs.StringVar(&c.format, "format", "json", "payload format: json, or proto (a sensorpipe.v1.Reading, schemas/proto/reading.proto)")
+	fs.StringVar(&c.format, "format", "json", "payload format: json, or proto (the spec's declared protobuf message, its proto: section)")
+	fs.StringVar(&c.spec, "spec", schemas.DefaultSpecName(), "dataset spec whose readings to generate: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a YAML file")
+	fs.Float64Var(&c.missingFraction, "missing_fraction", 0.02, "fraction of the spec's optional fields sent as null")
 	fs.Uint64Var(&c.seed, "seed", 0, "random seed (0: time based)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(os.Stderr, "publish: generated vitals readings to a Pub/Sub topic in real time.\n\n%s\n\nExit codes: 0 published, 1 Pub/Sub failed or could not be reached, 2 bad flags.\n\nFlags:\n", cli.DefaultsHelp)
+			fmt.Fprintf(os.Stderr, "publish: generated readings of a dataset spec (--spec) to a Pub/Sub topic in real time.\n\n%s\n\nExit codes: 0 published, 1 Pub/Sub failed or could not be reached, 2 bad flags.\n\nFlags:\n", cli.DefaultsHelp)
 			fs.SetOutput(os.Stderr)
 			fs.PrintDefaults()
 			return c, err
@@ -173,8 +112,8 @@ func parseFlags(args []string) (config, error) {
 		return c, errors.New("--subscription must be in the same project as --topic")
 	case !(c.rate > 0) || c.rate > 1e6:
 		return c, fmt.Errorf("--rate=%v must be in (0, 1e6]", c.rate)
-	case c.sensors <= 0 || c.sensors > 9999:
-		return c, fmt.Errorf("--sensors=%d must be in 1..9999", c.sensors)
+	case c.sensors <= 0 || c.sensors > 99999:
+		return c, fmt.Errorf("--sensors=%d must be in 1..99999", c.sensors)
 	case c.duration <= 0:
 		return c, fmt.Errorf("--duration=%v must be positive", c.duration)
 	case !(c.badFraction >= 0 && c.badFraction <= 1):
@@ -183,9 +122,18 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("--late_fraction=%v must be in [0, 1]", c.lateFraction)
 	case c.lateBy < 0:
 		return c, fmt.Errorf("--late_by=%v must not be negative", c.lateBy)
+	case !(c.missingFraction >= 0 && c.missingFraction <= 1):
+		return c, fmt.Errorf("--missing_fraction=%v must be in [0, 1]", c.missingFraction)
 	}
-	if _, ok := encoders[c.format]; !ok {
+	if c.format != "json" && c.format != "proto" {
 		return c, fmt.Errorf("--format=%q is unknown (json or proto)", c.format)
+	}
+	spec, err := cli.LoadSpec(c.spec)
+	if err != nil {
+		return c, fmt.Errorf("--spec=%s: %w", c.spec, err)
+	}
+	if _, err := schemas.Compile(spec, schemas.CompileOptions{Format: c.format}); err != nil {
+		return c, fmt.Errorf("--spec=%s --format=%s: %w", c.spec, c.format, err)
 	}
 	if c.seed == 0 {
 		c.seed = uint64(time.Now().UnixNano())
@@ -193,85 +141,65 @@ func parseFlags(args []string) (config, error) {
 	return c, nil
 }
 
-// generator makes readings; each sensor drifts smoothly around a baseline.
+// generator makes the spec's readings (internal/synth) at the wall clock.
 type generator struct {
 	cfg   config
 	rng   *rand.Rand
-	enc   Encoder
+	syn   *synth.Generator
 	runID string
-	hr    []float64
-	temp  []float64
-	spo2  []float64
-	batt  []float64
 	seq   int64
 	// clock and lateClock give on-time and late readings event times that
-	// never repeat a sensor's millisecond.
+	// never repeat an identity's millisecond.
 	clock, lateClock sensorclock.Clock
 }
 
-func newGenerator(cfg config) *generator {
-	g := &generator{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x9e3779b97f4a7c15)), enc: encoders[cfg.format]}
-	g.runID = strconv.FormatUint(cfg.seed%1_000_000_007, 36)
-	for i := 0; i < cfg.sensors; i++ {
-		g.hr = append(g.hr, 60+g.rng.Float64()*30)
-		g.temp = append(g.temp, 36.3+g.rng.Float64()*0.9)
-		g.spo2 = append(g.spo2, 95+g.rng.Float64()*4)
-		g.batt = append(g.batt, 40+g.rng.Float64()*60)
+func newGenerator(cfg config) (*generator, error) {
+	if cfg.spec == "" {
+		cfg.spec = schemas.DefaultSpecName()
 	}
-	return g
+	spec, err := cli.LoadSpec(cfg.spec)
+	if err != nil {
+		return nil, err
+	}
+	c, err := schemas.Compile(spec, schemas.CompileOptions{Format: cfg.format})
+	if err != nil {
+		return nil, err
+	}
+	syn, err := synth.New(c.Spec, synth.Options{IDs: cfg.sensors, MissingShare: cfg.missingFraction, Seed: cfg.seed})
+	if err != nil {
+		return nil, err
+	}
+	g := &generator{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x9e3779b97f4a7c15)), syn: syn}
+	g.runID = strconv.FormatUint(cfg.seed%1_000_000_007, 36)
+	return g, nil
 }
-
-func clamp(v, lo, hi float64) float64 { return max(lo, min(hi, v)) }
 
 // next returns the payload and attributes of the next message, and whether it
 // is bad and/or late.
 func (g *generator) next(now time.Time) (data []byte, attrs map[string]string, bad, late bool, err error) {
 	i := g.rng.IntN(g.cfg.sensors)
-	g.hr[i] = clamp(g.hr[i]+g.rng.NormFloat64(), 45, 150)
-	g.temp[i] = clamp(g.temp[i]+g.rng.NormFloat64()*0.02, 35.5, 40)
-	g.spo2[i] = clamp(g.spo2[i]+g.rng.NormFloat64()*0.3, 88, 100)
-	g.batt[i] = clamp(g.batt[i]-g.rng.Float64()*0.01, 0, 100)
-	if g.batt[i] <= 1 {
-		g.batt[i] = 100 // recharged
-	}
-	r := Reading{
-		SensorID:        fmt.Sprintf("sensor-%04d", i),
-		BodyTemperature: float64(int(g.temp[i]*10+0.5)) / 10,
-		SpO2:            int(g.spo2[i] + 0.5),
-		BatteryLevel:    int(g.batt[i] + 0.5),
-	}
-	if g.rng.Float64() >= 0.02 { // heart_rate is sometimes null
-		hr := int(g.hr[i] + 0.5)
-		r.HeartRate = &hr
-	}
+	var ms int64
 	late = g.rng.Float64() < g.cfg.lateFraction
 	if late {
-		r.Timestamp = time.UnixMilli(g.lateClock.Next(i, now.Add(-g.cfg.lateBy)))
+		ms = g.lateClock.Next(i, now.Add(-g.cfg.lateBy))
 	} else {
-		r.Timestamp = time.UnixMilli(g.clock.Next(i, now))
+		ms = g.clock.Next(i, now)
 	}
 	bad = g.rng.Float64() < g.cfg.badFraction
-	malformed := false
-	if bad {
-		if g.rng.IntN(2) == 0 {
-			malformed = true
-		} else {
-			switch g.rng.IntN(4) { // out-of-range values
-			case 0:
-				hr := 301 + g.rng.IntN(200) // max is 300, inclusive
-				r.HeartRate = &hr
-			case 1:
-				r.BodyTemperature = 45 + g.rng.Float64()*10
-			case 2:
-				r.SpO2 = 101 + g.rng.IntN(50)
-			default:
-				r.BatteryLevel = -1 - g.rng.IntN(50)
-			}
+	malformed := bad && g.rng.IntN(2) == 0
+	if bad && !malformed {
+		var ok bool
+		if data, ok = g.syn.AppendOutOfRange(nil, i, ms); !ok {
+			malformed = true // the spec bounds no number
 		}
 	}
-	data, err = g.enc(r)
-	if err != nil {
-		return nil, nil, false, false, err
+	if data == nil {
+		data = g.syn.AppendJSON(nil, i, ms)
+	}
+	if g.cfg.format == "proto" {
+		if data, err = g.syn.EncodeProto(nil, data); err != nil {
+			return nil, nil, false, false, fmt.Errorf("encode reading: %w", err)
+		}
 	}
 	if malformed {
 		// Truncate and append junk: broken in any format.
@@ -279,7 +207,7 @@ func (g *generator) next(now time.Time) (data []byte, attrs map[string]string, b
 	}
 	g.seq++
 	attrs = map[string]string{
-		"event_ts":  strconv.FormatInt(r.Timestamp.UnixMilli(), 10),
+		"event_ts":  strconv.FormatInt(ms, 10),
 		"record_id": g.runID + "-" + strconv.FormatInt(g.seq, 10),
 	}
 	return data, attrs, bad, late, nil
@@ -352,7 +280,10 @@ func run(ctx context.Context, cfg config) error {
 		}()
 	}
 
-	gen := newGenerator(cfg)
+	gen, err := newGenerator(cfg)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	end := start.Add(cfg.duration)
 	tick := time.NewTicker(10 * time.Millisecond)

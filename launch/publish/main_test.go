@@ -73,10 +73,11 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
-// TestProtoAndJSONEncodersCarryTheSameReading decodes both encodings with
-// the pipeline's parsers and compares the records.
-func TestProtoAndJSONEncodersCarryTheSameReading(t *testing.T) {
-	spec, err := schemas.BuiltinSpec("vitals")
+// TestProtoAndJSONCarryTheSameReading: two generators with the same seed,
+// one per format, publish the same readings: the pipeline's decoders give
+// the same records, or the same dead-letter reason for the bad ones.
+func TestProtoAndJSONCarryTheSameReading(t *testing.T) {
+	spec, err := schemas.BuiltinSpec(schemas.DefaultSpecName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,46 +86,77 @@ func TestProtoAndJSONEncodersCarryTheSameReading(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hr := 72
-	badHR := 400
-	ts := time.Date(2026, 11, 22, 10, 15, 30, 123456789, time.UTC)
-	tests := []struct {
-		name string
-		r    Reading
-		want string // the reason, "" when valid
-	}{
-		{"complete", Reading{SensorID: "sensor-0042", Timestamp: ts, HeartRate: &hr, BodyTemperature: 36.8, SpO2: 98, BatteryLevel: 87}, ""},
-		{"heart_rate null", Reading{SensorID: "sensor-0001", Timestamp: ts, BodyTemperature: 37.1, SpO2: 95, BatteryLevel: 12}, ""},
-		{"out of range", Reading{SensorID: "sensor-0002", Timestamp: ts, HeartRate: &badHR, BodyTemperature: 36.8, SpO2: 98, BatteryLevel: 87}, "out_of_range"},
+	cfg := config{sensors: 20, badFraction: 0.2, lateFraction: 0.1, lateBy: time.Hour, missingFraction: 0.1, seed: 11}
+	cfg.format = "json"
+	gj, err := newGenerator(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			j, err := encodeJSON(tt.r)
+	cfg.format = "proto"
+	gp, err := newGenerator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)
+	reasons := map[string]int{}
+	for n := 0; n < 300; n++ {
+		j, _, jbad, _, err := gj.next(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _, pbad, _, err := gp.next(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromJSON, jerr := jp.Parse(nil, j, "t")
+		fromProto, perr := pp.Parse(nil, p, "t")
+		reason := func(err error) string {
+			if err == nil {
+				return ""
+			}
+			return schemas.Reason(err)
+		}
+		if jbad != pbad || reason(jerr) != reason(perr) || (jerr != nil) != jbad {
+			t.Fatalf("message %d: bad %v/%v, reasons json %q (%v), proto %q (%v)", n, jbad, pbad, reason(jerr), jerr, reason(perr), perr)
+		}
+		reasons[reason(jerr)]++
+		if len(fromJSON) != len(fromProto) {
+			t.Fatalf("json gave %d records, proto %d", len(fromJSON), len(fromProto))
+		}
+		for i := range fromJSON {
+			if !reflect.DeepEqual(fromJSON[i].Values, fromProto[i].Values) || fromJSON[i].EventMs != fromProto[i].EventMs {
+				t.Errorf("records differ:\n json  %+v\n proto %+v", fromJSON[i], fromProto[i])
+			}
+		}
+	}
+	if reasons[""] == 0 || reasons["malformed"] == 0 || reasons["out_of_range"] == 0 {
+		t.Errorf("reasons %v: want valid, malformed and out_of_range readings", reasons)
+	}
+}
+
+// TestEverySpecPublishes: every built-in spec's readings are generated
+// and valid (proto only where the spec declares it).
+func TestEverySpecPublishes(t *testing.T) {
+	for _, name := range schemas.BuiltinSpecNames() {
+		t.Run(name, func(t *testing.T) {
+			spec, err := schemas.BuiltinSpec(name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := encodeProto(tt.r)
+			g, err := newGenerator(config{spec: name, sensors: 5, format: "json", seed: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
-			fromJSON, jerr := jp.Parse(nil, j, "t")
-			fromProto, perr := pp.Parse(nil, p, "t")
-			reason := func(err error) string {
-				if err == nil {
-					return ""
-				}
-				return schemas.Reason(err)
+			data, _, _, _, err := g.next(time.Now())
+			if err != nil {
+				t.Fatal(err)
 			}
-			if reason(jerr) != tt.want || reason(perr) != tt.want {
-				t.Fatalf("reasons json %q (%v), proto %q (%v); want %q", reason(jerr), jerr, reason(perr), perr, tt.want)
+			if _, err := schemas.NewParser(spec).Parse(nil, data, "t"); err != nil {
+				t.Errorf("%s: %v", data, err)
 			}
-			if len(fromJSON) != len(fromProto) {
-				t.Fatalf("json gave %d records, proto %d", len(fromJSON), len(fromProto))
-			}
-			for i := range fromJSON {
-				if !reflect.DeepEqual(fromJSON[i].Values, fromProto[i].Values) || fromJSON[i].EventMs != fromProto[i].EventMs {
-					t.Errorf("records differ:\n json  %+v\n proto %+v", fromJSON[i], fromProto[i])
-				}
+			_, err = parseFlags([]string{"--topic=projects/p/topics/t", "--spec=" + name, "--format=proto"})
+			if got, want := err == nil, spec.Proto != nil; got != want {
+				t.Errorf("--spec=%s --format=proto: error %v; want one only without a proto declaration", name, err)
 			}
 		})
 	}
@@ -154,7 +186,10 @@ func TestParseFlagsFormat(t *testing.T) {
 // late, still carry distinct event times per sensor, so the pipeline has no
 // duplicates to merge; the payload's timestamp and event_ts agree.
 func TestGeneratorNeverRepeatsASensorMillisecond(t *testing.T) {
-	g := newGenerator(config{sensors: 3, lateFraction: 0.3, lateBy: 2 * time.Hour, format: "json", seed: 7})
+	g, err := newGenerator(config{sensors: 3, lateFraction: 0.3, lateBy: 2 * time.Hour, format: "json", seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := time.Date(2026, 11, 22, 10, 15, 30, 0, time.UTC)
 	seen := map[string]bool{}
 	lates := 0
