@@ -4,7 +4,7 @@ package schemas
 // The contract is at most 1.5 µs per reading per core for parse + validate +
 // key + mutation build (BenchmarkParseKeyMutation, ns/reading).
 //
-// Inputs are realistic vitals lines from internal/bench: one sensor, one
+// Inputs are realistic vitals lines (benchlines_test.go): one sensor, one
 // line a second, RFC 3339 or epoch-millisecond timestamps, and about one
 // line in twenty with "heart_rate": null, so imputation has work to do.
 //
@@ -38,8 +38,6 @@ import (
 
 	gojson "github.com/goccy/go-json"
 	"github.com/valyala/fastjson"
-
-	"github.com/sensorpipe/sensorpipe/internal/bench"
 )
 
 // groupSize is the readings of one prepared group: a sensor's minute at
@@ -64,7 +62,7 @@ type vitalsStruct struct {
 var sink float64
 
 func BenchmarkDecode(b *testing.B) {
-	lines := bench.VitalsLines(7, groupSize)
+	lines := vitalsLines(7, groupSize)
 	b.Run("encoding_json_struct", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
@@ -138,7 +136,7 @@ func benchInputs(b *testing.B) (*Spec, *Parser, *Builder, [][]byte) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return spec, NewParser(spec), bld, bench.VitalsLines(7, groupSize)
+	return spec, NewParser(spec), bld, vitalsLines(7, groupSize)
 }
 
 // perReading reports the loop's time and allocations per reading, where

@@ -149,7 +149,7 @@ func run(ctx context.Context) error {
 	input := *inputFlag
 	if input == "" {
 		w := bench.Workload{Sensors: *sensors, Seconds: *seconds, Start: bench.DefaultStart}
-		input = filepath.Join(work, "vitals.jsonl")
+		input = filepath.Join(work, schemas.DefaultSpecName()+".jsonl")
 		f, err := os.Create(input)
 		if err != nil {
 			return err
@@ -263,11 +263,18 @@ func withEmulator(fn func(host string) (*Side, error)) (*Side, error) {
 	return s, nil
 }
 
-func tableName(side string) string { return "patient_vitals_" + side }
+// tableName is the default spec's first Bigtable table, one per side.
+func tableName(side string) string {
+	spec, err := schemas.BuiltinSpec(schemas.DefaultSpecName())
+	if err != nil {
+		panic(err) // the default spec is built in and tested (schemas)
+	}
+	return spec.Bigtable.Tables[0].Name + "_" + side
+}
 
-// vitalsSpec is the vitals spec writing to side's table.
-func vitalsSpec(side string) (*schemas.Spec, error) {
-	spec, err := schemas.BuiltinSpec("vitals")
+// sideSpec is the default spec writing to side's table.
+func sideSpec(side string) (*schemas.Spec, error) {
+	spec, err := schemas.BuiltinSpec(schemas.DefaultSpecName())
 	if err != nil {
 		return nil, err
 	}
@@ -390,7 +397,7 @@ func summaryField(out, re string) (string, error) {
 // pipelineInProcess runs what the launcher's run does for --source=files
 // on prism: check the tables, build pipelines.Batch, run it.
 func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
-	spec, err := vitalsSpec(s.Name)
+	spec, err := sideSpec(s.Name)
 	if err != nil {
 		return err
 	}
@@ -443,7 +450,7 @@ func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
 // call at a time.
 func plainSide(ctx context.Context, host, input string) (*Side, error) {
 	s := &Side{Name: "plain"}
-	spec, err := vitalsSpec(s.Name)
+	spec, err := sideSpec(s.Name)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ const (
 // sample is one sampled reading: its cell and when it was published.
 type sample struct {
 	key       string // row key
-	tsMicros  int64  // cell timestamp of vitals:body_temperature
+	tsMicros  int64  // cell timestamp of the probe cell (target.cell())
 	published time.Time
 	visible   time.Time
 	state     sampleState
@@ -33,7 +33,7 @@ type sample struct {
 
 // poller watches a share of the sampled rows: every interval it reads the
 // rows with readings still waiting, in one ReadRows call restricted to
-// vitals:body_temperature cells in the waiting readings' timestamp range,
+// probe cells (target.cell()) in the waiting readings' timestamp range,
 // without values. Its cost is one small request per interval, whatever the
 // rate, and the rows it reads hold only their sensor's readings of the hour.
 type poller struct {
@@ -130,12 +130,12 @@ func (p *poller) poll(ctx context.Context) {
 	found := map[cell]time.Time{}
 	// The end is exclusive, and the client truncates it to the
 	// millisecond (hi+1 would exclude hi).
-	filter := bodyTemperatureCells(bigtable.TimestampRangeFilterMicros(bigtable.Timestamp(lo), bigtable.Timestamp(hi+1000)))
+	filter := probeCells(bigtable.TimestampRangeFilterMicros(bigtable.Timestamp(lo), bigtable.Timestamp(hi+1000)))
 	p.reads.Add(1)
 	t0 := time.Now()
 	err := p.tbl.ReadRows(ctx, bigtable.RowList(keys), func(r bigtable.Row) bool {
 		at := time.Now() // visible by now: an upper bound, at most one interval late
-		for _, it := range r["vitals"] {
+		for _, it := range r[target.family] {
 			found[cell{r.Key(), int64(it.Timestamp)}] = at
 		}
 		return true
@@ -165,15 +165,15 @@ func (p *poller) poll(ctx context.Context) {
 	}
 }
 
-// bodyTemperatureCells is a filter for the vitals:body_temperature cells,
+// probeCells is a filter for the probe cells (target.cell()),
 // without values, that pass the filters first (applied first, so the later
 // ones see fewer cells). It selects the column with a column range, not a
 // regular expression: the Bigtable emulator compiles a filter's regular
 // expression again for every cell it tests, which made polling with
 // FamilyFilter and ColumnFilter cost the emulator most of a core.
-func bodyTemperatureCells(first ...bigtable.Filter) bigtable.Filter {
+func probeCells(first ...bigtable.Filter) bigtable.Filter {
 	return bigtable.ChainFilters(append(first,
-		bigtable.ColumnRangeFilter("vitals", "body_temperature", "body_temperature\x00"),
+		bigtable.ColumnRangeFilter(target.family, target.qualifier, target.qualifier+"\x00"),
 		bigtable.StripValueFilter())...)
 }
 

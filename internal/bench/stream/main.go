@@ -20,8 +20,9 @@
 //  2. Latency: readings published at a steady -rate for -duration, each
 //     sensor at -rate/-sensors Hz; one sensor in -sample is sampled, so one
 //     reading in -sample, evenly over time. A sampled reading is visible
-//     once its vitals:body_temperature cell, at its event time, can be read
-//     from its row {sensor_id}#{YYYY-MM-DDTHH}. -pollers goroutines each
+//     once its probe cell (the default spec's first column holding a
+//     required field, target.go), at its event time, can be read from its
+//     row. -pollers goroutines each
 //     read their share of the sampled rows every -poll_interval, one
 //     ReadRows per poll restricted to the waiting readings' cells. The
 //     latency is from just before Publish to the poll that read the cell;
@@ -88,8 +89,6 @@ var (
 const (
 	project  = "bench"
 	instance = "bench"
-	table    = "patient_vitals"
-	dataset  = "vitals"
 	warmup   = 200 // readings that show the job is reading before the phases
 )
 
@@ -106,7 +105,7 @@ type Throughput struct {
 	// showing all read; EndToEndPerSec is Readings over it.
 	AllReadSeconds float64      `json:"all_read_seconds"`
 	EndToEndPerSec float64      `json:"end_to_end_readings_per_sec"`
-	InBigtable     int64        `json:"in_bigtable"` // readings whose body_temperature cell is there afterwards
+	InBigtable     int64        `json:"in_bigtable"` // readings whose probe cell is there afterwards
 	PublishFailed  int64        `json:"publish_failed"`
 	CPU            CPU          `json:"cpu"`
 	Progress       []ProgressAt `json:"progress"`
@@ -285,7 +284,7 @@ func run(ctx context.Context) (err error) {
 		return fmt.Errorf("pubsub client: %w", err)
 	}
 	defer psClient.Close()
-	topic, sub := "projects/"+project+"/topics/vitals", "projects/"+project+"/subscriptions/vitals-bench"
+	topic, sub := "projects/"+project+"/topics/"+target.spec.Name, "projects/"+project+"/subscriptions/"+target.spec.Name+"-bench"
 	pub, err := newPublisher(ctx, psClient, topic, sub)
 	if err != nil {
 		return err
@@ -296,12 +295,12 @@ func run(ctx context.Context) (err error) {
 		return fmt.Errorf("bigtable client: %w", err)
 	}
 	defer btClient.Close()
-	tbl := btClient.Open(table)
+	tbl := btClient.Open(target.table)
 
 	args := []string{"--source=pubsub", "--subscription=" + sub, "--timestamp_attribute=event_ts", "--id_attribute=record_id",
 		"--early_firing=" + earlyFiring.String(),
-		"--bigtable_project=" + project, "--bigtable_instance=" + instance, "--bigtable_table=" + table,
-		"--bigquery_project=" + project, "--bigquery_dataset=" + dataset,
+		"--bigtable_project=" + project, "--bigtable_instance=" + instance, "--bigtable_table=" + target.table,
+		"--bigquery_project=" + project, "--bigquery_dataset=" + target.spec.Name, "--spec=" + target.spec.Name,
 		"--dead_letter=" + filepath.Join(work, "deadletter"), "--progress_interval=1s"}
 	args = append(args, strings.Fields(*launcherArgs)...)
 	rep.Launcher = args
@@ -452,13 +451,13 @@ func throughput(ctx context.Context, j *job, pub *publisher, tbl *bigtable.Table
 	}); err != nil {
 		return t, err
 	}
-	// Every reading landed: count the phase's body_temperature cells.
+	// Every reading landed: count the phase's probe cells.
 	counted := time.Now()
-	rng := bigtable.NewRange(fmt.Sprintf("patient-%05d", throughputSensor0), fmt.Sprintf("patient-%05d", latencySensor0))
+	rng := bigtable.NewRange(target.keyPrefix(throughputSensor0), target.keyPrefix(latencySensor0))
 	err = tbl.ReadRows(ctx, rng, func(r bigtable.Row) bool {
-		t.InBigtable += int64(len(r["vitals"]))
+		t.InBigtable += int64(len(r[target.family]))
 		return true
-	}, bigtable.RowFilter(bodyTemperatureCells()))
+	}, bigtable.RowFilter(probeCells()))
 	if err != nil {
 		return t, fmt.Errorf("count cells: %w", err)
 	}
@@ -693,17 +692,17 @@ func showMs(v float64) string {
 
 // missedCell describes a missed reading and whether its cell is there now.
 func missedCell(ctx context.Context, tbl *bigtable.Table, s *sample) string {
-	desc := fmt.Sprintf("%s vitals:body_temperature@%d published %s", s.key, s.tsMicros, s.published.UTC().Format("15:04:05.000"))
-	row, err := tbl.ReadRow(ctx, s.key, bigtable.RowFilter(bodyTemperatureCells()))
+	desc := fmt.Sprintf("%s %s@%d published %s", s.key, target.cell(), s.tsMicros, s.published.UTC().Format("15:04:05.000"))
+	row, err := tbl.ReadRow(ctx, s.key, bigtable.RowFilter(probeCells()))
 	if err != nil {
 		return desc + fmt.Sprintf(": reading the row again failed: %v", err)
 	}
-	for _, it := range row["vitals"] {
+	for _, it := range row[target.family] {
 		if int64(it.Timestamp) == s.tsMicros {
-			return desc + fmt.Sprintf(": there %s after its publish (its row has %d readings)", time.Since(s.published).Round(time.Second), len(row["vitals"]))
+			return desc + fmt.Sprintf(": there %s after its publish (its row has %d readings)", time.Since(s.published).Round(time.Second), len(row[target.family]))
 		}
 	}
-	return desc + fmt.Sprintf(": still absent %s after its publish (its row has %d readings)", time.Since(s.published).Round(time.Second), len(row["vitals"]))
+	return desc + fmt.Sprintf(": still absent %s after its publish (its row has %d readings)", time.Since(s.published).Round(time.Second), len(row[target.family]))
 }
 
 // cpuMeter reads the CPU used so far by each process of the run.

@@ -11,7 +11,6 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
-	"github.com/sensorpipe/sensorpipe/internal/bench"
 	"github.com/sensorpipe/sensorpipe/internal/sensorclock"
 )
 
@@ -24,20 +23,14 @@ const (
 	maxSensors        = 9_999 // per phase: the ranges above stay 5 digits apart
 )
 
-// rowKey is the vitals row key of sensor's reading at eventMs:
-// {sensor_id}#{YYYY-MM-DDTHH} (schemas/specs/vitals.yaml).
-func rowKey(sensor int, eventMs int64) string {
-	return fmt.Sprintf("patient-%05d#%s", sensor, time.UnixMilli(eventMs).UTC().Format("2006-01-02T15"))
-}
+// rowKey is the row key of sensor's reading at eventMs.
+func rowKey(sensor int, eventMs int64) string { return target.rowKey(sensor, eventMs) }
 
-// message is sensor's reading at eventMs: the batch benchmark's vitals
-// line (bench.AppendVitalsLine), with attribute event_ts = eventMs and a
-// unique record_id.
+// message is sensor's reading at eventMs: the batch benchmark's line
+// (bench.Lines), with attribute event_ts = eventMs and a unique record_id.
 func message(sensor int, eventMs int64, seq int64) *pubsub.Message {
-	// AppendVitalsLine puts sensor's reading at start + sensor*37%1000 ms.
-	start := time.UnixMilli(eventMs - int64(sensor*37%1000))
 	return &pubsub.Message{
-		Data: bench.AppendVitalsLine(nil, start, sensor, 0),
+		Data: target.lines.AppendAt(nil, sensor, eventMs),
 		Attributes: map[string]string{
 			"event_ts":  strconv.FormatInt(eventMs, 10),
 			"record_id": "bench-" + strconv.FormatInt(seq, 10),
