@@ -112,7 +112,7 @@ func newRNG(seed uint64, id int, ms int64, salt uint64) *rng {
 }
 
 func (r *rng) float() float64 { return float64(r.pcg.Uint64()>>11) / (1 << 53) }
-func (r *rng) intn(n int) int  { return int(r.pcg.Uint64() % uint64(n)) }
+func (r *rng) intn(n int) int { return int(r.pcg.Uint64() % uint64(n)) }
 
 // AppendJSON appends the reading of identity id at event time ms (epoch
 // milliseconds) as a JSON object, without a newline.
