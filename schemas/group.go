@@ -26,7 +26,7 @@ func (s *Spec) IdentityKey(r *Record) string {
 
 // ReadingID is the deterministic id of a reading: the hex of the first 16
 // bytes of SHA-256 over the identity fields joined by "|", then "|" and the
-// event epoch milliseconds. For vitals that is sensor_id + "|" + ms.
+// event epoch milliseconds: for an identity of one field, field + "|" + ms.
 func (s *Spec) ReadingID(r *Record) string {
 	var b []byte
 	for _, name := range s.Identity {

@@ -10,7 +10,7 @@ import (
 	// fastjson is chosen by measurement (see BenchmarkDecode in
 	// bench_test.go): it scans a line without reflection, lets us tell
 	// absent from null from the wrong JSON type, and reuses its arena through
-	// a pool, so a vitals line costs a fraction of encoding/json's time.
+	// a pool, so a typical reading line costs a fraction of encoding/json's time.
 	"github.com/valyala/fastjson"
 )
 

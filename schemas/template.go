@@ -155,7 +155,7 @@ const (
 // bucketAppender renders a UTC time bucket by appending digits, the same
 // text as time.Format with the bucket's layout (2006, 2006-01, 2006-01-02,
 // 2006-01-02T15, 2006-01-02T15:04) without building a string: the hour
-// bucket is on every vitals reading's hot path.
+// bucket is on the hot path of every reading keyed by hour.
 func bucketAppender(level int) func(dst []byte, v Value) []byte {
 	return func(dst []byte, v Value) []byte {
 		t := time.UnixMilli(v.Int).UTC()

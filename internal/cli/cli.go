@@ -28,9 +28,11 @@ import (
 const (
 	LocalProject  = "local-project"
 	LocalInstance = "local-instance"
-	// LocalTopic is the Pub/Sub topic make stream publishes to.
-	LocalTopic = "vitals"
 )
+
+// LocalTopic is the Pub/Sub topic make stream publishes to: named after
+// the default spec (schemas/specs/DEFAULT).
+var LocalTopic = schemas.DefaultSpecName()
 
 // The emulator variables the Google Cloud clients honour.
 const (
@@ -91,7 +93,7 @@ func BigQueryProject(value, bigtableFlag string) (string, error) {
 }
 
 // Topic resolves a Pub/Sub topic flag: the value given, else the local
-// topic projects/local-project/topics/vitals when PUBSUB_EMULATOR_HOST is
+// topic projects/local-project/topics/<LocalTopic> when PUBSUB_EMULATOR_HOST is
 // set, else a usage error.
 func Topic(topic string) (string, error) {
 	if topic != "" {
@@ -105,7 +107,7 @@ func Topic(topic string) (string, error) {
 
 // DefaultsHelp is the paragraph each tool's --help prints about the
 // defaults.
-const DefaultsHelp = `Local defaults: with ` + BigtableEmulatorEnv + ` set (make emulators: ` + LocalBigtableHost + `),
+var DefaultsHelp = `Local defaults: with ` + BigtableEmulatorEnv + ` set (make emulators: ` + LocalBigtableHost + `),
 --bigtable_project and --bigtable_instance default to ` + LocalProject + ` and
 ` + LocalInstance + `, the names make run writes; with ` + PubSubEmulatorEnv + ` set, the
 topic defaults to projects/` + LocalProject + `/topics/` + LocalTopic + `. Without the

@@ -302,7 +302,7 @@ func windowFilter(q Query) bigtable.Filter {
 
 // familyFilter keeps the table's declared families: the query answers from
 // the spec's columns, not, say, the hourly rollups the launcher adds to
-// vitals rows in a family of their own.
+// the rows in a family of their own.
 func familyFilter(spec *schemas.Spec, table string) bigtable.Filter {
 	ts := spec.Table(table)
 	if ts == nil || len(ts.Families) == 0 {

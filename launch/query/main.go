@@ -191,7 +191,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *schema == "" {
-		return cli.Usagef("--schema is required (a built-in name such as vitals, or a YAML file)")
+		return cli.Usagef("--schema is required (a built-in name: %s; or a YAML file)", strings.Join(schemas.BuiltinSpecNames(), ", "))
 	}
 	spec, err := cli.LoadSpec(*schema)
 	if err != nil {
