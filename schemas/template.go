@@ -592,7 +592,7 @@ func AppendText(dst []byte, v Value) []byte {
 	case KindString, KindBytes:
 		return append(dst, v.Str...)
 	case KindFloat:
-		return strconv.AppendFloat(dst, v.Num, 'f', -1, 64)
+		return appendFloat(dst, v.Num)
 	case KindInt, KindTime:
 		return strconv.AppendInt(dst, v.Int, 10)
 	case KindBool:
@@ -608,4 +608,52 @@ func AppendText(dst []byte, v Value) []byte {
 		}
 	}
 	return dst
+}
+
+// decimalScales are the powers of ten appendFloat's fast path tries.
+var decimalScales = [...]float64{1, 10, 100, 1000}
+
+// appendFloat is strconv.AppendFloat(dst, x, 'f', -1, 64), byte for byte,
+// with a fast path for what sensors send: numbers of at most three
+// decimals below 1e9 in magnitude (72, 36.6, 97.25). When n/10^k, computed
+// with one correctly rounded division, is x, the decimal n·10^-k reads back
+// as x; below 1e9 a float64's spacing is under 10^-6, so no other decimal
+// of at most three places (nor a shorter one) reads back as x, and that
+// decimal is the shortest form strconv would print. It is printed as an
+// integer and a fraction, without strconv's general shortest-digits search.
+// TestAppendFloatMatchesStrconv checks it against strconv.
+func appendFloat(dst []byte, x float64) []byte {
+	if x == 0 || !(x > -1e9 && x < 1e9) {
+		return strconv.AppendFloat(dst, x, 'f', -1, 64)
+	}
+	neg := x < 0
+	if neg {
+		x = -x
+	}
+	for k, scale := range decimalScales {
+		y := x * scale
+		n := int64(y)
+		if float64(n) != y || float64(n)/scale != x {
+			continue
+		}
+		for ; k > 0 && n%10 == 0; k-- {
+			n /= 10
+		}
+		if neg {
+			dst = append(dst, '-')
+		}
+		if k == 0 {
+			return strconv.AppendInt(dst, n, 10)
+		}
+		p := int64(1)
+		for range k {
+			p *= 10
+		}
+		dst = append(strconv.AppendInt(dst, n/p, 10), '.')
+		return appendDigits(dst, int(n%p), k)
+	}
+	if neg {
+		x = -x
+	}
+	return strconv.AppendFloat(dst, x, 'f', -1, 64)
 }
