@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestAppendFloatMatchesStrconv checks appendFloat's fast path against
@@ -31,6 +32,23 @@ func TestAppendFloatMatchesStrconv(t *testing.T) {
 		want := string(strconv.AppendFloat([]byte("x"), x, 'f', -1, 64))
 		if got != want {
 			t.Fatalf("appendFloat(%v) = %q, want %q", x, got, want)
+		}
+	}
+}
+
+// TestUTCFieldsMatchesTime checks utcFields against time's UTC fields
+// across its fast range, its edges, and outside it.
+func TestUTCFieldsMatchesTime(t *testing.T) {
+	ms := []int64{0, 1, -1, 86399999, 86400000, 951782400000, 951868800000, maxEventMs - 1, maxEventMs, maxEventMs + 1, minEventMs, -62135596800000}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 500000 {
+		ms = append(ms, rng.Int64N(maxEventMs), rng.Int64N(maxEventMs-minEventMs)+minEventMs, rng.Int64N(4e12))
+	}
+	for _, m := range ms {
+		tt := time.UnixMilli(m).UTC()
+		y, mo, d, h, mi := utcFields(m)
+		if y != tt.Year() || mo != int(tt.Month()) || d != tt.Day() || h != tt.Hour() || mi != tt.Minute() {
+			t.Fatalf("utcFields(%d) = %d-%d-%d %d:%d, want %v", m, y, mo, d, h, mi, tt)
 		}
 	}
 }
