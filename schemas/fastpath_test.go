@@ -1,5 +1,7 @@
 package schemas
 
+// Tests of the hot-path fast paths against the standard library they stand in for.
+
 import (
 	"math"
 	"math/rand/v2"
