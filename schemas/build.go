@@ -243,6 +243,7 @@ func (b *Builder) mutations(recs []Record, deletes bool, kind func(i int) Origin
 	for ti := range b.tables {
 		t := &b.tables[ti]
 		rows := map[string]int{}
+		last := -1
 		for ri := range recs {
 			r := &recs[ri]
 			var err error
@@ -251,12 +252,18 @@ func (b *Builder) mutations(recs []Record, deletes bool, kind func(i int) Origin
 				errs = append(errs, Rejected{Origin{Raw: r.Raw, Source: r.Source, Kind: kind(ri)}, t.name, err})
 				continue
 			}
-			idx, ok := rows[string(buf)]
+			// A group's readings mostly share their row (a sensor's
+			// hour): try the row of the previous reading before the map.
+			idx, ok := last, last >= 0 && out[last].RowKey == string(buf)
+			if !ok {
+				idx, ok = rows[string(buf)]
+			}
 			if !ok {
 				idx = len(out)
 				rows[string(buf)] = idx
 				out = append(out, RowMutation{Table: t.name, RowKey: string(buf)})
 			}
+			last = idx
 			m := &out[idx]
 			if m.Cells == nil {
 				// Rows usually hold many readings (a sensor's hour) or

@@ -50,7 +50,10 @@ func appendString(dst []byte, s string) []byte {
 
 // DecodeRecord decodes what AppendBinary wrote.
 func DecodeRecord(b []byte) (Record, error) {
-	d := decoder{b: b}
+	// The strings of the record share one copy of the encoding: one
+	// allocation instead of one per string (the Raw line, the source and
+	// each string value).
+	d := decoder{b: b, src: string(b)}
 	var r Record
 	n := d.uvarint()
 	if n > uint64(len(b)) {
@@ -99,6 +102,9 @@ func DecodeRecord(b []byte) (Record, error) {
 type decoder struct {
 	b   []byte
 	err error
+	// src, when set, is b as first given, as a string: string() slices
+	// it instead of copying.
+	src string
 }
 
 func (d *decoder) fail(what string) {
@@ -154,7 +160,13 @@ func (d *decoder) string() string {
 		d.fail("string")
 		return ""
 	}
-	s := string(d.b[:n])
+	var s string
+	if d.src != "" {
+		at := len(d.src) - len(d.b)
+		s = d.src[at : at+int(n)]
+	} else {
+		s = string(d.b[:n])
+	}
 	d.b = d.b[n:]
 	return s
 }

@@ -406,7 +406,7 @@ func parseUTCTimestamp(b []byte) (int64, bool) {
 	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || sec > 59 {
 		return 0, false
 	}
-	if day > time.Date(year, time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day() {
+	if day > daysInMonth(year, month) {
 		return 0, false
 	}
 	ms := 0
@@ -427,7 +427,44 @@ func parseUTCTimestamp(b []byte) (int64, bool) {
 		}
 		ms = frac
 	}
-	return time.Date(year, time.Month(month), day, hour, minute, sec, 0, time.UTC).UnixMilli() + int64(ms), true
+	return (daysFromCivil(year, month, day)*86400+int64(hour*3600+minute*60+sec))*1000 + int64(ms), true
+}
+
+// daysInMonth is the number of days of month (1-12) in year, proleptic
+// Gregorian as the time package counts them.
+func daysInMonth(year, month int) int {
+	if month == 2 {
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	}
+	return 30 + (month+month/8)%2
+}
+
+// daysFromCivil is the days from 1970-01-01 to year-month-day (year 0 to
+// 9999), as time.Date counts them, without time.Date's normalisation:
+// Howard Hinnant's days_from_civil
+// (https://howardhinnant.github.io/date_algorithms.html), the inverse of
+// utcFields. TestUTCTimestampFastPathAgreesWithTimeParse and
+// FuzzUTCTimestampFastPath check it through parseUTCTimestamp.
+func daysFromCivil(year, month, day int) int64 {
+	y := int64(year)
+	if month <= 2 {
+		y--
+	}
+	era := y / 400
+	if y < 0 {
+		era = (y - 399) / 400
+	}
+	yoe := y - era*400
+	mp := int64(month + 9)
+	if month > 2 {
+		mp = int64(month - 3)
+	}
+	doy := (153*mp+2)/5 + int64(day) - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return era*146097 + doe - 719468
 }
 
 // ParseTimestamp parses an RFC 3339 timestamp with any UTC offset and an

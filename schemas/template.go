@@ -158,27 +158,61 @@ const (
 // bucket is on the hot path of every reading keyed by hour.
 func bucketAppender(level int) func(dst []byte, v Value) []byte {
 	return func(dst []byte, v Value) []byte {
-		t := time.UnixMilli(v.Int).UTC()
-		y, mo, d := t.Date()
+		y, mo, d, hour, minute := utcFields(v.Int)
 		dst = appendDigits(dst, y, 4)
 		if level >= bucketMonth {
-			dst = appendDigits(append(dst, '-'), int(mo), 2)
+			dst = appendDigits(append(dst, '-'), mo, 2)
 		}
 		if level >= bucketDay {
 			dst = appendDigits(append(dst, '-'), d, 2)
 		}
 		if level >= bucketHour {
-			dst = appendDigits(append(dst, 'T'), t.Hour(), 2)
+			dst = appendDigits(append(dst, 'T'), hour, 2)
 		}
 		if level >= bucketMinute {
-			dst = appendDigits(append(dst, ':'), t.Minute(), 2)
+			dst = appendDigits(append(dst, ':'), minute, 2)
 		}
 		return dst
 	}
 }
 
+// utcFields is the UTC year, month, day, hour and minute of epoch
+// milliseconds ms, as time.UnixMilli(ms).UTC() gives them. From 1970 to
+// 9999 it computes them directly (the days-to-civil algorithm of
+// https://howardhinnant.github.io/date_algorithms.html), several times
+// faster than time's Date and Clock; TestUTCFieldsMatchesTime checks it.
+func utcFields(ms int64) (year, month, day, hour, minute int) {
+	const msPerDay = 86400000
+	if ms < 0 || ms >= maxEventMs {
+		t := time.UnixMilli(ms).UTC()
+		y, mo, d := t.Date()
+		return y, int(mo), d, t.Hour(), t.Minute()
+	}
+	days, rem := ms/msPerDay, ms%msPerDay
+	hour, minute = int(rem/3600000), int(rem/60000%60)
+	z := days + 719468 // days since 0000-03-01
+	era := z / 146097
+	doe := z - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	day = int(doy - (153*mp+2)/5 + 1)
+	month = int(mp + 3)
+	if mp >= 10 {
+		month = int(mp - 9)
+	}
+	year = int(yoe + era*400)
+	if month <= 2 {
+		year++
+	}
+	return year, month, day, hour, minute
+}
+
 // appendDigits appends n (0 <= n) zero-padded to width digits.
 func appendDigits(dst []byte, n, width int) []byte {
+	if width == 2 && n >= 0 && n < 100 {
+		return append(dst, byte('0'+n/10), byte('0'+n%10))
+	}
 	var b [20]byte
 	i := len(b)
 	for n > 0 || i > len(b)-width {
@@ -592,7 +626,7 @@ func AppendText(dst []byte, v Value) []byte {
 	case KindString, KindBytes:
 		return append(dst, v.Str...)
 	case KindFloat:
-		return strconv.AppendFloat(dst, v.Num, 'f', -1, 64)
+		return appendFloat(dst, v.Num)
 	case KindInt, KindTime:
 		return strconv.AppendInt(dst, v.Int, 10)
 	case KindBool:
@@ -608,4 +642,52 @@ func AppendText(dst []byte, v Value) []byte {
 		}
 	}
 	return dst
+}
+
+// decimalScales are the powers of ten appendFloat's fast path tries.
+var decimalScales = [...]float64{1, 10, 100, 1000}
+
+// appendFloat is strconv.AppendFloat(dst, x, 'f', -1, 64), byte for byte,
+// with a fast path for what sensors send: numbers of at most three
+// decimals below 1e9 in magnitude (72, 36.6, 97.25). When n/10^k, computed
+// with one correctly rounded division, is x, the decimal n·10^-k reads back
+// as x; below 1e9 a float64's spacing is under 10^-6, so no other decimal
+// of at most three places (nor a shorter one) reads back as x, and that
+// decimal is the shortest form strconv would print. It is printed as an
+// integer and a fraction, without strconv's general shortest-digits search.
+// TestAppendFloatMatchesStrconv checks it against strconv.
+func appendFloat(dst []byte, x float64) []byte {
+	if x == 0 || !(x > -1e9 && x < 1e9) {
+		return strconv.AppendFloat(dst, x, 'f', -1, 64)
+	}
+	neg := x < 0
+	if neg {
+		x = -x
+	}
+	for k, scale := range decimalScales {
+		y := x * scale
+		n := int64(y)
+		if float64(n) != y || float64(n)/scale != x {
+			continue
+		}
+		for ; k > 0 && n%10 == 0; k-- {
+			n /= 10
+		}
+		if neg {
+			dst = append(dst, '-')
+		}
+		if k == 0 {
+			return strconv.AppendInt(dst, n, 10)
+		}
+		p := int64(1)
+		for range k {
+			p *= 10
+		}
+		dst = append(strconv.AppendInt(dst, n/p, 10), '.')
+		return appendDigits(dst, int(n%p), k)
+	}
+	if neg {
+		x = -x
+	}
+	return strconv.AppendFloat(dst, x, 'f', -1, 64)
 }

@@ -42,6 +42,8 @@ import (
 	"cloud.google.com/go/bigtable"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	// -pipeline=inprocess runs on prism in this process.
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/internal/bench"
