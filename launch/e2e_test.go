@@ -26,13 +26,26 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
+// TestMain removes the launcher the tests built (about 200 MB), so runs do
+// not fill the temporary folder.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	os.Remove(launcherPath())
+	os.Exit(code)
+}
+
+// launcherPath is where launcher builds the launcher: one per test binary.
+func launcherPath() string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("sensorpipe-e2e-%d", os.Getpid()))
+}
+
 // launcher builds the launcher once per test binary and returns its path.
 func launcher(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped under -short")
 	}
-	bin := filepath.Join(os.TempDir(), fmt.Sprintf("sensorpipe-e2e-%d", os.Getpid()))
+	bin := launcherPath()
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}

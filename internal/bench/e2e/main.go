@@ -29,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -64,6 +65,8 @@ var (
 	launcher   = flag.String("launcher", "", "A launcher binary to exec instead of building ./launch.")
 	cpuProfile = flag.String("cpuprofile", "", "Write a CPU profile of the pipeline run here (implies -pipeline=inprocess).")
 	plainProf  = flag.String("plain_cpuprofile", "", "Write a CPU profile of the plain writer here.")
+	memProfile = flag.String("memprofile", "", "Write a heap profile of the pipeline run here, taken when the live heap peaks (implies -pipeline=inprocess).")
+	shuffle    = flag.Bool("shuffle", false, "Shuffle the generated workload's lines (a fixed seed), for the memory of out-of-order input; the default is time order, as historical exports are.")
 	batch      = flag.Int("plain_batch", 1000, "Entries (readings) per ApplyBulk call of the plain writer.")
 	verify     = flag.Bool("verify", true, "After each side, read the table back and check both sides wrote the same number of rows and cells.")
 	outFlag    = flag.String("out", "", "Also write the figures as JSON to this file.")
@@ -85,6 +88,8 @@ type Side struct {
 	ProcessSeconds  float64 `json:"process_seconds,omitempty"` // exec mode: the launcher process's wall time
 	CPUSeconds      float64 `json:"cpu_seconds"`               // user+system CPU of the side (launcher process, or this process during the side)
 	EmulatorCPU     float64 `json:"emulator_cpu_seconds"`      // user+system CPU of the side's emulator, up to the end of the side
+	PeakRSSMB       float64 `json:"peak_rss_mb,omitempty"`     // exec mode: the launcher process's peak resident memory
+	PeakHeapMB      float64 `json:"peak_heap_mb,omitempty"`    // in-process: the peak live heap seen by -memprofile's sampler
 	Rows            int64   `json:"rows,omitempty"`
 	Cells           int64   `json:"cells,omitempty"`
 	ApplyBulkCalls  int     `json:"apply_bulk_calls,omitempty"`
@@ -124,7 +129,7 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	if *cpuProfile != "" {
+	if *cpuProfile != "" || *memProfile != "" {
 		*mode = "inprocess"
 	}
 	if *mode != "exec" && *mode != "inprocess" {
@@ -164,6 +169,12 @@ func run(ctx context.Context) error {
 			return fmt.Errorf("write workload: %w", err)
 		}
 		rep.Workload = w.String()
+		if *shuffle {
+			if err := shuffleLines(input); err != nil {
+				return fmt.Errorf("shuffle workload: %w", err)
+			}
+			rep.Workload += ", lines shuffled"
+		}
 		fmt.Printf("workload: %s, %.1f MB at %s\n", w, float64(size)/1e6, input)
 	} else {
 		rep.Workload = "file " + input
@@ -204,7 +215,12 @@ func run(ctx context.Context) error {
 	}
 	if rep.Pipeline != nil && rep.Plain != nil {
 		rep.Ratio = rep.Pipeline.ReadingsPerSec / rep.Plain.ReadingsPerSec
-		fmt.Printf("ratio pipeline/plain: %.2f (target >= 0.8, aim >= 1.0)\n", rep.Ratio)
+		fmt.Printf("ratio pipeline/plain: %.2f readings/s (target >= 1.2)", rep.Ratio)
+		if rep.Pipeline.Readings > 0 && rep.Plain.Readings > 0 && rep.Plain.CPUSeconds > 0 {
+			fmt.Printf("; CPU per reading %.2f x the plain writer's (target <= 1.5)",
+				(rep.Pipeline.CPUSeconds/float64(rep.Pipeline.Readings))/(rep.Plain.CPUSeconds/float64(rep.Plain.Readings)))
+		}
+		fmt.Println()
 		if *verify && (rep.Pipeline.Cells != rep.Plain.Cells || rep.Pipeline.Rows != rep.Plain.Rows) {
 			return fmt.Errorf("the sides wrote different data: pipeline %d rows %d cells, plain %d rows %d cells",
 				rep.Pipeline.Rows, rep.Pipeline.Cells, rep.Plain.Rows, rep.Plain.Cells)
@@ -225,13 +241,28 @@ func printSide(s *Side) {
 	if s.ProcessSeconds > 0 {
 		fmt.Printf(" (launcher process %.2fs)", s.ProcessSeconds)
 	}
+	if s.PeakRSSMB > 0 {
+		fmt.Printf("; peak RSS %.0f MB", s.PeakRSSMB)
+	}
+	if s.PeakHeapMB > 0 {
+		fmt.Printf("; peak live heap %.0f MB", s.PeakHeapMB)
+	}
 	if s.Cells > 0 {
 		fmt.Printf("; %d rows, %d cells", s.Rows, s.Cells)
 	}
 	if s.ApplyBulkCalls > 0 {
 		fmt.Printf("; %d ApplyBulk calls", s.ApplyBulkCalls)
 	}
-	fmt.Printf("; CPU %.1fs, emulator CPU %.1fs", s.CPUSeconds, s.EmulatorCPU)
+	if s.Cells > 0 && s.Readings > 0 {
+		// A batch sets each cell once (no rewrites): the cells read back
+		// are its Bigtable cell mutations.
+		fmt.Printf("; %.2f Bigtable cell mutations per reading", float64(s.Cells)/float64(s.Readings))
+	}
+	fmt.Printf("; CPU %.1fs", s.CPUSeconds)
+	if s.Readings > 0 {
+		fmt.Printf(" = %.1f µs per reading", s.CPUSeconds*1e6/float64(s.Readings))
+	}
+	fmt.Printf(", emulator CPU %.1fs", s.EmulatorCPU)
 	if s.DeadLetters > 0 {
 		fmt.Printf("; %d DEAD LETTERS", s.DeadLetters)
 	}
@@ -356,6 +387,9 @@ func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string, 
 	s.ProcessSeconds = time.Since(start).Seconds()
 	if cmd.ProcessState != nil {
 		s.CPUSeconds = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			s.PeakRSSMB = float64(ru.Maxrss) / 1024 // KiB on Linux
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("launcher: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
@@ -422,6 +456,11 @@ func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
 		}
 		defer pprof.StopCPUProfile()
 		s.ProfileFile = *cpuProfile
+	}
+	if *memProfile != "" {
+		stop := bench.SampleHeap(*memProfile, 100*time.Millisecond)
+		defer func() { s.PeakHeapMB = stop() }()
+		s.ProfileFile = *memProfile
 	}
 	start := time.Now()
 	p, root := beam.NewPipelineWithRoot()
@@ -609,6 +648,25 @@ func countCells(ctx context.Context, table string) (rows, cells int64, err error
 		return 0, 0, fmt.Errorf("read back %s: %w", table, err)
 	}
 	return rows, cells, nil
+}
+
+// shuffleLines rewrites the file at path with its lines in a random order
+// (a fixed seed, so runs compare).
+func shuffleLines(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	if n := len(lines); n > 0 && len(lines[n-1]) == 0 {
+		lines = lines[:n-1]
+	}
+	if n := len(lines); n > 0 && !bytes.HasSuffix(lines[n-1], []byte("\n")) {
+		lines[n-1] = append(lines[n-1], '\n')
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	r.Shuffle(len(lines), func(i, j int) { lines[i], lines[j] = lines[j], lines[i] })
+	return os.WriteFile(path, bytes.Join(lines, nil), 0o644)
 }
 
 func countLines(path string) (int64, error) {
