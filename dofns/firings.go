@@ -62,28 +62,15 @@ func (PaneBatchFn) ProcessElement(pane beam.PaneInfo, w beam.Window, key string,
 	emit(stateKey(key, p.StartMs), p)
 }
 
-// EarlyState is StreamRowsFn's summary of the early firings of one
-// identity and window: the window's bounds, how many early firings there
-// were, the observed values that impute the next firing's readings, and the
-// rollup so far. Its size does not grow with the window.
-type EarlyState struct {
-	StartMs, EndMs int64
-	Firings        int64
-	// Dropped counts the duplicates the early firings dropped (and
-	// counted), each within its own firing.
-	Dropped int64
-	Seen    schemas.Seen
-	Rollup  schemas.Rollup
-}
+// EarlyState is StreamRowsFn's state of the early firings of one identity
+// and window (see schemas.EarlyState). A type of its own, with the same
+// fields, so that the state's registered type and coding stay as they were.
+type EarlyState schemas.EarlyState
 
-// FinalState is what the on-time and late firings of one identity and
-// window built: each reading's event millisecond (its identity, within the
-// key) and fingerprint, in event-time order, and the duplicates dropped.
-type FinalState struct {
-	Ms      []int64
-	Prints  []uint64
-	Dropped int64
-}
+// FinalState is StreamRowsFn's state of the on-time and late firings of
+// one identity and window (see schemas.FinalState), a type of its own for
+// the same reason.
+type FinalState schemas.FinalState
 
 // StreamRowsFn builds the rows of a stream's firings, keyed by identity and
 // window, with state per key, so that an early firing costs the readings it
@@ -347,13 +334,13 @@ func (f *StreamRowsFn) OnTimer(ctx context.Context, sp state.Provider, tp timers
 func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Provider, key string, p PaneBatch, fin FinalState, final bool,
 	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) error {
 	f.hour.firings.Inc(ctx, 1)
-	var out firing
+	var out schemas.Firing
 	if p.Timing == typex.PaneEarly && !final {
 		es, _, err := f.Early.Read(sp)
 		if err != nil {
 			return fmt.Errorf("read early-firing state: %w", err)
 		}
-		if err := guard(func() { out = f.hour.early(p, &es) }); err != nil {
+		if err := guard(func() { out = f.Spec.EarlyFiring(p.hour(), (*schemas.EarlyState)(&es)) }); err != nil {
 			f.hour.reject(ctx, p.Records, err, emitDead)
 			return nil
 		}
@@ -387,16 +374,16 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 			}
 			counted = es.Dropped
 		}
-		var next FinalState
+		var next schemas.FinalState
 		now := time.Now()
 		if err := guard(func() {
-			next, out = f.hour.final(p, prev, recovered, fin, final, counted, f.BigQuery, now.UnixMilli())
+			next, out = f.Spec.FinalFiring(p.hour(), prev, recovered, schemas.FinalState(fin), final, counted, f.BigQuery, now.UnixMilli())
 		}); err != nil {
 			f.hour.reject(ctx, p.Records, err, emitDead)
 			return nil
 		}
-		out.sequence(now.UnixMicro(), p.Index)
-		if err := f.Final.Write(sp, next); err != nil {
+		out.Sequence(now.UnixMicro(), p.Index)
+		if err := f.Final.Write(sp, FinalState(next)); err != nil {
 			return fmt.Errorf("write final-firing state: %w", err)
 		}
 		if !final {
@@ -406,28 +393,27 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 		}
 	}
 	// The firing's readings join the window's, for the firings to come.
-	for _, r := range out.keep {
+	for _, r := range out.Keep {
 		if err := f.Readings.Add(sp, r); err != nil {
 			return fmt.Errorf("add to the window's readings: %w", err)
 		}
 	}
-	f.hour.ctrs.inc(ctx, ledger.Readings, out.readings)
-	f.hour.ctrs.inc(ctx, ledger.Duplicates, out.dropped)
+	f.hour.ctrs.inc(ctx, ledger.Readings, out.Readings)
+	f.hour.ctrs.inc(ctx, ledger.Duplicates, out.Dropped)
 	// Net: a read-back reading this run brings after all is its own.
-	f.hour.ctrs.inc(ctx, ledger.Recovered, out.recovered-out.superseded)
-	f.recovered.superseded.Inc(ctx, out.superseded)
-	f.recovered.bqRows.Inc(ctx, out.sentRecovered)
-	f.sent.Inc(ctx, out.sent)
-	f.resent.Inc(ctx, out.resent)
-	f.suppressed.Inc(ctx, out.suppressed)
-	f.hour.emit(ctx, out.rows, out.dead, emitRow, emitDead)
-	for _, r := range out.bq {
-		emitBQ(r)
-	}
-	if out.rollup != nil {
-		emitRollup(*out.rollup)
-	}
+	f.hour.ctrs.inc(ctx, ledger.Recovered, out.Recovered-out.Superseded)
+	f.recovered.superseded.Inc(ctx, out.Superseded)
+	f.recovered.bqRows.Inc(ctx, out.SentRecovered)
+	f.sent.Inc(ctx, out.Sent)
+	f.resent.Inc(ctx, out.Resent)
+	f.suppressed.Inc(ctx, out.Suppressed)
+	f.hour.emit(ctx, out, emitRow, emitBQ, emitRollup, emitDead)
 	return nil
+}
+
+// hour is the firing as the per-hour rules take it.
+func (p PaneBatch) hour() schemas.HourPane {
+	return schemas.HourPane{StartMs: p.StartMs, EndMs: p.EndMs, Pane: schemas.Pane{Timing: p.Timing.String(), Index: p.Index}, Records: p.Records}
 }
 
 // The tags of StreamRowsFn's timer.
@@ -435,215 +421,3 @@ const (
 	closeTag  = "close"
 	expiryTag = "expiry"
 )
-
-// firing is what one firing of a stream's window builds.
-type firing struct {
-	rows   []schemas.RowMutation
-	dead   []schemas.Rejected
-	bq     []schemas.BQRow
-	rollup *schemas.BQRow
-	// keep are the readings that join the window's state.
-	keep []schemas.Record
-	// readings counts the distinct readings this firing built for the
-	// first time with their final values (the run's ledger counts them
-	// here); dropped the duplicates found in this firing; sent, resent and
-	// suppressed the BigQuery rows sent for the first time, sent again
-	// because they changed, and not sent again; sentRecovered the rows of
-	// read-back readings sent for the first time (not in sent).
-	readings, dropped, sent, resent, suppressed, sentRecovered int64
-	// recovered counts the read-back readings that joined the window;
-	// superseded the read-back readings this firing brought from the
-	// source after all.
-	recovered, superseded int64
-}
-
-// early builds an early firing from the window's early state, which it
-// updates.
-func (h *hourBuilder) early(p PaneBatch, es *EarlyState) firing {
-	// Every reading joins the state, duplicates too: the on-time firing
-	// must know which readings had more than one copy written (locally,
-	// WriteOnArrival writes each copy).
-	keep := append([]schemas.Record(nil), p.Records...)
-	kept, dropped := h.spec.PrepareEarly(p.Records, &es.Seen)
-	es.StartMs, es.EndMs, es.Firings = p.StartMs, p.EndMs, max(es.Firings, p.Index+1)
-	es.Dropped += int64(dropped)
-	var rollup *schemas.Rollup
-	if r := h.roller; r != nil {
-		if es.Rollup.Stats == nil {
-			es.Rollup = r.Start(p.StartMs, p.EndMs)
-		}
-		r.Add(&es.Rollup, kept)
-		rollup = &es.Rollup
-	}
-	out := firing{keep: keep, dropped: int64(dropped)}
-	out.rows, out.dead = h.rows(kept, rollup, false, nil, func(int) schemas.OriginKind { return schemas.OriginProvisional })
-	return out
-}
-
-// final builds an on-time or late firing from the window's earlier
-// readings (prev), the readings read back from Bigtable (recovered, see
-// StreamRowsFn) and the state the firing before left, if final. counted
-// is how many duplicates earlier firings counted. It returns the state to
-// leave. now stamps the BigQuery rows' ingestion time.
-//
-// Every reading it finalizes for the first time (not in fin: all of them
-// at the window's first on-time or late firing) is written with its final
-// values: that is the write the run's ledger counts as the reading's, and
-// it replaces whatever the early firings wrote provisionally (Rewrites:
-// each column written or cleared, so a losing duplicate's column goes).
-// A reading finalized before is rewritten only when its values changed,
-// or a copy of it arrived again, or its cells read back differ.
-//
-// The readings of this run win over read-back ones with the same
-// millisecond: a read-back reading that this run holds too is left out
-// (here, or later from prev, where it stays once it joined the window).
-// A read-back reading that joins is finalized like the others, but as a
-// rewrite (the killed run read it, not this one) and counted as
-// recovered; if this run brings it later, it is then finalized as this
-// run's reading.
-func (h *hourBuilder) final(p PaneBatch, prev, recovered []schemas.Record, fin FinalState, final bool, counted int64, bigQuery bool, now int64) (FinalState, firing) {
-	out := firing{keep: p.Records}
-	// sent is what the final firing before built, wrote and sent to
-	// BigQuery.
-	sent := make(map[int64]uint64, len(fin.Ms))
-	for i, ms := range fin.Ms {
-		sent[ms] = fin.Prints[i]
-	}
-	arrived := make(map[int64]bool, len(p.Records))
-	for i := range p.Records {
-		arrived[p.Records[i].EventMs] = true
-	}
-	// held are the milliseconds of the readings this run brought: before
-	// (heldBefore) or now.
-	heldBefore := make(map[int64]bool, len(prev))
-	for i := range prev {
-		if !schemas.IsReadBack(&prev[i]) {
-			heldBefore[prev[i].EventMs] = true
-		}
-	}
-	held := make(map[int64]bool, len(prev)+len(p.Records))
-	for ms := range heldBefore {
-		held[ms] = true
-	}
-	for ms := range arrived {
-		held[ms] = true
-	}
-	// own are read-back readings this firing brings from the source for
-	// the first time.
-	own := map[int64]bool{}
-	kept := prev[:0:0]
-	for i := range prev {
-		r := &prev[i]
-		if schemas.IsReadBack(r) && held[r.EventMs] {
-			if arrived[r.EventMs] && !heldBefore[r.EventMs] && !own[r.EventMs] {
-				own[r.EventMs] = true
-				out.superseded++
-			}
-			continue
-		}
-		kept = append(kept, *r)
-	}
-	prev = kept
-	inPrev := make(map[int64]bool, len(prev))
-	for i := range prev {
-		inPrev[prev[i].EventMs] = true
-	}
-	// fromBigtable are the read-back readings that join; stale the
-	// finalized readings whose cells read back are not what was written.
-	fromBigtable := make(map[int64]bool, len(recovered))
-	stale := map[int64]bool{}
-	var joined []schemas.Record
-	for i := range recovered {
-		r := &recovered[i]
-		if held[r.EventMs] || inPrev[r.EventMs] {
-			if old, had := sent[r.EventMs]; had && old != r.Fingerprint() {
-				stale[r.EventMs] = true
-			}
-			continue
-		}
-		fromBigtable[r.EventMs] = true
-		joined = append(joined, *r)
-	}
-	out.recovered = int64(len(joined))
-	out.keep = append(append([]schemas.Record(nil), p.Records...), joined...)
-	// PrepareGroup re-imputes prev's values in place.
-	all := make([]schemas.Record, 0, len(prev)+len(joined)+len(p.Records))
-	all = append(append(append(all, prev...), joined...), p.Records...)
-	kept, dropped := h.spec.PrepareGroup(all)
-	out.dropped = int64(dropped) - counted
-
-	next := FinalState{Ms: make([]int64, len(kept)), Prints: make([]uint64, len(kept)), Dropped: int64(dropped)}
-	if len(kept) == 0 {
-		return next, out
-	}
-	var (
-		rewrite []schemas.Record
-		kinds   []schemas.OriginKind
-	)
-	for i := range kept {
-		r := &kept[i]
-		fp := r.Fingerprint()
-		next.Ms[i], next.Prints[i] = r.EventMs, fp
-		old, had := sent[r.EventMs]
-		first := !had || own[r.EventMs]
-		switch {
-		case first && fromBigtable[r.EventMs]:
-			rewrite, kinds = append(rewrite, *r), append(kinds, schemas.OriginRewrite)
-		case first:
-			out.readings++
-			rewrite, kinds = append(rewrite, *r), append(kinds, schemas.OriginReading)
-		case old != fp || arrived[r.EventMs] || stale[r.EventMs]:
-			rewrite, kinds = append(rewrite, *r), append(kinds, schemas.OriginRewrite)
-		}
-		if !bigQuery {
-			continue
-		}
-		switch {
-		case first && fromBigtable[r.EventMs]:
-			out.sentRecovered++
-			row := h.builder.BQRow(r, now)
-			row.Origin.Kind = schemas.OriginRewrite
-			out.bq = append(out.bq, row)
-		case first:
-			out.sent++
-			out.bq = append(out.bq, h.builder.BQRow(r, now))
-		case old != fp:
-			out.resent++
-			row := h.builder.BQRow(r, now)
-			row.Origin.Kind = schemas.OriginRewrite
-			out.bq = append(out.bq, row)
-		default:
-			out.suppressed++
-		}
-	}
-	rollup := h.rollup(p.StartMs, p.EndMs, kept)
-	var rollupRows []string
-	if rollup != nil {
-		rollupRows = h.builder.RowKeys(h.firstTable, kept)
-		if bigQuery {
-			// An early firing that comes after the on-time one is handled,
-			// and labelled, as a late one.
-			timing := p.Timing
-			if timing == typex.PaneEarly {
-				timing = typex.PaneLate
-			}
-			row := h.roller.BQRow(rollup, schemas.Pane{Timing: timing.String(), Index: p.Index}, now)
-			out.rollup = &row
-		}
-	}
-	out.rows, out.dead = h.rows(rewrite, rollup, true, rollupRows, func(i int) schemas.OriginKind { return kinds[i] })
-	return next, out
-}
-
-// sequence stamps the firing's BigQuery rows with their sequence number
-// (schemas.ChangeSeq): the microsecond the firing was built, then its pane
-// index, so that the rows of the firing built later win in BigQuery.
-func (out *firing) sequence(micros, pane int64) {
-	seq := schemas.ChangeSeq{Micros: micros, Pane: pane}
-	for i := range out.bq {
-		out.bq[i].Seq = seq
-	}
-	if out.rollup != nil {
-		out.rollup.Seq = seq
-	}
-}

@@ -54,102 +54,59 @@ func (f *BuildRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w 
 	if len(recs) == 0 {
 		return
 	}
-	var (
-		kept            []schemas.Record
-		muts            []schemas.RowMutation
-		rejected        []schemas.Rejected
-		rollup          *schemas.Rollup
-		dropped         int
-		bqRows          []schemas.BQRow
-		rollupRow       *schemas.BQRow
-		start, end, now = int64(0), int64(0), time.Now().UnixMilli()
-	)
-	err := guard(func() {
-		kept, dropped = f.Spec.PrepareGroup(recs)
-		start, end = windowBounds(w, kept[0].EventMs)
-		rollup = f.hour.rollup(start, end, kept)
-		muts, rejected = f.hour.rows(kept, rollup, false, nil, nil)
-		if !f.BigQuery {
-			return
-		}
-		for i := range kept {
-			bqRows = append(bqRows, f.hour.builder.BQRow(&kept[i], now))
-		}
-		if rollup != nil {
-			row := f.hour.roller.BQRow(rollup, schemas.Pane{Timing: pane.Timing.String(), Index: int64(pane.Index)}, now)
-			rollupRow = &row
-		}
-	})
-	if err != nil {
+	var out schemas.Firing
+	now := time.Now().UnixMilli()
+	if err := guard(func() {
+		p := schemas.HourPane{Pane: schemas.Pane{Timing: pane.Timing.String(), Index: int64(pane.Index)}, Records: recs}
+		p.StartMs, p.EndMs = intervalBounds(w)
+		out = f.Spec.BatchHour(p, f.BigQuery, now)
+	}); err != nil {
 		f.hour.reject(ctx, recs, err, dead)
 		return
 	}
 	f.hour.firings.Inc(ctx, 1)
-	f.hour.ctrs.inc(ctx, ledger.Readings, int64(len(kept)))
-	f.hour.ctrs.inc(ctx, ledger.Duplicates, int64(dropped))
-	f.hour.emit(ctx, muts, rejected, emitRow, dead)
-	for _, r := range bqRows {
-		emitBQ(r)
-	}
-	if rollupRow != nil {
-		emitRollup(*rollupRow)
-	}
+	f.hour.ctrs.inc(ctx, ledger.Readings, out.Readings)
+	f.hour.ctrs.inc(ctx, ledger.Duplicates, out.Dropped)
+	f.hour.emit(ctx, out, emitRow, emitBQ, emitRollup, dead)
 }
 
-// hourBuilder is what BuildRowsFn and StreamRowsFn share: the compiled
-// spec, and the building of a window's rows with its rollup cells. Its
-// methods other than setup and emit are pure, for table tests.
+// hourBuilder is what BuildRowsFn and StreamRowsFn share around the
+// per-hour rules (schemas.Compiled.BatchHour, EarlyFiring, FinalFiring):
+// their counters, and the emitting of a firing's outputs.
 type hourBuilder struct {
-	spec       *schemas.Compiled
-	builder    *schemas.Builder
-	roller     *schemas.Roller
-	firstTable string
-	rowCount   beam.Counter
-	firings    beam.Counter
-	ctrs       counters
+	rowCount beam.Counter
+	firings  beam.Counter
+	ctrs     counters
 }
 
 func (h *hourBuilder) setup(spec *schemas.Compiled) error {
 	if spec == nil {
 		return errors.New("build rows: no compiled spec")
 	}
-	h.builder, h.roller = spec.Builder(), spec.Roller()
-	h.spec = spec
-	h.firstTable = spec.Bigtable.Tables[0].Name
 	h.rowCount = beam.NewCounter("group", "rows")
 	h.firings = beam.NewCounter("group", "firings")
 	return nil
 }
 
-// rollup is the rollup of the prepared readings in the window [start,
-// end), or nil when the spec has none.
-func (h *hourBuilder) rollup(start, end int64, kept []schemas.Record) *schemas.Rollup {
-	if h.roller == nil {
-		return nil
-	}
-	ru := h.roller.Compute(kept, start, end)
-	return &ru
-}
-
-// rows builds the mutations of recs with the rollup's cells (see
-// schemas.Compiled.HourRows).
-func (h *hourBuilder) rows(recs []schemas.Record, rollup *schemas.Rollup, rewrite bool, rollupRows []string, kind func(int) schemas.OriginKind) ([]schemas.RowMutation, []schemas.Rejected) {
-	return h.spec.HourRows(recs, rollup, rewrite, rollupRows, kind)
-}
-
-// emit emits a firing's rows, and the dead letters of the records it could
-// not build for a table (sink bigtable: each counted in that table's
-// ledger as routed and failed).
-func (h *hourBuilder) emit(ctx context.Context, muts []schemas.RowMutation, rejected []schemas.Rejected,
-	emitRow func(schemas.RowMutation), emitDead func(schemas.DeadLetter)) {
-	for _, rj := range rejected {
+// emit emits a firing's rows, BigQuery rows and rollup row, and the dead
+// letters of the records it could not build for a table (sink bigtable:
+// each counted in that table's ledger as routed and failed).
+func (h *hourBuilder) emit(ctx context.Context, out schemas.Firing, emitRow func(schemas.RowMutation),
+	emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) {
+	for _, rj := range out.Dead {
 		h.ctrs.sink(ctx, schemas.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Routed, 1)
 		h.ctrs.sink(ctx, schemas.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Failed, 1)
 		emitDead(deadLetter(schemas.SinkBigtable, rj.Origin.Raw, rj.Origin.Source, fmt.Errorf("table %s: %w", rj.Table, rj.Err)))
 	}
-	for _, m := range muts {
+	for _, m := range out.Rows {
 		h.rowCount.Inc(ctx, 1)
 		emitRow(m)
+	}
+	for _, r := range out.BQ {
+		emitBQ(r)
+	}
+	if out.Rollup != nil {
+		emitRollup(*out.Rollup)
 	}
 }
 
@@ -162,11 +119,20 @@ func (h *hourBuilder) reject(ctx context.Context, recs []schemas.Record, err err
 	}
 }
 
-// windowBounds is the window's [start, end) in epoch milliseconds; outside
-// an interval window (e.g. the global window), the UTC hour of eventMs.
-func windowBounds(w beam.Window, eventMs int64) (start, end int64) {
+// intervalBounds is an interval window's [start, end) in epoch
+// milliseconds, or zeros outside one (e.g. the global window).
+func intervalBounds(w beam.Window) (start, end int64) {
 	if iw, ok := w.(window.IntervalWindow); ok {
 		return iw.Start.Milliseconds(), iw.End.Milliseconds()
+	}
+	return 0, 0
+}
+
+// windowBounds is the window's [start, end) in epoch milliseconds; outside
+// an interval window, the UTC hour of eventMs.
+func windowBounds(w beam.Window, eventMs int64) (start, end int64) {
+	if start, end = intervalBounds(w); start != 0 || end != 0 {
+		return start, end
 	}
 	return schemas.WindowStart(eventMs, time.Hour), schemas.WindowEnd(eventMs, time.Hour)
 }

@@ -1,4 +1,4 @@
-package dofns
+package schemas
 
 import (
 	"fmt"
@@ -6,10 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
-
-	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // firingsHour is a closed UTC hour.
@@ -31,26 +27,22 @@ func vitals(at time.Duration, hr, temp, spo2 string) string {
 
 // firingsSpec is vitals with body_temperature and spO2 optional, so that
 // duplicates can hold different fields.
-func firingsSpec(t *testing.T) (*schemas.Spec, *hourBuilder) {
+func firingsSpec(t *testing.T) (*Spec, *Compiled) {
 	t.Helper()
-	loaded, err := schemas.BuiltinSpec("vitals")
+	loaded, err := BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
 	loaded.Field("body_temperature").Required = false
 	loaded.Field("spO2").Required = false
-	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
-	var h hourBuilder
-	if err := h.setup(spec); err != nil {
-		t.Fatal(err)
-	}
-	return spec.Spec, &h
+	spec := MustCompile(loaded, CompileOptions{})
+	return spec.Spec, spec
 }
 
-func records(t *testing.T, spec *schemas.Spec, lines ...string) []schemas.Record {
+func records(t *testing.T, spec *Spec, lines ...string) []Record {
 	t.Helper()
-	p := schemas.NewParser(spec)
-	var recs []schemas.Record
+	p := NewParser(spec)
+	var recs []Record
 	for _, l := range lines {
 		var err error
 		if recs, err = p.Parse(recs, []byte(l), "test"); err != nil {
@@ -64,8 +56,8 @@ func records(t *testing.T, spec *schemas.Spec, lines ...string) []schemas.Record
 // overwrites its version, a deletion removes it.
 type table map[string]string
 
-func (tb table) apply(muts []schemas.RowMutation) {
-	key := func(m schemas.RowMutation, c schemas.Cell) string {
+func (tb table) apply(muts []RowMutation) {
+	key := func(m RowMutation, c Cell) string {
 		return fmt.Sprintf("%s %s:%s@%d", m.RowKey, c.Family, c.Qualifier, c.TsMicros)
 	}
 	for _, m := range muts {
@@ -80,8 +72,8 @@ func (tb table) apply(muts []schemas.RowMutation) {
 
 // cellsAndDeletes lists a mutation's cells, then its deletions with the
 // value "-".
-func cellsAndDeletes(m schemas.RowMutation) []schemas.Cell {
-	out := append([]schemas.Cell(nil), m.Cells...)
+func cellsAndDeletes(m RowMutation) []Cell {
+	out := append([]Cell(nil), m.Cells...)
 	for _, c := range m.Deletes {
 		c.Value = []byte("-")
 		out = append(out, c)
@@ -101,14 +93,14 @@ func (tb table) String() string {
 // written renders what a firing writes to the vitals family as
 // "+10m hr=70 imp=false temp=- ..." per reading (- is a deletion), and the
 // rollup count when it writes one.
-func written(muts []schemas.RowMutation) string {
+func written(muts []RowMutation) string {
 	byMin := map[int64][]string{}
 	var rollup string
 	for _, m := range muts {
 		for _, c := range cellsAndDeletes(m) {
 			v := string(c.Value)
 			if c.Family == "hourly" {
-				if c.Qualifier == schemas.RollupCount {
+				if c.Qualifier == RollupCount {
 					rollup = " rollup count=" + v
 				}
 				continue
@@ -134,11 +126,11 @@ func written(muts []schemas.RowMutation) string {
 	return strings.Join(parts, ", ") + rollup
 }
 
-func bqHR(spec *schemas.Spec, rows []schemas.BQRow) string {
+func bqHR(spec *Spec, rows []BQRow) string {
 	var out []string
 	for _, r := range rows {
-		ms := r.Values[bqCol(spec.BigQuery, "event_timestamp")].Int
-		out = append(out, fmt.Sprintf("+%dm:%s", (ms-firingsHour.UnixMilli())/60000, schemas.AppendText(nil, r.Values[bqCol(spec.BigQuery, "heart_rate")])))
+		ms := r.Values[bqColumn(spec.BigQuery, "event_timestamp")].Int
+		out = append(out, fmt.Sprintf("+%dm:%s", (ms-firingsHour.UnixMilli())/60000, AppendText(nil, r.Values[bqColumn(spec.BigQuery, "heart_rate")])))
 	}
 	sort.Strings(out)
 	return strings.Join(out, " ")
@@ -147,39 +139,39 @@ func bqHR(spec *schemas.Spec, rows []schemas.BQRow) string {
 // fire plays one firing against in-memory state, as StreamRowsFn does with
 // the runner's.
 type windowState struct {
-	readings []schemas.Record
+	readings []Record
 	early    EarlyState
 	fin      FinalState
 	final    bool
 }
 
-func (ws *windowState) fire(h *hourBuilder, timing typex.PaneTiming, index int64, recs []schemas.Record) firing {
+func (ws *windowState) fire(h *Compiled, timing string, index int64, recs []Record) Firing {
 	return ws.fireRecovered(h, timing, index, recs, nil)
 }
 
 // fireRecovered is fire with the readings a final firing read back.
-func (ws *windowState) fireRecovered(h *hourBuilder, timing typex.PaneTiming, index int64, recs, recovered []schemas.Record) firing {
-	p := PaneBatch{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Timing: timing, Index: index, Records: recs}
-	var out firing
-	if timing == typex.PaneEarly && !ws.final {
-		out = h.early(p, &ws.early)
+func (ws *windowState) fireRecovered(h *Compiled, timing string, index int64, recs, recovered []Record) Firing {
+	p := HourPane{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Pane: Pane{Timing: timing, Index: index}, Records: recs}
+	var out Firing
+	if timing == PaneEarly && !ws.final {
+		out = h.EarlyFiring(p, &ws.early)
 	} else {
-		prev := append([]schemas.Record(nil), ws.readings...)
+		prev := append([]Record(nil), ws.readings...)
 		counted := ws.fin.Dropped
 		if !ws.final {
 			counted = ws.early.Dropped
 		}
-		ws.fin, out = h.final(p, prev, recovered, ws.fin, ws.final, counted, true, 1)
+		ws.fin, out = h.FinalFiring(p, prev, recovered, ws.fin, ws.final, counted, true, 1)
 		ws.final, ws.early = true, EarlyState{}
 	}
-	ws.readings = append(ws.readings, out.keep...)
+	ws.readings = append(ws.readings, out.Keep...)
 	return out
 }
 
 // batchTable is what the batch pipeline writes for the lines.
-func batchTable(t *testing.T, spec *schemas.Spec, h *hourBuilder, lines []string) table {
-	kept, _ := spec.PrepareGroup(records(t, spec, lines...))
-	muts, dead := h.rows(kept, h.rollup(firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli(), kept), false, nil, nil)
+func batchTable(t *testing.T, spec *Spec, h *Compiled, lines []string) table {
+	out := h.BatchHour(HourPane{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Records: records(t, spec, lines...)}, false, 1)
+	muts, dead := out.Rows, out.Dead
 	if len(dead) > 0 {
 		t.Fatalf("batch dead letters: %v", dead)
 	}
@@ -203,7 +195,7 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 		want = batchTable(t, spec, h, all)                //
 	)
 	type step struct {
-		timing typex.PaneTiming
+		timing string
 		lines  []string
 		// writes is what the firing writes; bq its BigQuery heart rates.
 		writes, bq string
@@ -214,23 +206,23 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 	}{{
 		name: "in order",
 		steps: []step{
-			{typex.PaneEarly, []string{a, eA}, "+0m hr=80 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false spo2=98 rollup count=2", ""},
+			{PaneEarly, []string{a, eA}, "+0m hr=80 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false spo2=98 rollup count=2", ""},
 			// Only b: a keeps its provisional imputation until on time.
-			{typex.PaneEarly, []string{b}, "+10m hr=70 imp=false spo2=98 temp=36.8 rollup count=3", ""},
+			{PaneEarly, []string{b}, "+10m hr=70 imp=false spo2=98 temp=36.8 rollup count=3", ""},
 			// f, then out, which takes the nearest earlier value the early
 			// state holds (b's: it keeps the first and last observed only).
-			{typex.PaneEarly, []string{f}, "+50m hr=90 imp=false spo2=98 temp=36.8 rollup count=4", ""},
-			{typex.PaneEarly, []string{out}, "+40m hr=70 imp=true spo2=98 temp=36.8 rollup count=5", ""},
+			{PaneEarly, []string{f}, "+50m hr=90 imp=false spo2=98 temp=36.8 rollup count=4", ""},
+			{PaneEarly, []string{out}, "+40m hr=70 imp=true spo2=98 temp=36.8 rollup count=5", ""},
 			// On time: re-imputed, and every reading written with its final
 			// values, the write the ledger counts (a, now from b; out, now
 			// from eB; eB clearing eA's spO2).
-			{typex.PaneOnTime, []string{eB},
+			{PaneOnTime, []string{eB},
 				"+0m hr=70 imp=true spo2=98 temp=36.8, +10m hr=70 imp=false spo2=98 temp=36.8, +30m hr=80 imp=false spo2=- temp=37.5, " +
 					"+40m hr=80 imp=true spo2=98 temp=36.8, +50m hr=90 imp=false spo2=98 temp=36.8 rollup count=5",
 				"+0m:70 +10m:70 +30m:80 +40m:80 +50m:90"},
 			// Late: c and d (a duplicate pair), and a, whose imputation c
 			// changes; b, eB, out and f are not rewritten.
-			{typex.PaneLate, []string{c, d, d},
+			{PaneLate, []string{c, d, d},
 				"+0m hr=60 imp=true spo2=98 temp=36.8, +5m hr=60 imp=false spo2=98 temp=36.8, +20m hr=70 imp=true spo2=98 temp=36.8 rollup count=7",
 				"+0m:60 +20m:70 +5m:60"},
 		},
@@ -239,14 +231,14 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 		// timer fires an on-time firing with no readings in its place.
 		name: "every reading early, closed by the timer",
 		steps: []step{
-			{typex.PaneEarly, []string{a, eA, b, c}, "+0m hr=60 imp=true spo2=98 temp=36.8, +5m hr=60 imp=false spo2=98 temp=36.8, " +
+			{PaneEarly, []string{a, eA, b, c}, "+0m hr=60 imp=true spo2=98 temp=36.8, +5m hr=60 imp=false spo2=98 temp=36.8, " +
 				"+10m hr=70 imp=false spo2=98 temp=36.8, +30m hr=80 imp=false spo2=98 rollup count=4", ""},
 			// Early firings do not clear: eB leaves eA's spO2 until on time.
-			{typex.PaneEarly, []string{d, d, eB, f, out}, "+20m hr=60 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false temp=37.5, " +
+			{PaneEarly, []string{d, d, eB, f, out}, "+20m hr=60 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false temp=37.5, " +
 				"+40m hr=80 imp=true spo2=98 temp=36.8, +50m hr=90 imp=false spo2=98 temp=36.8 rollup count=8", ""},
 			// Every reading with its final values: d re-imputed, eB
 			// clearing eA's spO2.
-			{typex.PaneOnTime, nil, "+0m hr=60 imp=true spo2=98 temp=36.8, +5m hr=60 imp=false spo2=98 temp=36.8, " +
+			{PaneOnTime, nil, "+0m hr=60 imp=true spo2=98 temp=36.8, +5m hr=60 imp=false spo2=98 temp=36.8, " +
 				"+10m hr=70 imp=false spo2=98 temp=36.8, +20m hr=70 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false spo2=- temp=37.5, " +
 				"+40m hr=80 imp=true spo2=98 temp=36.8, +50m hr=90 imp=false spo2=98 temp=36.8 rollup count=7",
 				"+0m:60 +10m:70 +20m:70 +30m:80 +40m:80 +50m:90 +5m:60"},
@@ -254,13 +246,13 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 	}, {
 		name: "on time before the early firings",
 		steps: []step{
-			{typex.PaneOnTime, []string{eB}, "+30m hr=80 imp=false spo2=- temp=37.5 rollup count=1", "+30m:80"},
+			{PaneOnTime, []string{eB}, "+30m hr=80 imp=false spo2=- temp=37.5 rollup count=1", "+30m:80"},
 			// An early firing after the on-time one is a late one: eA's
 			// duplicate eB is rewritten, since eA may have been written.
-			{typex.PaneEarly, []string{a, eA}, "+0m hr=80 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false spo2=- temp=37.5 rollup count=2", "+0m:80"},
-			{typex.PaneEarly, []string{b, f, out}, "+0m hr=70 imp=true spo2=98 temp=36.8, +10m hr=70 imp=false spo2=98 temp=36.8, " +
+			{PaneEarly, []string{a, eA}, "+0m hr=80 imp=true spo2=98 temp=36.8, +30m hr=80 imp=false spo2=- temp=37.5 rollup count=2", "+0m:80"},
+			{PaneEarly, []string{b, f, out}, "+0m hr=70 imp=true spo2=98 temp=36.8, +10m hr=70 imp=false spo2=98 temp=36.8, " +
 				"+40m hr=80 imp=true spo2=98 temp=36.8, +50m hr=90 imp=false spo2=98 temp=36.8 rollup count=5", "+0m:70 +10m:70 +40m:80 +50m:90"},
-			{typex.PaneLate, []string{c, d, d}, "+0m hr=60 imp=true spo2=98 temp=36.8, +5m hr=60 imp=false spo2=98 temp=36.8, +20m hr=70 imp=true spo2=98 temp=36.8 rollup count=7",
+			{PaneLate, []string{c, d, d}, "+0m hr=60 imp=true spo2=98 temp=36.8, +5m hr=60 imp=false spo2=98 temp=36.8, +20m hr=70 imp=true spo2=98 temp=36.8 rollup count=7",
 				"+0m:60 +20m:70 +5m:60"},
 		},
 	}}
@@ -271,21 +263,21 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 			got := table{}
 			for i, st := range tc.steps {
 				out := ws.fire(h, st.timing, int64(i), records(t, spec, st.lines...))
-				if w := written(out.rows); w != st.writes {
+				if w := written(out.Rows); w != st.writes {
 					t.Errorf("firing %d (%v) writes\n  %s\nwant\n  %s", i, st.timing, w, st.writes)
 				}
-				if g := bqHR(spec, out.bq); g != st.bq {
+				if g := bqHR(spec, out.BQ); g != st.bq {
 					t.Errorf("firing %d (%v) sends BigQuery %q, want %q", i, st.timing, g, st.bq)
 				}
-				if (out.rollup != nil) != (st.timing != typex.PaneEarly || i > 0 && ws.final) {
-					t.Errorf("firing %d (%v): rollup row %v", i, st.timing, out.rollup != nil)
+				if (out.Rollup != nil) != (st.timing != PaneEarly || i > 0 && ws.final) {
+					t.Errorf("firing %d (%v): rollup row %v", i, st.timing, out.Rollup != nil)
 				}
 				if err := kindsFollowTiming(out, st.timing, ws.final); err != nil {
 					t.Errorf("firing %d (%v): %v", i, st.timing, err)
 				}
-				got.apply(out.rows)
-				dropped += out.dropped
-				readings += out.readings
+				got.apply(out.Rows)
+				dropped += out.Dropped
+				readings += out.Readings
 			}
 			if got.String() != want.String() {
 				t.Errorf("final table differs from the batch result\n got:\n%s\nwant:\n%s", got, want)
@@ -304,21 +296,21 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 // firing's are provisional; a final firing writes each reading it
 // finalizes for the first time as an OriginReading, the others as
 // rewrites, and as many OriginReadings as the readings it counts.
-func kindsFollowTiming(out firing, timing typex.PaneTiming, final bool) error {
+func kindsFollowTiming(out Firing, timing string, final bool) error {
 	var n int64
-	for _, m := range out.rows {
+	for _, m := range out.Rows {
 		for _, o := range m.Origins {
 			switch {
-			case o.Kind == schemas.OriginRollup:
-			case timing == typex.PaneEarly && !final && o.Kind != schemas.OriginProvisional:
+			case o.Kind == OriginRollup:
+			case timing == PaneEarly && !final && o.Kind != OriginProvisional:
 				return fmt.Errorf("early write of kind %v", o.Kind)
-			case o.Kind == schemas.OriginReading:
+			case o.Kind == OriginReading:
 				n++
 			}
 		}
 	}
-	if n != out.readings {
-		return fmt.Errorf("%d reading writes for %d readings counted", n, out.readings)
+	if n != out.Readings {
+		return fmt.Errorf("%d reading writes for %d readings counted", n, out.Readings)
 	}
 	return nil
 }
@@ -332,24 +324,24 @@ func TestFiringsCountEachDuplicateOnce(t *testing.T) {
 	b := vitals(10*time.Minute, "70", "36.8", "98")
 	var ws windowState
 	for i, st := range []struct {
-		timing typex.PaneTiming
+		timing string
 		lines  []string
 		want   int64
 	}{
-		{typex.PaneEarly, []string{d, d}, 1},
-		{typex.PaneEarly, []string{b, d}, 0},
-		{typex.PaneOnTime, nil, 1},
+		{PaneEarly, []string{d, d}, 1},
+		{PaneEarly, []string{b, d}, 0},
+		{PaneOnTime, nil, 1},
 	} {
-		if got := ws.fire(h, st.timing, int64(i), records(t, spec, st.lines...)).dropped; got != st.want {
+		if got := ws.fire(h, st.timing, int64(i), records(t, spec, st.lines...)).Dropped; got != st.want {
 			t.Errorf("firing %d (%v) counts %d duplicates; want %d", i, st.timing, got, st.want)
 		}
 	}
 }
 
 // rows turns the table back into Bigtable rows, as a read returns them.
-func (tb table) rows(t *testing.T) []schemas.ReadRow {
+func (tb table) rows(t *testing.T) []ReadRow {
 	t.Helper()
-	byKey := map[string]*schemas.ReadRow{}
+	byKey := map[string]*ReadRow{}
 	var keys []string
 	for k, v := range tb {
 		row, rest, _ := strings.Cut(k, " ")
@@ -360,13 +352,13 @@ func (tb table) rows(t *testing.T) []schemas.ReadRow {
 			t.Fatal(err)
 		}
 		if byKey[row] == nil {
-			byKey[row] = &schemas.ReadRow{Key: row}
+			byKey[row] = &ReadRow{Key: row}
 			keys = append(keys, row)
 		}
-		byKey[row].Cells = append(byKey[row].Cells, schemas.Cell{Family: fam, Qualifier: q, TsMicros: micros, Value: []byte(v)})
+		byKey[row].Cells = append(byKey[row].Cells, Cell{Family: fam, Qualifier: q, TsMicros: micros, Value: []byte(v)})
 	}
 	sort.Strings(keys)
-	var out []schemas.ReadRow
+	var out []ReadRow
 	for _, k := range keys {
 		out = append(out, *byKey[k])
 	}
@@ -375,13 +367,13 @@ func (tb table) rows(t *testing.T) []schemas.ReadRow {
 
 // TestStreamFiringsAfterARestartConvergeToBatch plays a local stream that is
 // killed (its window state lost, the cells it wrote kept) and restarted:
-// the restarted run's final firing reads the window back (schemas.ReadBack)
+// the restarted run's final firing reads the window back (ReadBack)
 // and the table converges to the batch result, BigQuery gets every reading
 // (its latest row holding the batch's values), and read-back readings are
 // counted apart, not as duplicates.
 func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 	spec, h := firingsSpec(t)
-	rb, err := schemas.NewReadBack(spec)
+	rb, err := NewReadBack(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,10 +391,10 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 	kept, _ := spec.PrepareGroup(records(t, spec, all...))
 	for i := range kept {
 		r := h.builder.BQRow(&kept[i], 1)
-		wantBQ[fmt.Sprint(r.Values[bqCol(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []schemas.BQRow{r})
+		wantBQ[fmt.Sprint(r.Values[bqColumn(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []BQRow{r})
 	}
 	type step struct {
-		timing typex.PaneTiming
+		timing string
 		lines  []string
 		// arrive are lines written on arrival only (in flight when the
 		// firing reads back); readBack makes the firing read the window
@@ -418,40 +410,40 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 		name: "killed before on time; the rest comes on time",
 		// The early firings wrote a's heart rate provisionally, from b
 		// (the batch takes c's 60).
-		before:    []step{{timing: typex.PaneEarly, lines: []string{a, b}}, {timing: typex.PaneEarly, lines: []string{d}}},
-		after:     []step{{timing: typex.PaneOnTime, lines: []string{c, e, f}, readBack: true}},
+		before:    []step{{timing: PaneEarly, lines: []string{a, b}}, {timing: PaneEarly, lines: []string{d}}},
+		after:     []step{{timing: PaneOnTime, lines: []string{c, e, f}, readBack: true}},
 		recovered: 3,
 	}, {
 		name:      "killed before on time; no reading after: the probe's close timer fires it",
-		before:    []step{{timing: typex.PaneEarly, lines: []string{d, e}}, {timing: typex.PaneEarly, lines: []string{a, b, c, f}}},
-		after:     []step{{timing: typex.PaneOnTime, readBack: true}},
+		before:    []step{{timing: PaneEarly, lines: []string{d, e}}, {timing: PaneEarly, lines: []string{a, b, c, f}}},
+		after:     []step{{timing: PaneOnTime, readBack: true}},
 		recovered: 6,
 	}, {
 		name:      "killed after on time; a late reading comes",
-		before:    []step{{timing: typex.PaneEarly, lines: []string{a, b, d, e, f}}, {timing: typex.PaneOnTime}},
-		after:     []step{{timing: typex.PaneLate, lines: []string{c}, readBack: true}},
+		before:    []step{{timing: PaneEarly, lines: []string{a, b, d, e, f}}, {timing: PaneOnTime}},
+		after:     []step{{timing: PaneLate, lines: []string{c}, readBack: true}},
 		recovered: 5,
 	}, {
 		name: "unacknowledged readings come again; one is in flight at the read-back",
 		// a and b were written but not acknowledged: redelivered, this
 		// run's copies win. f was written on arrival by this run and is
 		// read back before its pane brings it.
-		before:    []step{{timing: typex.PaneEarly, lines: []string{a, b, d}}},
-		after:     []step{{timing: typex.PaneOnTime, lines: []string{a, b, c, e}, arrive: []string{f}, readBack: true}, {timing: typex.PaneLate, lines: []string{f}}},
+		before:    []step{{timing: PaneEarly, lines: []string{a, b, d}}},
+		after:     []step{{timing: PaneOnTime, lines: []string{a, b, c, e}, arrive: []string{f}, readBack: true}, {timing: PaneLate, lines: []string{f}}},
 		recovered: 2, super: 1,
 	}, {
 		name: "a reading in flight at the read-back comes twice",
 		// The second copy of f is a duplicate, not another superseding.
-		before: []step{{timing: typex.PaneEarly, lines: []string{a, b, d}}},
-		after: []step{{timing: typex.PaneOnTime, lines: []string{c, e}, arrive: []string{f}, readBack: true},
-			{timing: typex.PaneLate, lines: []string{f}}, {timing: typex.PaneLate, lines: []string{f}}},
+		before: []step{{timing: PaneEarly, lines: []string{a, b, d}}},
+		after: []step{{timing: PaneOnTime, lines: []string{c, e}, arrive: []string{f}, readBack: true},
+			{timing: PaneLate, lines: []string{f}}, {timing: PaneLate, lines: []string{f}}},
 		recovered: 4, super: 1, dups: 1,
 	}, {
 		name: "a late firing before the probe: the probe fires it again",
 		// The restarted run's first firing (late) came before the probe
 		// marked the window, so without a read-back.
-		before:    []step{{timing: typex.PaneEarly, lines: []string{a, b, d, e}}},
-		after:     []step{{timing: typex.PaneLate, lines: []string{c, f}}, {timing: typex.PaneLate, readBack: true}},
+		before:    []step{{timing: PaneEarly, lines: []string{a, b, d, e}}},
+		after:     []step{{timing: PaneLate, lines: []string{c, f}}, {timing: PaneLate, readBack: true}},
 		recovered: 4,
 	}}
 	for _, tc := range tests {
@@ -469,7 +461,7 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 					muts, _ := h.builder.Mutations(recs[j : j+1])
 					tb.apply(muts)
 				}
-				var back []schemas.Record
+				var back []Record
 				if st.readBack {
 					var skipped int
 					back, skipped = rb.Records(tb.rows(t), "s", firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli())
@@ -478,15 +470,15 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 					}
 				}
 				out := ws.fireRecovered(h, st.timing, int64(i), recs, back)
-				tb.apply(out.rows)
-				for _, r := range out.bq {
-					bq[fmt.Sprint(r.Values[bqCol(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []schemas.BQRow{r})
+				tb.apply(out.Rows)
+				for _, r := range out.BQ {
+					bq[fmt.Sprint(r.Values[bqColumn(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []BQRow{r})
 				}
-				dropped += out.dropped
-				recovered += out.recovered
-				super += out.superseded
-				readings += out.readings
-				for _, r := range out.dead {
+				dropped += out.Dropped
+				recovered += out.Recovered
+				super += out.Superseded
+				readings += out.Readings
+				for _, r := range out.Dead {
 					t.Errorf("dead letter %v", r)
 				}
 			}
@@ -519,4 +511,14 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bqColumn is the index of the BigQuery column called name.
+func bqColumn(t *BigQuerySpec, name string) int {
+	for i, c := range t.Columns {
+		if c.Name == name {
+			return i
+		}
+	}
+	panic("table " + t.Table + " has no column " + name)
 }
