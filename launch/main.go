@@ -381,6 +381,9 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := serveDebug(); err != nil {
+		return err
+	}
 	switch {
 	case dryRun() && local():
 		return usagef("--dry_run builds a Dataflow job without submitting it: give --runner=dataflow (a %s run has no dry run)", runnerName())

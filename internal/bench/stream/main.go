@@ -180,13 +180,17 @@ type Report struct {
 	Throughput  *Throughput   `json:"throughput,omitempty"`
 	Latency     *Latency      `json:"latency,omitempty"`
 	// BigQueryRows is what the launcher counted into BigQuery by the end.
-	BigQueryRows       int64   `json:"bigquery_rows"`
-	DeadLetters        int64   `json:"dead_letters"`
-	HourClosed         bool    `json:"hour_closed_during_run"`
-	LauncherErrors     int     `json:"launcher_error_lines"`
-	LauncherFirstError string  `json:"launcher_first_error,omitempty"`
-	LauncherSummary    string  `json:"launcher_summary"`
-	TotalSeconds       float64 `json:"total_seconds"`
+	BigQueryRows       int64  `json:"bigquery_rows"`
+	DeadLetters        int64  `json:"dead_letters"`
+	HourClosed         bool   `json:"hour_closed_during_run"`
+	LauncherErrors     int    `json:"launcher_error_lines"`
+	LauncherFirstError string `json:"launcher_first_error,omitempty"`
+	LauncherSummary    string `json:"launcher_summary"`
+	// Memory is the launcher's RSS over the latency phase; Mutations its
+	// Bigtable writes per reading over the whole run.
+	Memory       *Memory    `json:"memory,omitempty"`
+	Mutations    *Mutations `json:"mutations,omitempty"`
+	TotalSeconds float64    `json:"total_seconds"`
 	// Error is why the run stopped early, if it did.
 	Error string `json:"error,omitempty"`
 }
@@ -301,7 +305,18 @@ func run(ctx context.Context) (err error) {
 		"--early_firing=" + earlyFiring.String(),
 		"--bigtable_project=" + project, "--bigtable_instance=" + instance, "--bigtable_table=" + target.table,
 		"--bigquery_project=" + project, "--bigquery_dataset=" + target.spec.Name, "--spec=" + target.spec.Name,
-		"--dead_letter=" + filepath.Join(work, "deadletter"), "--progress_interval=1s"}
+		"--dead_letter=" + filepath.Join(work, "deadletter"), "--progress_interval=1s",
+		"--summary_json=" + filepath.Join(work, "ledger.json")}
+	debug := ""
+	if *profileDir != "" {
+		if err := os.MkdirAll(*profileDir, 0o755); err != nil {
+			return err
+		}
+		if debug, err = freeAddr(); err != nil {
+			return err
+		}
+		args = append(args, "--debug_addr="+debug)
+	}
 	args = append(args, strings.Fields(*launcherArgs)...)
 	rep.Launcher = args
 	env := []string{"BIGTABLE_EMULATOR_HOST=" + bt.HostPort, "PUBSUB_EMULATOR_HOST=" + ps.HostPort,
@@ -338,8 +353,11 @@ func run(ctx context.Context) (err error) {
 		}
 	}
 	if *rate > 0 {
-		l, err := latency(ctx, j, pub, tbl, &cpu)
+		rss := &rssSampler{pid: j.cmd.Process.Pid, debug: debug}
+		l, err := latency(ctx, j, pub, tbl, &cpu, rss)
 		rep.Latency = l
+		rep.Memory = rss.memory()
+		fmt.Printf("memory: %s\n", rep.Memory)
 		if err != nil {
 			return fmt.Errorf("latency phase: %w", err)
 		}
@@ -352,6 +370,12 @@ func run(ctx context.Context) (err error) {
 	rep.LauncherSummary = summary
 	if err != nil {
 		return err
+	}
+	if m, err := mutations(filepath.Join(work, "ledger.json")); err != nil {
+		fmt.Printf("mutations: %v\n", err)
+	} else {
+		rep.Mutations = m
+		fmt.Printf("mutations: %s\n", m)
 	}
 	rep.LauncherErrors, rep.LauncherFirstError = j.errorLines()
 	rep.HourClosed = began.UTC().Truncate(time.Hour) != time.Now().UTC().Truncate(time.Hour)
@@ -470,7 +494,7 @@ func throughput(ctx context.Context, j *job, pub *publisher, tbl *bigtable.Table
 
 // latency publishes at a steady -rate for -duration and measures, for one
 // reading in -sample, the time from its publish until its cell can be read.
-func latency(ctx context.Context, j *job, pub *publisher, tbl *bigtable.Table, cpu *cpuMeter) (*Latency, error) {
+func latency(ctx context.Context, j *job, pub *publisher, tbl *bigtable.Table, cpu *cpuMeter, rss *rssSampler) (*Latency, error) {
 	l := &Latency{Rate: *rate, Sensors: *sensors, SampleEvery: *sampleEvery, DeadlineSeconds: deadline.Seconds(),
 		TargetP99ms: float64((*earlyFiring + 2*time.Second).Milliseconds()), PollIntervalms: float64(pollInterval.Milliseconds()), Pollers: *pollers}
 	ps := make([]*poller, *pollers)
@@ -491,6 +515,14 @@ func latency(ctx context.Context, j *job, pub *publisher, tbl *bigtable.Table, c
 	fmt.Printf("latency: publishing %d readings at %.0f/s for %v over %d sensors, watching 1 in %d\n", total, *rate, *duration, *sensors, *sampleEvery)
 	tick := time.NewTicker(10 * time.Millisecond)
 	start := time.Now()
+	rctx, stopRSS := context.WithCancel(ctx)
+	rssDone := make(chan struct{})
+	go func() { defer close(rssDone); rss.run(rctx, start) }()
+	defer func() {
+		stopRSS()
+		<-rssDone
+		rss.profile(ctx, "heap-end.pb.gz")
+	}()
 	var sent int64
 	for sent < total {
 		select {
