@@ -233,12 +233,22 @@ func (f *StreamRowsFn) ProcessElement(ctx context.Context, sp state.Provider, tp
 	if len(p.Records) == 0 && (!p.Recover || f.reader == nil) {
 		return nil
 	}
-	// No output timestamp: the timer emits nothing, so it holds no
-	// watermark.
-	f.Timer.Set(tp, time.UnixMilli(p.EndMs).Add(f.AllowedLateness), timers.WithTag(expiryTag), timers.WithNoOutputTimestamp())
 	fin, final, err := f.Final.Read(sp)
 	if err != nil {
 		return fmt.Errorf("read final-firing state: %w", err)
+	}
+	_, early, err := f.Early.Read(sp)
+	if err != nil {
+		return fmt.Errorf("read early-firing state: %w", err)
+	}
+	if !final && !early {
+		// The window's first element (in this run): set its expiry once.
+		// prism (Beam v2.77) keeps every Set of a timer in its pending
+		// heap until the timer's time, even when a later Set replaced it,
+		// so a Set per firing held one entry per firing for the hour plus
+		// the allowed lateness. No output timestamp: the timer emits
+		// nothing, so it holds no watermark.
+		f.Timer.Set(tp, time.UnixMilli(p.EndMs).Add(f.AllowedLateness), timers.WithTag(expiryTag), timers.WithNoOutputTimestamp())
 	}
 	if p.Recover {
 		return f.probe(ctx, sp, tp, key, p, fin, final, emitRow, emitBQ, emitRollup, emitDead)
@@ -336,7 +346,7 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 	f.hour.firings.Inc(ctx, 1)
 	var out schemas.Firing
 	if p.Timing == typex.PaneEarly && !final {
-		es, _, err := f.Early.Read(sp)
+		es, hadEarly, err := f.Early.Read(sp)
 		if err != nil {
 			return fmt.Errorf("read early-firing state: %w", err)
 		}
@@ -350,8 +360,12 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 		// When the watermark passes the window's end, as the runner's
 		// on-time firing would (at the window's last millisecond). No
 		// output timestamp: what it emits goes to sinks, which neither
-		// window nor group, so it need not hold the watermark.
-		f.Timer.Set(tp, time.UnixMilli(p.EndMs-1), timers.WithTag(closeTag), timers.WithNoOutputTimestamp())
+		// window nor group, so it need not hold the watermark. Set once
+		// per window, at its first early firing (or by a probe): see the
+		// expiry timer in ProcessElement.
+		if !hadEarly {
+			f.Timer.Set(tp, time.UnixMilli(p.EndMs-1), timers.WithTag(closeTag), timers.WithNoOutputTimestamp())
+		}
 	} else {
 		prev, _, err := f.Readings.Read(sp)
 		if err != nil {
