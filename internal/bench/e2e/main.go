@@ -485,8 +485,8 @@ func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
 
 // plainSide is the baseline without Beam: read the file, Parse and Check
 // every line, group by identity and event-time hour (as the pipeline's
-// GroupByKey does, so imputation yields the same cells), PrepareGroup,
-// Mutations and the hourly rollup cells per group (as BuildRowsFn), then
+// GroupByKey does, so imputation yields the same cells), the batch's
+// per-hour rule per group (Compiled.BatchHour, as BuildRowsFn runs it), then
 // ApplyBulk one entry per reading in batches of -plain_batch entries, one
 // call at a time.
 func plainSide(ctx context.Context, host, input string) (*Side, error) {
@@ -503,9 +503,6 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 		return nil, err
 	}
 	bld, parser := compiled.Builder(), schemas.NewParser(spec)
-	// The spec's hourly rollup (nil when it has none), whose cells
-	// HourRows writes with each row, as BuildRowsFn does.
-	roller := compiled.Roller()
 	if *plainProf != "" {
 		f, err := os.Create(*plainProf)
 		if err != nil {
@@ -587,15 +584,11 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 		return nil
 	}
 	for _, k := range order {
-		kept, _ := spec.PrepareGroup(groups[k])
-		var ru *schemas.Rollup
-		if roller != nil && len(kept) > 0 {
-			r := roller.Compute(kept, schemas.WindowStart(kept[0].EventMs, time.Hour), schemas.WindowEnd(kept[0].EventMs, time.Hour))
-			ru = &r
-		}
-		rows, rejected := compiled.HourRows(kept, ru, false, nil, nil)
-		s.DeadLetters += int64(len(rejected))
-		for _, rm := range rows {
+		// The batch's per-hour rule, as BuildRowsFn runs it (the group's
+		// UTC hour: the plain writer has no windows).
+		out := compiled.BatchHour(schemas.HourPane{Records: groups[k]}, false, 0)
+		s.DeadLetters += int64(len(out.Dead))
+		for _, rm := range out.Rows {
 			next := 0
 			for _, o := range rm.Origins {
 				m := bigtable.NewMutation()
