@@ -114,7 +114,7 @@ func (k Kind) Launch() (*Process, error) {
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freeLoopbackPort()
+		port, err := FreeLoopbackPort()
 		if err != nil {
 			return nil, fmt.Errorf("emulators: picking a free port: %w", err)
 		}
@@ -212,8 +212,8 @@ func (k Kind) StartForTest(tb testing.TB) (hostPort string) {
 	return p.HostPort
 }
 
-// freeLoopbackPort asks the kernel for an unused TCP port on 127.0.0.1.
-func freeLoopbackPort() (int, error) {
+// FreeLoopbackPort asks the kernel for an unused TCP port on 127.0.0.1.
+func FreeLoopbackPort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

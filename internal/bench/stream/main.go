@@ -67,6 +67,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/bench"
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
+	"github.com/sensorpipe/sensorpipe/internal/emulators"
 )
 
 var (
@@ -312,9 +313,11 @@ func run(ctx context.Context) (err error) {
 		if err := os.MkdirAll(*profileDir, 0o755); err != nil {
 			return err
 		}
-		if debug, err = freeAddr(); err != nil {
+		port, err := emulators.FreeLoopbackPort()
+		if err != nil {
 			return err
 		}
+		debug = fmt.Sprintf("127.0.0.1:%d", port)
 		args = append(args, "--debug_addr="+debug)
 	}
 	args = append(args, strings.Fields(*launcherArgs)...)

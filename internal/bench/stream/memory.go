@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -160,16 +159,6 @@ func (m *Memory) String() string {
 		s += fmt.Sprintf(" %.0f:%.0f", x.Seconds, x.MB)
 	}
 	return s
-}
-
-// freeAddr is a free 127.0.0.1 port for the launcher's --debug_addr.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // Mutations is the launcher's Bigtable writes per reading read, from its
