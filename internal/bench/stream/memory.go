@@ -84,7 +84,11 @@ func (r *rssSampler) profile(ctx context.Context, name string) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.debug+"/debug/pprof/heap?gc=1", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.debug+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		fmt.Printf("memory: heap profile %s: %v\n", name, err)
+		return
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		fmt.Printf("memory: heap profile %s: %v\n", name, err)
