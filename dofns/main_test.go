@@ -1,13 +1,20 @@
 package dofns
 
 import (
+	"os"
 	"testing"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+
+	"github.com/sensorpipe/sensorpipe/internal/loopback"
 )
 
 // TestMain runs the package's pipeline tests on prism unless --runner says
 // otherwise.
 func TestMain(m *testing.M) {
-	ptest.MainWithDefault(m, "prism")
+	start := time.Now()
+	code := ptest.MainRetWithDefault(m, "prism")
+	loopback.Sweep(start)
+	os.Exit(code)
 }

@@ -17,6 +17,7 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/internal/loopback"
 )
 
 // jobRun is a pipeline run and the runner's account of it.
@@ -47,6 +48,7 @@ func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, 
 	if err != nil {
 		return jobRun{Err: err}
 	}
+	defer loopback.Sweep(time.Now())
 	done := make(chan error, 1)
 	go func() {
 		// Not ctx: a stop cancels the job through its job service, and the

@@ -3,6 +3,7 @@ package pubsubread_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/loopback"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -32,7 +34,10 @@ func init() {
 }
 
 func TestMain(m *testing.M) {
-	ptest.Main(m)
+	start := time.Now()
+	code := ptest.MainRet(m)
+	loopback.Sweep(start)
+	os.Exit(code)
 }
 
 // ---------------------------------------------------------------------------
