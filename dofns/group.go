@@ -51,6 +51,12 @@ func (f *BuildRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w 
 		recs = append(recs, r)
 		r = schemas.Record{}
 	}
+	f.build(ctx, pane, w, recs, emitRow, emitBQ, emitRollup, dead)
+}
+
+// build builds the rows of a window fired once with recs.
+func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Window, recs []schemas.Record,
+	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), dead func(schemas.DeadLetter)) {
 	if len(recs) == 0 {
 		return
 	}

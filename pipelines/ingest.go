@@ -7,11 +7,13 @@ package pipelines
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window/trigger"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/fileio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 
@@ -154,6 +156,10 @@ func Ingest(s beam.Scope, cfg Config, records beam.PCollection) []beam.PCollecti
 	if cfg.Windowing.Streaming && cfg.Recover {
 		rec = dofns.Recovery{Project: cfg.BigtableProject, Instance: cfg.BigtableInstance}
 	}
+	if !cfg.Windowing.Streaming {
+		// One shuffle element per identity and hour batch, not per reading.
+		records = PreGroup(s, records)
+	}
 	b := buildRows(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...), rec)
 	dead = append(dead, b.Dead, WriteBigtable(s, cfg, b.Rows))
 	if cfg.BigQuery != nil {
@@ -166,6 +172,15 @@ func Ingest(s beam.Scope, cfg Config, records beam.PCollection) []beam.PCollecti
 		}
 	}
 	return dead
+}
+
+// PreGroup packs a batch's KV<identity, Record> into KV<identity,
+// dofns.PaneBatch>, one identity's readings of one hour per element,
+// stamped with the hour's start (dofns.PreGroupFn), so the hourly
+// GroupByKey carries a few hundred times fewer elements. BuildRowsAndRollups
+// takes either form.
+func PreGroup(s beam.Scope, records beam.PCollection) beam.PCollection {
+	return beam.ParDo(s.Scope("PreGroup"), &dofns.PreGroupFn{}, records)
 }
 
 // DeadLetterTooLate passes the stream's readings that can still join their
@@ -244,6 +259,9 @@ func buildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed
 			}
 		}
 		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("Firings"), fn, panes)
+	} else if typex.IsKV(windowed.Type()) && windowed.Type().Components()[1].Type() == reflect.TypeOf(dofns.PaneBatch{}) {
+		fn := &dofns.BuildBatchedRowsFn{BuildRowsFn: dofns.BuildRowsFn{Spec: spec, BigQuery: withBigQuery}}
+		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, fn, grouped)
 	} else {
 		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, &dofns.BuildRowsFn{Spec: spec, BigQuery: withBigQuery}, grouped)
 	}
