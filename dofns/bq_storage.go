@@ -31,6 +31,20 @@ type storageWriter struct {
 	stream   *managedwriter.ManagedStream
 	batch    storageBatch
 	inflight []*bqAppend
+	// limit is how many requests may be in flight now: MaxInflight while
+	// appends land, halved by each failure and grown back by one per
+	// success. A failed request often takes its stream down, and every
+	// append in flight on it with it: with many in flight and a share of
+	// them failing, a stream can fail again before any of them lands.
+	limit int
+}
+
+// inflightLimit is the current cap on requests in flight.
+func (w *storageWriter) inflightLimit() int {
+	if w.limit <= 0 || w.limit > w.f.MaxInflight {
+		w.limit = w.f.MaxInflight
+	}
+	return w.limit
 }
 
 // storageBatch is the request being filled.
@@ -105,7 +119,7 @@ func (w *storageWriter) add(ctx context.Context, row schemas.BQRow, encoded []by
 	if len(w.batch.data) > 0 && w.batch.bytes+size > w.f.MaxRequestBytes {
 		w.send(ctx, &bqAppend{data: w.batch.data, origins: w.batch.origins})
 		w.batch = storageBatch{}
-		if err := w.drain(ctx, w.f.MaxInflight, dead); err != nil {
+		if err := w.drain(ctx, w.inflightLimit(), dead); err != nil {
 			return err
 		}
 	}
@@ -187,6 +201,7 @@ func (w *storageWriter) settle(ctx context.Context, req *bqAppend, dead func(sch
 	}
 	if err == nil {
 		w.f.landed(ctx, req.origins)
+		w.limit = w.inflightLimit() + 1
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -234,6 +249,12 @@ func (w *storageWriter) settle(ctx context.Context, req *bqAppend, dead func(sch
 		if err := w.reopen(ctx); err != nil {
 			log.Warnf(ctx, "bigquery: %v", err)
 		}
+	}
+	// Fewer in flight until appends land again: settle older requests
+	// before this one goes again.
+	w.limit = max(1, w.inflightLimit()/2)
+	if err := w.drain(ctx, w.limit-1, dead); err != nil {
+		return err
 	}
 	w.send(ctx, req)
 	return nil
