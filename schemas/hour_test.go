@@ -39,19 +39,6 @@ func firingsSpec(t *testing.T) (*Spec, *Compiled) {
 	return spec.Spec, spec
 }
 
-func records(t *testing.T, spec *Spec, lines ...string) []Record {
-	t.Helper()
-	p := NewParser(spec)
-	var recs []Record
-	for _, l := range lines {
-		var err error
-		if recs, err = p.Parse(recs, []byte(l), "test"); err != nil {
-			t.Fatalf("Parse(%s): %v", l, err)
-		}
-	}
-	return recs
-}
-
 // table plays mutations as Bigtable applies them, in order: a cell
 // overwrites its version, a deletion removes it.
 type table map[string]string
@@ -170,7 +157,7 @@ func (ws *windowState) fireRecovered(h *Compiled, timing string, index int64, re
 
 // batchTable is what the batch pipeline writes for the lines.
 func batchTable(t *testing.T, spec *Spec, h *Compiled, lines []string) table {
-	out := h.BatchHour(HourPane{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Records: records(t, spec, lines...)}, false, 1)
+	out := h.BatchHour(HourPane{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Records: parseAll(t, spec, lines...)}, false, 1)
 	muts, dead := out.Rows, out.Dead
 	if len(dead) > 0 {
 		t.Fatalf("batch dead letters: %v", dead)
@@ -262,7 +249,7 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 			var dropped, readings int64
 			got := table{}
 			for i, st := range tc.steps {
-				out := ws.fire(h, st.timing, int64(i), records(t, spec, st.lines...))
+				out := ws.fire(h, st.timing, int64(i), parseAll(t, spec, st.lines...))
 				if w := written(out.Rows); w != st.writes {
 					t.Errorf("firing %d (%v) writes\n  %s\nwant\n  %s", i, st.timing, w, st.writes)
 				}
@@ -332,7 +319,7 @@ func TestFiringsCountEachDuplicateOnce(t *testing.T) {
 		{PaneEarly, []string{b, d}, 0},
 		{PaneOnTime, nil, 1},
 	} {
-		if got := ws.fire(h, st.timing, int64(i), records(t, spec, st.lines...)).Dropped; got != st.want {
+		if got := ws.fire(h, st.timing, int64(i), parseAll(t, spec, st.lines...)).Dropped; got != st.want {
 			t.Errorf("firing %d (%v) counts %d duplicates; want %d", i, st.timing, got, st.want)
 		}
 	}
@@ -388,7 +375,7 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 	)
 	want := batchTable(t, spec, h, all)
 	wantBQ := map[string]string{}
-	kept, _ := spec.PrepareGroup(records(t, spec, all...))
+	kept, _ := spec.PrepareGroup(parseAll(t, spec, all...))
 	for i := range kept {
 		r := h.builder.BQRow(&kept[i], 1)
 		wantBQ[fmt.Sprint(r.Values[bqColumn(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []BQRow{r})
@@ -453,10 +440,10 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 			var dropped, recovered, super, readings int64
 			play := func(ws *windowState, i int, st step) {
 				for _, l := range st.arrive {
-					muts, _ := h.builder.Mutations(records(t, spec, l))
+					muts, _ := h.builder.Mutations(parseAll(t, spec, l))
 					tb.apply(muts)
 				}
-				recs := records(t, spec, st.lines...)
+				recs := parseAll(t, spec, st.lines...)
 				for j := range recs { // written on arrival
 					muts, _ := h.builder.Mutations(recs[j : j+1])
 					tb.apply(muts)

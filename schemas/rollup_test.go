@@ -116,15 +116,7 @@ func rollupSpec(t *testing.T, edit func(string) string) (*Spec, error) {
 // prepared parses lines and prepares them as one group.
 func prepared(t *testing.T, s *Spec, lines ...string) []Record {
 	t.Helper()
-	p := NewParser(s)
-	var recs []Record
-	for _, l := range lines {
-		var err error
-		if recs, err = p.Parse(recs, []byte(l), "test"); err != nil {
-			t.Fatalf("parse %s: %v", l, err)
-		}
-	}
-	kept, _ := s.PrepareGroup(recs)
+	kept, _ := s.PrepareGroup(parseAll(t, s, lines...))
 	return kept
 }
 
