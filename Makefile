@@ -15,7 +15,7 @@ INPUT ?= testdata/vitals/*
 DEAD_LETTER ?= .run/deadletter
 GO_TEST_FLAGS ?= -timeout 25m
 
-.PHONY: run test test-short fuzz fuzz-short bench lint emulators stop-emulators stream samples help
+.PHONY: run test test-short fuzz fuzz-short bench bench-memory lint emulators stop-emulators stream samples help
 
 ## help: list every target with what it does (this list).
 help:
@@ -76,6 +76,18 @@ bench:
 	@mkdir -p .run
 	go run ./internal/bench/e2e -out .run/bench-e2e.json $(E2E_FLAGS)
 	go run ./internal/bench/stream $(STREAM_FLAGS)
+	@$(MAKE) --no-print-directory bench-memory
+
+## bench-memory: the launcher's peak RSS (pipeline side only, Bigtable; a 10-minute write retry deadline, as the emulator is the bottleneck at 3 M) on 300 k and 3 M readings from 1,000 sensors, in time order and shuffled, and on a ward's 300 k and 3 M (100 sensors; 3 M span 8.3 hours, so the local batch runs in parts of whole hours). About 25 minutes; the shuffled 3 M needs about 15 GB.
+MEM_E2E := go run ./internal/bench/e2e -sides pipeline -bigquery=false -launcher_args=--write_retry_deadline=10m
+bench-memory:
+	@mkdir -p .run
+	$(MEM_E2E) -out .run/mem-300k.json
+	$(MEM_E2E) -shuffle -out .run/mem-300k-shuffled.json
+	$(MEM_E2E) -seconds 3000 -out .run/mem-3m.json
+	$(MEM_E2E) -seconds 3000 -shuffle -out .run/mem-3m-shuffled.json
+	$(MEM_E2E) -sensors 100 -seconds 3000 -out .run/mem-ward-300k.json
+	$(MEM_E2E) -sensors 100 -seconds 30000 -out .run/mem-ward-3m.json
 
 ## lint: gofmt, go vet, and go mod tidy with no diff.
 lint:

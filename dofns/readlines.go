@@ -1,10 +1,7 @@
 package dofns
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -15,6 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/internal/lines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -38,26 +36,49 @@ const splitBytes int64 = 64 << 20
 type ReadLinesFn struct {
 	// MaxLineBytes limits a line (default schemas.DefaultMaxLineBytes).
 	MaxLineBytes int
+	// Ranges, when set, is the part of the input to read: of each file it
+	// names, the lines that start in its range; files it does not name are
+	// not read. A compressed file is read whole when named.
+	Ranges []FileRange
 
 	ctrs counters
 }
 
-func compressed(path string) bool {
+// Compressed reports whether ReadLinesFn reads path as one compressed unit
+// (whole, by one worker).
+func Compressed(path string) bool {
 	return strings.HasSuffix(path, ".gz") || strings.HasSuffix(path, ".gzip")
 }
 
-// CreateInitialRestriction covers the file: its bytes, or for a compressed
-// file a single unit claimed by reading it all.
+// FileRange is the lines of one file that start at byte offsets in
+// [Start, End).
+type FileRange struct {
+	Path       string
+	Start, End int64
+}
+
+// CreateInitialRestriction covers the file (or its range in Ranges): its
+// bytes, or for a compressed file a single unit claimed by reading it all.
 func (fn *ReadLinesFn) CreateInitialRestriction(file fileio.ReadableFile) offsetrange.Restriction {
-	if compressed(file.Metadata.Path) {
-		return offsetrange.Restriction{Start: 0, End: 1}
+	start, end := int64(0), file.Metadata.Size
+	if len(fn.Ranges) > 0 {
+		start, end = 0, 0
+		for _, r := range fn.Ranges {
+			if r.Path == file.Metadata.Path {
+				start, end = r.Start, r.End
+				break
+			}
+		}
 	}
-	return offsetrange.Restriction{Start: 0, End: file.Metadata.Size}
+	if Compressed(file.Metadata.Path) {
+		return offsetrange.Restriction{Start: 0, End: min(end, 1)}
+	}
+	return offsetrange.Restriction{Start: start, End: end}
 }
 
 // SplitRestriction splits uncompressed files into blocks.
 func (fn *ReadLinesFn) SplitRestriction(file fileio.ReadableFile, rest offsetrange.Restriction) []offsetrange.Restriction {
-	if compressed(file.Metadata.Path) {
+	if Compressed(file.Metadata.Path) {
 		return []offsetrange.Restriction{rest}
 	}
 	return rest.SizedSplits(splitBytes)
@@ -65,7 +86,7 @@ func (fn *ReadLinesFn) SplitRestriction(file fileio.ReadableFile, rest offsetran
 
 // RestrictionSize is the restriction's byte count.
 func (fn *ReadLinesFn) RestrictionSize(file fileio.ReadableFile, rest offsetrange.Restriction) float64 {
-	if compressed(file.Metadata.Path) {
+	if Compressed(file.Metadata.Path) {
 		return float64(file.Metadata.Size)
 	}
 	return rest.Size()
@@ -96,7 +117,7 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	defer fd.Close()
-	lr := &lineReader{rd: bufio.NewReaderSize(fd, 1<<20), max: max}
+	lr := lines.NewReader(fd, 1<<20, max)
 	lineNo := 0
 	reject := func(err error, payload string) {
 		// One rejected record in the ledger: a line, or the rest of a
@@ -106,8 +127,8 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		dead(deadLetter(schemas.SinkParse, payload, path, err))
 	}
 	emitLine := func(line []byte, length int64, first bool) {
-		if first && bytes.HasPrefix(line, utf8BOM) {
-			line, length = line[len(utf8BOM):], length-int64(len(utf8BOM))
+		if first {
+			line, length = lines.TrimBOM(line, length)
 		}
 		if length > int64(max) {
 			reject(schemas.TooLarge(length, max), schemas.Prefix(string(line)))
@@ -115,12 +136,12 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		}
 		emit(path, string(line))
 	}
-	if compressed(path) {
+	if Compressed(path) {
 		if !rt.TryClaim(rest.Start) {
 			return nil
 		}
 		for {
-			line, length, size, err := lr.next()
+			line, length, size, err := lr.Next()
 			if size > 0 {
 				lineNo++
 				emitLine(line, length, lineNo == 1)
@@ -138,10 +159,10 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 	if pos > 0 {
 		// Skip the line that started before the restriction: it belongs to
 		// the previous block.
-		if _, err := lr.rd.Discard(int(pos - 1)); err != nil {
+		if _, err := lr.Discard(int(pos - 1)); err != nil {
 			return fmt.Errorf("seek %s to %d: %w", path, pos-1, err)
 		}
-		_, _, skipped, err := lr.next()
+		_, _, skipped, err := lr.Next()
 		if err == io.EOF {
 			rt.TryClaim(rest.End)
 			return nil
@@ -152,7 +173,7 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		pos += skipped - 1
 	}
 	for rt.TryClaim(pos) {
-		line, length, size, err := lr.next()
+		line, length, size, err := lr.Next()
 		if size > 0 {
 			lineNo++
 			emitLine(line, length, pos == 0)
@@ -167,48 +188,4 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		pos += size
 	}
 	return nil
-}
-
-// utf8BOM is the UTF-8 byte-order mark.
-var utf8BOM = []byte("\xef\xbb\xbf")
-
-// lineReader reads lines of at most max kept bytes.
-type lineReader struct {
-	rd  *bufio.Reader
-	max int
-	buf []byte
-}
-
-// next returns the next line without its LF or CRLF end (valid until the
-// next call), its length without that end, and its size in the file, end
-// included. A line longer than max is returned cut at max bytes (length
-// says how long it was); its rest is read and dropped, never held. At the
-// end of the input err is io.EOF, with the last line if it had no end.
-func (lr *lineReader) next() (line []byte, length, size int64, err error) {
-	lr.buf = lr.buf[:0]
-	var last [2]byte // the line's last two bytes, end included
-	for {
-		chunk, err := lr.rd.ReadSlice('\n')
-		size += int64(len(chunk))
-		if n := len(chunk); n >= 2 {
-			last = [2]byte{chunk[n-2], chunk[n-1]}
-		} else if n == 1 {
-			last = [2]byte{last[1], chunk[0]}
-		}
-		if keep := lr.max - len(lr.buf); keep > 0 {
-			lr.buf = append(lr.buf, chunk[:min(len(chunk), keep)]...)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		length = size
-		if size > 0 && last[1] == '\n' {
-			length--
-			if size > 1 && last[0] == '\r' {
-				length--
-			}
-		}
-		line = lr.buf[:min(int64(len(lr.buf)), length)]
-		return line, length, size, err
-	}
 }

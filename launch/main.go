@@ -45,6 +45,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/internal/flowcontrol"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/internal/parts"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -77,6 +78,7 @@ var (
 	bqMethod       = flag.String("bigquery_write_method", "upsert", "upsert: Storage Write API default stream with change data capture (_CHANGE_TYPE=UPSERT on the spec's primary key): one row per reading, the newest winning; storage_write: the same stream without CDC (at least once); insert_all: tabledata.insertAll with insertId = reading_id (best-effort dedup).")
 	printRows      = flag.Int("print_rows", 0, "After a local batch run, print this many rows of the first table.")
 	logLevel       = flag.String("log_level", "warn", "Runner and SDK log level: debug, info, warn or error.")
+	localPartMB    = flag.Float64("local_part_mb", 64, "A local batch (prism, direct) whose input is larger than this many MB runs as parts of at most this size where its hours allow, one job after another, so that its memory is bounded by a part rather than by the input (prism holds about 4 KB per reading in flight). Parts are cut only where no hour read before has a reading after, so the result is the one job's: the input is scanned once first to find those places. Input in rough event-time order splits at almost every hour; shuffled input runs as one job. 0: always one job. Dataflow runs one job.")
 	progressIval   = flag.Duration("progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
 	dryRunOut      = flag.String("dry_run_out", "", "With --runner=dataflow --dry_run: write the full Dataflow job (JSON, with its Beam pipeline graph under \"beamPipeline\") to this file; stdout gets a short summary.")
 	format         = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (the protobuf message the spec declares in its proto: section; see schemas.FormatNames).")
@@ -395,21 +397,24 @@ func run(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
-	p, s := beam.NewPipelineWithRoot()
 	streaming := cfg.Windowing.Streaming
-	err = buildPipeline(func() error {
-		if streaming {
-			return pipelines.Stream(s, cfg, src)
+	build := func(ranges []dofns.FileRange) (*beam.Pipeline, error) {
+		p, s := beam.NewPipelineWithRoot()
+		return p, buildPipeline(func() error {
+			if streaming {
+				return pipelines.Stream(s, cfg, src)
+			}
+			return pipelines.BatchPart(s, cfg, *input, ranges)
+		})
+	}
+	if !local() || dryRun() {
+		p, err := build(nil)
+		if err != nil {
+			return err
 		}
-		return pipelines.Batch(s, cfg, *input)
-	})
-	if err != nil {
-		return err
-	}
-	if dryRun() {
-		return runDryRun(ctx, os.Stdout, p, cfg)
-	}
-	if !local() {
+		if dryRun() {
+			return runDryRun(ctx, os.Stdout, p, cfg)
+		}
 		// Dataflow: the job's counters hold the ledger; a batch run
 		// waits for the job and prints it too.
 		res := runPipeline(ctx, p, 0, nil)
@@ -421,17 +426,52 @@ func run(ctx context.Context) error {
 		}
 		return nil
 	}
+	plan := []parts.Part{{}}
 	if streaming {
 		fmt.Fprintf(os.Stderr, "sensorpipe: streaming %s on %s; Ctrl-C or SIGTERM stops\n", *subscription, runnerName())
+	} else if plan, err = planParts(ctx, cfg); err != nil {
+		return err
 	}
-	prev, prevAt := ledger.Counters(nil), start
-	res := runPipeline(ctx, p, *progressIval, func(c ledger.Counters) {
-		now := time.Now()
-		fmt.Fprintln(os.Stderr, progressLine(cfg, prev, c, now.Sub(prevAt), now.Sub(start)))
-		prev, prevAt = c, now
-	})
-	if res.Err != nil && !res.Stopped {
-		return jobError(res.Err)
+	// A local batch runs its parts one after another (one job each), and
+	// its ledger is theirs summed.
+	var (
+		res    jobRun
+		before ledger.Counters
+		prev   ledger.Counters
+		prevAt = start
+	)
+	for i, part := range plan {
+		if i > 0 && ctx.Err() != nil {
+			res.Stopped = true // Ctrl-C between parts
+			break
+		}
+		p, err := build(part.Ranges)
+		if err != nil {
+			return err
+		}
+		if len(plan) > 1 {
+			fmt.Fprintf(os.Stderr, "sensorpipe: part %d of %d: %.1f MB of input\n", i+1, len(plan), float64(part.Bytes)/1e6)
+		}
+		res = runPipeline(ctx, p, *progressIval, func(c ledger.Counters) {
+			now := time.Now()
+			c = before.Plus(c)
+			fmt.Fprintln(os.Stderr, progressLine(cfg, prev, c, now.Sub(prevAt), now.Sub(start)))
+			prev, prevAt = c, now
+		})
+		if res.Err != nil && !res.Stopped {
+			if len(plan) > 1 {
+				return fmt.Errorf("part %d of %d: %w (the parts before it were written; writes are idempotent, so re-run the job)", i+1, len(plan), jobError(res.Err))
+			}
+			return jobError(res.Err)
+		}
+		if res.Counters == nil {
+			break // no ledger to go on: report says so
+		}
+		res.Counters = before.Plus(res.Counters)
+		before = res.Counters
+		if res.Stopped {
+			break // Ctrl-C: report the parts run so far
+		}
 	}
 	// A stopped stream is the stream's normal end: bundles in flight were
 	// abandoned uncommitted, so their messages were not acknowledged and
@@ -445,6 +485,42 @@ func run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// planParts cuts a local batch's input into parts of whole hours of about
+// --local_part_mb each (internal/parts), and says how it cut it.
+func planParts(ctx context.Context, cfg pipelines.Config) ([]parts.Part, error) {
+	target := int64(*localPartMB * 1e6)
+	files, err := parts.List(ctx, *input)
+	if err != nil {
+		return nil, err
+	}
+	total := parts.Total(files)
+	if target <= 0 || total <= target {
+		return []parts.Part{{Bytes: total}}, nil
+	}
+	began := time.Now()
+	maxLine := cfg.MaxLineBytes
+	if maxLine <= 0 {
+		maxLine = schemas.DefaultMaxLineBytes
+	}
+	spans, err := parts.Scan(ctx, files, cfg.Spec.Decoder(), maxLine, *progressIval, func(read int64) {
+		fmt.Fprintf(os.Stderr, "sensorpipe: scanning the input for where its hours end: %.0f of %.0f MB\n", float64(read)/1e6, float64(total)/1e6)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scan the input to cut it into parts (--local_part_mb=0 runs it as one job): %w", err)
+	}
+	plan := parts.Plan(files, spans, target)
+	took := time.Since(began).Round(time.Millisecond)
+	switch {
+	case len(plan) > 1:
+		fmt.Fprintf(os.Stderr, "sensorpipe: %.1f MB of input runs as %d parts of whole hours, one job each (--local_part_mb=%g; scanned in %v)\n", float64(total)/1e6, len(plan), *localPartMB, took)
+	case len(spans) <= 1:
+		fmt.Fprintf(os.Stderr, "sensorpipe: %.1f MB of input runs as one job: its readings fall in one hour, and an hour is the smallest part (scanned in %v)\n", float64(total)/1e6, took)
+	default:
+		fmt.Fprintf(os.Stderr, "sensorpipe: %.1f MB of input runs as one job: its %d hours overlap throughout (it is not in event-time order), so no part of whole hours can be cut (scanned in %v)\n", float64(total)/1e6, len(spans), took)
+	}
+	return plan, nil
 }
 
 // errBuild is the failure to build the pipeline graph: a bug or a

@@ -48,6 +48,8 @@ func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, 
 	if err != nil {
 		return jobRun{Err: err}
 	}
+	// One job at a time: the parts of a local batch run one after another
+	// on the same job service.
 	defer loopback.Sweep(time.Now())
 	done := make(chan error, 1)
 	go func() {
@@ -60,6 +62,11 @@ func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, 
 		jobID string
 		last  ledger.Counters
 	)
+	defer func() {
+		if jobID != "" {
+			ranJobs[jobID] = true
+		}
+	}()
 	poll := func() {
 		if jobID == "" {
 			jobID = findJob(ctx, client)
@@ -101,10 +108,20 @@ func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, 
 	}
 }
 
+// prismJobs is the job service startPrism started (nil before), and
+// ranJobs the ids of the jobs that have run on it.
+var (
+	prismJobs jobpb.JobServiceClient
+	ranJobs   = map[string]bool{}
+)
+
 // startPrism starts prism's job service in this process on a free port and
 // points the Beam options at it, as prism.Execute does when no endpoint is
-// given, and returns a client of it.
+// given, and returns a client of it; later calls return the same one.
 func startPrism(ctx context.Context) (jobpb.JobServiceClient, error) {
+	if prismJobs != nil {
+		return prismJobs, nil
+	}
 	if *jobopts.Endpoint != "" {
 		return nil, fmt.Errorf("--endpoint=%s: the launcher runs prism's job service itself; leave --endpoint unset", *jobopts.Endpoint)
 	}
@@ -124,18 +141,25 @@ func startPrism(ctx context.Context) (jobpb.JobServiceClient, error) {
 	if *jobopts.EnvironmentType == "" {
 		*jobopts.EnvironmentType = "loopback"
 	}
+	prismJobs = client
 	return client, nil
 }
 
-// findJob returns the id of the job prism runs (the only one), or "".
+// findJob returns the id of the job prism runs (the one not run before),
+// or "".
 func findJob(ctx context.Context, client jobpb.JobServiceClient) string {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	resp, err := client.GetJobs(cctx, &jobpb.GetJobsRequest{})
-	if err != nil || len(resp.GetJobInfo()) == 0 {
+	if err != nil {
 		return ""
 	}
-	return resp.GetJobInfo()[0].GetJobId()
+	for _, j := range resp.GetJobInfo() {
+		if !ranJobs[j.GetJobId()] {
+			return j.GetJobId()
+		}
+	}
+	return ""
 }
 
 // jobCounters reads a job's counters from its job service.

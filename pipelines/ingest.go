@@ -105,12 +105,13 @@ func (c Config) Check() error {
 // ReadFiles reads every line of the files matching glob (local paths or
 // gs://, .gz decompressed) as KV<file, line>, and dead letters for lines
 // over maxLine bytes (too_large; 0: the default limit) and files that
-// cannot be read to the end.
-func ReadFiles(s beam.Scope, glob string, maxLine int) (lines, dead beam.PCollection) {
+// cannot be read to the end. Non-empty ranges limit the read to those
+// parts of the files (a local run's part: see internal/parts).
+func ReadFiles(s beam.Scope, glob string, ranges []dofns.FileRange, maxLine int) (lines, dead beam.PCollection) {
 	s = s.Scope("ReadFiles")
 	matches := fileio.MatchFiles(s, glob, fileio.MatchEmptyAllow())
 	files := fileio.ReadMatches(s, matches)
-	return beam.ParDo2(s, &dofns.ReadLinesFn{MaxLineBytes: maxLine}, files)
+	return beam.ParDo2(s, &dofns.ReadLinesFn{MaxLineBytes: maxLine, Ranges: ranges}, files)
 }
 
 // Parse turns KV<source, line> of JSON into KV<identity, Record> stamped
@@ -310,13 +311,20 @@ func WriteDeadLetters(s beam.Scope, target schemas.DeadLetterTarget, retry dofns
 // Batch builds the historical re-ingestion pipeline: files in, Bigtable (and
 // BigQuery) out, with every rejected record in the dead letter.
 func Batch(s beam.Scope, cfg Config, glob string) error {
+	return BatchPart(s, cfg, glob, nil)
+}
+
+// BatchPart is Batch over the given ranges of the files glob matches (all
+// of them when ranges is empty). A local run whose input is larger than
+// its memory should hold runs one BatchPart per part of whole hours.
+func BatchPart(s beam.Scope, cfg Config, glob string, ranges []dofns.FileRange) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
 	if cfg.Windowing.Streaming {
 		return fmt.Errorf("pipelines: a batch run takes the batch windowing")
 	}
-	lines, readDead := ReadFiles(s, glob, cfg.MaxLineBytes)
+	lines, readDead := ReadFiles(s, glob, ranges, cfg.MaxLineBytes)
 	records, parseDead := ParseLimited(s, cfg.Spec, cfg.MaxLineBytes, lines)
 	dead := Ingest(s, cfg, records)
 	// The sinks' dead letters cross a Reshuffle (random keys, not a fixed

@@ -36,6 +36,19 @@ type Key struct{ Namespace, Name string }
 // Counters are a run's counter values by key.
 type Counters map[Key]int64
 
+// Plus returns c and d summed (the ledger of two runs, e.g. the parts of
+// one local batch).
+func (c Counters) Plus(d Counters) Counters {
+	sum := make(Counters, len(c)+len(d))
+	for k, n := range c {
+		sum[k] += n
+	}
+	for k, n := range d {
+		sum[k] += n
+	}
+	return sum
+}
+
 // FromMetrics sums each counter of a run's metrics over the steps that
 // keep it. It takes the committed values (of the bundles that succeeded)
 // where the runner reports them, else the attempted ones.

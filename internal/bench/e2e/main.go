@@ -71,6 +71,7 @@ var (
 	verify     = flag.Bool("verify", true, "After each side, read the table back and check both sides wrote the same number of rows and cells.")
 	outFlag    = flag.String("out", "", "Also write the figures as JSON to this file.")
 	keep       = flag.Bool("keep", false, "Keep the work directory (input, dead letters, launcher).")
+	extraFlags = flag.String("launcher_args", "", "Extra flags for the launcher, space-separated (e.g. --local_part_mb=0 runs the input as one job).")
 	withBQ     = flag.Bool("bigquery", true, "Also run the pipeline into both sinks, Bigtable and an in-process BigQuery emulator, with each Storage Write method (storage_write, and upsert with change data capture), and report those rates.")
 )
 
@@ -378,7 +379,7 @@ func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string, 
 	cmd := exec.CommandContext(ctx, bin, "--source=files", "--input="+input,
 		"--bigtable_project="+project, "--bigtable_instance="+instance, "--bigtable_table="+tableName(s.Name),
 		"--dead_letter="+dead, "--progress_interval=0", "--summary_json="+summary)
-	cmd.Args = append(cmd.Args, extraArgs...)
+	cmd.Args = append(append(cmd.Args, extraArgs...), strings.Fields(*extraFlags)...)
 	cmd.Env = append(append(os.Environ(), "BIGTABLE_EMULATOR_HOST="+host), extraEnv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

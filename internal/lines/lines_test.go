@@ -1,7 +1,6 @@
-package dofns
+package lines
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"strings"
@@ -27,10 +26,10 @@ func TestLineReader(t *testing.T) {
 		{"a lone CR stays", "a\rb\n", 10, []string{"a\rb|3|4"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lr := &lineReader{rd: bufio.NewReaderSize(strings.NewReader(tc.in), 16), max: tc.max}
+			lr := NewReader(strings.NewReader(tc.in), 16, tc.max)
 			var got []string
 			for {
-				line, length, size, err := lr.next()
+				line, length, size, err := lr.Next()
 				if size > 0 {
 					got = append(got, fmt.Sprintf("%s|%d|%d", line, length, size))
 				}

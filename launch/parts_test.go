@@ -1,0 +1,180 @@
+package main
+
+import (
+	"compress/gzip"
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/bigquery"
+
+	"github.com/sensorpipe/sensorpipe/internal/bqemu"
+	"github.com/sensorpipe/sensorpipe/internal/emulators"
+)
+
+// partsInput writes six hours of readings from five sensors every 20 s,
+// roughly in event-time order as a historical export is: some readings come
+// a few lines late (past the next hour's first readings), some are
+// duplicates or lack a value to impute, some lines are bad. The lines are
+// spread over two plain files and a gzip file. shuffled puts them in random
+// order instead.
+func partsInput(t *testing.T, shuffled bool) string {
+	t.Helper()
+	rng := rand.New(rand.NewSource(7))
+	start := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	var out []string
+	var late []string
+	for s := 0; s < 6*3600; s += 20 {
+		for sensor := 1; sensor <= 5; sensor++ {
+			ts := start.Add(time.Duration(s) * time.Second)
+			var hr any = 60 + (s/20+sensor)%30
+			if rng.Intn(7) == 0 {
+				hr = nil // imputed
+			}
+			l := line(fmt.Sprintf("w-%d", sensor), ts.Format(time.RFC3339), hr)
+			switch rng.Intn(40) {
+			case 0:
+				late = append(late, l) // comes after the next few lines
+				continue
+			case 1:
+				out = append(out, l) // a duplicate
+			case 2:
+				out = append(out, `{"sensor_id":"w-9","timestamp":"soon"}`)
+			}
+			out = append(out, l)
+			if len(late) > 0 && rng.Intn(3) == 0 {
+				out = append(out, late...)
+				late = late[:0]
+			}
+		}
+	}
+	out = append(out, late...)
+	if shuffled {
+		rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	}
+	dir := t.TempDir()
+	third := len(out) / 3
+	write := func(name string, lines []string) {
+		text := strings.Join(lines, "\n") + "\n"
+		if strings.HasSuffix(name, ".gz") {
+			f, err := os.Create(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			zw := gzip.NewWriter(f)
+			if _, err := zw.Write([]byte(text)); err != nil {
+				t.Fatal(err)
+			}
+			if err := zw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.jsonl", out[:third])
+	write("b.jsonl.gz", out[third:2*third])
+	write("c.jsonl", out[2*third:])
+	return dir
+}
+
+// TestLocalPartsEqualOneJob: a local batch cut into parts of whole hours
+// (--local_part_mb) leaves exactly the Bigtable cells, BigQuery readings and
+// rollup rows, and ledger figures, that the input run as one job leaves;
+// shuffled input, with no place to cut, runs as one job.
+func TestLocalPartsEqualOneJob(t *testing.T) {
+	host := emulators.StartBigtable(t)
+	bq := bqemu.StartServerForTest(t)
+	ctx := context.Background()
+	client, err := bigquery.NewClient(ctx, "p", bq.BigQueryOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	type state struct {
+		cells, readings, rollups []string
+		ledger                   string
+	}
+	run := func(t *testing.T, in, name, partMB string) (state, string) {
+		t.Helper()
+		summary := filepath.Join(t.TempDir(), "summary.json")
+		r := runLauncher(t, bqEnv(host, bq), "--source=files", "--input="+in+"/*", "--bigtable_project=p",
+			"--bigtable_instance=i", "--bigtable_table="+name, "--bigquery_dataset="+name,
+			"--dead_letter="+t.TempDir(), "--local_part_mb="+partMB, "--summary_json="+summary)
+		if r.code != 0 {
+			t.Fatalf("--local_part_mb=%s: exit %d\n%s\n%s", partMB, r.code, r.stdout, r.stderr)
+		}
+		l := readSummary(t, summary)
+		st := state{cells: dump(t, host, name), ledger: fmt.Sprintf("read %d, rejected %d, duplicates %d, dead-lettered %d, balanced %v",
+			l.Read, l.Rejected, l.Duplicates, l.DeadLettered(), l.Balanced)}
+		for _, tbl := range []string{"readings", "readings_hourly"} {
+			rows, err := emulators.ReadBigQuery(ctx, client.Dataset(name).Table(tbl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text []string
+			for _, row := range rows {
+				delete(row, "ingested_at") // the times of the write
+				delete(row, "fired_at")
+				text = append(text, fmt.Sprint(row))
+			}
+			slices.Sort(text)
+			if tbl == "readings" {
+				st.readings = text
+			} else {
+				st.rollups = text
+			}
+		}
+		return st, r.stderr
+	}
+	in := partsInput(t, false)
+	one, _ := run(t, in, "one", "0")
+	parted, stderr := run(t, in, "parted", "0.1")
+	m := regexp.MustCompile(`runs as (\d+) parts of whole hours`).FindStringSubmatch(stderr)
+	if m == nil || m[1] == "1" {
+		t.Fatalf("--local_part_mb=0.1 on %s did not run in parts:\n%s", in, stderr)
+	}
+	t.Logf("%s parts; one job: %s", m[1], one.ledger)
+	if len(one.cells) == 0 || len(one.readings) == 0 || len(one.rollups) < 6*5 {
+		t.Fatalf("one job wrote %d cells, %d readings, %d rollup rows", len(one.cells), len(one.readings), len(one.rollups))
+	}
+	for _, c := range []struct {
+		what      string
+		got, want []string
+	}{
+		{"Bigtable cells", parted.cells, one.cells},
+		{"BigQuery readings", parted.readings, one.readings},
+		{"BigQuery rollup rows", parted.rollups, one.rollups},
+	} {
+		if !slices.Equal(c.got, c.want) {
+			t.Errorf("%s differ: %d in parts, %d as one job", c.what, len(c.got), len(c.want))
+			for i := range min(len(c.got), len(c.want)) {
+				if c.got[i] != c.want[i] {
+					t.Errorf("first difference:\n in parts:   %s\n as one job: %s", c.got[i], c.want[i])
+					break
+				}
+			}
+		}
+	}
+	if parted.ledger != one.ledger {
+		t.Errorf("ledger in parts: %s; as one job: %s", parted.ledger, one.ledger)
+	}
+	t.Run("shuffled input runs as one job", func(t *testing.T) {
+		_, stderr := run(t, partsInput(t, true), "shuffled", "0.1")
+		if !strings.Contains(stderr, "hours overlap throughout") {
+			t.Errorf("stderr lacks the one-job notice:\n%s", stderr)
+		}
+	})
+}
