@@ -55,10 +55,7 @@ func (f *ParseFn) Setup() error {
 // internal).
 func (f *ParseFn) ProcessElement(ctx context.Context, source, line string, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
 	var err error
-	max := f.MaxLineBytes
-	if max <= 0 {
-		max = schemas.DefaultMaxLineBytes
-	}
+	max := schemas.LineLimit(f.MaxLineBytes)
 	if len(line) > max {
 		f.ctrs.inc(ctx, ledger.InputRecords, 1)
 		f.ctrs.inc(ctx, ledger.InputRejected, 1)

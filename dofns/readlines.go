@@ -108,10 +108,7 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 	if !ok {
 		return fmt.Errorf("read %s: restriction %T is not an offset range", path, rt.GetRestriction())
 	}
-	max := fn.MaxLineBytes
-	if max <= 0 {
-		max = schemas.DefaultMaxLineBytes
-	}
+	max := schemas.LineLimit(fn.MaxLineBytes)
 	fd, err := file.Open(ctx)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)

@@ -35,7 +35,6 @@ import (
 
 	"cloud.google.com/go/bigtable"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
 
@@ -363,14 +362,9 @@ func isSet(name string) bool {
 
 // checkInput fails early when the glob matches no file.
 func checkInput(ctx context.Context, glob string) error {
-	fs, err := filesystem.New(ctx, glob)
+	files, err := parts.List(ctx, glob)
 	if err != nil {
-		return fmt.Errorf("--input %s: %w", glob, err)
-	}
-	defer fs.Close()
-	files, err := fs.List(ctx, glob)
-	if err != nil {
-		return fmt.Errorf("--input %s: %w", glob, err)
+		return err
 	}
 	if len(files) == 0 {
 		return fmt.Errorf("--input %s matches no file", glob)
@@ -500,11 +494,7 @@ func planParts(ctx context.Context, cfg pipelines.Config) ([]parts.Part, error) 
 		return []parts.Part{{Bytes: total}}, nil
 	}
 	began := time.Now()
-	maxLine := cfg.MaxLineBytes
-	if maxLine <= 0 {
-		maxLine = schemas.DefaultMaxLineBytes
-	}
-	spans, err := parts.Scan(ctx, files, cfg.Spec.Decoder(), maxLine, *progressIval, func(read int64) {
+	spans, err := parts.Scan(ctx, files, cfg.Spec.Decoder(), schemas.LineLimit(cfg.MaxLineBytes), *progressIval, func(read int64) {
 		fmt.Fprintf(os.Stderr, "sensorpipe: scanning the input for where its hours end: %.0f of %.0f MB\n", float64(read)/1e6, float64(total)/1e6)
 	})
 	if err != nil {

@@ -48,8 +48,6 @@ func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, 
 	if err != nil {
 		return jobRun{Err: err}
 	}
-	// One job at a time: the parts of a local batch run one after another
-	// on the same job service.
 	defer loopback.Sweep(time.Now())
 	done := make(chan error, 1)
 	go func() {
@@ -62,6 +60,8 @@ func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, 
 		jobID string
 		last  ledger.Counters
 	)
+	// One job at a time: the parts of a local batch run one after another
+	// on the same job service, and the next part's job is the one not run.
 	defer func() {
 		if jobID != "" {
 			ranJobs[jobID] = true

@@ -104,6 +104,15 @@ func Reasons() []string {
 // tenth of a Bigtable cell's 10 MB limit.
 const DefaultMaxLineBytes = 1 << 20
 
+// LineLimit is the limit a MaxLineBytes setting means: n, or
+// DefaultMaxLineBytes when n is 0 or less.
+func LineLimit(n int) int {
+	if n <= 0 {
+		return DefaultMaxLineBytes
+	}
+	return n
+}
+
 // TooLargePrefix is how much of an over-long payload its dead letter keeps.
 const TooLargePrefix = 1 << 10
 

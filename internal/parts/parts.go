@@ -180,8 +180,10 @@ func scanFile(ctx context.Context, f File, maxLine int, fn func(off int64, line 
 			return nil
 		}
 		if err != nil {
-			// The run dead-letters what it cannot read; the scan keeps
-			// what it read, and the rest of the file stays in one part.
+			// A compressed file the run cannot read to the end: it
+			// dead-letters the rest and reads no reading from it, and the
+			// file goes whole into one part anyway. A plain file the run
+			// cannot read fails the run's read too.
 			return nil
 		}
 	}
@@ -263,11 +265,4 @@ func part(files []File, from, to, total int64) Part {
 		base += f.Size
 	}
 	return p
-}
-
-func abs(x int64) int64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }
