@@ -78,7 +78,7 @@ bench:
 	go run ./internal/bench/stream $(STREAM_FLAGS)
 	@$(MAKE) --no-print-directory bench-memory
 
-## bench-memory: the launcher's peak RSS (pipeline side only, Bigtable; a 10-minute write retry deadline, as the emulator is the bottleneck at 3 M) on 300 k and 3 M readings from 1,000 sensors, in time order and shuffled, and on a ward's 300 k and 3 M (100 sensors; 3 M span 8.3 hours, so the local batch runs in parts of whole hours). About 25 minutes; the shuffled 3 M needs about 15 GB.
+## bench-memory: the launcher's peak RSS (pipeline side only, Bigtable; a 10-minute write retry deadline, as the emulator is the bottleneck at 3 M) on 300 k and 3 M readings from 1,000 sensors, in time order and shuffled, and on a ward's 300 k and 3 M (100 sensors; 3 M span 8.3 hours, so the local batch runs in parts of whole hours; the 1,000 sensors' 3 M are one hour, and run in shares of their identities). About 25 minutes.
 MEM_E2E := go run ./internal/bench/e2e -sides pipeline -bigquery=false -launcher_args=--write_retry_deadline=10m
 bench-memory:
 	@mkdir -p .run

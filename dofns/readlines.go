@@ -37,8 +37,10 @@ type ReadLinesFn struct {
 	// MaxLineBytes limits a line (default schemas.DefaultMaxLineBytes).
 	MaxLineBytes int
 	// Ranges, when set, is the part of the input to read: of each file it
-	// names, the lines that start in its range; files it does not name are
-	// not read. A compressed file is read whole when named.
+	// names, the lines that start in its range (and, with Shares, whose
+	// index byte falls in its share); files it does not name are not read.
+	// A compressed file is read whole when named. A file's read error is
+	// reported by share 0 alone.
 	Ranges []FileRange
 
 	ctrs counters
@@ -51,10 +53,25 @@ func Compressed(path string) bool {
 }
 
 // FileRange is the lines of one file that start at byte offsets in
-// [Start, End).
+// [Start, End); with Shares > 1, only those of them whose byte in the
+// file's line index (internal/lines) falls in share Share of Shares.
 type FileRange struct {
 	Path       string
 	Start, End int64
+	// Index is the path of the file's line index, which holds each line's
+	// identity hash (internal/parts.Scan); it is read when Shares > 1.
+	Index         string
+	Share, Shares int
+}
+
+// rangeOf is the range of Ranges that names path.
+func (fn *ReadLinesFn) rangeOf(path string) (FileRange, bool) {
+	for _, r := range fn.Ranges {
+		if r.Path == path {
+			return r, true
+		}
+	}
+	return FileRange{}, false
 }
 
 // CreateInitialRestriction covers the file (or its range in Ranges): its
@@ -62,13 +79,8 @@ type FileRange struct {
 func (fn *ReadLinesFn) CreateInitialRestriction(file fileio.ReadableFile) offsetrange.Restriction {
 	start, end := int64(0), file.Metadata.Size
 	if len(fn.Ranges) > 0 {
-		start, end = 0, 0
-		for _, r := range fn.Ranges {
-			if r.Path == file.Metadata.Path {
-				start, end = r.Start, r.End
-				break
-			}
-		}
+		r, _ := fn.rangeOf(file.Metadata.Path)
+		start, end = r.Start, r.End
 	}
 	if Compressed(file.Metadata.Path) {
 		return offsetrange.Restriction{Start: 0, End: min(end, 1)}
@@ -115,6 +127,11 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 	}
 	defer fd.Close()
 	lr := lines.NewReader(fd, 1<<20, max)
+	mine, owner, done, err := fn.share(path)
+	if err != nil {
+		return err
+	}
+	defer done()
 	lineNo := 0
 	reject := func(err error, payload string) {
 		// One rejected record in the ledger: a line, or the rest of a
@@ -123,31 +140,41 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		fn.ctrs.inc(ctx, ledger.InputRejected, 1)
 		dead(deadLetter(schemas.SinkParse, payload, path, err))
 	}
-	emitLine := func(line []byte, length int64, first bool) {
-		if first {
+	emitLine := func(off int64, line []byte, length int64) error {
+		if ok, err := mine(off); err != nil || !ok {
+			return err
+		}
+		if off == 0 {
 			line, length = lines.TrimBOM(line, length)
 		}
 		if length > int64(max) {
 			reject(schemas.TooLarge(length, max), schemas.Prefix(string(line)))
-			return
+			return nil
 		}
 		emit(path, string(line))
+		return nil
 	}
 	if Compressed(path) {
 		if !rt.TryClaim(rest.Start) {
 			return nil
 		}
+		var off int64
 		for {
 			line, length, size, err := lr.Next()
 			if size > 0 {
 				lineNo++
-				emitLine(line, length, lineNo == 1)
+				if err := emitLine(off, line, length); err != nil {
+					return err
+				}
+				off += size
 			}
 			if err == io.EOF {
 				return nil
 			}
 			if err != nil {
-				reject(fmt.Errorf("%w: %s could not be read past line %d: %w", schemas.ErrMalformed, path, lineNo, err), "")
+				if owner {
+					reject(fmt.Errorf("%w: %s could not be read past line %d: %w", schemas.ErrMalformed, path, lineNo, err), "")
+				}
 				return nil
 			}
 		}
@@ -172,8 +199,9 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 	for rt.TryClaim(pos) {
 		line, length, size, err := lr.Next()
 		if size > 0 {
-			lineNo++
-			emitLine(line, length, pos == 0)
+			if err := emitLine(pos, line, length); err != nil {
+				return err
+			}
 		}
 		if err == io.EOF {
 			rt.TryClaim(rest.End)
@@ -185,4 +213,26 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		pos += size
 	}
 	return nil
+}
+
+// share returns whether the line at an offset of path is this read's
+// (mine; offsets asked in increasing order), whether this read also owns
+// the file's read errors (owner: one share does), and a func that closes
+// what it opened. Without Shares in the file's range, every line is.
+func (fn *ReadLinesFn) share(path string) (mine func(off int64) (bool, error), owner bool, done func(), err error) {
+	r, _ := fn.rangeOf(path)
+	if r.Shares <= 1 {
+		return func(int64) (bool, error) { return true, nil }, true, func() {}, nil
+	}
+	x, err := lines.OpenIndex(r.Index)
+	if err != nil {
+		return nil, false, nil, fmt.Errorf("read %s, share %d of %d: %w", path, r.Share+1, r.Shares, err)
+	}
+	mine = func(off int64) (bool, error) {
+		// A line the index lacks (none should) goes with share 0, as its
+		// read errors do.
+		b, _, err := x.Byte(off)
+		return lines.Share(b, r.Shares) == r.Share, err
+	}
+	return mine, r.Share == 0, func() { x.Close() }, nil
 }

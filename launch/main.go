@@ -77,7 +77,7 @@ var (
 	bqMethod       = flag.String("bigquery_write_method", "upsert", "upsert: Storage Write API default stream with change data capture (_CHANGE_TYPE=UPSERT on the spec's primary key): one row per reading, the newest winning; storage_write: the same stream without CDC (at least once); insert_all: tabledata.insertAll with insertId = reading_id (best-effort dedup).")
 	printRows      = flag.Int("print_rows", 0, "After a local batch run, print this many rows of the first table.")
 	logLevel       = flag.String("log_level", "warn", "Runner and SDK log level: debug, info, warn or error.")
-	localPartMB    = flag.Float64("local_part_mb", 64, "A local batch (prism, direct) whose input is larger than this many MB runs as parts of at most this size where its hours allow, one job after another, so that its memory is bounded by a part rather than by the input (prism holds about 4 KB per reading in flight). Parts are cut only where no hour read before has a reading after, so the result is the one job's: the input is scanned once first to find those places. Input in rough event-time order splits at almost every hour; shuffled input runs as one job. 0: always one job. Dataflow runs one job.")
+	localPartMB    = flag.Float64("local_part_mb", 64, "A local batch (prism, direct) whose input is larger than this many MB runs as parts of about this size, one job after another, so that its memory is bounded by a part rather than by the input (prism holds about 4 KB per reading in flight). The input is scanned once first. Parts are cut between hours where no hour read before has a reading after (input in rough event-time order splits at almost every hour); a part still larger (an hour larger than this, or shuffled input, whose hours overlap throughout) splits into shares of its identities, each reading the part's bytes and keeping the readings of its identities. Every identity's hour is built in one part, so the result is the one job's. 0: always one job. Dataflow runs one job.")
 	progressIval   = flag.Duration("progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
 	dryRunOut      = flag.String("dry_run_out", "", "With --runner=dataflow --dry_run: write the full Dataflow job (JSON, with its Beam pipeline graph under \"beamPipeline\") to this file; stdout gets a short summary.")
 	format         = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (the protobuf message the spec declares in its proto: section; see schemas.FormatNames).")
@@ -423,8 +423,12 @@ func run(ctx context.Context) error {
 	plan := []parts.Part{{}}
 	if streaming {
 		fmt.Fprintf(os.Stderr, "sensorpipe: streaming %s on %s; Ctrl-C or SIGTERM stops\n", *subscription, runnerName())
-	} else if plan, err = planParts(ctx, cfg); err != nil {
-		return err
+	} else {
+		var done func()
+		if plan, done, err = planParts(ctx, cfg); err != nil {
+			return err
+		}
+		defer done()
 	}
 	// A local batch runs its parts one after another (one job each), and
 	// its ledger is theirs summed.
@@ -444,7 +448,11 @@ func run(ctx context.Context) error {
 			return err
 		}
 		if len(plan) > 1 {
-			fmt.Fprintf(os.Stderr, "sensorpipe: part %d of %d: %.1f MB of input\n", i+1, len(plan), float64(part.Bytes)/1e6)
+			share := ""
+			if part.Shares > 1 {
+				share = fmt.Sprintf(", the readings of share %d of %d of its identities", part.Share+1, part.Shares)
+			}
+			fmt.Fprintf(os.Stderr, "sensorpipe: part %d of %d: %.1f MB of input%s\n", i+1, len(plan), float64(part.Bytes)/1e6, share)
 		}
 		res = runPipeline(ctx, p, *progressIval, func(c ledger.Counters) {
 			now := time.Now()
@@ -481,36 +489,65 @@ func run(ctx context.Context) error {
 	return nil
 }
 
-// planParts cuts a local batch's input into parts of whole hours of about
-// --local_part_mb each (internal/parts), and says how it cut it.
-func planParts(ctx context.Context, cfg pipelines.Config) ([]parts.Part, error) {
+// planParts cuts a local batch's input into parts of about --local_part_mb
+// each (internal/parts): of whole hours where its hours allow, and of
+// shares of its identities where an hour, or hours that overlap, are
+// larger. It says how it cut it. The line indexes that shares read go in
+// a folder that done removes.
+func planParts(ctx context.Context, cfg pipelines.Config) (plan []parts.Part, done func(), err error) {
 	target := int64(*localPartMB * 1e6)
 	files, err := parts.List(ctx, *input)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	total := parts.Total(files)
 	if target <= 0 || total <= target {
-		return []parts.Part{{Bytes: total}}, nil
+		return []parts.Part{{Bytes: total}}, func() {}, nil
 	}
+	dir, err := os.MkdirTemp("", "sensorpipe-parts-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("a folder for the input's line index (--local_part_mb=0 runs it as one job): %w", err)
+	}
+	done = func() { os.RemoveAll(dir) }
 	began := time.Now()
-	spans, err := parts.Scan(ctx, files, cfg.Spec.Decoder(), schemas.LineLimit(cfg.MaxLineBytes), *progressIval, func(read int64) {
-		fmt.Fprintf(os.Stderr, "sensorpipe: scanning the input for where its hours end: %.0f of %.0f MB\n", float64(read)/1e6, float64(total)/1e6)
+	sc, err := parts.Scan(ctx, files, cfg.Spec, parts.ScanOptions{
+		MaxLine: schemas.LineLimit(cfg.MaxLineBytes), IndexDir: dir, Every: *progressIval,
+		Progress: func(read int64) {
+			fmt.Fprintf(os.Stderr, "sensorpipe: scanning the input to cut it into parts: %.0f of %.0f MB\n", float64(read)/1e6, float64(total)/1e6)
+		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("scan the input to cut it into parts (--local_part_mb=0 runs it as one job): %w", err)
+		done()
+		return nil, nil, fmt.Errorf("scan the input to cut it into parts (--local_part_mb=0 runs it as one job): %w", err)
 	}
-	plan := parts.Plan(files, spans, target)
+	hours := parts.Plan(files, sc.Spans, target)
+	plan = hours
+	if !sc.Mixed {
+		plan = parts.Share(files, hours, sc.Index, target)
+	}
 	took := time.Since(began).Round(time.Millisecond)
+	why := ""
 	switch {
-	case len(plan) > 1:
-		fmt.Fprintf(os.Stderr, "sensorpipe: %.1f MB of input runs as %d parts of whole hours, one job each (--local_part_mb=%g; scanned in %v)\n", float64(total)/1e6, len(plan), *localPartMB, took)
-	case len(spans) <= 1:
-		fmt.Fprintf(os.Stderr, "sensorpipe: %.1f MB of input runs as one job: its readings fall in one hour, and an hour is the smallest part (scanned in %v)\n", float64(total)/1e6, took)
+	case len(hours) > 1:
+		why = fmt.Sprintf("it cuts into %d parts of whole hours", len(hours))
+	case len(sc.Spans) <= 1:
+		why = "its readings fall in one hour"
 	default:
-		fmt.Fprintf(os.Stderr, "sensorpipe: %.1f MB of input runs as one job: its %d hours overlap throughout (it is not in event-time order), so no part of whole hours can be cut (scanned in %v)\n", float64(total)/1e6, len(spans), took)
+		why = fmt.Sprintf("its %d hours overlap throughout (it is not in event-time order), so no part of whole hours can be cut", len(sc.Spans))
 	}
-	return plan, nil
+	note := ""
+	switch {
+	case sc.Mixed:
+		note = "; its lines hold readings of several identities at once, so no part can be split by identity"
+	case len(plan) > len(hours):
+		note = fmt.Sprintf("; the parts over %g MB split into shares of their identities", *localPartMB)
+	}
+	jobs := "one job"
+	if len(plan) > 1 {
+		jobs = fmt.Sprintf("%d jobs, one after another", len(plan))
+	}
+	fmt.Fprintf(os.Stderr, "sensorpipe: %.1f MB of input runs as %s (--local_part_mb=%g; scanned in %v): %s%s\n", float64(total)/1e6, jobs, *localPartMB, took, why, note)
+	return plan, done, nil
 }
 
 // errBuild is the failure to build the pipeline graph: a bug or a

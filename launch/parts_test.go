@@ -23,7 +23,8 @@ import (
 // roughly in event-time order as a historical export is: some readings come
 // a few lines late (past the next hour's first readings), some are
 // duplicates or lack a value to impute, some lines are bad. The lines are
-// spread over two plain files and a gzip file. shuffled puts them in random
+// spread over two plain files and a gzip file; a sixth sensor's first hour
+// is in a gzip file cut short. shuffled puts them in random
 // order instead.
 func partsInput(t *testing.T, shuffled bool) string {
 	t.Helper()
@@ -87,13 +88,29 @@ func partsInput(t *testing.T, shuffled bool) string {
 	write("a.jsonl", out[:third])
 	write("b.jsonl.gz", out[third:2*third])
 	write("c.jsonl", out[2*third:])
+	// A gzip file cut short, first in the run's order: its lines up to the
+	// cut are read, and the rest is dead-lettered once, whatever the parts.
+	var cut []string
+	for s := 0; s < 3600; s += 10 {
+		cut = append(cut, line("w-7", start.Add(time.Duration(s)*time.Second).Format(time.RFC3339), 70))
+	}
+	write("0-cut.jsonl.gz", cut)
+	gz := filepath.Join(dir, "0-cut.jsonl.gz")
+	b, err := os.ReadFile(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gz, b[:len(b)*2/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return dir
 }
 
-// TestLocalPartsEqualOneJob: a local batch cut into parts of whole hours
-// (--local_part_mb) leaves exactly the Bigtable cells, BigQuery readings and
-// rollup rows, and ledger figures, that the input run as one job leaves;
-// shuffled input, with no place to cut, runs as one job.
+// TestLocalPartsEqualOneJob: a local batch cut into parts (--local_part_mb)
+// of whole hours, or of shares of an hour's identities, leaves exactly the
+// Bigtable cells, BigQuery readings and rollup rows, and ledger figures,
+// that the input run as one job leaves; so does shuffled input, which has
+// no place to cut between hours and splits by identity alone.
 func TestLocalPartsEqualOneJob(t *testing.T) {
 	host := emulators.StartBigtable(t)
 	bq := bqemu.StartServerForTest(t)
@@ -139,42 +156,70 @@ func TestLocalPartsEqualOneJob(t *testing.T) {
 		}
 		return st, r.stderr
 	}
-	in := partsInput(t, false)
-	one, _ := run(t, in, "one", "0")
-	parted, stderr := run(t, in, "parted", "0.1")
-	m := regexp.MustCompile(`runs as (\d+) parts of whole hours`).FindStringSubmatch(stderr)
-	if m == nil || m[1] == "1" {
-		t.Fatalf("--local_part_mb=0.1 on %s did not run in parts:\n%s", in, stderr)
-	}
-	t.Logf("%s parts; one job: %s", m[1], one.ledger)
-	if len(one.cells) == 0 || len(one.readings) == 0 || len(one.rollups) < 6*5 {
-		t.Fatalf("one job wrote %d cells, %d readings, %d rollup rows", len(one.cells), len(one.readings), len(one.rollups))
-	}
-	for _, c := range []struct {
-		what      string
-		got, want []string
-	}{
-		{"Bigtable cells", parted.cells, one.cells},
-		{"BigQuery readings", parted.readings, one.readings},
-		{"BigQuery rollup rows", parted.rollups, one.rollups},
-	} {
-		if !slices.Equal(c.got, c.want) {
-			t.Errorf("%s differ: %d in parts, %d as one job", c.what, len(c.got), len(c.want))
-			for i := range min(len(c.got), len(c.want)) {
-				if c.got[i] != c.want[i] {
-					t.Errorf("first difference:\n in parts:   %s\n as one job: %s", c.got[i], c.want[i])
-					break
+	same := func(t *testing.T, what string, got, want state) {
+		t.Helper()
+		for _, c := range []struct {
+			what      string
+			got, want []string
+		}{
+			{"Bigtable cells", got.cells, want.cells},
+			{"BigQuery readings", got.readings, want.readings},
+			{"BigQuery rollup rows", got.rollups, want.rollups},
+		} {
+			if !slices.Equal(c.got, c.want) {
+				t.Errorf("%s differ: %d %s, %d as one job", c.what, len(c.got), what, len(c.want))
+				for i := range min(len(c.got), len(c.want)) {
+					if c.got[i] != c.want[i] {
+						t.Errorf("first difference:\n %s: %s\n as one job: %s", what, c.got[i], c.want[i])
+						break
+					}
 				}
 			}
 		}
-	}
-	if parted.ledger != one.ledger {
-		t.Errorf("ledger in parts: %s; as one job: %s", parted.ledger, one.ledger)
-	}
-	t.Run("shuffled input runs as one job", func(t *testing.T) {
-		_, stderr := run(t, partsInput(t, true), "shuffled", "0.1")
-		if !strings.Contains(stderr, "hours overlap throughout") {
-			t.Errorf("stderr lacks the one-job notice:\n%s", stderr)
+		if got.ledger != want.ledger {
+			t.Errorf("ledger %s: %s; as one job: %s", what, got.ledger, want.ledger)
 		}
+	}
+	jobs := func(t *testing.T, stderr, notice string) string {
+		t.Helper()
+		m := regexp.MustCompile(`runs as (\d+) jobs, one after another .*: (.*)`).FindStringSubmatch(stderr)
+		if m == nil || !strings.Contains(m[2], notice) {
+			t.Fatalf("stderr lacks the notice that the input runs as parts (%s):\n%s", notice, stderr)
+		}
+		return m[1]
+	}
+	in := partsInput(t, false)
+	one, _ := run(t, in, "one", "0")
+	if len(one.cells) == 0 || len(one.readings) == 0 || len(one.rollups) < 6*5 {
+		t.Fatalf("one job wrote %d cells, %d readings, %d rollup rows", len(one.cells), len(one.readings), len(one.rollups))
+	}
+	t.Logf("one job: %s", one.ledger)
+	t.Run("parts of whole hours", func(t *testing.T) {
+		// An hour is about 90 kB: parts of a few hours, under the 300 kB asked, and no shares.
+		parted, stderr := run(t, in, "parted", "0.3")
+		n := jobs(t, stderr, "parts of whole hours")
+		if strings.Contains(stderr, "shares") {
+			t.Errorf("hours under --local_part_mb were split into shares:\n%s", stderr)
+		}
+		t.Logf("%s parts", n)
+		same(t, "in parts", parted, one)
+	})
+	t.Run("hours over the part size in shares of their identities", func(t *testing.T) {
+		shared, stderr := run(t, in, "shared", "0.03")
+		n := jobs(t, stderr, "split into shares of their identities")
+		if !strings.Contains(stderr, "the readings of share 2 of ") {
+			t.Errorf("stderr lacks a part's share:\n%s", stderr)
+		}
+		t.Logf("%s parts", n)
+		same(t, "in shares", shared, one)
+	})
+	t.Run("shuffled input in shares of its identities", func(t *testing.T) {
+		// The same lines in random order: no place to cut between hours,
+		// so the whole input splits by identity, and the stores end as
+		// after the ordered input as one job.
+		shuffled, stderr := run(t, partsInput(t, true), "shuffled", "0.1")
+		jobs(t, stderr, "hours overlap throughout")
+		jobs(t, stderr, "split into shares of their identities")
+		same(t, "shuffled, in shares", shuffled, one)
 	})
 }

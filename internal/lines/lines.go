@@ -1,7 +1,8 @@
 // Package lines reads the lines of an input file the one way the batch
 // source and the local run's planner (internal/parts) both need: LF or CRLF
 // ends, a cap on the bytes kept of a line, and a file's UTF-8 byte-order
-// mark dropped.
+// mark dropped; and a file's line index (index.go), which the planner
+// writes and the source reads to keep one share of a file's lines.
 package lines
 
 import (

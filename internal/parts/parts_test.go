@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/internal/lines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -111,8 +113,9 @@ func TestPlan(t *testing.T) {
 
 // TestScanFindsEachHoursSpan scans real files (plain with a byte-order mark
 // and CRLF ends, and gzip) with the vitals spec's parser: every parsed
-// reading's hour gets the offsets of its first and last line, bad lines
-// none.
+// reading's hour gets the offsets of its first and last line, bad and
+// too-long lines none; each file's line index holds each line's identity
+// hash (0 for a line without a reading).
 func TestScanFindsEachHoursSpan(t *testing.T) {
 	loaded, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
@@ -131,6 +134,7 @@ func TestScanFindsEachHoursSpan(t *testing.T) {
 		"not json",
 		line("s2", hour+5),
 		line("s1", 20),
+		strings.Repeat("x", 400), // over the line limit
 	}
 	var text string
 	var offs []int64
@@ -161,10 +165,11 @@ func TestScanFindsEachHoursSpan(t *testing.T) {
 	if len(files) != 2 || files[0].Path != a || files[1].Path != b {
 		t.Fatalf("List: %+v", files)
 	}
-	got, err := Scan(context.Background(), files, spec.Decoder(), 1<<20, 0, nil)
+	sc, err := Scan(context.Background(), files, spec, ScanOptions{MaxLine: 300, IndexDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := sc.Spans
 	gz := files[0].Size // the gzip file's lines are all at its start
 	want := map[int64]Span{
 		0:        {First: offs[0], Last: offs[3]},
@@ -173,5 +178,178 @@ func TestScanFindsEachHoursSpan(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Scan: got %v, want %v", got, want)
+	}
+	if sc.Mixed {
+		t.Error("Scan: Mixed, but every line holds one reading")
+	}
+	s1, s2, s3 := IdentityHash("s1"), IdentityHash("s2"), IdentityHash("s3")
+	if s1 == s2 || s2 == s3 || s1 == s3 {
+		t.Fatalf("the test's sensors hash alike: %d %d %d", s1, s2, s3)
+	}
+	gzLine := int64(len(line("s3", 2*hour)) + 1) // the second line's offset, decompressed
+	for _, tc := range []struct {
+		file  File
+		offs  []int64
+		bytes []byte
+	}{
+		{files[0], append(offs, offs[4]+402), []byte{s1, 0, s2, s1, 0, 0}},
+		{files[1], []int64{0, gzLine, gzLine + 1000}, []byte{s3, s3, 0}},
+	} {
+		x, err := lines.OpenIndex(sc.Index[tc.file.Path])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, off := range tc.offs {
+			b, ok, err := x.Byte(off)
+			if err != nil || b != tc.bytes[i] || ok != (i < len(tc.offs)-1) {
+				t.Errorf("%s: index at %d: %d, %v, %v; want %d", tc.file.Path, off, b, ok, err, tc.bytes[i])
+			}
+		}
+		x.Close()
+	}
+}
+
+func TestShare(t *testing.T) {
+	files := []File{{Path: "a", Size: 100}, {Path: "b.gz", Size: 30}}
+	index := map[string]string{"a": "/x/0.index", "b.gz": "/x/1.index"}
+	for _, tc := range []struct {
+		name   string
+		plan   []Part
+		index  map[string]string
+		target int64
+		want   []Part
+	}{
+		{
+			name:  "parts within the target stay as they are",
+			index: index, target: 80,
+			plan: []Part{{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 60}}, Bytes: 60}},
+			want: []Part{{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 60}}, Bytes: 60}},
+		},
+		{
+			name:  "a part over the target: ceil(2 bytes/target) shares, each reading its ranges",
+			index: index, target: 50,
+			plan: []Part{
+				{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 20}}, Bytes: 20},
+				{Ranges: []dofns.FileRange{{Path: "a", Start: 20, End: 80}}, Bytes: 60},
+			},
+			want: append([]Part{{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 20}}, Bytes: 20}},
+				shares(Part{Ranges: []dofns.FileRange{{Path: "a", Start: 20, End: 80, Index: "/x/0.index"}}, Bytes: 60}, 3)...),
+		},
+		{
+			name:  "the whole input as one part (shuffled): every file, in shares",
+			index: index, target: 100,
+			plan: []Part{{Bytes: 130}},
+			want: shares(Part{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 100, Index: "/x/0.index"}, {Path: "b.gz", Start: 0, End: 30, Index: "/x/1.index"}}, Bytes: 130}, 3),
+		},
+		{
+			name:  "at most one share per hash byte",
+			index: index, target: 1,
+			plan: []Part{{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 100}}, Bytes: 1000}},
+		},
+		{
+			name:  "a file without an index: the part stays whole",
+			index: map[string]string{"a": "/x/0.index"}, target: 100,
+			plan: []Part{{Bytes: 130}},
+			want: []Part{{Bytes: 130}},
+		},
+		{
+			name:  "no target: as planned",
+			index: index, target: 0,
+			plan: []Part{{Bytes: 130}},
+			want: []Part{{Bytes: 130}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Share(files, tc.plan, tc.index, tc.target)
+			if tc.want == nil {
+				if len(got) != 256 || got[255].Share != 255 || got[255].Ranges[0].Shares != 256 {
+					t.Fatalf("Share: %d parts, want 256", len(got))
+				}
+				return
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Share:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// shares is p as n shares.
+func shares(p Part, n int) []Part {
+	var out []Part
+	for s := range n {
+		q := p
+		q.Share, q.Shares = s, n
+		q.Ranges = nil
+		for _, r := range p.Ranges {
+			r.Share, r.Shares = s, n
+			q.Ranges = append(q.Ranges, r)
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
+// TestScanMixed: a line whose readings have identities of different hash
+// bytes (a spec that explodes a line into points, with the point's value in
+// its identity) marks the input Mixed, so it is never split by identity.
+func TestScanMixed(t *testing.T) {
+	heroic, err := os.ReadFile("../../schemas/specs/heroic_metrics.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(heroic), "identity: [key, tags, resource]", "identity: [key, value]", 1)
+	loaded, err := schemas.ParseSpec("mixed.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := schemas.Compile(loaded, schemas.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	point := func(values ...int) string {
+		var pts []string
+		for i, v := range values {
+			pts = append(pts, fmt.Sprintf("[%d,%d]", 1300000000000+int64(i), v))
+		}
+		return `{"series":{"key":"cpu","tags":{"host":"a"}},"data":{"type":"points","data":[` + strings.Join(pts, ",") + `]}}`
+	}
+	for _, tc := range []struct {
+		name  string
+		line  string
+		mixed bool
+	}{
+		{"one point a line", point(1), false},
+		{"points of one identity", point(1, 1, 1), false},
+		{"points of two identities", point(1, 2), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recs, err := spec.Decoder().ParseString(nil, tc.line, "in")
+			if err != nil {
+				t.Fatal(err)
+			}
+			hashes := map[byte]bool{}
+			for i := range recs {
+				hashes[IdentityHash(spec.IdentityKey(&recs[i]))] = true
+			}
+			if (len(hashes) > 1) != tc.mixed {
+				t.Fatalf("the line's %d readings hash to %d bytes", len(recs), len(hashes))
+			}
+			dir := t.TempDir()
+			path := filepath.Join(dir, "in.jsonl")
+			if err := os.WriteFile(path, []byte(tc.line+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			sc, err := Scan(context.Background(), []File{{Path: path, Size: int64(len(tc.line) + 1)}}, spec, ScanOptions{MaxLine: 1 << 20, IndexDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sc.Spans) != 1 {
+				t.Fatalf("the line did not parse: %v", sc.Spans)
+			}
+			if sc.Mixed != tc.mixed {
+				t.Errorf("Mixed = %v, want %v", sc.Mixed, tc.mixed)
+			}
+		})
 	}
 }
