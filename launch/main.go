@@ -448,11 +448,11 @@ func run(ctx context.Context) error {
 			return err
 		}
 		if len(plan) > 1 {
-			share := ""
+			what := fmt.Sprintf("%.1f MB of input", float64(part.Bytes)/1e6)
 			if part.Shares > 1 {
-				share = fmt.Sprintf(", the readings of share %d of %d of its identities", part.Share+1, part.Shares)
+				what = fmt.Sprintf("the readings of share %d of %d of the identities in %s", part.Share+1, part.Shares, what)
 			}
-			fmt.Fprintf(os.Stderr, "sensorpipe: part %d of %d: %.1f MB of input%s\n", i+1, len(plan), float64(part.Bytes)/1e6, share)
+			fmt.Fprintf(os.Stderr, "sensorpipe: part %d of %d: %s\n", i+1, len(plan), what)
 		}
 		res = runPipeline(ctx, p, *progressIval, func(c ledger.Counters) {
 			now := time.Now()
