@@ -183,7 +183,7 @@ func (f *BigtableWriteFn) Teardown() error {
 func (f *BigtableWriteFn) ProcessElement(ctx context.Context, m schemas.RowMutation, dead func(schemas.DeadLetter)) error {
 	f.countOrigins(ctx, m.Table, ledger.Routed, m.Origins)
 	var entries []entry
-	if err := guard(func() { entries = splitEntries(m) }); err != nil {
+	if err := Guard(func() { entries = splitEntries(m) }); err != nil {
 		f.fail(ctx, failedEntry{entry{table: m.Table, key: m.RowKey, origins: m.Origins}, err}, dead)
 		return f.collect(ctx, dead)
 	}
@@ -279,7 +279,7 @@ func (f *BigtableWriteFn) flush(ctx context.Context) {
 				failed  []failedEntry
 				err     error
 			)
-			if perr := guard(func() { written, failed, err = f.apply(ctx, tables[i], byTable[name]) }); perr != nil {
+			if perr := Guard(func() { written, failed, err = f.apply(ctx, tables[i], byTable[name]) }); perr != nil {
 				// Whatever apply did not report is dead-lettered: a
 				// write it may have made is idempotent to repeat.
 				written, failed, err = nil, nil, nil

@@ -191,7 +191,7 @@ func (f *BigQueryWriteFn) Teardown() error {
 func (f *BigQueryWriteFn) ProcessElement(ctx context.Context, row schemas.BQRow, dead func(schemas.DeadLetter)) (err error) {
 	defer f.resetOnError(&err)
 	f.ctrs.sink(ctx, f.Sink, f.Table, row.Origin.Kind, ledger.Routed, 1)
-	if perr := guard(func() { f.scratch, err = f.enc.Append(f.scratch[:0], row.Values) }); perr != nil {
+	if perr := Guard(func() { f.scratch, err = f.enc.Append(f.scratch[:0], row.Values) }); perr != nil {
 		err = perr
 	}
 	if err != nil {

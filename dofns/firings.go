@@ -350,7 +350,7 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 		if err != nil {
 			return fmt.Errorf("read early-firing state: %w", err)
 		}
-		if err := guard(func() { out = f.Spec.EarlyFiring(p.hour(), (*schemas.EarlyState)(&es)) }); err != nil {
+		if err := Guard(func() { out = f.Spec.EarlyFiring(p.hour(), (*schemas.EarlyState)(&es)) }); err != nil {
 			f.hour.reject(ctx, p.Records, err, emitDead)
 			return nil
 		}
@@ -390,7 +390,7 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 		}
 		var next schemas.FinalState
 		now := time.Now()
-		if err := guard(func() {
+		if err := Guard(func() {
 			next, out = f.Spec.FinalFiring(p.hour(), prev, recovered, schemas.FinalState(fin), final, counted, f.BigQuery, now.UnixMilli())
 		}); err != nil {
 			f.hour.reject(ctx, p.Records, err, emitDead)

@@ -62,7 +62,7 @@ func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Wind
 	}
 	var out schemas.Firing
 	now := time.Now().UnixMilli()
-	if err := guard(func() {
+	if err := Guard(func() {
 		p := schemas.HourPane{Pane: schemas.Pane{Timing: pane.Timing.String(), Index: int64(pane.Index)}, Records: recs}
 		p.StartMs, p.EndMs = intervalBounds(w)
 		out = f.Spec.BatchHour(p, f.BigQuery, now)

@@ -61,11 +61,11 @@ func (c *counters) sink(ctx context.Context, sink, table string, kind schemas.Or
 	c.inc(ctx, ledger.SinkKey(sink, table, kind, outcome), n)
 }
 
-// guard runs fn and turns a panic into an error wrapping
+// Guard runs fn and turns a panic into an error wrapping
 // schemas.ErrInternal, naming where it happened, so a record that reaches
 // code that cannot handle it is dead-lettered (reason internal) instead of
 // crashing its bundle.
-func guard(fn func()) (err error) {
+func Guard(fn func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: panic: %v%s", schemas.ErrInternal, r, panicSite())
@@ -82,7 +82,7 @@ func panicSite() string {
 	frames := runtime.CallersFrames(pcs[:n])
 	for {
 		f, more := frames.Next()
-		if strings.Contains(f.Function, "sensorpipe/") && !strings.Contains(f.Function, "dofns.guard") && !strings.Contains(f.Function, "dofns.panicSite") {
+		if strings.Contains(f.Function, "sensorpipe/") && !strings.Contains(f.Function, "dofns.Guard") && !strings.Contains(f.Function, "dofns.panicSite") {
 			return fmt.Sprintf(" (at %s, %s:%d)", f.Function, f.File[strings.LastIndex(f.File, "/")+1:], f.Line)
 		}
 		if !more {

@@ -62,7 +62,7 @@ func (f *ParseFn) ProcessElement(ctx context.Context, source, line string, emit 
 		dead(deadLetter(schemas.SinkParse, schemas.Prefix(line), source, schemas.TooLarge(int64(len(line)), max)))
 		return
 	}
-	if perr := guard(func() { err = f.parse(line, source) }); perr != nil {
+	if perr := Guard(func() { err = f.parse(line, source) }); perr != nil {
 		err = perr
 	}
 	if err != nil {

@@ -316,7 +316,8 @@ func Batch(s beam.Scope, cfg Config, glob string) error {
 
 // BatchPart is Batch over the given ranges of the files glob matches (all
 // of them when ranges is empty). A local run whose input is larger than
-// its memory should hold runs one BatchPart per part of whole hours.
+// its memory should hold runs one BatchPart per part (internal/parts: whole
+// hours, or one share of their identities).
 func BatchPart(s beam.Scope, cfg Config, glob string, ranges []dofns.FileRange) error {
 	if err := cfg.Check(); err != nil {
 		return err

@@ -171,7 +171,12 @@ func Scan(ctx context.Context, files []File, spec *schemas.Compiled, opts ScanOp
 			}
 			recs = recs[:0]
 			if whole {
-				recs = parseGuarded(dec, recs, line, f.Path)
+				// A line that does not parse, or makes the decoder panic,
+				// has no reading: the run dead-letters it as ParseFn does.
+				var err error
+				if perr := dofns.Guard(func() { recs, err = dec.ParseString(recs, line, f.Path) }); perr != nil || err != nil {
+					recs = recs[:0]
+				}
 			}
 			var h byte
 			for i := range recs {
@@ -231,21 +236,6 @@ func IdentityHash(key string) byte {
 	h *= 0x94d049bb133111eb
 	h ^= h >> 31
 	return byte(h >> 56)
-}
-
-// parseGuarded parses line, or returns no record when it does not parse or
-// the decoder panics (the run dead-letters such a line as ParseFn does).
-func parseGuarded(dec schemas.Decoder, dst []schemas.Record, line, source string) (recs []schemas.Record) {
-	defer func() {
-		if recover() != nil {
-			recs = dst[:0]
-		}
-	}()
-	recs, err := dec.ParseString(dst, line, source)
-	if err != nil {
-		return dst[:0]
-	}
-	return recs
 }
 
 // scanFile calls fn with the offset (in the file, decompressed) and size of
@@ -393,7 +383,7 @@ func Share(files []File, plan []Part, index map[string]string, target int64) []P
 		if len(ranges) == 0 {
 			ranges = part(files, 0, total, total).Ranges
 		}
-		if n <= 1 || !indexed(ranges, index) {
+		if !indexed(ranges, index) {
 			out = append(out, p)
 			continue
 		}
