@@ -3,7 +3,6 @@ package dofns
 import (
 	"os"
 	"testing"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
@@ -13,8 +12,5 @@ import (
 // TestMain runs the package's pipeline tests on prism unless --runner says
 // otherwise.
 func TestMain(m *testing.M) {
-	start := time.Now()
-	code := ptest.MainRetWithDefault(m, "prism")
-	loopback.Sweep(start)
-	os.Exit(code)
+	os.Exit(loopback.Run(func() int { return ptest.MainRetWithDefault(m, "prism") }))
 }

@@ -48,7 +48,13 @@ func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, 
 	if err != nil {
 		return jobRun{Err: err}
 	}
-	defer loopback.Sweep(time.Now())
+	// The run's loopback placeholder goes in a temp folder of its own,
+	// removed when the run ends (internal/loopback).
+	restore, err := loopback.Private()
+	if err != nil {
+		return jobRun{Err: err}
+	}
+	defer restore()
 	done := make(chan error, 1)
 	go func() {
 		// Not ctx: a stop cancels the job through its job service, and the

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
@@ -20,10 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	start := time.Now()
-	code := ptest.MainRetWithDefault(m, "prism")
-	loopback.Sweep(start)
-	os.Exit(code)
+	os.Exit(loopback.Run(func() int { return ptest.MainRetWithDefault(m, "prism") }))
 }
 
 func init() {

@@ -34,10 +34,7 @@ func init() {
 }
 
 func TestMain(m *testing.M) {
-	start := time.Now()
-	code := ptest.MainRet(m)
-	loopback.Sweep(start)
-	os.Exit(code)
+	os.Exit(loopback.Run(func() int { return ptest.MainRet(m) }))
 }
 
 // ---------------------------------------------------------------------------

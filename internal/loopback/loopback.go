@@ -4,35 +4,56 @@
 // loopback worker never executes and Beam never removes
 // (runnerlib.Execute; apache/beam#27569). Every launcher run and pipeline
 // test left one behind: thousands in /tmp on a development machine.
+//
+// The placeholder is staged as the job's artifact before the job is
+// submitted, so it must exist until then: removing the placeholders in the
+// shared temp dir that a run had made (as this package first did) also
+// removed those of runs in other processes that were still staging, and
+// failed them ("failed to stage /tmp/beamloopbackworker-...: no such
+// file"). Private gives a run a temp dir of its own instead, and removes
+// only that.
 package loopback
 
 import (
+	"fmt"
 	"os"
-	"path/filepath"
-	"time"
 )
 
-// Pattern is the placeholders' name in os.TempDir().
-const Pattern = "beamloopbackworker-*"
-
-// Sweep removes the empty placeholders in os.TempDir() last modified at or
-// after since (the run's start, so that older files are left to whoever
-// made them), and returns how many it removed. A placeholder is never
-// read, so removing one that a concurrent run made is harmless.
-func Sweep(since time.Time) int {
-	paths, err := filepath.Glob(filepath.Join(os.TempDir(), Pattern))
+// Private points this process's temp dir (TMPDIR, which os.TempDir reads)
+// at a new folder of its own inside the current one, so that the
+// placeholder of a run that starts now is this process's alone. The
+// returned func, called when the run has ended, points TMPDIR back and
+// removes the folder with everything in it. Calls in one process must not
+// overlap: a second Private before the first's func would be undone by it.
+func Private() (restore func(), err error) {
+	dir, err := os.MkdirTemp("", "sensorpipe-run-")
 	if err != nil {
-		return 0
+		return nil, fmt.Errorf("a temp folder for the run's loopback placeholder: %w", err)
 	}
-	n := 0
-	for _, p := range paths {
-		fi, err := os.Lstat(p)
-		if err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 || fi.ModTime().Before(since.Add(-time.Second)) {
-			continue
-		}
-		if os.Remove(p) == nil {
-			n++
-		}
+	old, had := os.LookupEnv("TMPDIR")
+	if err := os.Setenv("TMPDIR", dir); err != nil {
+		os.Remove(dir)
+		return nil, fmt.Errorf("a temp folder for the run's loopback placeholder: %w", err)
 	}
-	return n
+	return func() {
+		if had {
+			os.Setenv("TMPDIR", old)
+		} else {
+			os.Unsetenv("TMPDIR")
+		}
+		os.RemoveAll(dir)
+	}, nil
+}
+
+// Run runs fn, the runs of a whole test binary (ptest.MainRet), inside one
+// Private folder, and returns fn's exit code; it is 1, with the reason on
+// stderr, when the folder cannot be made.
+func Run(fn func() int) int {
+	restore, err := Private()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer restore()
+	return fn()
 }

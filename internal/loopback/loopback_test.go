@@ -4,35 +4,39 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
-func TestSweepRemovesOnlyTheRunsEmptyPlaceholders(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("TMPDIR", dir)
-	old := filepath.Join(dir, "beamloopbackworker-old")
-	if err := os.WriteFile(old, nil, 0o644); err != nil {
+// TestPrivate: a run's placeholder, made as Beam makes it, lands in the
+// run's own folder and goes with it; a placeholder another process made in
+// the shared temp dir meanwhile (still to be staged) stays, and TMPDIR is
+// as it was.
+func TestPrivate(t *testing.T) {
+	shared := t.TempDir()
+	t.Setenv("TMPDIR", shared)
+	restore, err := Private()
+	if err != nil {
 		t.Fatal(err)
 	}
-	past := time.Now().Add(-time.Hour)
-	if err := os.Chtimes(old, past, past); err != nil {
+	mine, err := os.CreateTemp(os.TempDir(), "beamloopbackworker-*") // as runnerlib.Execute does
+	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	mine := filepath.Join(dir, "beamloopbackworker-123")
-	notEmpty := filepath.Join(dir, "beamloopbackworker-456")
-	other := filepath.Join(dir, "something-else")
-	for p, body := range map[string]string{mine: "", notEmpty: "a real binary", other: ""} {
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	mine.Close()
+	if filepath.Dir(filepath.Dir(mine.Name())) != shared {
+		t.Fatalf("the run's placeholder %s is not in a folder of its own under %s", mine.Name(), shared)
 	}
-	if n := Sweep(start); n != 1 {
-		t.Errorf("Sweep removed %d files; want 1", n)
+	other := filepath.Join(shared, "beamloopbackworker-other")
+	if err := os.WriteFile(other, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	for p, want := range map[string]bool{mine: false, old: true, notEmpty: true, other: true} {
-		if _, err := os.Stat(p); (err == nil) != want {
-			t.Errorf("%s: exists %v; want %v", filepath.Base(p), err == nil, want)
-		}
+	restore()
+	if got := os.Getenv("TMPDIR"); got != shared {
+		t.Errorf("TMPDIR after the run: %q, want %q", got, shared)
+	}
+	if _, err := os.Stat(filepath.Dir(mine.Name())); !os.IsNotExist(err) {
+		t.Errorf("the run's folder is still there: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another process's placeholder was removed: %v", err)
 	}
 }
