@@ -145,7 +145,11 @@ type StreamRowsFn struct {
 	// Recovery turns the read-back on (see above); off on Dataflow.
 	Recovery Recovery
 
-	Readings state.Bag[schemas.Record]
+	// Readings are the window's readings, one chunk per firing packed by
+	// schemas.Spec.AppendHeld: event time, source and observed values,
+	// not whole records (no raw payload), so that an hour held for its
+	// allowed lateness costs a few bytes per reading.
+	Readings state.Bag[[]byte]
 	Early    state.Value[EarlyState]
 	Final    state.Value[FinalState]
 	// Pending marks a window to read back from Bigtable before its next
@@ -182,7 +186,7 @@ func NewStreamRowsFn(spec *schemas.Compiled, bigQuery bool, allowedLateness time
 		Spec:            spec,
 		BigQuery:        bigQuery,
 		AllowedLateness: allowedLateness,
-		Readings:        state.MakeBagState[schemas.Record]("readings"),
+		Readings:        state.MakeBagState[[]byte]("held"),
 		Early:           state.MakeValueState[EarlyState]("early"),
 		Final:           state.MakeValueState[FinalState]("final"),
 		Pending:         state.MakeValueState[bool]("recover"),
@@ -367,9 +371,15 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 			f.Timer.Set(tp, time.UnixMilli(p.EndMs-1), timers.WithTag(closeTag), timers.WithNoOutputTimestamp())
 		}
 	} else {
-		prev, _, err := f.Readings.Read(sp)
+		chunks, _, err := f.Readings.Read(sp)
 		if err != nil {
 			return fmt.Errorf("read the window's readings: %w", err)
+		}
+		var prev []schemas.Record
+		for _, c := range chunks {
+			if prev, err = f.Spec.DecodeHeld(prev, c); err != nil {
+				return fmt.Errorf("decode the window's readings: %w", err)
+			}
 		}
 		recovered, err := f.readBack(ctx, sp, key, p)
 		if err != nil {
@@ -406,9 +416,10 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 			}
 		}
 	}
-	// The firing's readings join the window's, for the firings to come.
-	for _, r := range out.Keep {
-		if err := f.Readings.Add(sp, r); err != nil {
+	// The firing's readings join the window's, for the firings to come:
+	// one packed chunk per firing.
+	if len(out.Keep) > 0 {
+		if err := f.Readings.Add(sp, f.Spec.AppendHeld(nil, out.Keep)); err != nil {
 			return fmt.Errorf("add to the window's readings: %w", err)
 		}
 	}

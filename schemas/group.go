@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"sort"
@@ -41,8 +42,11 @@ func (s *Spec) ReadingID(r *Record) string {
 // PrepareGroup takes the readings of one identity in one hour, in any order,
 // and returns them in event-time order with duplicates removed and missing
 // values imputed. Readings with the same identity and millisecond are one
-// reading: the one with the most values wins, ties broken by the smallest
-// raw payload, so the choice does not depend on arrival order. It returns the
+// reading: the one with the most values wins, ties broken by the observed
+// values (field by field, in spec order, a value before none, then the
+// smaller value; see compareObserved), so
+// the choice does not depend on arrival order, nor on the raw payload,
+// which a stream's window state does not keep (AppendHeld). It returns the
 // number of duplicates dropped. recs is reordered in place.
 func (s *Spec) PrepareGroup(recs []Record) ([]Record, int) {
 	kept, dropped := s.dedup(recs)
@@ -64,7 +68,10 @@ func (s *Spec) dedup(recs []Record) ([]Record, int) {
 		if na, nb := s.present(a), s.present(b); na != nb {
 			return na > nb
 		}
-		return a.Raw < b.Raw
+		if c := s.compareObserved(a, b); c != 0 {
+			return c < 0
+		}
+		return a.Raw < b.Raw // the same values: either gives the same cells
 	})
 	kept := recs[:0]
 	dropped := 0
@@ -164,6 +171,39 @@ func (s *Spec) PrepareEarly(recs []Record, seen *Seen) ([]Record, int) {
 		}
 	}
 	return kept, dropped
+}
+
+// compareObserved orders two readings by their observed values, field by
+// field in spec order (an imputed value counts as null): a value before
+// none, then by kind and value. It returns -1, 0 or +1.
+func (s *Spec) compareObserved(a, b *Record) int {
+	for i := range s.Fields {
+		va, vb := s.observedValue(a, i), s.observedValue(b, i)
+		switch {
+		case va.Kind == vb.Kind:
+		case va.Kind == KindNull:
+			return 1 // a value before none
+		case vb.Kind == KindNull:
+			return -1
+		default:
+			return cmp.Compare(va.Kind, vb.Kind)
+		}
+		if c := compareValues(va, vb); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// observedValue is r's value of field i, null when it was imputed.
+func (s *Spec) observedValue(r *Record, i int) Value {
+	v := r.Values[i]
+	for j, im := range s.Impute {
+		if s.FieldIndex(im.Field) == i && r.Values[len(s.Fields)+j].Bool {
+			return Value{}
+		}
+	}
+	return v
 }
 
 // present counts r's observed field values: imputed values and flags, which

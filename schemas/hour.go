@@ -247,6 +247,13 @@ func (c *Compiled) FinalFiring(p HourPane, prev, recovered []Record, fin FinalSt
 		next.Ms[i], next.Prints[i] = r.EventMs, fp
 		old, had := sent[r.EventMs]
 		first := !had || own[r.EventMs]
+		if r.Raw == "" && (first || old != fp || arrived[r.EventMs] || stale[r.EventMs]) {
+			// A reading from the hour's held state, which keeps no raw
+			// payload (AppendHeld): the rows it is written with carry its
+			// canonical form, the payload of a dead letter should their
+			// write fail.
+			r.Raw = c.CanonicalJSON(r)
+		}
 		switch {
 		case first && fromBigtable[r.EventMs]:
 			rewrite, kinds = append(rewrite, *r), append(kinds, OriginRewrite)

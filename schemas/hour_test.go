@@ -126,10 +126,13 @@ func bqHR(spec *Spec, rows []BQRow) string {
 // fire plays one firing against in-memory state, as StreamRowsFn does with
 // the runner's.
 type windowState struct {
-	readings []Record
-	early    EarlyState
-	fin      FinalState
-	final    bool
+	// held are the hour's readings as StreamRowsFn keeps them: one chunk
+	// per firing, packed by AppendHeld (no raw payload, observed values
+	// only).
+	held  [][]byte
+	early EarlyState
+	fin   FinalState
+	final bool
 }
 
 func (ws *windowState) fire(h *Compiled, timing string, index int64, recs []Record) Firing {
@@ -143,7 +146,13 @@ func (ws *windowState) fireRecovered(h *Compiled, timing string, index int64, re
 	if timing == PaneEarly && !ws.final {
 		out = h.EarlyFiring(p, &ws.early)
 	} else {
-		prev := append([]Record(nil), ws.readings...)
+		var prev []Record
+		for _, c := range ws.held {
+			var err error
+			if prev, err = h.DecodeHeld(prev, c); err != nil {
+				panic(fmt.Sprintf("DecodeHeld: %v", err)) // fails the test that fired
+			}
+		}
 		counted := ws.fin.Dropped
 		if !ws.final {
 			counted = ws.early.Dropped
@@ -151,7 +160,9 @@ func (ws *windowState) fireRecovered(h *Compiled, timing string, index int64, re
 		ws.fin, out = h.FinalFiring(p, prev, recovered, ws.fin, ws.final, counted, true, 1)
 		ws.final, ws.early = true, EarlyState{}
 	}
-	ws.readings = append(ws.readings, out.Keep...)
+	if len(out.Keep) > 0 {
+		ws.held = append(ws.held, h.AppendHeld(nil, out.Keep))
+	}
 	return out
 }
 

@@ -1,0 +1,102 @@
+package schemas
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"testing"
+)
+
+// TestHeldKeepsWhatReimputationNeeds packs prepared readings and decodes
+// them: event times, sources and observed values come back, imputed values
+// and raw payloads do not, and re-imputing the decoded readings gives what
+// the originals gave.
+func TestHeldKeepsWhatReimputationNeeds(t *testing.T) {
+	s := mustSpec(t, "vitals")
+	const h = 1772359200000
+	tests := []struct {
+		name  string
+		lines []string
+	}{
+		{"one", []string{reading("s", h, 70)}},
+		{"imputed between observed", []string{reading("s", h, 70), reading("s", h+1000, -1), reading("s", h+2000, 80)}},
+		{"out of order, duplicates", []string{reading("s", h+5000, 72.25), reading("s", h, -1), reading("s", h+5000, 72.25), reading("s", h-3000, 20.1)}},
+		{"no observed heart rate", []string{reading("s", h, -1), reading("s", h+1, -1)}},
+		{"long decimals", []string{reading("s", h, 100.0/3), reading("s", h+1, 30*math.Pi)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			recs := parseAll(t, s, tt.lines...)
+			recs[len(recs)-1].Source = "bigtable:x (read back)"
+			want := make([]Record, len(recs))
+			for i := range recs {
+				want[i] = Record{Values: make([]Value, s.NumValues()), EventMs: recs[i].EventMs, Source: recs[i].Source}
+				copy(want[i].Values, recs[i].Values)
+			}
+			// Impute in place, as a firing does before its readings join
+			// the state: the imputed values must not be kept.
+			prepared := append([]Record(nil), recs...)
+			s.impute(prepared)
+			got, err := s.DecodeHeld(nil, s.AppendHeld(nil, prepared))
+			if err != nil {
+				t.Fatalf("DecodeHeld: %v", err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("decoded\n  %+v\nwant\n  %+v", got, want)
+			}
+			gotKept, gotDropped := s.PrepareGroup(got)
+			wantKept, wantDropped := s.PrepareGroup(parseAll(t, s, tt.lines...))
+			if hrs(s, gotKept) != hrs(s, wantKept) || gotDropped != wantDropped {
+				t.Fatalf("re-imputed: %s (%d dropped); want %s (%d)", hrs(s, gotKept), gotDropped, hrs(s, wantKept), wantDropped)
+			}
+		})
+	}
+}
+
+func TestDecodeHeldRejectsTruncatedInput(t *testing.T) {
+	s := mustSpec(t, "vitals")
+	b := s.AppendHeld(nil, parseAll(t, s, reading("s", 1772359200000, 70), reading("s", 1772359201000, 71)))
+	for n := 0; n < len(b); n++ {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			if _, err := s.DecodeHeld(nil, b[:n]); !errors.Is(err, ErrCodec) {
+				t.Fatalf("DecodeHeld(%d of %d bytes) = %v; want ErrCodec", n, len(b), err)
+			}
+		})
+	}
+}
+
+// TestDuplicatesTieOnValuesNotPayload: two copies of a reading with as
+// many values each keep the same one whatever their raw payloads and
+// order, so a window rebuilt from held readings (no raw payload) chooses
+// as the batch does.
+func TestDuplicatesTieOnValuesNotPayload(t *testing.T) {
+	s := mustSpec(t, "vitals")
+	const h = 1772359200000
+	a, b := reading("s", h, 70), reading("s", h, 71)
+	spaced := " " + b // sorts before a by its payload
+	tests := []struct {
+		name  string
+		lines []string
+		raw   []string // "" leaves the payload
+	}{
+		{"a first", []string{a, b}, nil},
+		{"b first", []string{b, a}, nil},
+		{"b's payload smaller", []string{spaced, a}, nil},
+		{"a without payload", []string{a, spaced}, []string{"", spaced}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			recs := parseAll(t, s, tt.lines...)
+			for i, r := range tt.raw {
+				if r == "" {
+					recs[i].Raw = ""
+				}
+			}
+			kept, dropped := s.PrepareGroup(recs)
+			if got := hrs(s, kept); got != "70" || dropped != 1 {
+				t.Fatalf("kept %s, dropped %d; want 70, 1", got, dropped)
+			}
+		})
+	}
+}
