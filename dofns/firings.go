@@ -145,6 +145,12 @@ type StreamRowsFn struct {
 	// Recovery turns the read-back on (see above); off on Dataflow.
 	Recovery Recovery
 
+	// ArrivalWritten says each reading's observed cells were written on
+	// arrival (ArrivalRowsFn, the local runners): an early firing then
+	// writes only what it adds (schemas.Compiled.EarlyFiring). The final
+	// firings are unchanged.
+	ArrivalWritten bool
+
 	// Readings are the window's readings, one chunk per firing packed by
 	// schemas.Spec.AppendHeld: event time, source and observed values,
 	// not whole records (no raw payload), so that an hour held for its
@@ -354,7 +360,7 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 		if err != nil {
 			return fmt.Errorf("read early-firing state: %w", err)
 		}
-		if err := Guard(func() { out = f.Spec.EarlyFiring(p.hour(), (*schemas.EarlyState)(&es)) }); err != nil {
+		if err := Guard(func() { out = f.Spec.EarlyFiring(p.hour(), (*schemas.EarlyState)(&es), f.ArrivalWritten) }); err != nil {
 			f.hour.reject(ctx, p.Records, err, emitDead)
 			return nil
 		}

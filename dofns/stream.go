@@ -92,7 +92,9 @@ func (f *ArrivalRowsFn) Setup() error {
 func (f *ArrivalRowsFn) ProcessElement(_ context.Context, _ string, r schemas.Record, emit func(schemas.RowMutation)) {
 	// Rejected records never pass Parse. The firings write the reading
 	// again, with its imputed values: this write is provisional.
-	muts, _ := f.builder.Build([]schemas.Record{r}, false, func(int) schemas.OriginKind { return schemas.OriginProvisional })
+	// With the imputed fields' flags of the values it has (false), so
+	// that an early firing need not write it again (ArrivalWritten).
+	muts, _ := f.builder.Build([]schemas.Record{f.Spec.ArrivalRecord(r)}, false, func(int) schemas.OriginKind { return schemas.OriginProvisional })
 	for _, m := range muts {
 		emit(m)
 	}

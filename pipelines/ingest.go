@@ -161,7 +161,8 @@ func Ingest(s beam.Scope, cfg Config, records beam.PCollection) []beam.PCollecti
 		// One shuffle element per identity and hour batch, not per reading.
 		records = PreGroup(s, records)
 	}
-	b := buildRows(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...), rec)
+	arrival := cfg.Windowing.Streaming && cfg.WriteOnArrival
+	b := buildRows(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...), rec, arrival)
 	dead = append(dead, b.Dead, WriteBigtable(s, cfg, b.Rows))
 	if cfg.BigQuery != nil {
 		bq := *cfg.BigQuery
@@ -231,12 +232,14 @@ type Built struct {
 // the same, and BigQuery gets each reading once (again if it changed).
 // It expects discarding panes, as Windowing.Options gives.
 func BuildRowsAndRollups(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed beam.PCollection) Built {
-	return buildRows(s, spec, withBigQuery, windowed, dofns.Recovery{})
+	return buildRows(s, spec, withBigQuery, windowed, dofns.Recovery{}, false)
 }
 
 // buildRows is BuildRowsAndRollups, with the stream's windows read back
-// from Bigtable when rec is on.
-func buildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed beam.PCollection, rec dofns.Recovery) Built {
+// from Bigtable when rec is on, and early firings that leave out what the
+// arrival write stored when arrival is set (see
+// dofns.StreamRowsFn.ArrivalWritten).
+func buildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed beam.PCollection, rec dofns.Recovery, arrival bool) Built {
 	s = s.Scope("BuildRows")
 	grouped := beam.GroupByKey(s, windowed)
 	var b Built
@@ -247,6 +250,7 @@ func buildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed
 		panes = beam.WindowInto(s.Scope("Firings"), window.NewGlobalWindows(), panes)
 		lateness := time.Duration(ws.AllowedLateness) * time.Millisecond
 		fn := dofns.NewStreamRowsFn(spec, withBigQuery, lateness)
+		fn.ArrivalWritten = arrival
 		if rec.On() {
 			if _, err := schemas.NewReadBack(spec.Spec); err != nil {
 				log.Warnf(context.Background(), "a window held in memory by a run that is killed or stopped will be finished from the readings the next run sees only: %v", err)

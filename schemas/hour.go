@@ -117,11 +117,24 @@ func (c *Compiled) BatchHour(p HourPane, bigQuery bool, nowMs int64) Firing {
 // (PrepareEarly: duplicates within the firing dropped, missing values
 // imputed from the readings seen so far) and written with the provisional
 // rollup. Earlier readings are not rewritten.
-func (c *Compiled) EarlyFiring(p HourPane, es *EarlyState) Firing {
+//
+// arrivalWritten says each reading's observed cells were written on
+// arrival (ArrivalRecord, a local stream's dofns.ArrivalRowsFn): the
+// firing then writes only the readings whose cells it adds to (an imputed
+// value) or that came with a copy in the same firing, and the rollup
+// cells, not every reading a second time.
+func (c *Compiled) EarlyFiring(p HourPane, es *EarlyState, arrivalWritten bool) Firing {
 	// Every reading joins the state, duplicates too: the on-time firing
 	// must know which readings had more than one copy written (locally,
 	// WriteOnArrival writes each copy).
 	keep := append([]Record(nil), p.Records...)
+	var copies map[int64]int
+	if arrivalWritten {
+		copies = make(map[int64]int, len(p.Records))
+		for i := range p.Records {
+			copies[p.Records[i].EventMs]++
+		}
+	}
 	kept, dropped := c.PrepareEarly(p.Records, &es.Seen)
 	es.StartMs, es.EndMs, es.Firings = p.StartMs, p.EndMs, max(es.Firings, p.Pane.Index+1)
 	es.Dropped += int64(dropped)
@@ -134,7 +147,24 @@ func (c *Compiled) EarlyFiring(p HourPane, es *EarlyState) Firing {
 		rollup = &es.Rollup
 	}
 	out := Firing{Keep: keep, Dropped: int64(dropped)}
-	out.Rows, out.Dead = c.HourRows(kept, rollup, false, nil, func(int) OriginKind { return OriginProvisional })
+	provisional := func(int) OriginKind { return OriginProvisional }
+	if !arrivalWritten {
+		out.Rows, out.Dead = c.HourRows(kept, rollup, false, nil, provisional)
+		return out
+	}
+	// The arrival write stored every other reading's cells as this firing
+	// would write them; the rollup cells go to each row regardless.
+	var write []Record
+	for i := range kept {
+		if copies[kept[i].EventMs] > 1 || !c.ArrivalComplete(&kept[i]) {
+			write = append(write, kept[i])
+		}
+	}
+	var rollupRows []string
+	if rollup != nil {
+		rollupRows = c.builder.RowKeys(c.Bigtable.Tables[0].Name, kept)
+	}
+	out.Rows, out.Dead = c.HourRows(write, rollup, false, rollupRows, provisional)
 	return out
 }
 

@@ -133,6 +133,9 @@ type windowState struct {
 	early EarlyState
 	fin   FinalState
 	final bool
+	// arrival says each reading's observed cells were written on arrival
+	// (EarlyFiring's arrivalWritten).
+	arrival bool
 }
 
 func (ws *windowState) fire(h *Compiled, timing string, index int64, recs []Record) Firing {
@@ -144,7 +147,7 @@ func (ws *windowState) fireRecovered(h *Compiled, timing string, index int64, re
 	p := HourPane{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Pane: Pane{Timing: timing, Index: index}, Records: recs}
 	var out Firing
 	if timing == PaneEarly && !ws.final {
-		out = h.EarlyFiring(p, &ws.early)
+		out = h.EarlyFiring(p, &ws.early, ws.arrival)
 	} else {
 		var prev []Record
 		for _, c := range ws.held {
@@ -185,7 +188,7 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 		b    = vitals(10*time.Minute, "70", "36.8", "98") //
 		c    = vitals(5*time.Minute, "60", "36.8", "98")  // late
 		d    = vitals(20*time.Minute, "", "36.8", "98")   // late, heart rate missing
-		eA   = vitals(30*time.Minute, "80", "", "98")     // loses to eB (larger payload) ...
+		eA   = vitals(30*time.Minute, "80", "", "98")     // loses to eB (temperature, earlier in the spec) ...
 		eB   = vitals(30*time.Minute, "80", "37.5", "")   // ... so spO2 must be cleared
 		out  = vitals(40*time.Minute, "", "36.8", "98")   // out of order: after f
 		f    = vitals(50*time.Minute, "90", "36.8", "98") //
@@ -519,4 +522,57 @@ func bqColumn(t *BigQuerySpec, name string) int {
 		}
 	}
 	panic("table " + t.Table + " has no column " + name)
+}
+
+// TestEarlyFiringsAfterArrivalWritesConvergeToBatch: with each reading's
+// observed cells written on arrival (ArrivalRowsFn), an early firing
+// writes only the readings it imputes or that came with a copy, and the
+// rollup; the table still ends as the batch pipeline's.
+func TestEarlyFiringsAfterArrivalWritesConvergeToBatch(t *testing.T) {
+	spec, h := firingsSpec(t)
+	var (
+		a    = vitals(0, "", "36.8", "98")
+		b    = vitals(10*time.Minute, "70", "36.8", "98")
+		c    = vitals(5*time.Minute, "60", "36.8", "98")
+		eA   = vitals(30*time.Minute, "80", "", "98")
+		eB   = vitals(30*time.Minute, "80", "37.5", "")
+		f    = vitals(50*time.Minute, "90", "36.8", "98")
+		want = batchTable(t, spec, h, []string{a, b, c, eA, eB, f})
+	)
+	tests := []struct {
+		name   string
+		early  [][]string
+		writes []string // each early firing's writes
+	}{
+		{"imputed and copies only", [][]string{{a, b}, {eA, eB, c}, {f}}, []string{
+			"+0m hr=70 imp=true spo2=98 temp=36.8 rollup count=2",
+			"+30m hr=80 imp=false temp=37.5 rollup count=4",
+			" rollup count=5"}},
+		{"copies in two firings", [][]string{{eA, a}, {eB, b, c, f}}, []string{
+			"+0m hr=80 imp=true spo2=98 temp=36.8 rollup count=2",
+			" rollup count=6"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := windowState{arrival: true}
+			got := table{}
+			for i, lines := range tc.early {
+				recs := parseAll(t, spec, lines...)
+				for _, r := range recs {
+					arrival, _ := h.builder.Build([]Record{spec.ArrivalRecord(r)}, false, nil)
+					got.apply(arrival)
+				}
+				out := ws.fire(h, PaneEarly, int64(i), recs)
+				if w := written(out.Rows); w != tc.writes[i] {
+					t.Errorf("early firing %d writes\n  %q\nwant\n  %q", i, w, tc.writes[i])
+				}
+				got.apply(out.Rows)
+			}
+			out := ws.fire(h, PaneOnTime, int64(len(tc.early)), nil)
+			got.apply(out.Rows)
+			if got.String() != want.String() {
+				t.Errorf("final table differs from the batch result\n got:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
 }
