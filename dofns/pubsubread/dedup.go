@@ -76,6 +76,11 @@ func (s *seenIDs) record(ids []string, now time.Time) {
 		drop++
 	}
 	if drop > 0 {
-		s.order = append(s.order[:0:0], s.order[drop:]...)
+		// Drop the prefix in place (its strings released); append moves
+		// the rest to a new array once this one is full, so the array is
+		// never more than about twice the ids kept, and a record call does
+		// not copy every id kept, as it did.
+		clear(s.order[:drop])
+		s.order = s.order[drop:]
 	}
 }

@@ -235,9 +235,11 @@ type subscriber struct {
 	client *pubsub.SubscriptionAdminClient
 	leases *leases
 	seen   *seenIDs
-	ctx    context.Context // for acks and lease RPCs; outlives bundles
-	cancel context.CancelFunc
-	refs   int
+	// pending are the bundles whose messages neither path has acked yet.
+	pending *pending
+	ctx     context.Context // for acks and lease RPCs; outlives bundles
+	cancel  context.CancelFunc
+	refs    int
 }
 
 var (
@@ -277,10 +279,11 @@ func acquireSubscriber(ctx context.Context, sub string, extend, maxHold time.Dur
 		log.Warnf(ctx, "pubsubread: cannot read subscription %s (%v); assuming a 10s ack deadline", sub, err)
 	}
 	s := &subscriber{
-		client: client,
-		leases: newLeases(client, sub, initial, extend, maxHold),
-		seen:   seenFor(host, sub),
-		refs:   1,
+		client:  client,
+		leases:  newLeases(client, sub, initial, extend, maxHold),
+		seen:    seenFor(host, sub),
+		pending: newPending(maxHold),
+		refs:    1,
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.leases.run(s.ctx)

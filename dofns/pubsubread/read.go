@@ -331,6 +331,9 @@ func (fn *readFn) ProcessElement(
 		return sdf.StopProcessing(), fmt.Errorf("pubsubread: restriction %T is not a pubsubread.Restriction", rt.GetRestriction())
 	}
 	fn.ackCommitted(ctx, rest.PendingAcks, rest.PendingIDs, true)
+	if len(rest.PendingAcks) > 0 {
+		fn.sub.pending.take(rest.PendingAcks[0]) // acked: its callback has nothing left to do
+	}
 	if we.state.LastMessageMs == 0 {
 		we.state.LastMessageMs = start.UnixMilli()
 	}
@@ -415,9 +418,13 @@ func (fn *readFn) ProcessElement(
 	// empty bundles: prism finalizes every bundle of a stage that requests
 	// finalization, and the Go harness logs an error for a bundle without
 	// callbacks.)
+	// The callback holds only the bundle's key (see pending).
 	acks, ids := emittedAcks, emittedIDs
+	key := fn.sub.pending.hold(acks, ids, time.Now())
 	bf.RegisterCallback(fn.FinalizeTimeout, func() error {
-		fn.ackCommitted(context.Background(), acks, ids, false)
+		if acks, ids, ok := fn.sub.pending.take(key); ok {
+			fn.ackCommitted(context.Background(), acks, ids, false)
+		}
 		return nil
 	})
 	// Path 2: the checkpoint. The Go SDK (v2.77) runs the finalization
@@ -432,6 +439,7 @@ func (fn *readFn) ProcessElement(
 		rt.Mu.Unlock()
 	} else if len(acks) > 0 {
 		// No residual follows a drained reader: release for redelivery.
+		fn.sub.pending.take(key)
 		if err := fn.sub.leases.nack(fn.sub.ctx, acks); err != nil {
 			log.Warnf(ctx, "pubsubread: %v", err)
 		}

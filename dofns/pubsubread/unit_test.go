@@ -1,6 +1,10 @@
 package pubsubread
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+	"time"
+)
 
 func TestParseEventTime(t *testing.T) {
 	for _, c := range []struct {
@@ -40,5 +44,32 @@ func TestTrackerSplitsOnlyAtCheckpoint(t *testing.T) {
 	}
 	if res := r.(Restriction); res.Pulls != 4 || res.Done || len(res.PendingAcks) != 1 {
 		t.Errorf("residual = %+v", res)
+	}
+}
+
+// TestPendingHoldsEachBundleUntilOnePathTakesIt: a bundle's acks are taken
+// once, by whichever path comes first, and a bundle neither path takes is
+// forgotten after maxAge.
+func TestPendingHoldsEachBundleUntilOnePathTakesIt(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	p := newPending(time.Minute)
+	if key := p.hold(nil, nil, t0); key != "" || p.len() != 0 {
+		t.Fatalf("an empty bundle is held under %q (%d held)", key, p.len())
+	}
+	a := p.hold([]string{"a1", "a2"}, []string{"r1", "r2"}, t0)
+	b := p.hold([]string{"b1"}, nil, t0.Add(30*time.Second))
+	if acks, ids, ok := p.take(a); !ok || fmt.Sprint(acks, ids) != "[a1 a2] [r1 r2]" {
+		t.Errorf("take(%q) = %v %v %v; want [a1 a2] [r1 r2] true", a, acks, ids, ok)
+	}
+	if _, _, ok := p.take(a); ok {
+		t.Errorf("bundle %q taken twice", a)
+	}
+	// Past a minute, a held bundle is forgotten when the next is held.
+	c := p.hold([]string{"c1"}, nil, t0.Add(91*time.Second))
+	if _, _, ok := p.take(b); ok {
+		t.Errorf("bundle %q held for 61s was not forgotten", b)
+	}
+	if _, _, ok := p.take(c); !ok || p.len() != 0 {
+		t.Errorf("bundle %q not held, or %d left", c, p.len())
 	}
 }
