@@ -100,3 +100,33 @@ func TestDuplicatesTieOnValuesNotPayload(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldVitalsReadingTakesAboutTwentyBytes: a firing's worth of one
+// sensor's readings at 1 Hz packs into about 20 bytes each (a stream holds
+// every reading of an open hour this way; see AppendHeld).
+func TestHeldVitalsReadingTakesAboutTwentyBytes(t *testing.T) {
+	s := mustSpec(t, "vitals")
+	const h = 1772359200000
+	var lines []string
+	for i := 0; i < 10; i++ {
+		lines = append(lines, fmt.Sprintf(`{"sensor_id":"patient-0042","timestamp":%d,"heart_rate":%d,"body_temperature":%.1f,"spO2":%d,"battery_level":88}`,
+			h+int64(i)*1000+int64(i%3), 60+i%7, 36.5+float64(i%4)/10, 95+i%3))
+	}
+	recs := parseAll(t, s, lines...)
+	for i := range recs {
+		recs[i].Source = "projects/p/subscriptions/vitals"
+	}
+	b := s.AppendHeld(nil, recs)
+	if per := float64(len(b)) / float64(len(recs)); per > 24 {
+		t.Errorf("%d bytes for %d readings: %.1f a reading, want at most 24 (31 before the one-byte value heads)", len(b), len(recs), per)
+	}
+	got, err := s.DecodeHeld(nil, b)
+	if err != nil || len(got) != len(recs) {
+		t.Fatalf("DecodeHeld: %d readings, %v", len(got), err)
+	}
+	for i := range got {
+		if c := s.compareObserved(&got[i], &recs[i]); c != 0 || got[i].EventMs != recs[i].EventMs {
+			t.Errorf("reading %d decoded as %+v; want %+v", i, got[i], recs[i])
+		}
+	}
+}
