@@ -85,6 +85,7 @@ var (
 	launcherArgs = flag.String("launcher_args", "", "Extra launcher flags, space-separated (e.g. --bigquery_write_method=insert_all).")
 	outFlag      = flag.String("out", ".run/bench-stream.json", "Write the figures as JSON to this file (empty: do not).")
 	keep         = flag.Bool("keep", false, "Keep the work directory (launcher binary, dead letters).")
+	hourCloseAt  = flag.Duration("hour_close_at", 0, "Latency phase: move the event times ahead so that the top of an hour falls this long into the phase, and its on-time firings come within the run (0: event times are the wall clock's; an hour then closes only if the run crosses one).")
 )
 
 const (
@@ -381,7 +382,7 @@ func run(ctx context.Context) (err error) {
 		fmt.Printf("mutations: %s\n", m)
 	}
 	rep.LauncherErrors, rep.LauncherFirstError = j.errorLines()
-	rep.HourClosed = began.UTC().Truncate(time.Hour) != time.Now().UTC().Truncate(time.Hour)
+	rep.HourClosed = *hourCloseAt > 0 || began.UTC().Truncate(time.Hour) != time.Now().UTC().Truncate(time.Hour)
 	fmt.Printf("launcher stopped (SIGTERM); its summary:\n%s\n", indent(summary))
 	fmt.Printf("bigquery: %d rows written by the launcher", rep.BigQueryRows)
 	if !rep.HourClosed {
@@ -518,6 +519,12 @@ func latency(ctx context.Context, j *job, pub *publisher, tbl *bigtable.Table, c
 	fmt.Printf("latency: publishing %d readings at %.0f/s for %v over %d sensors, watching 1 in %d\n", total, *rate, *duration, *sensors, *sampleEvery)
 	tick := time.NewTicker(10 * time.Millisecond)
 	start := time.Now()
+	if *hourCloseAt > 0 {
+		// Event time start+hourCloseAt+shift is the top of an hour.
+		at := start.Add(*hourCloseAt)
+		pub.shift = at.Truncate(time.Hour).Add(time.Hour).Sub(at)
+		fmt.Printf("latency: event times %v ahead of the wall clock: an hour closes %v into the phase\n", pub.shift.Round(time.Second), *hourCloseAt)
+	}
 	rctx, stopRSS := context.WithCancel(ctx)
 	rssDone := make(chan struct{})
 	go func() { defer close(rssDone); rss.run(rctx, start) }()

@@ -43,6 +43,8 @@ type publisher struct {
 	pub   *pubsub.Publisher
 	seq   atomic.Int64
 	clock sensorclock.Clock // event times of now, never repeating a sensor's millisecond
+	// shift moves the event times from the wall clock's (see -hour_close_at).
+	shift time.Duration
 
 	results chan pending
 	wg      sync.WaitGroup
@@ -100,7 +102,9 @@ func newPublisher(ctx context.Context, c *pubsub.Client, topic, sub string) (*pu
 
 // eventMs is the event time of sensor's next reading: now, or a
 // millisecond after its last one.
-func (p *publisher) eventMs(sensor int) int64 { return p.clock.Next(sensor, time.Now()) }
+func (p *publisher) eventMs(sensor int) int64 {
+	return p.clock.Next(sensor, time.Now().Add(p.shift))
+}
 
 // send publishes sensor's reading at eventMs; onFail, if set, runs if the
 // publish fails.
