@@ -174,36 +174,29 @@ func (s *Spec) PrepareEarly(recs []Record, seen *Seen) ([]Record, int) {
 }
 
 // compareObserved orders two readings by their observed values, field by
-// field in spec order (an imputed value counts as null): a value before
-// none, then by kind and value. It returns -1, 0 or +1.
+// field in spec order (an imputed value counts as null, as observed has
+// it): a value before none, then by kind and value. It returns -1, 0 or +1.
+// dedup calls it only for copies of one reading (same identity, millisecond
+// and number of values), so the two scratch slices cost nothing that counts.
 func (s *Spec) compareObserved(a, b *Record) int {
+	va, vb := make([]Value, s.NumValues()), make([]Value, s.NumValues())
+	s.observed(va, a)
+	s.observed(vb, b)
 	for i := range s.Fields {
-		va, vb := s.observedValue(a, i), s.observedValue(b, i)
 		switch {
-		case va.Kind == vb.Kind:
-		case va.Kind == KindNull:
+		case va[i].Kind == vb[i].Kind:
+		case va[i].Kind == KindNull:
 			return 1 // a value before none
-		case vb.Kind == KindNull:
+		case vb[i].Kind == KindNull:
 			return -1
 		default:
-			return cmp.Compare(va.Kind, vb.Kind)
+			return cmp.Compare(va[i].Kind, vb[i].Kind)
 		}
-		if c := compareValues(va, vb); c != 0 {
+		if c := compareValues(va[i], vb[i]); c != 0 {
 			return c
 		}
 	}
 	return 0
-}
-
-// observedValue is r's value of field i, null when it was imputed.
-func (s *Spec) observedValue(r *Record, i int) Value {
-	v := r.Values[i]
-	for j, im := range s.Impute {
-		if s.FieldIndex(im.Field) == i && r.Values[len(s.Fields)+j].Bool {
-			return Value{}
-		}
-	}
-	return v
 }
 
 // present counts r's observed field values: imputed values and flags, which
