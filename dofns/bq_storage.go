@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
+	storage "cloud.google.com/go/bigquery/storage/apiv1"
 	"cloud.google.com/go/bigquery/storage/apiv1/storagepb"
 	"cloud.google.com/go/bigquery/storage/managedwriter"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
@@ -23,12 +27,24 @@ import (
 // MaxInflight of them in flight. With upsert each row carries BigQuery's
 // change data capture pseudo-columns, _CHANGE_TYPE=UPSERT and its
 // _CHANGE_SEQUENCE_NUMBER (BQRow.Seq).
+//
+// It speaks AppendRows itself (appendStream) over the generated client,
+// not through managedwriter, because managedwriter cannot bound its waits
+// (bigquery v1.83.0): with BigQuery unreachable it retries opening a
+// connection without end while holding the connection's lock, so an
+// append, a stream's Close and the client's Close all block until BigQuery
+// is back; and with its write retries on, an append caught by a stream's
+// close loops forever without an answer. Here every call waits at most an
+// attempt timeout, and settle is the only retry.
 type storageWriter struct {
 	f      *BigQueryWriteFn
 	upsert bool
 
-	mw       *managedwriter.Client
-	stream   *managedwriter.ManagedStream
+	client *storage.BigQueryWriteClient
+	name   string                 // the table's default stream
+	schema *storagepb.ProtoSchema // sent first on each connection
+	conn   *appendStream          // nil: the next send opens one
+
 	batch    storageBatch
 	inflight []*bqAppend
 	// limit is how many requests may be in flight now: MaxInflight while
@@ -55,58 +71,50 @@ type storageBatch struct {
 	bytes   int
 }
 
-// bqAppend is one AppendRows request and its outcome.
+// bqAppend is one AppendRows request and its place on its connection.
 type bqAppend struct {
 	data    [][]byte
 	origins []schemas.Origin
 	// bo paces the request's attempts; its deadline runs from the first.
-	bo  *retry.Backoff
-	res *managedwriter.AppendResult
-	err error // AppendRows' own error: the request was not sent
+	bo   *retry.Backoff
+	conn *appendStream // the connection it was sent on
+	seq  int64         // its place among the connection's requests
+	err  error         // the request could not be sent
 }
 
-// openStorageWriter opens a Storage Write client and the table's default
-// stream. The client and stream retain their context for background
-// connection management; the bundle's must not cancel them.
+// openStorageWriter opens a Storage Write client and looks up the table's
+// default stream, so that a missing table fails Setup with a clear
+// message. An unreachable endpoint does not fail Setup: the first request
+// tries again, under the retry policy, and dead-letters its rows if
+// BigQuery stays unavailable.
 func openStorageWriter(ctx context.Context, f *BigQueryWriteFn, upsert bool) (*storageWriter, error) {
-	w := &storageWriter{f: f, upsert: upsert}
+	desc := f.enc.Descriptor()
+	if upsert {
+		desc = f.enc.ChangeDescriptor()
+	}
+	w := &storageWriter{
+		f:      f,
+		upsert: upsert,
+		name:   managedwriter.TableParentFromParts(f.Project, f.Dataset, f.Table) + "/streams/_default",
+		schema: &storagepb.ProtoSchema{ProtoDescriptor: desc},
+	}
 	var err error
-	w.mw, err = managedwriter.NewClient(context.Background(), f.Project, bqadmin.WriterOptions()...)
+	// The client's context lives as long as the client.
+	w.client, err = storage.NewBigQueryWriteClient(context.Background(), bqadmin.WriterOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("bigquery storage write client for %s: %w", bqadmin.WriterEndpoint(), err)
 	}
-	if err := w.openStream(ctx); err != nil {
-		w.mw.Close()
-		return nil, err
+	cctx, cancel := context.WithTimeout(ctx, f.policy().AttemptTimeout)
+	defer cancel()
+	if _, err := w.client.GetWriteStream(cctx, &storagepb.GetWriteStreamRequest{Name: w.name}, noRetry); err != nil {
+		err = fmt.Errorf("bigquery table %s via %s: %w", f.ref, bqadmin.WriterEndpoint(), err)
+		if !retry.Retryable(err) {
+			w.client.Close()
+			return nil, err
+		}
+		log.Warnf(ctx, "bigquery: %v; the writes will try again", err)
 	}
 	return w, nil
-}
-
-// openStream opens a managed stream on the table's default stream. It first
-// looks the stream up with a deadline, so an unreachable endpoint or a
-// missing table fails Setup promptly with a clear message.
-func (w *storageWriter) openStream(ctx context.Context) error {
-	parent := managedwriter.TableParentFromParts(w.f.Project, w.f.Dataset, w.f.Table)
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if _, err := w.mw.GetWriteStream(cctx, &storagepb.GetWriteStreamRequest{Name: parent + "/streams/_default"}); err != nil {
-		return fmt.Errorf("bigquery table %s via %s: %w", w.f.ref, bqadmin.WriterEndpoint(), err)
-	}
-	desc := w.f.enc.Descriptor()
-	if w.upsert {
-		desc = w.f.enc.ChangeDescriptor()
-	}
-	ms, err := w.mw.NewManagedStream(context.Background(),
-		managedwriter.WithDestinationTable(parent),
-		managedwriter.WithType(managedwriter.DefaultStream),
-		managedwriter.WithSchemaDescriptor(proto.CloneOf(desc)),
-		managedwriter.EnableWriteRetries(true),
-	)
-	if err != nil {
-		return fmt.Errorf("bigquery default stream of %s via %s: %w", w.f.ref, bqadmin.WriterEndpoint(), err)
-	}
-	w.stream = ms
-	return nil
 }
 
 // add appends row's encoding (with the change pseudo-columns for upserts)
@@ -147,27 +155,65 @@ func (w *storageWriter) flush(ctx context.Context, dead func(schemas.DeadLetter)
 }
 
 func (w *storageWriter) reset() {
+	// Their answers would come to the next bundle's requests.
+	for _, req := range w.inflight {
+		if req.conn != nil {
+			req.conn.close()
+		}
+	}
+	if w.conn != nil {
+		w.conn.close()
+		w.conn = nil
+	}
 	w.batch = storageBatch{}
 	w.inflight = nil
 }
 
 func (w *storageWriter) close() error {
-	var errs []error
-	if w.stream != nil {
-		if err := w.stream.Close(); err != nil && !errors.Is(err, io.EOF) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(append(errs, w.mw.Close())...)
+	w.reset()
+	return w.client.Close()
 }
 
-// send appends req's rows to the stream without waiting for the result.
+// retire closes c once it is no longer the connection sends go to and no
+// answer is due on it. A connection that failed is kept open while
+// requests sent before the failure may still read their answers: closing
+// it would lose them, and send the requests again.
+func (w *storageWriter) retire(c *appendStream) {
+	if c != nil && c != w.conn && (c.answered == c.sent || c.err != nil) {
+		c.close()
+	}
+}
+
+// send sends req's rows without waiting for the answer, opening a
+// connection first if there is none.
 func (w *storageWriter) send(ctx context.Context, req *bqAppend) {
 	if req.bo == nil {
 		req.bo = w.f.policy().Start()
 	}
-	req.res, req.err = w.stream.AppendRows(ctx, req.data)
 	w.inflight = append(w.inflight, req)
+	timeout := min(w.f.policy().AttemptTimeout, max(0, time.Until(req.bo.Deadline())))
+	first := false
+	if w.conn == nil || w.conn.failed() != nil {
+		old := w.conn
+		c, err := openAppendStream(w.client, timeout)
+		if err != nil {
+			req.err = fmt.Errorf("bigquery append stream of %s via %s: %w", w.f.ref, bqadmin.WriterEndpoint(), err)
+			return
+		}
+		w.conn, first = c, true
+		w.retire(old)
+	}
+	r := &storagepb.AppendRowsRequest{Rows: &storagepb.AppendRowsRequest_ProtoRows{ProtoRows: &storagepb.AppendRowsRequest_ProtoData{
+		Rows: &storagepb.ProtoRows{SerializedRows: req.data}}}}
+	if first {
+		// BigQuery wants the stream and the schema in a connection's first
+		// request only.
+		r.WriteStream = w.name
+		r.GetProtoRows().WriterSchema = w.schema
+		r.TraceId = "sensorpipe"
+	}
+	req.conn = w.conn
+	req.seq, req.err = w.conn.send(ctx, r, timeout)
 }
 
 // drain settles the oldest requests until at most keep are in flight.
@@ -196,9 +242,10 @@ func (w *storageWriter) settle(ctx context.Context, req *bqAppend, dead func(sch
 	var resp *storagepb.AppendRowsResponse
 	if err == nil {
 		actx, cancel := req.bo.AttemptContext(ctx)
-		resp, err = req.res.FullResponse(actx)
+		resp, err = req.conn.answer(actx, req.seq)
 		cancel()
 	}
+	w.retire(req.conn)
 	if err == nil {
 		w.f.landed(ctx, req.origins)
 		w.limit = w.inflightLimit() + 1
@@ -206,6 +253,12 @@ func (w *storageWriter) settle(ctx context.Context, req *bqAppend, dead func(sch
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("bigquery append to %s: %w", w.f.ref, ctx.Err())
+	}
+	if status.Code(err) == codes.Canceled {
+		// Not this bundle's context: the request's connection was closed
+		// before it answered (after another request failed on it), which
+		// leaves unknown whether it landed. Send it again.
+		err = status.Errorf(codes.Unavailable, "the append stream closed before it answered: %v", err)
 	}
 	if bad := rowErrors(resp, len(req.data)); len(bad) > 0 {
 		// BigQuery appended none of the request's rows: dead-letter the
@@ -242,14 +295,6 @@ func (w *storageWriter) settle(ctx context.Context, req *bqAppend, dead func(sch
 	if err := retry.Wait(ctx, delay); err != nil {
 		return fmt.Errorf("bigquery append to %s: %w", w.f.ref, err)
 	}
-	if req.err != nil || errors.Is(err, context.DeadlineExceeded) {
-		// The stream failed, or no answer came within the attempt's
-		// timeout: a fresh stream, so a wedged connection cannot take the
-		// retry down with it.
-		if err := w.reopen(ctx); err != nil {
-			log.Warnf(ctx, "bigquery: %v", err)
-		}
-	}
 	// Fewer in flight until appends land again: settle older requests
 	// before this one goes again.
 	w.limit = max(1, w.inflightLimit()/2)
@@ -258,14 +303,6 @@ func (w *storageWriter) settle(ctx context.Context, req *bqAppend, dead func(sch
 	}
 	w.send(ctx, req)
 	return nil
-}
-
-// reopen replaces a failed managed stream.
-func (w *storageWriter) reopen(ctx context.Context) error {
-	if w.stream != nil {
-		_ = w.stream.Close()
-	}
-	return w.openStream(ctx)
 }
 
 // rowErrors maps the indexes of the rows an append response rejects to the
@@ -287,4 +324,144 @@ func rowErrors(resp *storagepb.AppendRowsResponse, n int) map[int]string {
 		bad[i] = msg
 	}
 	return bad
+}
+
+// appendStream is one AppendRows connection: a bidi stream whose requests
+// BigQuery answers one each, in order. It is used by one goroutine at a
+// time. Every call on it is bounded: a send or a wait that outlasts its
+// timeout cancels the stream, which fails every request still in flight
+// on it, so nothing waits on a wedged connection.
+type appendStream struct {
+	cs       storagepb.BigQueryWrite_AppendRowsClient
+	cancel   context.CancelFunc
+	sent     int64 // requests sent
+	answered int64 // answers received
+	sendErr  error // why no more requests can be sent
+	err      error // why no more answers will come
+}
+
+// errNoAnswer is an attempt that timed out on the connection.
+var errNoAnswer = fmt.Errorf("no answer within the attempt's timeout (--write_attempt_timeout): %w", context.DeadlineExceeded)
+
+// noRetry turns off the generated client's own retries of a call, which
+// would retry an unreachable endpoint for as long as the call may last:
+// settle retries, with backoff, under the retry policy, and while the
+// breaker is open a dead endpoint then fails each call at once.
+var noRetry = gax.WithRetry(func() gax.Retryer { return nil })
+
+// openAppendStream opens a connection, waiting at most timeout.
+func openAppendStream(c *storage.BigQueryWriteClient, timeout time.Duration) (*appendStream, error) {
+	// The stream outlives this call, so its context cannot carry the
+	// timeout: a timer cancels it instead.
+	sctx, cancel := context.WithCancel(context.Background())
+	t := time.AfterFunc(timeout, cancel)
+	cs, err := c.AppendRows(sctx, noRetry)
+	if !t.Stop() {
+		err = errNoAnswer
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &appendStream{cs: cs, cancel: cancel}, nil
+}
+
+// failed is why the connection can take no more requests, or nil.
+func (a *appendStream) failed() error {
+	if a.err != nil {
+		return a.err
+	}
+	return a.sendErr
+}
+
+func (a *appendStream) close() {
+	a.end(status.Error(codes.Canceled, "the append stream was closed"))
+}
+
+// end cancels the stream: the requests in flight on it get err.
+func (a *appendStream) end(err error) {
+	if a.err == nil {
+		a.err = err
+	}
+	a.cancel()
+}
+
+// bounded runs call, ending the stream if call takes longer than until or
+// ctx ends first.
+func (a *appendStream) bounded(ctx context.Context, until time.Time, call func() error) error {
+	var late atomic.Bool
+	t := time.AfterFunc(time.Until(until), func() { late.Store(true); a.cancel() })
+	stop := context.AfterFunc(ctx, a.cancel)
+	err := call()
+	t.Stop()
+	stop()
+	if err == nil {
+		return nil
+	}
+	switch {
+	case late.Load() || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		a.end(errNoAnswer)
+	case ctx.Err() != nil:
+		a.end(ctx.Err())
+	default:
+		return err
+	}
+	return a.err
+}
+
+// send sends r and returns its place among the connection's requests.
+func (a *appendStream) send(ctx context.Context, r *storagepb.AppendRowsRequest, timeout time.Duration) (int64, error) {
+	if err := a.failed(); err != nil {
+		return 0, err
+	}
+	err := a.bounded(ctx, time.Now().Add(timeout), func() error { return a.cs.Send(r) })
+	if errors.Is(err, io.EOF) {
+		// The stream has ended. Recv has its status, after the answers
+		// still on their way, which the requests before this one read.
+		err = status.Error(codes.Unavailable, "the append stream ended")
+	}
+	if err != nil {
+		if a.sendErr == nil {
+			a.sendErr = err
+		}
+		return 0, err
+	}
+	a.sent++
+	return a.sent - 1, nil
+}
+
+// answer waits, until ctx's deadline, for the answer to request seq,
+// reading (and dropping) any answers before it. An answer that reports an
+// error is returned with it as a status error.
+func (a *appendStream) answer(ctx context.Context, seq int64) (*storagepb.AppendRowsResponse, error) {
+	until, ok := ctx.Deadline()
+	if !ok {
+		until = time.Now().Add(DefaultAttemptTimeout)
+	}
+	for a.answered <= seq {
+		if a.err != nil {
+			return nil, a.err
+		}
+		var resp *storagepb.AppendRowsResponse
+		err := a.bounded(ctx, until, func() (err error) {
+			resp, err = a.cs.Recv()
+			return err
+		})
+		if err != nil {
+			if a.err == nil {
+				a.err = err
+			}
+			return nil, err
+		}
+		a.answered++
+		if a.answered <= seq {
+			continue
+		}
+		if st := resp.GetError(); st != nil {
+			return resp, status.ErrorProto(st)
+		}
+		return resp, nil
+	}
+	// Only a bug asks for an answer already read.
+	return nil, fmt.Errorf("%w: bigquery append answer %d asked for after %d answers", schemas.ErrInternal, seq, a.answered)
 }

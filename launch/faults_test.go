@@ -494,3 +494,77 @@ func TestReadingsBefore1970(t *testing.T) {
 		}
 	}
 }
+
+// TestBigQueryDiesMidBackfill stops the BigQuery Storage endpoint (a proxy
+// in front of the emulator, closed: connections refused) once rows are
+// landing. As with Bigtable, the launcher must retry within
+// --write_retry_deadline, end by itself with exit 3 and one line naming
+// BigQuery, and balance its ledger: every reading in Bigtable, and in
+// BigQuery or its dead letter.
+func TestBigQueryDiesMidBackfill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped under -short")
+	}
+	bt := emulators.StartBigtable(t)
+	bq := bqemu.StartServerForTest(t)
+	in, n := faultWorkload(t)
+	p, err := faultproxy.Start(bq.GRPCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// Each request its own call, slow enough to stop the run midway.
+	p.SetRules(faultproxy.Rule{Method: "/AppendRows", PerMessage: true})
+	p.SetDelay(20 * time.Millisecond)
+	dl, summary := t.TempDir(), filepath.Join(t.TempDir(), "summary.json")
+	job := startStream(t, []string{"BIGTABLE_EMULATOR_HOST=" + bt, "BIGQUERY_EMULATOR_HOST=" + strings.TrimPrefix(bq.RESTEndpoint, "http://"),
+		"BIGQUERY_STORAGE_EMULATOR_HOST=" + p.Addr()},
+		"--input="+in, "--bigtable_project=p", "--bigtable_instance=i", "--bigquery_dataset=dies",
+		"--bigquery_write_method=storage_write", "--bigquery_request_bytes=16384", "--write_retry_deadline=5s",
+		"--dead_letter="+dl, "--summary_json="+summary)
+	eventually(t, 3*time.Minute, job, func() (bool, string) {
+		return faultproxy.Total(p.Stats().Calls, "/AppendRows") >= 20, "20 AppendRows requests through the proxy"
+	})
+	p.Close()
+	killed := time.Now()
+
+	code := job.wait(t, 3*time.Minute)
+	t.Logf("the launcher ended %v after the stop", time.Since(killed).Round(time.Millisecond))
+	if code != exitUnavailable {
+		t.Fatalf("exit %d; want %d (a store stayed unavailable)\nstderr (tail):\n%s", code, exitUnavailable, tailLines(job.stderr.String(), 20))
+	}
+	if last := lastLine(job.stderr.String()); !strings.HasPrefix(last, "sensorpipe: BigQuery (the BigQuery Storage emulator at "+p.Addr()) {
+		t.Errorf("last line %q; want one line naming BigQuery", last)
+	}
+	l := readSummary(t, summary)
+	if !l.Balanced || l.Readings != int64(n) {
+		t.Fatalf("ledger %+v; want %d readings built, balanced", l, n)
+	}
+	for _, s := range l.Sinks {
+		switch s.Sink {
+		case schemas.SinkBigtable:
+			if s.Written != int64(n) {
+				t.Errorf("bigtable %+v; want all %d readings written", s, n)
+			}
+		case schemas.SinkBigQuery:
+			if s.Routed != int64(n) || s.Written+s.Failed != s.Routed || s.Unavailable == 0 || s.Unavailable != s.Failed {
+				t.Errorf("bigquery %+v; want every reading written or dead-lettered as unavailable", s)
+			}
+			t.Logf("bigquery: %d readings written before the stop, %d dead-lettered", s.Written, s.Failed)
+			// The stop can cut off the answer to a request BigQuery applied:
+			// its readings are then in BigQuery and in the dead letter.
+			if got, _ := readingsByID(t, bq, "dies"); int64(len(got)) < s.Written {
+				t.Errorf("%d readings in BigQuery; the ledger says %d written", len(got), s.Written)
+			}
+		}
+	}
+	stored := 0
+	for _, d := range deadLetters(t, dl) {
+		if d["sink"] == schemas.SinkBigQuery && d["reason"] == "write_failed" && d["payload"] != "" {
+			stored++
+		}
+	}
+	if want := l.DeadLetters[schemas.SinkBigQuery]["write_failed"]; int64(stored) != want || want == 0 {
+		t.Errorf("%d bigquery write_failed dead letters stored; the ledger counts %d", stored, want)
+	}
+}
