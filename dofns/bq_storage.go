@@ -10,7 +10,6 @@ import (
 
 	storage "cloud.google.com/go/bigquery/storage/apiv1"
 	"cloud.google.com/go/bigquery/storage/apiv1/storagepb"
-	"cloud.google.com/go/bigquery/storage/managedwriter"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/grpc/codes"
@@ -95,7 +94,7 @@ func openStorageWriter(ctx context.Context, f *BigQueryWriteFn, upsert bool) (*s
 	w := &storageWriter{
 		f:      f,
 		upsert: upsert,
-		name:   managedwriter.TableParentFromParts(f.Project, f.Dataset, f.Table) + "/streams/_default",
+		name:   fmt.Sprintf("projects/%s/datasets/%s/tables/%s/streams/_default", f.Project, f.Dataset, f.Table),
 		schema: &storagepb.ProtoSchema{ProtoDescriptor: desc},
 	}
 	var err error

@@ -192,7 +192,7 @@ func protoIdent(s string) bool {
 }
 
 // Descriptor returns the row message's descriptor, self-contained (no
-// imports), as managedwriter.WithSchemaDescriptor takes it. The caller must
+// imports), as an AppendRows request's ProtoSchema takes it. The caller must
 // not modify it; clone it first.
 func (e *BQEncoder) Descriptor() *descriptorpb.DescriptorProto { return e.desc }
 

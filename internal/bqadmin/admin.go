@@ -60,7 +60,7 @@ func ClientOptions() []option.ClientOption {
 	return []option.ClientOption{option.WithEndpoint(h), option.WithoutAuthentication()}
 }
 
-// WriterOptions returns the options for managedwriter.NewClient: with
+// WriterOptions returns the options for the Storage Write client: with
 // BIGQUERY_STORAGE_EMULATOR_HOST set, the emulator's gRPC endpoint without
 // authentication over an insecure connection; otherwise none.
 func WriterOptions() []option.ClientOption {
