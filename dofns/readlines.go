@@ -1,6 +1,7 @@
 package dofns
 
 import (
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/fileio"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
@@ -51,6 +53,50 @@ type ReadLinesFn struct {
 func Compressed(path string) bool {
 	return strings.HasSuffix(path, ".gz") || strings.HasSuffix(path, ".gzip")
 }
+
+// OpenInput opens an input file for reading its lines, a compressed one
+// (Compressed) through gzip. fileio's ReadableFile.Open decompresses by
+// extension, .gz only, so a .gzip file came out as its compressed bytes,
+// every line a parse error; and it fails the open of a .gz file that is
+// not gzip, which failed the job. Here such a file opens, and its first
+// read returns the gzip error, which the readers dead-letter (malformed)
+// like any file they cannot read to the end.
+func OpenInput(ctx context.Context, path string) (io.ReadCloser, error) {
+	fs, err := filesystem.New(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer fs.Close()
+	rc, err := fs.OpenRead(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if !Compressed(path) {
+		return rc, nil
+	}
+	return &gzipFile{raw: rc}, nil
+}
+
+// gzipFile decompresses raw, reading its gzip header on the first Read.
+type gzipFile struct {
+	raw io.ReadCloser
+	zr  *gzip.Reader
+	err error
+}
+
+func (g *gzipFile) Read(p []byte) (int, error) {
+	if g.zr == nil && g.err == nil {
+		if g.zr, g.err = gzip.NewReader(g.raw); g.err != nil {
+			g.err = fmt.Errorf("not gzip: %w", g.err)
+		}
+	}
+	if g.err != nil {
+		return 0, g.err
+	}
+	return g.zr.Read(p)
+}
+
+func (g *gzipFile) Close() error { return g.raw.Close() }
 
 // FileRange is the lines of one file that start at byte offsets in
 // [Start, End); with Shares > 1, only those of them whose byte in the
@@ -121,7 +167,7 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		return fmt.Errorf("read %s: restriction %T is not an offset range", path, rt.GetRestriction())
 	}
 	max := schemas.LineLimit(fn.MaxLineBytes)
-	fd, err := file.Open(ctx)
+	fd, err := OpenInput(ctx, path)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}

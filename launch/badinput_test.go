@@ -72,6 +72,13 @@ func TestEveryClassOfBadInput(t *testing.T) {
 	}
 	zw.Close()
 	write("truncated.jsonl.gz", gz.Bytes()[:gz.Len()/2])
+	// A whole gzip file named .gzip, and a plain one named .gz.
+	gz.Reset()
+	zw = gzip.NewWriter(&gz)
+	zw.Write([]byte(vitalsLine(`"gzip-1"`, ts, "70") + "\n" + vitalsLine(`"gzip-2"`, ts, "71") + "\n"))
+	zw.Close()
+	write("whole.jsonl.gzip", gz.Bytes())
+	write("plain.jsonl.gz", []byte(vitalsLine(`"notgz-1"`, ts, "70")+"\n"))
 	// A binary file: 64 KiB of noise, and an empty file.
 	noise := make([]byte, 64<<10)
 	rand.New(rand.NewSource(1)).Read(noise)
@@ -128,7 +135,7 @@ func TestEveryClassOfBadInput(t *testing.T) {
 		}
 		t.Error("no dead letter for the 20 MB line")
 	})
-	for _, want := range []string{"good-2", "good-3", "bom-1", "crlf-1", "crlf-2", "gz-1"} {
+	for _, want := range []string{"good-2", "good-3", "bom-1", "crlf-1", "crlf-2", "gz-1", "gzip-1", "gzip-2"} {
 		if !rows[want] {
 			t.Errorf("%s not in Bigtable", want)
 		}
@@ -140,6 +147,14 @@ func TestEveryClassOfBadInput(t *testing.T) {
 			}
 		}
 		t.Error("no malformed dead letter for the truncated .gz")
+	})
+	t.Run(".gz that is not gzip", func(t *testing.T) {
+		for _, d := range letters {
+			if strings.HasSuffix(d["source"], "plain.jsonl.gz") && d["reason"] == "malformed" && strings.Contains(d["error"], "not gzip") {
+				return
+			}
+		}
+		t.Error("no malformed dead letter for the .gz file that is not gzip")
 	})
 	t.Run("binary file", func(t *testing.T) {
 		n := 0

@@ -40,7 +40,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/fileio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
@@ -242,7 +241,7 @@ func IdentityHash(key string) byte {
 // each line of f, the line, and whether it is whole: not over maxLine bytes
 // (a longer one is cut there).
 func scanFile(ctx context.Context, f File, maxLine int, fn func(off, size int64, line string, whole bool)) error {
-	rd, err := fileio.ReadableFile{Metadata: fileio.FileMetadata{Path: f.Path, Size: f.Size}}.Open(ctx)
+	rd, err := dofns.OpenInput(ctx, f.Path)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", f.Path, err)
 	}
