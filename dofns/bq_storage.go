@@ -254,9 +254,10 @@ func (w *storageWriter) settle(ctx context.Context, req *bqAppend, dead func(sch
 		return fmt.Errorf("bigquery append to %s: %w", w.f.ref, ctx.Err())
 	}
 	if status.Code(err) == codes.Canceled {
-		// Not this bundle's context: the request's connection was closed
-		// before it answered (after another request failed on it), which
-		// leaves unknown whether it landed. Send it again.
+		// Not this bundle's context (checked above) and not our own
+		// timeouts (errNoAnswer): the connection was cancelled from the
+		// other end or in transport before it answered, which leaves
+		// unknown whether the request landed. Send it again.
 		err = status.Errorf(codes.Unavailable, "the append stream closed before it answered: %v", err)
 	}
 	if bad := rowErrors(resp, len(req.data)); len(bad) > 0 {

@@ -38,7 +38,8 @@ func storageFixture(t *testing.T, table string, rs RetrySettings, storageAddr fu
 	return f, f.w.(*storageWriter), vitalsRows(t, spec, 40, time.Now().UTC().Truncate(time.Hour))
 }
 
-// addAll hands rows to the writer, one request per 10 rows.
+// addAll hands rows to the writer in requests of at most 600 bytes (six
+// vitals rows), so that several are in flight.
 func addAll(t *testing.T, f *BigQueryWriteFn, w *storageWriter, rows []schemas.BQRow, dead func(schemas.DeadLetter)) {
 	t.Helper()
 	f.MaxRequestBytes = 600
