@@ -12,12 +12,25 @@
 // failed them ("failed to stage /tmp/beamloopbackworker-...: no such
 // file"). Private gives a run a temp dir of its own instead, and removes
 // only that.
+//
+// A local stream also keeps its hours' state in that folder
+// (dofns.StreamRowsFn.DiskState), so a killed run, which cannot remove it,
+// could leave gigabytes behind. Each folder names its process in a file
+// (ownerFile), and Private removes the folders of processes that are gone.
 package loopback
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 )
+
+// ownerFile, in a run's folder, holds the id of the process that made it.
+const ownerFile = "owner.pid"
 
 // Private points this process's temp dir (TMPDIR, which os.TempDir reads)
 // at a new folder of its own inside the current one, so that the
@@ -26,9 +39,14 @@ import (
 // removes the folder with everything in it. Calls in one process must not
 // overlap: a second Private before the first's func would be undone by it.
 func Private() (restore func(), err error) {
+	sweep(os.TempDir())
 	dir, err := os.MkdirTemp("", "sensorpipe-run-")
 	if err != nil {
 		return nil, fmt.Errorf("a temp folder for the run's loopback placeholder: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("a temp folder for the run: %w", err)
 	}
 	old, had := os.LookupEnv("TMPDIR")
 	if err := os.Setenv("TMPDIR", dir); err != nil {
@@ -43,6 +61,26 @@ func Private() (restore func(), err error) {
 		}
 		os.RemoveAll(dir)
 	}, nil
+}
+
+// sweep removes the run folders in parent whose process is gone (killed
+// runs). A folder without an owner file (made by an older launcher) or
+// whose process is alive stays.
+func sweep(parent string) {
+	dirs, _ := filepath.Glob(filepath.Join(parent, "sensorpipe-run-*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			os.RemoveAll(dir)
+		}
+	}
 }
 
 // Run runs fn, the runs of a whole test binary (ptest.MainRet), inside one
