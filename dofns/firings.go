@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -15,6 +18,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/internal/spill"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -151,10 +155,26 @@ type StreamRowsFn struct {
 	// firings are unchanged.
 	ArrivalWritten bool
 
+	// DiskState, on a local runner, keeps each window's held readings and
+	// final state in files on local disk (internal/spill: the readings
+	// appended as each firing brings them, framed by schemas.AppendChunk;
+	// the final state packed by schemas.AppendFinalState) instead of in
+	// Readings and Final: prism keeps state in the launcher's heap, where
+	// an open hour grows by every reading and a closed one stays for the
+	// allowed lateness (a day by default). They come back byte for byte, so
+	// every firing is the one it would have been. If the disk fails a
+	// write, that part stays in state, with a warning. Off on Dataflow,
+	// whose state is not in the workers' memory.
+	DiskState bool
+	// SpillRun names this pipeline's windows in the process's spill store
+	// apart from another pipeline's (tests run several in one process).
+	SpillRun string
+
 	// Readings are the window's readings, one chunk per firing packed by
 	// schemas.Spec.AppendHeld: event time, source and observed values,
 	// not whole records (no raw payload), so that an hour held for its
-	// allowed lateness costs a few bytes per reading.
+	// allowed lateness costs a few bytes per reading. With DiskState they
+	// are on disk, and here only if the disk failed.
 	Readings state.Bag[[]byte]
 	Early    state.Value[EarlyState]
 	Final    state.Value[FinalState]
@@ -171,6 +191,10 @@ type StreamRowsFn struct {
 	sent, resent, suppressed beam.Counter
 	reader                   *readBacker
 	recovered                recoveryCounters
+	// disk is the spill store with DiskState; diskFailed counts the
+	// writes it failed, which stayed in state.
+	disk       *spill.Store
+	diskFailed beam.Counter
 }
 
 // recoveryCounters count what the read-back does (the readings that join
@@ -213,8 +237,18 @@ func (f *StreamRowsFn) Setup(ctx context.Context) error {
 		failed:     beam.NewCounter("group", "recover_failed"),
 		bqRows:     beam.NewCounter("bigquery_once", "recovered_rows"),
 	}
+	f.diskFailed = beam.NewCounter("group", "disk_state_failed")
 	if err := f.hour.setup(f.Spec); err != nil {
 		return err
+	}
+	if f.DiskState {
+		// The run's own temp folder (loopback.Private), removed when the
+		// run ends.
+		s, err := spill.In(filepath.Join(os.TempDir(), "sensorpipe-windows"))
+		if err != nil {
+			return fmt.Errorf("the windows' folder on disk (--local_state_on_disk=false keeps them in memory): %w", err)
+		}
+		f.disk = s
 	}
 	if !f.Recovery.On() {
 		return nil
@@ -243,9 +277,9 @@ func (f *StreamRowsFn) ProcessElement(ctx context.Context, sp state.Provider, tp
 	if len(p.Records) == 0 && (!p.Recover || f.reader == nil) {
 		return nil
 	}
-	fin, final, err := f.Final.Read(sp)
+	fin, final, err := f.readFinal(sp, key)
 	if err != nil {
-		return fmt.Errorf("read final-firing state: %w", err)
+		return err
 	}
 	_, early, err := f.Early.Read(sp)
 	if err != nil {
@@ -332,11 +366,15 @@ func (f *StreamRowsFn) OnTimer(ctx context.Context, sp state.Provider, tp timers
 				return fmt.Errorf("clear a closed window's state: %w", err)
 			}
 		}
+		if f.disk != nil {
+			f.disk.Delete(diskHeldKey(f.SpillRun, key))
+			f.disk.Delete(diskFinalKey(f.SpillRun, key))
+		}
 		return nil
 	}
-	fin, final, err := f.Final.Read(sp)
+	fin, final, err := f.readFinal(sp, key)
 	if err != nil {
-		return fmt.Errorf("read final-firing state: %w", err)
+		return err
 	}
 	es, early, err := f.Early.Read(sp)
 	if err != nil {
@@ -376,10 +414,13 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 		if !hadEarly {
 			f.Timer.Set(tp, time.UnixMilli(p.EndMs-1), timers.WithTag(closeTag), timers.WithNoOutputTimestamp())
 		}
+		if err := f.hold(ctx, sp, key, p.StartMs, out.Keep); err != nil {
+			return err
+		}
 	} else {
-		chunks, _, err := f.Readings.Read(sp)
+		chunks, inState, err := f.readHeld(sp, key)
 		if err != nil {
-			return fmt.Errorf("read the window's readings: %w", err)
+			return err
 		}
 		var prev []schemas.Record
 		for _, c := range chunks {
@@ -413,20 +454,13 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 			return nil
 		}
 		out.Sequence(now.UnixMicro(), p.Index)
-		if err := f.Final.Write(sp, FinalState(next)); err != nil {
-			return fmt.Errorf("write final-firing state: %w", err)
+		if err := f.keepFinal(ctx, sp, key, p.StartMs, next, chunks, inState, out.Keep); err != nil {
+			return err
 		}
 		if !final {
 			if err := f.Early.Clear(sp); err != nil {
 				return fmt.Errorf("clear early-firing state: %w", err)
 			}
-		}
-	}
-	// The firing's readings join the window's, for the firings to come:
-	// one packed chunk per firing.
-	if len(out.Keep) > 0 {
-		if err := f.Readings.Add(sp, f.Spec.AppendHeld(nil, out.Keep)); err != nil {
-			return fmt.Errorf("add to the window's readings: %w", err)
 		}
 	}
 	f.hour.ctrs.inc(ctx, ledger.Readings, out.Readings)
@@ -440,6 +474,127 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 	f.suppressed.Inc(ctx, out.Suppressed)
 	f.hour.emit(ctx, out, emitRow, emitBQ, emitRollup, emitDead)
 	return nil
+}
+
+// readFinal reads the window's final state: from Final, else with
+// DiskState from disk.
+func (f *StreamRowsFn) readFinal(sp state.Provider, key string) (FinalState, bool, error) {
+	fin, final, err := f.Final.Read(sp)
+	if err != nil || final || f.disk == nil {
+		if err != nil {
+			err = fmt.Errorf("read final-firing state: %w", err)
+		}
+		return fin, final, err
+	}
+	b, ok, err := f.disk.Get(diskFinalKey(f.SpillRun, key))
+	if err != nil || !ok {
+		return FinalState{}, false, err
+	}
+	dfin, err := schemas.DecodeFinalState(b)
+	if err != nil {
+		return FinalState{}, false, fmt.Errorf("window %s: decode its final state on disk: %w", key, err)
+	}
+	return FinalState(dfin), true, nil
+}
+
+// readHeld reads the window's held chunks: with DiskState from disk, and
+// any that a failed disk write left in Readings (inState says there are).
+func (f *StreamRowsFn) readHeld(sp state.Provider, key string) (chunks [][]byte, inState bool, err error) {
+	if f.disk != nil {
+		b, _, err := f.disk.Get(diskHeldKey(f.SpillRun, key))
+		if err != nil {
+			return nil, false, err
+		}
+		if chunks, err = schemas.SplitChunks(b); err != nil {
+			return nil, false, fmt.Errorf("window %s: its readings on disk: %w", key, err)
+		}
+	}
+	state, _, err := f.Readings.Read(sp)
+	if err != nil {
+		return nil, false, fmt.Errorf("read the window's readings: %w", err)
+	}
+	return append(chunks, state...), len(state) > 0, nil
+}
+
+// hold adds a firing's readings to the window's, for the firings to come:
+// one packed chunk per firing, appended on disk with DiskState (in state
+// if the disk fails).
+func (f *StreamRowsFn) hold(ctx context.Context, sp state.Provider, key string, startMs int64, keep []schemas.Record) error {
+	if len(keep) == 0 {
+		return nil
+	}
+	chunk := f.Spec.AppendHeld(nil, keep)
+	if f.disk != nil {
+		err := f.disk.Append(diskGroup(f.SpillRun, startMs), diskHeldKey(f.SpillRun, key), schemas.AppendChunk(nil, chunk))
+		if f.diskOK(ctx, key, err) {
+			return nil
+		}
+	}
+	if err := f.Readings.Add(sp, chunk); err != nil {
+		return fmt.Errorf("add to the window's readings: %w", err)
+	}
+	return nil
+}
+
+// keepFinal keeps what a final firing leaves: next, and the window's held
+// chunks with the firing's readings (keep). With DiskState both go to disk,
+// the chunks rewritten as one part, which also takes in any chunks a
+// failed write had left in state (inState); whatever the disk fails to
+// take stays in state.
+func (f *StreamRowsFn) keepFinal(ctx context.Context, sp state.Provider, key string, startMs int64, next schemas.FinalState,
+	chunks [][]byte, inState bool, keep []schemas.Record) error {
+	if f.disk == nil {
+		if err := f.Final.Write(sp, FinalState(next)); err != nil {
+			return fmt.Errorf("write final-firing state: %w", err)
+		}
+		return f.hold(ctx, sp, key, startMs, keep)
+	}
+	var all []byte
+	for _, c := range chunks {
+		all = schemas.AppendChunk(all, c)
+	}
+	if len(keep) > 0 {
+		all = schemas.AppendChunk(all, f.Spec.AppendHeld(nil, keep))
+	}
+	err := f.disk.Put(diskGroup(f.SpillRun, startMs), diskHeldKey(f.SpillRun, key), all)
+	switch {
+	case f.diskOK(ctx, key, err) && inState:
+		if err := f.Readings.Clear(sp); err != nil {
+			return fmt.Errorf("clear the window's readings: %w", err)
+		}
+	case err != nil:
+		// The disk keeps what it had; the rest waits in state.
+		if err := f.hold(ctx, sp, key, startMs, keep); err != nil {
+			return err
+		}
+	}
+	err = f.disk.Put(diskGroup(f.SpillRun, startMs), diskFinalKey(f.SpillRun, key), schemas.AppendFinalState(nil, next))
+	if f.diskOK(ctx, key, err) {
+		return f.Final.Clear(sp)
+	}
+	if err := f.Final.Write(sp, FinalState(next)); err != nil {
+		return fmt.Errorf("write final-firing state: %w", err)
+	}
+	return nil
+}
+
+// diskOK reports whether a disk write succeeded, and counts and logs one
+// that failed: what it held stays in state.
+func (f *StreamRowsFn) diskOK(ctx context.Context, key string, err error) bool {
+	if err == nil {
+		return true
+	}
+	f.diskFailed.Inc(ctx, 1)
+	log.Warnf(ctx, "window %s: kept in memory, the disk failed: %v", key, err)
+	return false
+}
+
+// The names of a window's state on disk: its held chunks and its final
+// state, in one file per run and window start.
+func diskHeldKey(run, key string) string  { return run + "/" + key }
+func diskFinalKey(run, key string) string { return run + "/" + key + "/final" }
+func diskGroup(run string, startMs int64) string {
+	return run + "@" + strconv.FormatInt(startMs, 10)
 }
 
 // hour is the firing as the per-hour rules take it.

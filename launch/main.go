@@ -83,17 +83,18 @@ var (
 	format         = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (the protobuf message the spec declares in its proto: section; see schemas.FormatNames).")
 
 	// Stream flags (--source=pubsub).
-	subscription    = flag.String("subscription", "", "With --source=pubsub: the subscription, projects/P/subscriptions/S (required). PUBSUB_EMULATOR_HOST is honoured on prism and direct.")
-	timestampAttr   = flag.String("timestamp_attribute", "", "With --source=pubsub: the message attribute holding the event time (epoch ms); empty uses the publish time.")
-	idAttr          = flag.String("id_attribute", "", "With --source=pubsub: a message attribute with a unique record id, for deduplicating redeliveries.")
-	earlyFiring     = flag.Duration("early_firing", pipelines.DefaultEarlyFiring, "With --source=pubsub: how often an open hour fires early (processing time).")
-	lateFiring      = flag.Duration("late_firing", pipelines.DefaultLateFiring, "With --source=pubsub: how long after a late reading its hour fires again.")
-	allowedLateness = flag.Duration("allowed_lateness", pipelines.DefaultAllowedLateness, "With --source=pubsub: how long after its end an hour still takes late readings; later ones go to the dead letter as too_late.")
-	ackDeadline     = flag.Duration("pubsub_ack_deadline", 0, "With --source=pubsub on prism or direct: the lease kept on messages until their bundle commits (10s..600s; 0: 60s). After a crash, unacknowledged messages return this long after.")
+	localStateOnDisk = flag.Bool("local_state_on_disk", true, "With --source=pubsub on a local runner: keep each sensor-hour's state (its readings, held for the hour's final firings and then for --allowed_lateness, a day by default) in files in the run's temp folder instead of memory, about 32 bytes a vitals reading, so that the stream's memory does not grow with its readings. The files go when their hour expires, and with the run. false keeps the state in memory. Ignored on Dataflow, whose state is not in the workers' memory.")
+	subscription     = flag.String("subscription", "", "With --source=pubsub: the subscription, projects/P/subscriptions/S (required). PUBSUB_EMULATOR_HOST is honoured on prism and direct.")
+	timestampAttr    = flag.String("timestamp_attribute", "", "With --source=pubsub: the message attribute holding the event time (epoch ms); empty uses the publish time.")
+	idAttr           = flag.String("id_attribute", "", "With --source=pubsub: a message attribute with a unique record id, for deduplicating redeliveries.")
+	earlyFiring      = flag.Duration("early_firing", pipelines.DefaultEarlyFiring, "With --source=pubsub: how often an open hour fires early (processing time).")
+	lateFiring       = flag.Duration("late_firing", pipelines.DefaultLateFiring, "With --source=pubsub: how long after a late reading its hour fires again.")
+	allowedLateness  = flag.Duration("allowed_lateness", pipelines.DefaultAllowedLateness, "With --source=pubsub: how long after its end an hour still takes late readings; later ones go to the dead letter as too_late.")
+	ackDeadline      = flag.Duration("pubsub_ack_deadline", 0, "With --source=pubsub on prism or direct: the lease kept on messages until their bundle commits (10s..600s; 0: 60s). After a crash, unacknowledged messages return this long after.")
 )
 
 // streamFlags are the flags that only apply to --source=pubsub.
-var streamFlags = []string{"subscription", "timestamp_attribute", "id_attribute", "early_firing", "late_firing", "allowed_lateness", "pubsub_ack_deadline"}
+var streamFlags = []string{"subscription", "timestamp_attribute", "id_attribute", "early_firing", "late_firing", "allowed_lateness", "pubsub_ack_deadline", "local_state_on_disk"}
 
 // exit codes.
 const (
@@ -325,6 +326,8 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 		// ... and read each window back from Bigtable at its final firing,
 		// for what a killed or stopped run held.
 		cfg.Recover = local()
+		// ... and keep the hours' state on disk, not in memory.
+		cfg.DiskState = local() && *localStateOnDisk
 	default:
 		return cfg, src, usagef("--source=%q: use files or pubsub", *source)
 	}

@@ -7,6 +7,7 @@ package pipelines
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"time"
 
@@ -73,6 +74,13 @@ type Config struct {
 	// runners. A spec with no table that stores every field cannot be read
 	// back: the pipeline then logs a warning and runs without.
 	Recover bool
+
+	// DiskState, on a local runner, keeps a stream's per-hour state (the
+	// readings held for the hour's final firings, for the allowed
+	// lateness) in files on local disk instead of the runner's memory (see
+	// dofns.StreamRowsFn.DiskState). The launcher sets it on the local
+	// runners only.
+	DiskState bool
 }
 
 // BigQueryConfig is the BigQuery sink's destination.
@@ -162,7 +170,7 @@ func Ingest(s beam.Scope, cfg Config, records beam.PCollection) []beam.PCollecti
 		records = PreGroup(s, records)
 	}
 	arrival := cfg.Windowing.Streaming && cfg.WriteOnArrival
-	b := buildRows(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...), rec, arrival)
+	b := buildRows(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...), rec, arrival, cfg.DiskState)
 	dead = append(dead, b.Dead, WriteBigtable(s, cfg, b.Rows))
 	if cfg.BigQuery != nil {
 		bq := *cfg.BigQuery
@@ -232,14 +240,14 @@ type Built struct {
 // the same, and BigQuery gets each reading once (again if it changed).
 // It expects discarding panes, as Windowing.Options gives.
 func BuildRowsAndRollups(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed beam.PCollection) Built {
-	return buildRows(s, spec, withBigQuery, windowed, dofns.Recovery{}, false)
+	return buildRows(s, spec, withBigQuery, windowed, dofns.Recovery{}, false, false)
 }
 
 // buildRows is BuildRowsAndRollups, with the stream's windows read back
-// from Bigtable when rec is on, and early firings that leave out what the
-// arrival write stored when arrival is set (see
-// dofns.StreamRowsFn.ArrivalWritten).
-func buildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed beam.PCollection, rec dofns.Recovery, arrival bool) Built {
+// from Bigtable when rec is on, their state on local disk with disk, and
+// early firings that leave out what the arrival write
+// stored when arrival is set (see dofns.StreamRowsFn.ArrivalWritten).
+func buildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed beam.PCollection, rec dofns.Recovery, arrival, disk bool) Built {
 	s = s.Scope("BuildRows")
 	grouped := beam.GroupByKey(s, windowed)
 	var b Built
@@ -251,6 +259,10 @@ func buildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed
 		lateness := time.Duration(ws.AllowedLateness) * time.Millisecond
 		fn := dofns.NewStreamRowsFn(spec, withBigQuery, lateness)
 		fn.ArrivalWritten = arrival
+		if disk {
+			fn.DiskState = true
+			fn.SpillRun = fmt.Sprintf("%x", rand.Uint64())
+		}
 		if rec.On() {
 			if _, err := schemas.NewReadBack(spec.Spec); err != nil {
 				log.Warnf(context.Background(), "a window held in memory by a run that is killed or stopped will be finished from the readings the next run sees only: %v", err)
