@@ -242,9 +242,7 @@ func (f *StreamRowsFn) Setup(ctx context.Context) error {
 		return err
 	}
 	if f.DiskState {
-		// The run's own temp folder (loopback.Private), removed when the
-		// run ends.
-		s, err := spill.In(filepath.Join(os.TempDir(), "sensorpipe-windows"))
+		s, err := spill.In(DiskStateFolder())
 		if err != nil {
 			return fmt.Errorf("the windows' folder on disk (--local_state_on_disk=false keeps them in memory): %w", err)
 		}
@@ -454,7 +452,7 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 			return nil
 		}
 		out.Sequence(now.UnixMicro(), p.Index)
-		if err := f.keepFinal(ctx, sp, key, p.StartMs, next, chunks, inState, out.Keep); err != nil {
+		if err := f.keepFinal(ctx, sp, key, p.StartMs, next, chunks, !final || inState, out.Keep); err != nil {
 			return err
 		}
 		if !final {
@@ -536,19 +534,45 @@ func (f *StreamRowsFn) hold(ctx context.Context, sp state.Provider, key string, 
 	return nil
 }
 
-// keepFinal keeps what a final firing leaves: next, and the window's held
-// chunks with the firing's readings (keep). With DiskState both go to disk,
-// the chunks rewritten as one part, which also takes in any chunks a
-// failed write had left in state (inState); whatever the disk fails to
-// take stays in state.
+// keepFinal keeps what a final firing leaves: next, and the firing's
+// readings (keep) with the window's held chunks. With DiskState both go to
+// disk. With rewrite (the window's first final firing, or chunks that a
+// failed write had left in state) the chunks are written again as one
+// part, so that a closed window's place on disk is one part, not one per
+// early firing, and they leave state; otherwise (a late firing) keep is
+// appended. Whatever the disk fails to take stays in state.
 func (f *StreamRowsFn) keepFinal(ctx context.Context, sp state.Provider, key string, startMs int64, next schemas.FinalState,
-	chunks [][]byte, inState bool, keep []schemas.Record) error {
+	chunks [][]byte, rewrite bool, keep []schemas.Record) error {
+	if f.disk == nil || !rewrite {
+		if err := f.hold(ctx, sp, key, startMs, keep); err != nil {
+			return err
+		}
+	}
 	if f.disk == nil {
 		if err := f.Final.Write(sp, FinalState(next)); err != nil {
 			return fmt.Errorf("write final-firing state: %w", err)
 		}
-		return f.hold(ctx, sp, key, startMs, keep)
+		return nil
 	}
+	if rewrite {
+		if err := f.rewriteHeld(ctx, sp, key, startMs, chunks, keep); err != nil {
+			return err
+		}
+	}
+	err := f.disk.Put(diskGroup(f.SpillRun, startMs), diskFinalKey(f.SpillRun, key), schemas.AppendFinalState(nil, next))
+	if f.diskOK(ctx, key, err) {
+		return f.Final.Clear(sp)
+	}
+	if err := f.Final.Write(sp, FinalState(next)); err != nil {
+		return fmt.Errorf("write final-firing state: %w", err)
+	}
+	return nil
+}
+
+// rewriteHeld writes a window's held chunks and keep to disk as one part,
+// replacing its parts there, and clears the chunks held in state. If the
+// disk fails, it keeps what it had, and keep waits in state.
+func (f *StreamRowsFn) rewriteHeld(ctx context.Context, sp state.Provider, key string, startMs int64, chunks [][]byte, keep []schemas.Record) error {
 	var all []byte
 	for _, c := range chunks {
 		all = schemas.AppendChunk(all, c)
@@ -557,23 +581,11 @@ func (f *StreamRowsFn) keepFinal(ctx context.Context, sp state.Provider, key str
 		all = schemas.AppendChunk(all, f.Spec.AppendHeld(nil, keep))
 	}
 	err := f.disk.Put(diskGroup(f.SpillRun, startMs), diskHeldKey(f.SpillRun, key), all)
-	switch {
-	case f.diskOK(ctx, key, err) && inState:
-		if err := f.Readings.Clear(sp); err != nil {
-			return fmt.Errorf("clear the window's readings: %w", err)
-		}
-	case err != nil:
-		// The disk keeps what it had; the rest waits in state.
-		if err := f.hold(ctx, sp, key, startMs, keep); err != nil {
-			return err
-		}
+	if !f.diskOK(ctx, key, err) {
+		return f.hold(ctx, sp, key, startMs, keep)
 	}
-	err = f.disk.Put(diskGroup(f.SpillRun, startMs), diskFinalKey(f.SpillRun, key), schemas.AppendFinalState(nil, next))
-	if f.diskOK(ctx, key, err) {
-		return f.Final.Clear(sp)
-	}
-	if err := f.Final.Write(sp, FinalState(next)); err != nil {
-		return fmt.Errorf("write final-firing state: %w", err)
+	if err := f.Readings.Clear(sp); err != nil {
+		return fmt.Errorf("clear the window's readings: %w", err)
 	}
 	return nil
 }
@@ -588,6 +600,10 @@ func (f *StreamRowsFn) diskOK(ctx context.Context, key string, err error) bool {
 	log.Warnf(ctx, "window %s: kept in memory, the disk failed: %v", key, err)
 	return false
 }
+
+// DiskStateFolder is the folder of StreamRowsFn's DiskState: in the run's
+// own temp folder (loopback.Private), removed when the run ends.
+func DiskStateFolder() string { return filepath.Join(os.TempDir(), "sensorpipe-windows") }
 
 // The names of a window's state on disk: its held chunks and its final
 // state, in one file per run and window start.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
 
+	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
 	"github.com/sensorpipe/sensorpipe/internal/btadmin"
@@ -71,7 +70,7 @@ func TestStreamStateOnDiskConvergesToBatch(t *testing.T) {
 			}
 		}
 	}
-	store, err := spill.In(filepath.Join(os.TempDir(), "sensorpipe-windows"))
+	store, err := spill.In(dofns.DiskStateFolder())
 	if err != nil {
 		t.Fatal(err)
 	}
