@@ -1,6 +1,7 @@
 package main
 
 import (
+	_ "expvar" // /debug/vars: the runtime's MemStats as JSON, read without forcing a collection
 	"flag"
 	"fmt"
 	"net"
@@ -12,7 +13,8 @@ import (
 // debugAddr serves Go's profiles (heap, CPU, goroutines) while the job
 // runs: prism and the SDK harness run in the launcher's process locally, so
 // a heap profile shows the runner's buffers and the DoFns' state together.
-var debugAddr = flag.String("debug_addr", "", "Debug: serve net/http/pprof on this address (e.g. 127.0.0.1:6060) while the job runs; empty: off.")
+// /debug/vars (expvar) gives the runtime's memory figures as JSON.
+var debugAddr = flag.String("debug_addr", "", "Debug: serve net/http/pprof (/debug/pprof/) and the Go runtime's memory figures (/debug/vars) on this address (e.g. 127.0.0.1:6060) while the job runs; empty: off.")
 
 // serveDebug starts the pprof server when --debug_addr is set. A failure to
 // listen is a usage error: the address is the flag's.

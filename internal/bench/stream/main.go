@@ -309,18 +309,19 @@ func run(ctx context.Context) (err error) {
 		"--bigquery_project=" + project, "--bigquery_dataset=" + target.spec.Name, "--spec=" + target.spec.Name,
 		"--dead_letter=" + filepath.Join(work, "deadletter"), "--progress_interval=1s",
 		"--summary_json=" + filepath.Join(work, "ledger.json")}
-	debug := ""
+	// The debug server: the runtime's memory figures with each RSS
+	// sample, and heap profiles with -profile_dir.
 	if *profileDir != "" {
 		if err := os.MkdirAll(*profileDir, 0o755); err != nil {
 			return err
 		}
-		port, err := emulators.FreeLoopbackPort()
-		if err != nil {
-			return err
-		}
-		debug = fmt.Sprintf("127.0.0.1:%d", port)
-		args = append(args, "--debug_addr="+debug)
 	}
+	port, err := emulators.FreeLoopbackPort()
+	if err != nil {
+		return err
+	}
+	debug := fmt.Sprintf("127.0.0.1:%d", port)
+	args = append(args, "--debug_addr="+debug)
 	args = append(args, strings.Fields(*launcherArgs)...)
 	rep.Launcher = args
 	env := []string{"BIGTABLE_EMULATOR_HOST=" + bt.HostPort, "PUBSUB_EMULATOR_HOST=" + ps.HostPort,

@@ -18,13 +18,48 @@ import (
 
 var (
 	rssEvery   = flag.Duration("rss_every", 30*time.Second, "Latency phase: how often to sample the launcher's resident memory.")
-	profileDir = flag.String("profile_dir", "", "Save heap profiles of the launcher (go tool pprof) to this folder, every minute of the latency phase and at its end; runs the launcher with --debug_addr (empty: none).")
+	profileDir = flag.String("profile_dir", "", "Save heap profiles of the launcher (go tool pprof) to this folder, every minute of the latency phase and at its end (empty: none; the launcher always runs with --debug_addr, for the heap figures of each RSS sample).")
 )
 
-// RSSAt is the launcher's resident memory Seconds into the latency phase.
+// RSSAt is the launcher's resident memory Seconds into the latency phase,
+// with the Go runtime's account of its heap at that moment (read from
+// /debug/vars, which does not force a collection; zero if it did not
+// answer).
 type RSSAt struct {
 	Seconds float64 `json:"s"`
 	MB      float64 `json:"mb"`
+	// HeapAllocMB is the heap's objects, live or not yet collected;
+	// HeapInuseMB the spans that hold them; HeapFreeMB the spans free and
+	// not yet returned to the OS (HeapIdle - HeapReleased); NextGCMB the
+	// heap size at which the next collection starts.
+	HeapAllocMB float64 `json:"heap_alloc_mb,omitempty"`
+	HeapInuseMB float64 `json:"heap_inuse_mb,omitempty"`
+	HeapFreeMB  float64 `json:"heap_free_mb,omitempty"`
+	NextGCMB    float64 `json:"next_gc_mb,omitempty"`
+}
+
+// heapFigures reads the launcher's MemStats from its /debug/vars into at.
+func heapFigures(ctx context.Context, debug string, at *RSSAt) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+debug+"/debug/vars", nil)
+	if err != nil {
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	var vars struct {
+		MemStats struct{ HeapAlloc, HeapInuse, HeapIdle, HeapReleased, NextGC uint64 } `json:"memstats"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&vars) != nil {
+		return
+	}
+	m := vars.MemStats
+	mb := func(b uint64) float64 { return round(float64(b)/(1<<20), 1) }
+	at.HeapAllocMB, at.HeapInuseMB, at.HeapFreeMB, at.NextGCMB = mb(m.HeapAlloc), mb(m.HeapInuse), mb(m.HeapIdle-m.HeapReleased), mb(m.NextGC)
 }
 
 // Memory is the launcher's resident memory over the latency phase. The
@@ -49,7 +84,7 @@ type Memory struct {
 // -profile_dir, saves its heap profile every minute.
 type rssSampler struct {
 	pid     int
-	debug   string // the launcher's --debug_addr, or ""
+	debug   string // the launcher's --debug_addr
 	mu      sync.Mutex
 	samples []RSSAt
 	files   []string
@@ -66,10 +101,12 @@ func (r *rssSampler) run(ctx context.Context, start time.Time) {
 			return
 		case now := <-tick.C:
 			at := now.Sub(start)
+			sample := RSSAt{Seconds: round(at.Seconds(), 1), MB: rssMB(r.pid)}
+			heapFigures(ctx, r.debug, &sample)
 			r.mu.Lock()
-			r.samples = append(r.samples, RSSAt{Seconds: round(at.Seconds(), 1), MB: rssMB(r.pid)})
+			r.samples = append(r.samples, sample)
 			r.mu.Unlock()
-			if r.debug != "" && at >= nextProfile {
+			if *profileDir != "" && at >= nextProfile {
 				r.profile(ctx, fmt.Sprintf("heap-%03.0fs.pb.gz", at.Seconds()))
 				nextProfile += time.Minute
 			}
@@ -79,7 +116,7 @@ func (r *rssSampler) run(ctx context.Context, start time.Time) {
 
 // profile saves the launcher's heap profile as name in -profile_dir.
 func (r *rssSampler) profile(ctx context.Context, name string) {
-	if r.debug == "" {
+	if *profileDir == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -161,6 +198,12 @@ func (m *Memory) String() string {
 	s += fmt.Sprintf("; slope from 3 min %.1f MB/min; samples (s:MB)", m.SlopeMBPerMin)
 	for _, x := range m.Samples {
 		s += fmt.Sprintf(" %.0f:%.0f", x.Seconds, x.MB)
+	}
+	s += "; Go heap (s: objects/spans in use/free not returned/next GC, MB)"
+	for _, x := range m.Samples {
+		if x.HeapInuseMB > 0 {
+			s += fmt.Sprintf(" %.0f:%.0f/%.0f/%.0f/%.0f", x.Seconds, x.HeapAllocMB, x.HeapInuseMB, x.HeapFreeMB, x.NextGCMB)
+		}
 	}
 	return s
 }
