@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	storage "cloud.google.com/go/bigquery/storage/apiv1"
 	"cloud.google.com/go/bigquery/storage/apiv1/storagepb"
@@ -23,7 +24,9 @@ import (
 
 // storageWriter appends rows to the table's default stream with the
 // Storage Write API: AppendRows requests of at most MaxRequestBytes, up to
-// MaxInflight of them in flight. With upsert each row carries BigQuery's
+// MaxInflight of them in flight, all of them together holding about
+// MaxBufferedBytes of memory at most (a stream's hour closing sends every
+// reading of the hour at once). With upsert each row carries BigQuery's
 // change data capture pseudo-columns, _CHANGE_TYPE=UPSERT and its
 // _CHANGE_SEQUENCE_NUMBER (BQRow.Seq).
 //
@@ -64,10 +67,24 @@ func (w *storageWriter) inflightLimit() int {
 
 // storageBatch is the request being filled.
 type storageBatch struct {
-	arena   []byte   // encoded rows back to back; data slices into it
+	// arena is the current block of encoded rows, back to back; data
+	// slices into it and into the blocks before it.
+	arena   []byte
 	data    [][]byte // one encoded row each
 	origins []schemas.Origin
-	bytes   int
+	bytes   int // the request's encoded size
+	mem     int // what it holds in memory (rowMemory of each row)
+}
+
+// arenaBlock is the size of one block of a request's encoded rows.
+const arenaBlock = 64 << 10
+
+// rowMemory is what one row of a request holds until BigQuery answers:
+// its encoding, its origin and the origin's payload (the record kept for
+// its dead letter; a stream's final firing renders it, see
+// schemas.Spec.CanonicalJSON).
+func rowMemory(encoded []byte, o schemas.Origin) int {
+	return len(encoded) + len(o.Raw) + int(unsafe.Sizeof(o)+unsafe.Sizeof(encoded))
 }
 
 // bqAppend is one AppendRows request and its place on its connection.
@@ -123,7 +140,8 @@ func (w *storageWriter) add(ctx context.Context, row schemas.BQRow, encoded []by
 		encoded = w.f.enc.AppendChange(encoded, schemas.ChangeUpsert, row.Seq)
 	}
 	size := len(encoded) + 1 + protowire.SizeVarint(uint64(len(encoded)))
-	if len(w.batch.data) > 0 && w.batch.bytes+size > w.f.MaxRequestBytes {
+	mem := rowMemory(encoded, row.Origin)
+	if len(w.batch.data) > 0 && (w.batch.bytes+size > w.f.MaxRequestBytes || w.batch.mem+mem > w.requestMemory()) {
 		w.send(ctx, &bqAppend{data: w.batch.data, origins: w.batch.origins})
 		w.batch = storageBatch{}
 		if err := w.drain(ctx, w.inflightLimit(), dead); err != nil {
@@ -131,17 +149,28 @@ func (w *storageWriter) add(ctx context.Context, row schemas.BQRow, encoded []by
 		}
 	}
 	b := &w.batch
-	if b.arena == nil {
-		b.arena = make([]byte, 0, min(64<<10, w.f.MaxRequestBytes))
+	if cap(b.arena)-len(b.arena) < len(encoded) {
+		// A new block, not a grown one: the rows before keep slicing
+		// their blocks, so growing by reallocation would keep every
+		// earlier size of the arena alive with the request, about twice
+		// its rows.
+		b.arena = make([]byte, 0, max(arenaBlock, len(encoded)))
 	}
 	start := len(b.arena)
 	b.arena = append(b.arena, encoded...)
-	// A full slice expression: a reallocated arena leaves earlier rows in
-	// the old array, which nothing writes to again.
+	// A full slice expression: no row's slice reaches into the next.
 	b.data = append(b.data, b.arena[start:len(b.arena):len(b.arena)])
 	b.origins = append(b.origins, row.Origin)
 	b.bytes += size
+	b.mem += mem
 	return nil
+}
+
+// requestMemory is what one request may hold in memory (rowMemory): the
+// writer's MaxBufferedBytes shared by the requests in flight and the one
+// being filled.
+func (w *storageWriter) requestMemory() int {
+	return max(1, w.f.MaxBufferedBytes/(w.f.MaxInflight+1))
 }
 
 // flush sends the last request and waits for every append.

@@ -3,12 +3,17 @@ package dofns
 import (
 	"context"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	"cloud.google.com/go/bigquery"
 
 	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
+	"github.com/sensorpipe/sensorpipe/internal/emulators"
 	"github.com/sensorpipe/sensorpipe/internal/faultproxy"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -124,4 +129,93 @@ func TestStorageWriterDeadLettersWhenBigQueryIsUnreachable(t *testing.T) {
 	if !f.down.Open() {
 		t.Error("the breaker is not open after BigQuery stayed unavailable")
 	}
+}
+
+// TestStorageWriterHoldsAtMostItsBuffer gives the writer a 4 KB buffer for
+// rows that would all fit one request: after every row, the requests in
+// flight and the one being filled must hold no more than the buffer
+// (rowMemory: encodings, origins and their payloads), and every row must
+// land.
+func TestStorageWriterHoldsAtMostItsBuffer(t *testing.T) {
+	f, w, rows := storageFixture(t, "buffered", RetrySettings{AttemptTimeout: 5 * time.Second, Deadline: time.Minute}, func(addr string) string { return addr })
+	f.MaxBufferedBytes = 4 << 10
+	held := func() int {
+		n := w.batch.mem
+		for _, req := range w.inflight {
+			for i := range req.data {
+				n += rowMemory(req.data[i], req.origins[i])
+			}
+		}
+		return n
+	}
+	var dead []schemas.DeadLetter
+	keep := func(d schemas.DeadLetter) { dead = append(dead, d) }
+	all, peak := 0, 0
+	for _, row := range rows {
+		enc, err := f.enc.Append(nil, row.Values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all += rowMemory(enc, row.Origin)
+		if err := w.add(context.Background(), row, enc, keep); err != nil {
+			t.Fatal(err)
+		}
+		peak = max(peak, held())
+	}
+	if all <= 2*f.MaxBufferedBytes {
+		t.Fatalf("the rows hold %d bytes; the test wants more than twice the %d-byte buffer", all, f.MaxBufferedBytes)
+	}
+	if peak > f.MaxBufferedBytes {
+		t.Errorf("the writer held %d bytes of rows at once; its buffer is %d (all the rows: %d)", peak, f.MaxBufferedBytes, all)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	if err := w.flush(ctx, keep); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	if len(dead) != 0 {
+		t.Fatalf("%d dead letters, first %+v; want every row landed", len(dead), dead[0])
+	}
+	c, err := bigquery.NewClient(ctx, bqProject, bqadmin.ClientOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got, err := emulators.ReadBigQuery(ctx, c.Dataset(bqDataset).Table("buffered"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(rows) {
+		t.Errorf("the table holds %d rows; want %d", len(got), len(rows))
+	}
+}
+
+// TestStorageWriterBatchKeepsOneCopyOfItsRows fills one request with 4 MB
+// of encoded rows. Its memory after a collection must be about the rows':
+// an arena grown by reallocation, whose every earlier size the rows in it
+// keep alive, held about five times that (append grows large slices by a
+// quarter).
+func TestStorageWriterBatchKeepsOneCopyOfItsRows(t *testing.T) {
+	w := &storageWriter{f: &BigQueryWriteFn{MaxRequestBytes: DefaultBQRequestBytes, MaxBufferedBytes: 1 << 30, MaxInflight: DefaultBQInflight}}
+	enc := make([]byte, 100)
+	const n = 40_000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range n {
+		if err := w.add(context.Background(), schemas.BQRow{}, enc, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if len(w.inflight) != 0 || len(w.batch.data) != n {
+		t.Fatalf("%d requests sent, %d rows in the batch; want none sent, all %d in it", len(w.inflight), len(w.batch.data), n)
+	}
+	kept := int(after.HeapAlloc) - int(before.HeapAlloc)
+	slices := cap(w.batch.data)*int(unsafe.Sizeof(enc)) + cap(w.batch.origins)*int(unsafe.Sizeof(schemas.Origin{}))
+	if limit := n*len(enc)*9/8 + slices + arenaBlock; kept > limit {
+		t.Errorf("a request of %d bytes of rows keeps %d bytes (%d in its row and origin slices); want at most %d", n*len(enc), kept, slices, limit)
+	}
+	runtime.KeepAlive(w)
 }

@@ -47,6 +47,9 @@ const (
 	// DefaultBQInflight is how many AppendRows requests a bundle keeps in
 	// flight before it waits for the oldest.
 	DefaultBQInflight = 8
+	// DefaultBQBufferedBytes is the memory a Storage Write writer gives
+	// to the rows BigQuery has not yet answered for.
+	DefaultBQBufferedBytes = 32 << 20
 )
 
 // BigQueryWriteFn writes BigQuery rows, without any GroupByKey: each DoFn
@@ -88,6 +91,11 @@ type BigQueryWriteFn struct {
 	MaxInsertRows int
 	// MaxInflight caps the AppendRows requests in flight (default 8).
 	MaxInflight int
+	// MaxBufferedBytes caps the memory of the AppendRows requests in
+	// flight and the one being filled: the rows' encodings and the
+	// payloads kept for their dead letters (default 32 MB). Requests are
+	// cut smaller than MaxRequestBytes to fit.
+	MaxBufferedBytes int
 
 	enc     *schemas.BQEncoder
 	ref     string // project:dataset.table, for messages
@@ -133,6 +141,9 @@ func (f *BigQueryWriteFn) Setup(ctx context.Context) error {
 	}
 	if f.MaxInflight <= 0 {
 		f.MaxInflight = DefaultBQInflight
+	}
+	if f.MaxBufferedBytes <= 0 {
+		f.MaxBufferedBytes = DefaultBQBufferedBytes
 	}
 	if f.WriteMethod == "" {
 		f.WriteMethod = WriteStorageWrite

@@ -71,6 +71,7 @@ var (
 	maxLineBytes   = flag.Int("max_line_bytes", schemas.DefaultMaxLineBytes, "Longest input line or Pub/Sub message, in bytes (default 1 MiB, a tenth of a Bigtable cell's limit); a longer one goes to the dead letter as too_large with its first 1 KiB, and is never held whole in memory.")
 	btBatchCells   = flag.Int("bigtable_batch_cells", dofns.DefaultBatchCells, "Cells per Bigtable ApplyBulk batch (the client sends a batch as MutateRows requests of at most 100,000 mutations); up to 4 batches are in flight per worker.")
 	bqReqBytes     = flag.Int("bigquery_request_bytes", dofns.DefaultBQRequestBytes, "Bytes of rows per BigQuery AppendRows or insertAll request (BigQuery's limit is 10 MB).")
+	bqBufBytes     = flag.Int("bigquery_buffer_bytes", dofns.DefaultBQBufferedBytes, "Memory each BigQuery Storage Write writer (one per worker thread) gives to rows BigQuery has not yet acknowledged: their encodings and the records kept for their dead letters. AppendRows requests are cut smaller to fit 8 in flight; a stream's hour closing sends all of the hour's readings at once.")
 	bqProject      = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project when given; with BIGQUERY_EMULATOR_HOST set, local-project).")
 	bqDataset      = flag.String("bigquery_dataset", "", "BigQuery dataset; empty turns the BigQuery sink off.")
 	bqTable        = flag.String("bigquery_table", "", "BigQuery table (default: the one the spec's bigquery section names).")
@@ -255,6 +256,9 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 	if *bqReqBytes < 1<<10 || *bqReqBytes > 10<<20 {
 		return cfg, src, usagef("--bigquery_request_bytes=%d: give 1024..10485760 (BigQuery takes at most 10 MB a request)", *bqReqBytes)
 	}
+	if *bqBufBytes < 1<<20 || *bqBufBytes > 1<<30 {
+		return cfg, src, usagef("--bigquery_buffer_bytes=%d: give 1048576..1073741824", *bqBufBytes)
+	}
 	cfg = pipelines.Config{Spec: compiled, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: dl,
 		Retry:              dofns.RetrySettings{Deadline: *retryDeadline, AttemptTimeout: *attemptTimeout},
 		BigtableBatchCells: *btBatchCells,
@@ -265,7 +269,8 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 		if spec.BigQuery == nil {
 			return cfg, src, usagef("--bigquery_dataset: spec %s has no bigquery section", spec.Name)
 		}
-		bq := &pipelines.BigQueryConfig{Project: *bqProject, Dataset: *bqDataset, Table: *bqTable, WriteMethod: *bqMethod, MaxRequestBytes: *bqReqBytes}
+		bq := &pipelines.BigQueryConfig{Project: *bqProject, Dataset: *bqDataset, Table: *bqTable, WriteMethod: *bqMethod, MaxRequestBytes: *bqReqBytes,
+			MaxBufferedBytes: *bqBufBytes}
 		if bq.Project == "" {
 			bq.Project = *btProject
 		}

@@ -22,7 +22,7 @@ import (
 func WriteBigQuery(s beam.Scope, cfg BigQueryConfig, sink string, table *schemas.BigQuerySpec, rows beam.PCollection) beam.PCollection {
 	s = s.Scope("bigquery.Write")
 	fn := dofns.NewBigQueryWriteFn(cfg.Project, cfg.Dataset, cfg.Table, cfg.WriteMethod, table)
-	fn.Sink, fn.Retry, fn.MaxRequestBytes = sink, cfg.Retry, cfg.MaxRequestBytes
+	fn.Sink, fn.Retry, fn.MaxRequestBytes, fn.MaxBufferedBytes = sink, cfg.Retry, cfg.MaxRequestBytes, cfg.MaxBufferedBytes
 	return beam.ParDo(s, fn, globalWindow(s, rows))
 }
 

@@ -93,6 +93,10 @@ type BigQueryConfig struct {
 	Retry dofns.RetrySettings
 	// MaxRequestBytes caps one request (0: the sink's default, 9 MB).
 	MaxRequestBytes int
+	// MaxBufferedBytes caps the memory of the Storage Write requests in
+	// flight (0: the sink's default, 32 MB; see
+	// dofns.BigQueryWriteFn.MaxBufferedBytes).
+	MaxBufferedBytes int
 }
 
 // Check reports a run configuration that cannot run: a missing spec,
