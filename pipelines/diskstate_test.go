@@ -42,13 +42,7 @@ func TestStreamStateOnDiskConvergesToBatch(t *testing.T) {
 	host := emulators.StartBigtable(t)
 	t.Setenv("BIGTABLE_EMULATOR_HOST", host)
 	ctx := context.Background()
-	loaded, err := schemas.BuiltinSpec("vitals")
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
-	spec.Field("body_temperature").Required = false
-	spec.Field("spO2").Required = false
+	spec := vitalsWithOptionalValues(t)
 	cases := []struct {
 		name string
 		// failEvery fails every failEvery-th disk write (0: none).
@@ -153,13 +147,9 @@ func runDiskStream(t *testing.T, host string, bq *bqemu.TestServer, spec *schema
 	}
 	pr := ptest.RunAndValidate(t, p)
 
-	if got, want := emulators.DumpBigtable(t, host, "p", name, "patient_vitals"), emulators.DumpBigtable(t, host, "p", "batch", "patient_vitals"); len(want) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("the stream's rows differ from the batch rows\n got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameAsBatch(t, "Bigtable", emulators.DumpBigtable(t, host, "p", name, "patient_vitals"), emulators.DumpBigtable(t, host, "p", "batch", "patient_vitals"))
 	for _, tbl := range []string{spec.BigQuery.Table, roller.BigQuery().Table} {
-		if got, want := bqTable(t, bq, name, tbl), bqTable(t, bq, "batch", tbl); len(want) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Errorf("BigQuery %s: the stream's rows differ from the batch's\n got:\n%s\nwant:\n%s", tbl, strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
+		sameAsBatch(t, "BigQuery "+tbl, bqTable(t, bq, name, tbl), bqTable(t, bq, "batch", tbl))
 	}
 
 	return pr

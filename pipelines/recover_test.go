@@ -137,8 +137,5 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 	}
 	ptest.RunAndValidate(t, pipe)
 
-	got := emulators.DumpBigtable(t, host, "p", "restart", "patient_vitals")
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("the restarted stream's rows differ from the batch rows\n got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameAsBatch(t, "Bigtable, after the restart", emulators.DumpBigtable(t, host, "p", "restart", "patient_vitals"), want)
 }

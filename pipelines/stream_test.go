@@ -46,6 +46,20 @@ func streamHour() time.Time { return time.Now().UTC().Truncate(time.Hour).Add(-3
 
 func at(h time.Time, d time.Duration) int64 { return h.Add(d).UnixMilli() }
 
+// vitalsWithOptionalValues is the vitals spec with body_temperature and
+// spO2 optional, so that copies of a reading can hold different fields.
+func vitalsWithOptionalValues(t *testing.T) *schemas.Compiled {
+	t.Helper()
+	loaded, err := schemas.BuiltinSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
+	spec.Field("body_temperature").Required = false
+	spec.Field("spO2").Required = false
+	return spec
+}
+
 // TestStreamPanesImputeAndConvergeToBatch drives one sensor-hour through
 // early, on-time and late firings with TestStream on prism, writing to the
 // real Bigtable emulator, and checks that a reading older than the allowed
@@ -62,14 +76,7 @@ func at(h time.Time, d time.Duration) int64 { return h.Add(d).UnixMilli() }
 func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	host := emulators.StartBigtable(t)
 	t.Setenv("BIGTABLE_EMULATOR_HOST", host)
-	loaded, err := schemas.BuiltinSpec("vitals")
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
-	// Optional here, so that duplicates can hold different fields.
-	spec.Field("body_temperature").Required = false
-	spec.Field("spO2").Required = false
+	spec := vitalsWithOptionalValues(t)
 	for _, instance := range []string{"stream", "batch"} {
 		if err := btadmin.EnsureTables(context.Background(), "p", instance, spec.Spec, true, time.Minute); err != nil {
 			t.Fatal(err)
@@ -170,16 +177,17 @@ func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	ptest.RunAndValidate(t, p)
 
 	for _, tbl := range []string{spec.BigQuery.Table, roller.BigQuery().Table} {
-		got, want := bqTable(t, bq, "stream", tbl), bqTable(t, bq, "batch", tbl)
-		if len(want) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Errorf("BigQuery %s: the stream's upserts differ from the batch's rows\n got:\n%s\nwant:\n%s", tbl, strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
+		sameAsBatch(t, "BigQuery "+tbl+" (upserts)", bqTable(t, bq, "stream", tbl), bqTable(t, bq, "batch", tbl))
 	}
+	sameAsBatch(t, "Bigtable", emulators.DumpBigtable(t, host, "p", "stream", "patient_vitals"), emulators.DumpBigtable(t, host, "p", "batch", "patient_vitals"))
+}
 
-	got := emulators.DumpBigtable(t, host, "p", "stream", "patient_vitals")
-	want := emulators.DumpBigtable(t, host, "p", "batch", "patient_vitals")
+// sameAsBatch fails the test unless a stream's rows (got: sorted lines of
+// a table) equal the batch pipeline's (want), which must hold some.
+func sameAsBatch(t *testing.T, what string, got, want []string) {
+	t.Helper()
 	if len(want) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("stream rows differ from the batch rows\n got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Errorf("%s: the stream's rows differ from the batch's\n got:\n%s\nwant:\n%s", what, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
