@@ -1,9 +1,13 @@
 package dofns
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"reflect"
+	"sync"
+
+	"github.com/klauspost/compress/s2"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
@@ -21,12 +25,69 @@ func init() {
 	register.Function1x2(schemas.DecodeRecord)
 	register.Function1x1(encodePaneBatch)
 	register.Function1x2(decodePaneBatch)
+	register.Function1x1(encodeHourBatch)
+	register.Function1x2(decodeHourBatch)
 	// Records cross every GroupByKey. Their compact coder writes only the
 	// member each value's kind uses, where Beam's default row coder writes
 	// all six members of every value through reflection.
 	beam.RegisterCoder(reflect.TypeOf((*schemas.Record)(nil)).Elem(), encodeRecord, schemas.DecodeRecord)
 	// A stream's firings carry their records the same way.
 	beam.RegisterCoder(reflect.TypeOf((*PaneBatch)(nil)).Elem(), encodePaneBatch, decodePaneBatch)
+	// A batch's pre-grouped readings cross its GroupByKey compressed.
+	beam.RegisterCoder(reflect.TypeOf((*HourBatch)(nil)).Elem(), encodeHourBatch, decodeHourBatch)
+}
+
+// scratch holds the uncompressed form of HourBatches being coded, which
+// does not outlive the call.
+var scratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// encodeHourBatch writes the batch's records (schemas.AppendRecords)
+// compressed with S2 (github.com/klauspost/compress/s2, Snappy's format
+// extended, already in the build through the BigQuery client). Each
+// byte of an element costs the runner and the SDK harness copies (prism
+// v2.77 decodes, groups, re-encodes and joins a stage's input in growing
+// buffers); one identity's readings of an hour share most of their bytes
+// (field names, identity, source), so they compress about 5x (a vitals
+// reading: 206 bytes to about 45). Measured in a 300 k-reading local
+// batch: 12.0 to 10.1 µs of CPU per reading and 1.1 GB to 0.33 GB peak
+// memory (README, issue #13). Zstandard compresses a little more at
+// several times the CPU; S2 at its default level costs about 0.15 µs a
+// reading, coded both ways.
+func encodeHourBatch(p HourBatch) []byte {
+	raw, packed := scratch.Get().(*[]byte), scratch.Get().(*[]byte)
+	defer scratch.Put(raw)
+	defer scratch.Put(packed)
+	if need := schemas.RecordsSize(p.Records); cap(*raw) < need {
+		*raw = make([]byte, 0, need)
+	}
+	*raw = schemas.AppendRecords((*raw)[:0], p.Records)
+	if need := s2.MaxEncodedLen(len(*raw)); cap(*packed) < need {
+		*packed = make([]byte, need)
+	}
+	// The element keeps only the compressed bytes, not the buffer's cap.
+	return bytes.Clone(s2.Encode((*packed)[:cap(*packed)], *raw))
+}
+
+func decodeHourBatch(b []byte) (HourBatch, error) {
+	n, err := s2.DecodedLen(b)
+	if err != nil {
+		return HourBatch{}, fmt.Errorf("%w: hour batch: %w", schemas.ErrCodec, err)
+	}
+	buf := scratch.Get().(*[]byte)
+	defer scratch.Put(buf)
+	if cap(*buf) < n {
+		*buf = make([]byte, n)
+	}
+	raw, err := s2.Decode((*buf)[:n], b)
+	if err != nil {
+		return HourBatch{}, fmt.Errorf("%w: hour batch: %w", schemas.ErrCodec, err)
+	}
+	// DecodeRecords copies what it keeps, so the buffer goes back.
+	recs, err := schemas.DecodeRecords(raw)
+	if err != nil {
+		return HourBatch{}, fmt.Errorf("hour batch: %w", err)
+	}
+	return HourBatch{Records: recs}, nil
 }
 
 func encodeRecord(r schemas.Record) []byte {

@@ -5,18 +5,17 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 func init() {
-	register.DoFn5x0[context.Context, beam.EventTime, string, schemas.Record, func(beam.EventTime, string, PaneBatch)](&PreGroupFn{})
-	register.Emitter3[beam.EventTime, string, PaneBatch]()
-	register.DoFn9x0[context.Context, beam.PaneInfo, beam.Window, string, func(*PaneBatch) bool,
+	register.DoFn5x0[context.Context, beam.EventTime, string, schemas.Record, func(beam.EventTime, string, HourBatch)](&PreGroupFn{})
+	register.Emitter3[beam.EventTime, string, HourBatch]()
+	register.DoFn9x0[context.Context, beam.PaneInfo, beam.Window, string, func(*HourBatch) bool,
 		func(schemas.RowMutation), func(schemas.BQRow), func(schemas.BQRow), func(schemas.DeadLetter)](&BuildBatchedRowsFn{})
-	register.Iter1[PaneBatch]()
+	register.Iter1[HourBatch]()
 }
 
 // Defaults of PreGroupFn.
@@ -28,8 +27,15 @@ const (
 	DefaultPreGroupBuffered = 65_536
 )
 
+// HourBatch is one identity's readings of one window (an hour), as
+// PreGroupFn packs them for a batch's GroupByKey. Its coder compresses them
+// (see dofns/coders.go).
+type HourBatch struct {
+	Records []schemas.Record
+}
+
 // PreGroupFn packs a batch's readings, KV<identity, Record> in the global
-// window, into PaneBatches of one identity's readings of one hour, stamped
+// window, into HourBatches of one identity's readings of one hour, stamped
 // with the hour's start, before the hourly GroupByKey (HourlyWindows puts
 // each batch in its hour's window by that timestamp). The shuffle then
 // carries one element per batch instead of one per reading: each element
@@ -50,7 +56,7 @@ type PreGroupFn struct {
 	// DefaultPreGroupBuffered.
 	MaxReadings, MaxBuffered int
 
-	batches  map[preGroupKey]*PaneBatch
+	batches  map[preGroupKey]*HourBatch
 	buffered int
 }
 
@@ -61,12 +67,12 @@ type preGroupKey struct {
 
 // StartBundle starts with nothing held. (Beam Go wants the emitter that
 // ProcessElement and FinishBundle take here too.)
-func (f *PreGroupFn) StartBundle(func(beam.EventTime, string, PaneBatch)) {
-	f.batches, f.buffered = map[preGroupKey]*PaneBatch{}, 0
+func (f *PreGroupFn) StartBundle(func(beam.EventTime, string, HourBatch)) {
+	f.batches, f.buffered = map[preGroupKey]*HourBatch{}, 0
 }
 
 // ProcessElement adds a reading to its identity's batch of its hour.
-func (f *PreGroupFn) ProcessElement(_ context.Context, _ beam.EventTime, key string, r schemas.Record, emit func(beam.EventTime, string, PaneBatch)) {
+func (f *PreGroupFn) ProcessElement(_ context.Context, _ beam.EventTime, key string, r schemas.Record, emit func(beam.EventTime, string, HourBatch)) {
 	size := f.Window
 	if size <= 0 {
 		size = time.Hour
@@ -74,7 +80,7 @@ func (f *PreGroupFn) ProcessElement(_ context.Context, _ beam.EventTime, key str
 	k := preGroupKey{key, schemas.WindowStart(r.EventMs, size)}
 	p := f.batches[k]
 	if p == nil {
-		p = &PaneBatch{StartMs: k.startMs, EndMs: k.startMs + size.Milliseconds(), Timing: typex.PaneOnTime}
+		p = &HourBatch{}
 		f.batches[k] = p
 	}
 	p.Records = append(p.Records, r)
@@ -88,17 +94,17 @@ func (f *PreGroupFn) ProcessElement(_ context.Context, _ beam.EventTime, key str
 }
 
 // FinishBundle sends the batches left.
-func (f *PreGroupFn) FinishBundle(emit func(beam.EventTime, string, PaneBatch)) {
+func (f *PreGroupFn) FinishBundle(emit func(beam.EventTime, string, HourBatch)) {
 	f.flush(emit)
 }
 
-func (f *PreGroupFn) send(k preGroupKey, p *PaneBatch, emit func(beam.EventTime, string, PaneBatch)) {
+func (f *PreGroupFn) send(k preGroupKey, p *HourBatch, emit func(beam.EventTime, string, HourBatch)) {
 	emit(beam.EventTime(k.startMs), k.identity, *p)
 	f.buffered -= len(p.Records)
 	delete(f.batches, k)
 }
 
-func (f *PreGroupFn) flush(emit func(beam.EventTime, string, PaneBatch)) {
+func (f *PreGroupFn) flush(emit func(beam.EventTime, string, HourBatch)) {
 	for k, p := range f.batches {
 		f.send(k, p, emit)
 	}
@@ -112,19 +118,19 @@ func defaultIf(n, def int) int {
 }
 
 // BuildBatchedRowsFn is BuildRowsFn for a window's readings packed in
-// PaneBatches (PreGroupFn's): it builds the window from all of them at once.
+// HourBatches (PreGroupFn's): it builds the window from all of them at once.
 type BuildBatchedRowsFn struct {
 	BuildRowsFn
 }
 
 // ProcessElement builds the window's rows from every batch's readings.
-func (f *BuildBatchedRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, _ string, batches func(*PaneBatch) bool,
+func (f *BuildBatchedRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, _ string, batches func(*HourBatch) bool,
 	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), dead func(schemas.DeadLetter)) {
 	var recs []schemas.Record
-	var p PaneBatch
+	var p HourBatch
 	for batches(&p) {
 		recs = append(recs, p.Records...)
-		p = PaneBatch{}
+		p = HourBatch{}
 	}
 	f.build(ctx, pane, w, recs, emitRow, emitBQ, emitRollup, dead)
 }

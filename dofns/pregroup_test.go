@@ -2,12 +2,15 @@ package dofns
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/sensorpipe/sensorpipe/internal/synth"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -32,17 +35,18 @@ func TestPreGroupFnPacksEachReadingOnceByIdentityAndHour(t *testing.T) {
 			f := &PreGroupFn{MaxReadings: tc.maxReadings, MaxBuffered: tc.maxBuffered}
 			seen := map[string]int{}
 			batches := 0
-			emit := func(et beam.EventTime, key string, p PaneBatch) {
+			emit := func(et beam.EventTime, key string, p HourBatch) {
 				batches++
-				if et.Milliseconds() != p.StartMs || p.EndMs-p.StartMs != time.Hour.Milliseconds() || p.StartMs%time.Hour.Milliseconds() != 0 {
-					t.Fatalf("batch stamped %d for [%d, %d); want an hour stamped with its start", et.Milliseconds(), p.StartMs, p.EndMs)
+				start := et.Milliseconds()
+				if start%time.Hour.Milliseconds() != 0 {
+					t.Fatalf("batch stamped %d; want an hour's start", start)
 				}
 				if max := defaultIf(tc.maxReadings, DefaultPreGroupReadings); len(p.Records) > max || len(p.Records) == 0 {
 					t.Fatalf("batch of %d readings; want 1..%d", len(p.Records), max)
 				}
 				for _, r := range p.Records {
-					if r.Source != key || r.EventMs < p.StartMs || r.EventMs >= p.EndMs {
-						t.Fatalf("reading of %s at %d in %s's batch of [%d, %d)", r.Source, r.EventMs, key, p.StartMs, p.EndMs)
+					if r.Source != key || r.EventMs < start || r.EventMs >= start+time.Hour.Milliseconds() {
+						t.Fatalf("reading of %s at %d in %s's batch of the hour from %d", r.Source, r.EventMs, key, start)
 					}
 					seen[fmt.Sprint(r.Source, r.EventMs)]++
 				}
@@ -73,5 +77,52 @@ func TestPreGroupFnPacksEachReadingOnceByIdentityAndHour(t *testing.T) {
 			}
 			t.Logf("%d readings in %d batches", tc.readings, batches)
 		})
+	}
+}
+
+// hourOfReadings is n generated vitals readings of one sensor, a second
+// apart, parsed from one file.
+func hourOfReadings(t testing.TB, n int) []schemas.Record {
+	spec, err := schemas.BuiltinSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := synth.New(spec, synth.Options{MissingShare: 0.05, EpochMsShare: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := schemas.NewParser(spec)
+	var recs []schemas.Record
+	for i := range n {
+		if recs, err = p.ParseString(recs, string(g.AppendJSON(nil, 7, 1772359200000+int64(i)*1000)), "gs://bucket/vitals/part-00000.jsonl"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return recs
+}
+
+// TestHourBatchCoder: a batch comes back as it went, compressed to less
+// than a third of its records' compact form, and damaged bytes give an
+// error, not a panic.
+func TestHourBatchCoder(t *testing.T) {
+	for _, n := range []int{0, 1, 512} {
+		recs := hourOfReadings(t, n)
+		enc := encodeHourBatch(HourBatch{Records: recs})
+		got, err := decodeHourBatch(enc)
+		if err != nil {
+			t.Fatalf("%d readings: %v", n, err)
+		}
+		if len(got.Records) != n || n > 0 && !reflect.DeepEqual(got.Records, recs) {
+			t.Fatalf("%d readings: round trip differs", n)
+		}
+		if plain := len(schemas.AppendRecords(nil, recs)); n == 512 && len(enc)*3 > plain {
+			t.Errorf("%d readings compressed to %d bytes of %d; want under a third", n, len(enc), plain)
+		}
+	}
+	enc := encodeHourBatch(HourBatch{Records: hourOfReadings(t, 20)})
+	for cut := 0; cut < len(enc); cut++ {
+		if _, err := decodeHourBatch(enc[:cut]); !errors.Is(err, schemas.ErrCodec) {
+			t.Fatalf("decoding %d of %d bytes: err = %v; want ErrCodec", cut, len(enc), err)
+		}
 	}
 }

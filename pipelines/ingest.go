@@ -189,7 +189,7 @@ func Ingest(s beam.Scope, cfg Config, records beam.PCollection) []beam.PCollecti
 }
 
 // PreGroup packs a batch's KV<identity, Record> into KV<identity,
-// dofns.PaneBatch>, one identity's readings of one hour per element,
+// dofns.HourBatch>, one identity's readings of one hour per element,
 // stamped with the hour's start (dofns.PreGroupFn), so the hourly
 // GroupByKey carries a few hundred times fewer elements. BuildRowsAndRollups
 // takes either form.
@@ -280,7 +280,7 @@ func buildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed
 			}
 		}
 		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("Firings"), fn, panes)
-	} else if typex.IsKV(windowed.Type()) && windowed.Type().Components()[1].Type() == reflect.TypeOf(dofns.PaneBatch{}) {
+	} else if typex.IsKV(windowed.Type()) && windowed.Type().Components()[1].Type() == reflect.TypeOf(dofns.HourBatch{}) {
 		fn := &dofns.BuildBatchedRowsFn{BuildRowsFn: dofns.BuildRowsFn{Spec: spec, BigQuery: withBigQuery}}
 		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, fn, grouped)
 	} else {

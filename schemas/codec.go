@@ -15,6 +15,11 @@ var ErrCodec = errors.New("record codec")
 // (see dofns/coders.go); Beam's default row coder writes every member of
 // every value.
 func (r *Record) AppendBinary(dst []byte) []byte {
+	return appendString(r.appendBody(dst), r.Source)
+}
+
+// appendBody appends r's compact form but its source.
+func (r *Record) appendBody(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(r.Values)))
 	for i := range r.Values {
 		v := &r.Values[i]
@@ -40,8 +45,45 @@ func (r *Record) AppendBinary(dst []byte) []byte {
 		}
 	}
 	dst = binary.AppendVarint(dst, r.EventMs)
-	dst = appendString(dst, r.Raw)
-	return appendString(dst, r.Source)
+	return appendString(dst, r.Raw)
+}
+
+// AppendRecords appends the compact form of a batch of records to dst:
+// their count and the count of all their values, then each record as
+// AppendBinary writes it, except that its source is written only where it
+// differs from the record before's (a byte 0 says it is the same; a byte 1
+// comes before a new one), since a batch's records mostly come from one
+// file or subscription. DecodeRecords reads it.
+func AppendRecords(dst []byte, recs []Record) []byte {
+	values := 0
+	for i := range recs {
+		values += len(recs[i].Values)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(recs)))
+	dst = binary.AppendUvarint(dst, uint64(values))
+	for i := range recs {
+		r := &recs[i]
+		dst = r.appendBody(dst)
+		if i > 0 && r.Source == recs[i-1].Source {
+			dst = append(dst, 0)
+		} else {
+			dst = appendString(append(dst, 1), r.Source)
+		}
+	}
+	return dst
+}
+
+// RecordsSize is about the size of AppendRecords' form of recs, for sizing
+// its buffer.
+func RecordsSize(recs []Record) int {
+	n := 20
+	for i := range recs {
+		n += len(recs[i].Raw) + 10*len(recs[i].Values) + 16
+	}
+	if len(recs) > 0 {
+		n += len(recs[0].Source)
+	}
+	return n
 }
 
 func appendString(dst []byte, s string) []byte {
@@ -54,12 +96,71 @@ func DecodeRecord(b []byte) (Record, error) {
 	// allocation instead of one per string (the Raw line, the source and
 	// each string value).
 	d := decoder{b: b, src: string(b)}
-	var r Record
 	n := d.uvarint()
 	if n > uint64(len(b)) {
-		return r, fmt.Errorf("%w: %d values in %d bytes", ErrCodec, n, len(b))
+		return Record{}, fmt.Errorf("%w: %d values in %d bytes", ErrCodec, n, len(b))
 	}
-	r.Values = make([]Value, n)
+	r, err := d.body(make([]Value, n))
+	if err != nil {
+		return Record{}, err
+	}
+	r.Source = d.string()
+	if err := d.end(); err != nil {
+		return Record{}, err
+	}
+	return r, nil
+}
+
+// DecodeRecords decodes what AppendRecords wrote. The records' strings
+// share one copy of b, and their values one slice.
+func DecodeRecords(b []byte) ([]Record, error) {
+	d := decoder{b: b, src: string(b)}
+	n, nv := d.uvarint(), d.uvarint()
+	// Each record takes at least 4 bytes, each value 1.
+	if n > uint64(len(b)) || nv > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: %d records of %d values in %d bytes", ErrCodec, n, nv, len(b))
+	}
+	recs, values := make([]Record, n), make([]Value, nv)
+	for i := range recs {
+		k := d.uvarint()
+		if k > uint64(len(values)) {
+			return nil, fmt.Errorf("%w: record %d has %d values, more than the %d left", ErrCodec, i, k, len(values))
+		}
+		r, err := d.body(values[:k:k])
+		if err != nil {
+			return nil, fmt.Errorf("record %d: %w", i, err)
+		}
+		values = values[k:]
+		mark := d.byte()
+		if d.err != nil {
+			return nil, d.err
+		}
+		switch mark {
+		case 0:
+			if i == 0 {
+				return nil, fmt.Errorf("%w: the first record has no source", ErrCodec)
+			}
+			r.Source = recs[i-1].Source
+		case 1:
+			r.Source = d.string()
+		default:
+			return nil, fmt.Errorf("%w: record %d: bad source mark", ErrCodec, i)
+		}
+		recs[i] = r
+	}
+	if len(values) != 0 {
+		return nil, fmt.Errorf("%w: %d values left after the last record", ErrCodec, len(values))
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// body decodes a record's values into values, which has their count, and
+// its event time and raw payload.
+func (d *decoder) body(values []Value) (Record, error) {
+	r := Record{Values: values}
 	for i := range r.Values {
 		v := &r.Values[i]
 		v.Kind = d.byte()
@@ -75,8 +176,8 @@ func DecodeRecord(b []byte) (Record, error) {
 			v.Bool = d.byte() == 1
 		case KindTags:
 			np := d.uvarint()
-			if np > uint64(len(b)) {
-				return r, fmt.Errorf("%w: %d tags in %d bytes", ErrCodec, np, len(b))
+			if np > uint64(len(d.b)) {
+				return r, fmt.Errorf("%w: %d tags in %d bytes", ErrCodec, np, len(d.b))
 			}
 			v.Pairs = make([]Pair, np)
 			for j := range v.Pairs {
@@ -88,14 +189,18 @@ func DecodeRecord(b []byte) (Record, error) {
 	}
 	r.EventMs = d.varint()
 	r.Raw = d.string()
-	r.Source = d.string()
+	return r, d.err
+}
+
+// end reports the first error, or bytes left over.
+func (d *decoder) end() error {
 	if d.err != nil {
-		return Record{}, d.err
+		return d.err
 	}
 	if len(d.b) != 0 {
-		return Record{}, fmt.Errorf("%w: %d trailing bytes", ErrCodec, len(d.b))
+		return fmt.Errorf("%w: %d trailing bytes", ErrCodec, len(d.b))
 	}
-	return r, nil
+	return nil
 }
 
 // decoder reads the encoding, remembering the first error.
