@@ -10,6 +10,7 @@ import (
 	"cloud.google.com/go/bigtable"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/sensorpipe/sensorpipe/internal/flowcontrol"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
@@ -57,8 +58,11 @@ type BigtableWriteFn struct {
 	// Retry is the retry policy's settings (zero: retry.Policy's
 	// defaults, a 2-minute deadline).
 	Retry RetrySettings
-	// MaxInflight bounds the ApplyBulk batches in flight at once (default
-	// 4), so building rows overlaps with waiting for Bigtable.
+	// MaxInflight bounds the instance's ApplyBulk batches in flight at
+	// once (default 4), so building rows overlaps with waiting for
+	// Bigtable. The worker process bounds the cells in flight of all its
+	// instances with the same target to MaxInflight x BatchCells
+	// (workerCells), since a runner runs bundles of one stage side by side.
 	MaxInflight int
 	// BatchCells is how many cells one ApplyBulk batch holds (default
 	// DefaultBatchCells).
@@ -79,12 +83,15 @@ type BigtableWriteFn struct {
 	// batch lands.
 	down *retry.Breaker
 
-	// Batches in flight report here; the DoFn's own goroutine emits their
-	// dead letters and counts their writes.
-	slots   chan struct{}
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	results []batchResult
+	// Batches in flight hold a slot and their cells of the worker's
+	// budget (workerCells), and report here; the DoFn's own goroutine
+	// emits their dead letters and counts their writes.
+	slots    chan struct{}
+	budget   int64
+	inflight *semaphore.Weighted
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	results  []batchResult
 }
 
 // RetrySettings are a sink's retry policy settings, serialized with the
@@ -141,15 +148,41 @@ func (f *BigtableWriteFn) Setup(ctx context.Context) error {
 		f.BatchCells = DefaultBatchCells
 	}
 	f.slots = make(chan struct{}, f.MaxInflight)
+	target := f.Project + "/" + f.Instance + "/" + f.AppProfile
+	f.budget = int64(f.MaxInflight) * int64(f.BatchCells)
+	f.inflight = workerCells(fmt.Sprintf("%s/%d", target, f.budget), f.budget)
 	f.down = &retry.Breaker{}
 	c, err := NewBigtableClientProfile(ctx, f.Project, f.Instance, f.AppProfile)
 	if err != nil {
 		return err
 	}
 	f.client = c
-	f.flow = flowcontrol.ForWorker(f.Project+"/"+f.Instance+"/"+f.AppProfile, f.Flow)
+	f.flow = flowcontrol.ForWorker(target, f.Flow)
 	f.tables = map[string]*bigtable.Table{}
 	return nil
+}
+
+var (
+	budgetsMu sync.Mutex
+	budgets   = map[string]*semaphore.Weighted{}
+)
+
+// workerCells returns the worker process's semaphore of the cells in
+// flight for key (a Bigtable target and the budget), creating it with
+// budget on first use. Bounded per instance only, the batches of prism's
+// side-by-side bundles (5 in a local batch), each holding its cells as
+// client mutations (about 240 bytes a cell), reached 700,000 cells (172
+// MB) in a 300,000-reading run of 15,000-cell rows. Cells, not batches,
+// so a stream's many small batches do not queue behind each other.
+func workerCells(key string, budget int64) *semaphore.Weighted {
+	budgetsMu.Lock()
+	defer budgetsMu.Unlock()
+	w, ok := budgets[key]
+	if !ok {
+		w = semaphore.NewWeighted(budget)
+		budgets[key] = w
+	}
+	return w
 }
 
 // NewBigtableClient opens a data client with client-side metrics export off
@@ -263,15 +296,20 @@ func (f *BigtableWriteFn) flush(ctx context.Context) {
 		}
 		byTable[e.table] = append(byTable[e.table], e)
 	}
+	// A batch over the budget goes alone.
+	n := min(int64(f.cells), f.budget)
 	f.pending, f.cells = nil, 0
 	tables := make([]*bigtable.Table, len(order))
 	for i, name := range order {
 		tables[i] = f.table(name)
 	}
 	f.slots <- struct{}{}
+	// The wait ends: batches in flight always finish (the retry policy
+	// bounds them), and with a background context Acquire cannot fail.
+	_ = f.inflight.Acquire(context.Background(), n)
 	f.wg.Add(1)
 	go func() {
-		defer func() { <-f.slots; f.wg.Done() }()
+		defer func() { f.inflight.Release(n); <-f.slots; f.wg.Done() }()
 		var res batchResult
 		for i, name := range order {
 			var (

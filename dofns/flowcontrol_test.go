@@ -202,6 +202,62 @@ func TestFlowControlCapsOutstandingMutations(t *testing.T) {
 	}
 }
 
+// TestWorkerBoundsCellsInFlightAcrossInstances runs four writers side by
+// side, as a runner runs bundles of one stage, each with up to four
+// batches of 2,000 cells in flight, through a proxy that slows every
+// MutateRows call and counts the mutations in flight: together they never
+// have more than the worker's budget (4 x 2,000 cells) at the proxy,
+// against up to 32,000 bounded per instance, and every row lands.
+func TestWorkerBoundsCellsInFlightAcrossInstances(t *testing.T) {
+	host := emulators.StartBigtable(t)
+	var watch mutateRowsWatch
+	proxy := emulators.StartProxy(t, host, emulators.ProxyHooks{
+		Before: func(method string, req []byte) error {
+			n, err := watch.before(method, req)
+			if n > 0 {
+				time.Sleep(20 * time.Millisecond)
+			}
+			return err
+		},
+		After: func(method string, req []byte) {
+			if n := mutationsIn(method, req); n > 0 {
+				watch.inflight.Add(-n)
+			}
+		},
+	})
+	t.Setenv("BIGTABLE_EMULATOR_HOST", proxy.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const project, writers, batch = "worker-budget", 4, 2_000
+	createTable(t, ctx, project)
+
+	rows := wideRows(writers*40, 1000)
+	errs := make(chan error, writers)
+	for w := range writers {
+		fn := NewBigtableWriteFn(project, "i")
+		fn.MaxInflight, fn.BatchCells = 4, batch
+		go func() {
+			dead, err := runWriter(ctx, fn, rows[w*40:(w+1)*40])
+			if err == nil && len(dead) > 0 {
+				err = fmt.Errorf("%d dead letters", len(dead))
+			}
+			errs <- err
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	}
+	if n, cells := countCells(t, ctx, project); n != len(rows) || cells != len(rows)*1000 {
+		t.Fatalf("table holds %d rows, %d cells; want %d and %d", n, cells, len(rows), len(rows)*1000)
+	}
+	t.Logf("proxy: %d MutateRows calls, peak %d mutations in flight", watch.calls.Load(), watch.peak.Load())
+	if p := watch.peak.Load(); p > 4*batch || p <= batch {
+		t.Errorf("peak mutations in flight at the proxy = %d; want more than one batch (%d) and at most the worker's budget %d", p, batch, 4*batch)
+	}
+}
+
 // TestFlowControlBacksOffOnResourceExhausted fails the first three
 // MutateRows calls with RESOURCE_EXHAUSTED at the fault proxy
 // (internal/faultproxy) in front of the emulator: the flow controller

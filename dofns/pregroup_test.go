@@ -126,3 +126,20 @@ func TestHourBatchCoder(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHourBatchCoder encodes and decodes a batch of 512 vitals
+// readings of one sensor, as PreGroupFn's batches cross the GroupByKey.
+func BenchmarkHourBatchCoder(b *testing.B) {
+	recs := hourOfReadings(b, DefaultPreGroupReadings)
+	var enc []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		enc = encodeHourBatch(HourBatch{Records: recs})
+		if _, err := decodeHourBatch(enc); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/reading")
+	b.ReportMetric(float64(len(enc))/float64(len(recs)), "bytes/reading")
+	b.ReportMetric(float64(len(schemas.AppendRecords(nil, recs)))/float64(len(recs)), "uncompressed_bytes/reading")
+}
