@@ -52,6 +52,26 @@ func (w *mutateRowsWatch) before(method string, req []byte) (int64, error) {
 	return n, nil
 }
 
+// hooks are a proxy's hooks that keep the watch, calling onCall as each
+// MutateRows call goes through.
+func (w *mutateRowsWatch) hooks(onCall func()) emulators.ProxyHooks {
+	return emulators.ProxyHooks{
+		Before: func(method string, req []byte) error {
+			n, err := w.before(method, req)
+			if err != nil || n == 0 {
+				return err
+			}
+			onCall()
+			return nil
+		},
+		After: func(method string, req []byte) {
+			if n := mutationsIn(method, req); n > 0 {
+				w.inflight.Add(-n)
+			}
+		},
+	}
+}
+
 // mutationsIn counts the mutations of a MutateRows request.
 func mutationsIn(method string, req []byte) int64 {
 	var r bigtablepb.MutateRowsRequest
@@ -136,21 +156,7 @@ func TestFlowControlCapsOutstandingMutations(t *testing.T) {
 	var watch mutateRowsWatch
 	held, open := make(chan struct{}), make(chan struct{})
 	var first sync.Once
-	proxy := emulators.StartProxy(t, host, emulators.ProxyHooks{
-		Before: func(method string, req []byte) error {
-			n, err := watch.before(method, req)
-			if err != nil || n == 0 {
-				return err
-			}
-			first.Do(func() { close(held); <-open })
-			return nil
-		},
-		After: func(method string, req []byte) {
-			if n := mutationsIn(method, req); n > 0 {
-				watch.inflight.Add(-n)
-			}
-		},
-	})
+	proxy := emulators.StartProxy(t, host, watch.hooks(func() { first.Do(func() { close(held); <-open }) }))
 	t.Setenv("BIGTABLE_EMULATOR_HOST", proxy.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -211,20 +217,7 @@ func TestFlowControlCapsOutstandingMutations(t *testing.T) {
 func TestWorkerBoundsCellsInFlightAcrossInstances(t *testing.T) {
 	host := emulators.StartBigtable(t)
 	var watch mutateRowsWatch
-	proxy := emulators.StartProxy(t, host, emulators.ProxyHooks{
-		Before: func(method string, req []byte) error {
-			n, err := watch.before(method, req)
-			if n > 0 {
-				time.Sleep(20 * time.Millisecond)
-			}
-			return err
-		},
-		After: func(method string, req []byte) {
-			if n := mutationsIn(method, req); n > 0 {
-				watch.inflight.Add(-n)
-			}
-		},
-	})
+	proxy := emulators.StartProxy(t, host, watch.hooks(func() { time.Sleep(20 * time.Millisecond) }))
 	t.Setenv("BIGTABLE_EMULATOR_HOST", proxy.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

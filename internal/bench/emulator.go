@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
 )
@@ -87,3 +88,51 @@ func ProcessCPUSeconds(pid int) float64 {
 
 // clockTicks is USER_HZ, 100 on every Linux this runs on.
 const clockTicks = 100
+
+// ProcStatusMB is a memory field of /proc/<pid>/status (VmRSS, VmHWM, ...)
+// in MB, 0 where it is unavailable.
+func ProcStatusMB(pid int, field string) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(v), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// WatchPeakRSS follows a running process's own peak resident memory
+// (VmHWM) until the returned function is called, which returns it in MB
+// (0 where /proc is unavailable). It polls every 100 ms, so growth in the
+// process's last 100 ms may be missed.
+//
+// Not the rusage Maxrss of the ended process: Linux carries the forking
+// process's high-water mark into it at exec (Go forks with CLONE_VM), so
+// a child of a bench that held 900 MB reports 900 MB whatever it used.
+func WatchPeakRSS(pid int) (stop func() float64) {
+	var peak float64 // the goroutine's until finished closes
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			peak = max(peak, ProcStatusMB(pid, "VmHWM"))
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() float64 {
+		close(done)
+		<-finished
+		return peak
+	}
+}

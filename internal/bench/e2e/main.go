@@ -89,7 +89,7 @@ type Side struct {
 	ProcessSeconds  float64 `json:"process_seconds,omitempty"` // exec mode: the launcher process's wall time
 	CPUSeconds      float64 `json:"cpu_seconds"`               // user+system CPU of the side (launcher process, or this process during the side)
 	EmulatorCPU     float64 `json:"emulator_cpu_seconds"`      // user+system CPU of the side's emulator, up to the end of the side
-	PeakRSSMB       float64 `json:"peak_rss_mb,omitempty"`     // exec mode: the launcher process's peak resident memory
+	PeakRSSMB       float64 `json:"peak_rss_mb,omitempty"`     // exec mode: the launcher process's own peak resident memory (VmHWM, polled)
 	PeakHeapMB      float64 `json:"peak_heap_mb,omitempty"`    // in-process: the peak live heap seen by -memprofile's sampler
 	Rows            int64   `json:"rows,omitempty"`
 	Cells           int64   `json:"cells,omitempty"`
@@ -384,13 +384,15 @@ func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string, 
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil {
+		peak := bench.WatchPeakRSS(cmd.Process.Pid)
+		err = cmd.Wait()
+		s.PeakRSSMB = peak()
+	}
 	s.ProcessSeconds = time.Since(start).Seconds()
 	if cmd.ProcessState != nil {
 		s.CPUSeconds = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			s.PeakRSSMB = float64(ru.Maxrss) / 1024 // KiB on Linux
-		}
 	}
 	if err != nil {
 		return fmt.Errorf("launcher: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())

@@ -774,20 +774,7 @@ func (c CPU) String() string {
 
 // rssMB is a process's resident memory in MB, from /proc/<pid>/status (0
 // where that is unavailable).
-func rssMB(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			var kb float64
-			fmt.Sscanf(strings.TrimSpace(v), "%f", &kb)
-			return round(kb/1024, 1)
-		}
-	}
-	return 0
-}
+func rssMB(pid int) float64 { return round(bench.ProcStatusMB(pid, "VmRSS"), 1) }
 
 // selfCPU is the user+system CPU this process has used, in seconds.
 func selfCPU() float64 {
