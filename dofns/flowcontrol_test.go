@@ -228,7 +228,7 @@ func TestWorkerBoundsCellsInFlightAcrossInstances(t *testing.T) {
 	errs := make(chan error, writers)
 	for w := range writers {
 		fn := NewBigtableWriteFn(project, "i")
-		fn.MaxInflight, fn.BatchCells = 4, batch
+		fn.MaxInflight, fn.BatchCells, fn.WorkerBudget = 4, batch, true
 		go func() {
 			dead, err := runWriter(ctx, fn, rows[w*40:(w+1)*40])
 			if err == nil && len(dead) > 0 {

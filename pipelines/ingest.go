@@ -315,6 +315,7 @@ func WriteBigtable(s beam.Scope, cfg Config, rows beam.PCollection) beam.PCollec
 	fn := dofns.NewBigtableWriteFn(cfg.BigtableProject, cfg.BigtableInstance)
 	fn.Retry, fn.BatchCells = cfg.Retry, cfg.BigtableBatchCells
 	fn.AppProfile, fn.Flow = cfg.BigtableAppProfile, cfg.BigtableFlow
+	fn.WorkerBudget = !cfg.Windowing.Streaming
 	return beam.ParDo(s, fn, globalWindow(s, rows))
 }
 
