@@ -182,8 +182,8 @@ var (
 // budget on first use. Bounded per instance only, the batches of prism's
 // side-by-side bundles (5 in a local batch), each holding its cells as
 // client mutations (about 240 bytes a cell), reached 700,000 cells (172
-// MB) in a 300,000-reading run of 15,000-cell rows. Cells, not batches,
-// so a stream's many small batches do not queue behind each other.
+// MB) in a 300,000-reading run of 15,000-cell rows. It counts cells, not
+// batches, since a batch holds as many cells as its rows bring.
 func workerCells(key string, budget int64) *semaphore.Weighted {
 	budgetsMu.Lock()
 	defer budgetsMu.Unlock()

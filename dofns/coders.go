@@ -55,9 +55,6 @@ func encodeHourBatch(p HourBatch) []byte {
 	raw, packed := scratch.Get().(*[]byte), scratch.Get().(*[]byte)
 	defer scratch.Put(raw)
 	defer scratch.Put(packed)
-	if need := schemas.RecordsSize(p.Records); cap(*raw) < need {
-		*raw = make([]byte, 0, need)
-	}
 	*raw = schemas.AppendRecords((*raw)[:0], p.Records)
 	if need := s2.MaxEncodedLen(len(*raw)); cap(*packed) < need {
 		*packed = make([]byte, need)

@@ -73,19 +73,6 @@ func AppendRecords(dst []byte, recs []Record) []byte {
 	return dst
 }
 
-// RecordsSize is about the size of AppendRecords' form of recs, for sizing
-// its buffer.
-func RecordsSize(recs []Record) int {
-	n := 20
-	for i := range recs {
-		n += len(recs[i].Raw) + 10*len(recs[i].Values) + 16
-	}
-	if len(recs) > 0 {
-		n += len(recs[0].Source)
-	}
-	return n
-}
-
 func appendString(dst []byte, s string) []byte {
 	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
 }
@@ -116,7 +103,7 @@ func DecodeRecord(b []byte) (Record, error) {
 func DecodeRecords(b []byte) ([]Record, error) {
 	d := decoder{b: b, src: string(b)}
 	n, nv := d.uvarint(), d.uvarint()
-	// Each record takes at least 4 bytes, each value 1.
+	// Each record and each value takes at least a byte.
 	if n > uint64(len(b)) || nv > uint64(len(b)) {
 		return nil, fmt.Errorf("%w: %d records of %d values in %d bytes", ErrCodec, n, nv, len(b))
 	}
