@@ -89,6 +89,9 @@ type BigtableWriteFn struct {
 	// down opens when a batch exhausts its deadline, and closes when a
 	// batch lands.
 	down *retry.Breaker
+	// latency is the worker's MutateRows latencies, which set the
+	// attempts' timeouts (retry.Latency).
+	latency *retry.Latency
 
 	// Batches in flight hold a slot and their cells of the budget (the
 	// worker's with WorkerBudget), and report here; the DoFn's own goroutine
@@ -106,7 +109,9 @@ type BigtableWriteFn struct {
 type RetrySettings struct {
 	// Deadline bounds one write, all attempts included (0: 2m).
 	Deadline time.Duration
-	// AttemptTimeout bounds one call (0: 30s).
+	// AttemptTimeout bounds one call (0: 30s); the sinks' writes take a
+	// shorter one from the latency of the calls that answered
+	// (retry.Latency), at most this.
 	AttemptTimeout time.Duration
 	// Initial is the first backoff's bound (0: 100ms).
 	Initial time.Duration
@@ -162,6 +167,7 @@ func (f *BigtableWriteFn) Setup(ctx context.Context) error {
 		f.inflight = workerCells(fmt.Sprintf("%s/%d", target, f.budget), f.budget)
 	}
 	f.down = &retry.Breaker{}
+	f.latency = retry.LatencyOf("bigtable MutateRows " + target)
 	c, err := NewBigtableClientProfile(ctx, f.Project, f.Instance, f.AppProfile)
 	if err != nil {
 		return err
@@ -424,14 +430,16 @@ func (f *BigtableWriteFn) apply(ctx context.Context, t *bigtable.Table, entries 
 		written []entry
 		failed  []failedEntry
 	)
-	b := f.down.Policy(f.Retry.policy()).Start()
+	p := f.Retry.policy()
+	p.Latency = f.latency
+	b := f.down.Policy(p).Start()
 	for len(entries) > 0 {
 		keys := make([]string, len(entries))
 		muts := make([]*bigtable.Mutation, len(entries))
 		for i, e := range entries {
 			keys[i], muts[i] = e.key, e.mut
 		}
-		errs, err := f.applyBulk(ctx, b.AttemptContext, t, keys, muts, entries)
+		errs, err := f.applyBulk(ctx, b, t, keys, muts, entries)
 		if ctx.Err() != nil {
 			return written, nil, fmt.Errorf("apply bulk: %w", ctx.Err())
 		}

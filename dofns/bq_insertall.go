@@ -64,6 +64,7 @@ func (w insertAll) send(ctx context.Context, rows []bigquery.ValueSaver, idx []i
 	err := w.ins.Put(pctx, req)
 	cancel()
 	if err == nil {
+		bo.Answered()
 		landed(idx)
 		return nil
 	}

@@ -120,7 +120,7 @@ func openStorageWriter(ctx context.Context, f *BigQueryWriteFn, upsert bool) (*s
 	if err != nil {
 		return nil, fmt.Errorf("bigquery storage write client for %s: %w", bqadmin.WriterEndpoint(), err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, f.policy().AttemptTimeout)
+	cctx, cancel := context.WithTimeout(ctx, f.Retry.policy().AttemptTimeout)
 	defer cancel()
 	if _, err := w.client.GetWriteStream(cctx, &storagepb.GetWriteStreamRequest{Name: w.name}, noRetry); err != nil {
 		err = fmt.Errorf("bigquery table %s via %s: %w", f.ref, bqadmin.WriterEndpoint(), err)
@@ -275,6 +275,7 @@ func (w *storageWriter) settle(ctx context.Context, req *bqAppend, dead func(sch
 	}
 	w.retire(req.conn)
 	if err == nil {
+		req.bo.Answered()
 		w.f.landed(ctx, req.origins)
 		w.limit = w.inflightLimit() + 1
 		return nil
@@ -370,7 +371,7 @@ type appendStream struct {
 }
 
 // errNoAnswer is an attempt that timed out on the connection.
-var errNoAnswer = fmt.Errorf("no answer within the attempt's timeout (--write_attempt_timeout): %w", context.DeadlineExceeded)
+var errNoAnswer = fmt.Errorf("no answer within the attempt's timeout (from the latency of the calls that answered, at most --write_attempt_timeout): %w", context.DeadlineExceeded)
 
 // noRetry turns off the generated client's own retries of a call, which
 // would retry an unreachable endpoint for as long as the call may last:

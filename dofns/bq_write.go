@@ -105,6 +105,9 @@ type BigQueryWriteFn struct {
 	// down opens when a request exhausts its deadline, and closes when
 	// one lands: while BigQuery is down, requests get one attempt each.
 	down *retry.Breaker
+	// latency is the worker's latencies of this write method's calls,
+	// which set the attempts' timeouts (retry.Latency).
+	latency *retry.Latency
 }
 
 // bqWriter is one write method: it takes a bundle's rows and reports each
@@ -133,6 +136,7 @@ func (f *BigQueryWriteFn) Setup(ctx context.Context) error {
 		f.Sink = schemas.SinkBigQuery
 	}
 	f.down = &retry.Breaker{}
+	f.latency = retry.LatencyOf("bigquery " + f.WriteMethod + " " + f.Project)
 	if f.MaxRequestBytes <= 0 {
 		f.MaxRequestBytes = DefaultBQRequestBytes
 	}
@@ -220,7 +224,11 @@ func (f *BigQueryWriteFn) FinishBundle(ctx context.Context, dead func(schemas.De
 }
 
 // policy is the retry policy of one request.
-func (f *BigQueryWriteFn) policy() retry.Policy { return f.down.Policy(f.Retry.policy()) }
+func (f *BigQueryWriteFn) policy() retry.Policy {
+	p := f.Retry.policy()
+	p.Latency = f.latency
+	return f.down.Policy(p)
+}
 
 // resetOnError drops the bundle's pending and in-flight rows when it fails:
 // the runner retries the whole bundle, so this instance must not settle

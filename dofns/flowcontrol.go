@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sensorpipe/sensorpipe/internal/flowcontrol"
+	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -21,7 +22,7 @@ import (
 // the wait does not eat the attempt's timeout), and reports the call's
 // latency and whether Bigtable pushed back (RESOURCE_EXHAUSTED) or ran out
 // of time (DEADLINE_EXCEEDED).
-func (f *BigtableWriteFn) applyBulk(ctx context.Context, attempt func(context.Context) (context.Context, context.CancelFunc), t *bigtable.Table, keys []string, muts []*bigtable.Mutation, entries []entry) ([]error, error) {
+func (f *BigtableWriteFn) applyBulk(ctx context.Context, bo *retry.Backoff, t *bigtable.Table, keys []string, muts []*bigtable.Mutation, entries []entry) ([]error, error) {
 	var n, b int64
 	for i, e := range entries {
 		n += int64(e.cells)
@@ -31,10 +32,14 @@ func (f *BigtableWriteFn) applyBulk(ctx context.Context, attempt func(context.Co
 	if err != nil {
 		return nil, fmt.Errorf("bigtable flow control: %w", err)
 	}
-	actx, cancel := attempt(ctx)
+	actx, cancel := bo.AttemptContext(ctx)
 	defer cancel()
 	start := time.Now()
 	errs, err := t.ApplyBulk(actx, keys, muts)
+	if err == nil {
+		// Bigtable answered (entries it refused have their own errors).
+		bo.Answered()
+	}
 	release(time.Since(start), flowSignal(errs, err))
 	return errs, err
 }

@@ -8,6 +8,38 @@
 //
 // It is modelled on google-cloud-go's bigquery/storage/managedwriter
 // retry.go.
+//
+// # Attempt timeouts
+//
+// An attempt timeout is what a lost answer costs: a call the store applied
+// but whose answer never came (a connection wedged by a proxy or a load
+// balancer, a stream reset without a status) waits out its attempt's
+// timeout before it is sent again. A fixed timeout must be long enough for
+// the slowest call the store ever answers, so it is many times a normal
+// call's latency: with 30 s, four lost answers in a row spent a 2-minute
+// deadline on one call that a store answering in 200 ms would have taken.
+//
+// So a write's attempts take their timeouts from the latency of the calls
+// that answered (Policy.Latency; one Latency per store, write method and
+// worker process, LatencyOf), the way TCP derives its retransmission
+// timeout from the round-trip times it measures (RFC 6298):
+//
+//   - TimeoutMultiple (4) x the p99 of the latest 256 answered calls: a
+//     call that answers normally is almost never cut, since p99 already
+//     covers the slow tail and the multiple its jitter;
+//   - at least TimeoutFloor (1 s): scheduling, a collection or a loaded
+//     machine delays a call by this much without anything being wrong;
+//   - ColdTimeout (5 s) until 16 calls have answered: no latency is known
+//     yet, and the first calls of a run open connections;
+//   - doubled for each earlier attempt of the same call (exponential, as
+//     TCP backs off its timer): a store that has slowed down for real
+//     gets, within a few attempts, the time it needs, so a wrong estimate
+//     costs a few retries, never the write;
+//   - at most Policy.AttemptTimeout (--write_attempt_timeout), the bound
+//     a fixed timeout had.
+//
+// Every write is idempotent, so a call cut short that had in fact landed
+// is only written twice, to the same cells or row.
 package retry
 
 import (
@@ -59,6 +91,10 @@ type Policy struct {
 	AttemptTimeout time.Duration
 	// MaxAttempts bounds the attempts (0: as many as the Deadline allows).
 	MaxAttempts int
+	// Latency, when set, gives each attempt a timeout derived from the
+	// latency of the calls that answered (see Latency.Timeout), at most
+	// AttemptTimeout; the calls that answer within it are recorded.
+	Latency *Latency
 }
 
 // WithDefaults fills the zero fields.
@@ -184,6 +220,7 @@ type Backoff struct {
 	gax      gax.Backoff
 	deadline time.Time
 	attempts int
+	began    time.Time // the latest attempt's start
 }
 
 // Start begins a call: its deadline runs from now.
@@ -206,13 +243,32 @@ func (b *Backoff) Deadline() time.Time { return b.deadline }
 // attempt timeout and the call's deadline.
 func (b *Backoff) AttemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	b.attempts++
+	b.began = time.Now()
 	d := b.deadline
-	if t := b.p.AttemptTimeout; t > 0 {
-		if at := time.Now().Add(t); at.Before(d) {
+	if t := b.AttemptTimeout(); t > 0 {
+		if at := b.began.Add(t); at.Before(d) {
 			d = at
 		}
 	}
 	return context.WithDeadline(ctx, d)
+}
+
+// AttemptTimeout is the timeout of the latest attempt (AttemptContext's),
+// before the call's deadline cuts it: the policy's AttemptTimeout, or with
+// a Latency the timeout it derives, at most that (0: none).
+func (b *Backoff) AttemptTimeout() time.Duration {
+	if b.p.Latency != nil {
+		return b.p.Latency.Timeout(max(1, b.attempts), b.p.AttemptTimeout)
+	}
+	return b.p.AttemptTimeout
+}
+
+// Answered records that the latest attempt got its answer (a success or a
+// store's own error): its latency teaches the policy's Latency.
+func (b *Backoff) Answered() {
+	if b.p.Latency != nil && !b.began.IsZero() {
+		b.p.Latency.Observe(time.Since(b.began))
+	}
 }
 
 // Next decides what follows a failed attempt: it returns the backoff to
@@ -295,6 +351,7 @@ func Do(ctx context.Context, p Policy, fn func(context.Context) error) error {
 		err := fn(actx)
 		cancel()
 		if err == nil {
+			b.Answered()
 			return nil
 		}
 		if ctx.Err() != nil {
