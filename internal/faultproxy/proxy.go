@@ -13,7 +13,8 @@
 //
 // A call is one decision: for a unary or server-streaming method (one
 // request), "before" fails it without forwarding and "after" forwards it,
-// waits until the server has answered in full, and then fails it. For a
+// waits until the server has answered in full, and then fails it; "lost"
+// forwards it and never answers (nor fails) it, until the client gives up. For a
 // bidi stream whose requests are each answered by one response (BigQuery's
 // AppendRows), set PerMessage: each request is one decision, and "after"
 // forwards it, waits for its response, and ends the stream with the error
@@ -51,11 +52,18 @@ const (
 	// After forwards the call, lets the server apply and answer it, and
 	// fails it anyway: the client sees an error for a write that landed.
 	After
+	// Lost forwards the call, lets the server apply and answer it, and
+	// never passes the answer on: the call stays open, without an answer
+	// or an error, until the client gives up on it (a wedged connection).
+	Lost
 )
 
 func (w When) String() string {
-	if w == After {
+	switch w {
+	case After:
 		return "after"
+	case Lost:
+		return "lost"
 	}
 	return "before"
 }
@@ -294,8 +302,9 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 			}
 		}
 	}()
-	// Server to client; with an "after" fault, the answers are dropped.
-	if hdr, err := cs.Header(); err == nil && !(d.fail && d.when == After) {
+	// Server to client; with an "after" or "lost" fault, the answers are
+	// dropped.
+	if hdr, err := cs.Header(); err == nil && !d.fail {
 		_ = ss.SendHeader(hdr)
 	}
 	for {
@@ -319,6 +328,10 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 		if err := ss.SendMsg(&f); err != nil {
 			return err
 		}
+	}
+	if d.fail && d.when == Lost {
+		<-ss.Context().Done() // until the client gives up
+		return ss.Context().Err()
 	}
 	if d.fail {
 		return injected(d, method)
@@ -360,6 +373,10 @@ func (p *Proxy) handlePerMessage(ctx context.Context, method string, ss grpc.Ser
 				return nil
 			}
 			return err
+		}
+		if d.fail && d.when == Lost {
+			<-ss.Context().Done() // until the client gives up
+			return ss.Context().Err()
 		}
 		if d.fail || p.isDown() {
 			return injected(decision{code: codes.Unavailable, when: After}, method)

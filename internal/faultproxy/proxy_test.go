@@ -62,12 +62,17 @@ func rowExists(t *testing.T, host, key string) bool {
 // generated client, which does not retry.
 func mutateRow(t *testing.T, addr, key string) error {
 	t.Helper()
+	return mutateRowCtx(t, context.Background(), addr, key)
+}
+
+func mutateRowCtx(t *testing.T, ctx context.Context, addr, key string) error {
+	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_, err = bigtablepb.NewBigtableClient(conn).MutateRow(context.Background(), &bigtablepb.MutateRowRequest{
+	_, err = bigtablepb.NewBigtableClient(conn).MutateRow(ctx, &bigtablepb.MutateRowRequest{
 		TableName: "projects/p/instances/i/tables/t",
 		RowKey:    []byte(key),
 		Mutations: []*bigtablepb.Mutation{{Mutation: &bigtablepb.Mutation_SetCell_{SetCell: &bigtablepb.Mutation_SetCell{
@@ -104,6 +109,20 @@ func TestBeforeAndAfterAgainstTheBigtableEmulator(t *testing.T) {
 			}
 		})
 	}
+	t.Run("lost", func(t *testing.T) {
+		// The call is applied and never answered: only the client's own
+		// deadline ends it.
+		p.SetRules(Rule{Method: "/MutateRow", Share: 1, When: Lost})
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		err := mutateRowCtx(t, ctx, p.Addr(), "row-lost")
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("MutateRow = %v; want DEADLINE_EXCEEDED (no answer, no error)", err)
+		}
+		if !rowExists(t, host, "row-lost") {
+			t.Error("row not written; a lost answer's call is applied")
+		}
+	})
 	p.SetRules(Rule{Method: "/MutateRow", Share: 1, When: Before, Code: codes.ResourceExhausted, Limit: 1})
 	if err := mutateRow(t, p.Addr(), "limited-1"); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("first call = %v; want RESOURCE_EXHAUSTED", err)
@@ -117,8 +136,8 @@ func TestBeforeAndAfterAgainstTheBigtableEmulator(t *testing.T) {
 	}
 	p.SetDown(false)
 	s := p.Stats()
-	if Total(s.Calls, "/MutateRow") != 6 || Total(s.Faults, "/MutateRow") != 4 {
-		t.Errorf("stats %+v; want 6 calls and 4 faults", s)
+	if Total(s.Calls, "/MutateRow") != 7 || Total(s.Faults, "/MutateRow") != 5 {
+		t.Errorf("stats %+v; want 7 calls and 5 faults", s)
 	}
 }
 
