@@ -31,6 +31,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	os.Remove(launcherPath())
+	os.Remove(testBootPath())
 	os.Exit(code)
 }
 
@@ -63,7 +64,15 @@ type result struct {
 
 func runLauncher(t *testing.T, env []string, args ...string) result {
 	t.Helper()
+	return runLauncherIn(t, "", env, args...)
+}
+
+// runLauncherIn runs the launcher in the working folder dir ("": the
+// test's).
+func runLauncherIn(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
 	cmd := exec.Command(launcher(t), args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

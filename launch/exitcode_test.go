@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/sensorpipe/sensorpipe/internal/cli"
@@ -65,5 +66,29 @@ func TestBuildPipelineWrapsItsCause(t *testing.T) {
 	}
 	if err := buildPipeline(func() error { return nil }); err != nil {
 		t.Errorf("a graph that builds: %v; want nil", err)
+	}
+}
+
+// TestJobErrorIsOneLineWithItsCause: a failed job's report is one line
+// that ends with the cause, however the runner wrote its message.
+func TestJobErrorIsOneLineWithItsCause(t *testing.T) {
+	long := strings.Repeat("plan ", 200)
+	tests := []struct {
+		name, msg, want string
+	}{
+		{"prism's chain", "job failed: worker failed\n" + long + "\ncaused by:\nbigtable: table \"x\" not found", "job failed: worker failed: bigtable: table \"x\" not found"},
+		{"a job server's chain", "job job-001 failed:\nbundle inst004 failed:\n" + long + "\n\tcaused by:\nDoFn[UID:4, Name: dofns.BigtableWriteFn] failed:\nbigtable client for p/i: no credentials",
+			"job job-001 failed: DoFn[UID:4, Name: dofns.BigtableWriteFn] failed: bigtable client for p/i: no credentials"},
+		{"a job server's message", "job go-job-1 failed:\nprocess bundle failed: open input: permission denied", "job go-job-1 failed: process bundle failed: open input: permission denied"},
+		{"one line", "connecting to job service: context deadline exceeded", "job failed: connecting to job service: context deadline exceeded"},
+		{"inline cause", "job failed: caused by: boom", "job failed: boom"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := jobError(errors.New(tc.msg)).Error()
+			if got != tc.want {
+				t.Errorf("jobError(%q) = %q; want %q", cut(tc.msg, 80), got, tc.want)
+			}
+		})
 	}
 }

@@ -3,8 +3,9 @@
 // builds Bigtable row keys by field promotion, windows them by event-time
 // hour, and writes Bigtable, BigQuery and a dead letter.
 //
-// It runs on prism by default; --runner=direct and --runner=dataflow work
-// too. Every local run ends with a ledger of its records (read, built,
+// It runs on prism by default; --runner=direct, --runner=dataflow and
+// --runner=universal --endpoint=HOST:PORT (any Beam job server: prism's,
+// Flink's, Spark's) work too. Every local run ends with a ledger of its records (read, built,
 // merged, rejected, and per sink table routed, written, dead-lettered)
 // read from the runner's counters, which must balance.
 //
@@ -26,8 +27,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -36,6 +39,7 @@ import (
 	"cloud.google.com/go/bigtable"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
@@ -52,7 +56,7 @@ import (
 
 var (
 	source         = flag.String("source", "files", "Where readings come from: files (a batch over --input) or pubsub (a stream from --subscription).")
-	input          = flag.String("input", "", "With --source=files: a file glob, local or gs://; .gz files are decompressed. Example: 'testdata/*.jsonl'.")
+	input          = flag.String("input", "", "With --source=files: a file glob, local or gs://; .gz files are decompressed. Example: 'testdata/*.jsonl'. A local glob is made absolute, and refused on a runner whose workers cannot see this machine's disk (Dataflow, DOCKER, a remote job server's).")
 	specFlag       = flag.String("spec", schemas.DefaultSpecName(), "Dataset spec: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a path to a YAML file.")
 	btProject      = flag.String("bigtable_project", "", "Bigtable project id (required; with BIGTABLE_EMULATOR_HOST set it defaults to local-project, the project make run writes).")
 	btInstance     = flag.String("bigtable_instance", "", "Bigtable instance id (required; with BIGTABLE_EMULATOR_HOST set it defaults to local-instance).")
@@ -84,14 +88,14 @@ var (
 	format         = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (the protobuf message the spec declares in its proto: section; see schemas.FormatNames).")
 
 	// Stream flags (--source=pubsub).
-	localStateOnDisk = flag.Bool("local_state_on_disk", true, "With --source=pubsub on a local runner: keep each sensor-hour's state (its readings, held for the hour's final firings and then for --allowed_lateness, a day by default) in files in the run's temp folder instead of memory, about 32 bytes a vitals reading, so that the stream's memory does not grow with its readings. The files go when their hour expires, and with the run. false keeps the state in memory. Ignored on Dataflow, whose state is not in the workers' memory.")
+	localStateOnDisk = flag.Bool("local_state_on_disk", true, "With --source=pubsub on any runner but Dataflow: keep each sensor-hour's state (its readings, held for the hour's final firings and then for --allowed_lateness, a day by default) in files in the run's temp folder instead of memory, about 32 bytes a vitals reading, so that the stream's memory does not grow with its readings. The files go when their hour expires, and with the run (on a job server, with the worker process). false keeps the state in memory. Ignored on Dataflow, whose state is not in the workers' memory.")
 	subscription     = flag.String("subscription", "", "With --source=pubsub: the subscription, projects/P/subscriptions/S (required). PUBSUB_EMULATOR_HOST is honoured on prism and direct.")
 	timestampAttr    = flag.String("timestamp_attribute", "", "With --source=pubsub: the message attribute holding the event time (epoch ms); empty uses the publish time.")
 	idAttr           = flag.String("id_attribute", "", "With --source=pubsub: a message attribute with a unique record id, for deduplicating redeliveries.")
 	earlyFiring      = flag.Duration("early_firing", pipelines.DefaultEarlyFiring, "With --source=pubsub: how often an open hour fires early (processing time).")
 	lateFiring       = flag.Duration("late_firing", pipelines.DefaultLateFiring, "With --source=pubsub: how long after a late reading its hour fires again.")
 	allowedLateness  = flag.Duration("allowed_lateness", pipelines.DefaultAllowedLateness, "With --source=pubsub: how long after its end an hour still takes late readings; later ones go to the dead letter as too_late.")
-	ackDeadline      = flag.Duration("pubsub_ack_deadline", 0, "With --source=pubsub on prism or direct: the lease kept on messages until their bundle commits (10s..600s; 0: 60s). After a crash, unacknowledged messages return this long after.")
+	ackDeadline      = flag.Duration("pubsub_ack_deadline", 0, "With --source=pubsub on any runner but Dataflow: the lease kept on messages until their bundle commits (10s..600s; 0: 60s). After a crash, unacknowledged messages return this long after.")
 )
 
 // streamFlags are the flags that only apply to --source=pubsub.
@@ -188,12 +192,105 @@ func runnerName() string {
 	return *runners.Runner
 }
 
+// local reports whether the job runs in the launcher's own process: on
+// direct, or on prism with no --endpoint (the launcher serves prism's job
+// service itself). Only a local batch runs in parts (--local_part_mb).
 func local() bool {
 	switch runnerName() {
-	case "prism", "direct", "DirectRunner":
+	case "direct", "DirectRunner":
+		return true
+	case "prism", "PrismRunner":
+		return *jobopts.Endpoint == ""
+	}
+	return false
+}
+
+// dataflow reports whether the runner is Dataflow, the one runner that
+// runs pubsubio and keeps a stream's state outside the workers' memory.
+func dataflow() bool {
+	switch runnerName() {
+	case "dataflow", "DataflowRunner":
 		return true
 	}
 	return false
+}
+
+// jobServer reports whether the runner submits the job to a Beam job
+// service (prism's, a Flink, Spark or Samza job server, any --endpoint),
+// which the launcher polls for the job's state and counters.
+func jobServer() bool {
+	switch runnerName() {
+	case "prism", "PrismRunner", "universal", "portable", "PortableRunner", "flink", "spark", "samza":
+		return true
+	}
+	return false
+}
+
+// workersSeeDisk reports whether the job's workers read and write the
+// launcher's own disk: they run in the launcher (direct, LOOPBACK, prism
+// with no --endpoint and no --environment_type), or as processes of a job
+// server on this machine (--environment_type=PROCESS with no --endpoint or
+// a loopback one). Dataflow's workers, containers (DOCKER) and a remote
+// job server's processes do not.
+func workersSeeDisk() bool {
+	if runnerName() == "direct" || runnerName() == "DirectRunner" {
+		return true
+	}
+	if !jobServer() {
+		return false
+	}
+	switch strings.ToLower(environmentType()) {
+	case "loopback":
+		return true
+	case "process":
+		return *jobopts.Endpoint == "" || loopbackEndpoint(*jobopts.Endpoint)
+	}
+	return false
+}
+
+// environmentType is --environment_type, or what the launcher defaults it
+// to: LOOPBACK on prism (as prism.Execute does), Beam's DOCKER elsewhere.
+func environmentType() string {
+	if *jobopts.EnvironmentType == "" && (runnerName() == "prism" || runnerName() == "PrismRunner") {
+		return "loopback"
+	}
+	if *jobopts.EnvironmentType == "" {
+		return "docker"
+	}
+	return *jobopts.EnvironmentType
+}
+
+// loopbackEndpoint reports whether a job server's HOST:PORT is this
+// machine's loopback interface.
+func loopbackEndpoint(endpoint string) bool {
+	host, _, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		host = endpoint
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// remoteDiskError is the one-line refusal of a local path that the job's
+// workers cannot see.
+func remoteDiskError(flagName, value string) error {
+	how := "--runner=" + runnerName()
+	if jobServer() {
+		how += " --environment_type=" + strings.ToUpper(environmentType())
+		if *jobopts.Endpoint != "" {
+			how += " --endpoint=" + *jobopts.Endpoint
+		}
+	}
+	return usagef("%s=%s is on this machine's disk, which the workers of %s cannot see: give a gs:// path (gs://BUCKET/...)", flagName, value, how)
+}
+
+// localPath reports whether a file path or glob is on the local disk (not
+// gs:// or another file system's scheme).
+func localPath(path string) bool {
+	return !strings.Contains(path, "://")
 }
 
 // config validates the flags and builds the pipeline configuration and, for
@@ -230,9 +327,16 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 		}
 		dlProject = *bqProject
 	}
-	dl, err := validateDeadLetter(*deadLetter, dlProject, local())
+	dl, err := validateDeadLetter(*deadLetter, dlProject, workersSeeDisk())
 	if err != nil {
 		return cfg, src, cli.Usage(err)
+	}
+	if dl.Kind == schemas.DeadLetterFiles && localPath(dl.Path) {
+		// The workers may run in another working directory: they get
+		// the folder the preflight creates and the summary names.
+		if dl.Path, err = filepath.Abs(dl.Path); err != nil {
+			return cfg, src, usagef("--dead_letter=%s: %w", *deadLetter, err)
+		}
 	}
 	compiled, err := schemas.Compile(spec, schemas.CompileOptions{Format: *format})
 	switch {
@@ -288,6 +392,9 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 		}
 		cfg.BigQuery = bq
 	}
+	if jobServer() && runnerName() != "prism" && runnerName() != "PrismRunner" && *jobopts.Endpoint == "" {
+		return cfg, src, usagef("--runner=%s submits to a Beam job server: give its --endpoint=HOST:PORT", runnerName())
+	}
 	switch *source {
 	case "files":
 		if *input == "" {
@@ -298,8 +405,19 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 				return cfg, src, usagef("--%s applies to --source=pubsub only", name)
 			}
 		}
-		if local() {
-			if err := checkInput(ctx, *input); err != nil {
+		if localPath(*input) {
+			if !workersSeeDisk() {
+				return cfg, src, remoteDiskError("--input", *input)
+			}
+			// The workers may run in another working directory.
+			abs, err := filepath.Abs(*input)
+			if err != nil {
+				return cfg, src, usagef("--input=%s: %w", *input, err)
+			}
+			*input = abs
+		}
+		if localPath(*input) || local() {
+			if inputMatched, err = checkInput(ctx, *input); err != nil {
 				return cfg, src, cli.Usage(err)
 			}
 		}
@@ -325,14 +443,16 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 			// the pipelines' zero means "default", so say 1ms.
 			cfg.Windowing.AllowedLateness = time.Millisecond
 		}
-		// prism and direct keep windows in memory: write each reading's
-		// own cells before its message is acknowledged.
-		cfg.WriteOnArrival = local()
+		// Runners but Dataflow (prism, direct, a job server's) keep
+		// windows in their memory: write each reading's own cells before
+		// its message is acknowledged.
+		cfg.WriteOnArrival = !dataflow()
 		// ... and read each window back from Bigtable at its final firing,
 		// for what a killed or stopped run held.
-		cfg.Recover = local()
-		// ... and keep the hours' state on disk, not in memory.
-		cfg.DiskState = local() && *localStateOnDisk
+		cfg.Recover = !dataflow()
+		// ... and keep the hours' state on the workers' disk, not in
+		// memory.
+		cfg.DiskState = !dataflow() && *localStateOnDisk
 	default:
 		return cfg, src, usagef("--source=%q: use files or pubsub", *source)
 	}
@@ -352,7 +472,7 @@ func streamSource() (pipelines.PubSubSource, error) {
 		Subscription:       sub,
 		TimestampAttribute: *timestampAttr,
 		IDAttribute:        *idAttr,
-		Dataflow:           !local(),
+		Dataflow:           dataflow(),
 		AckDeadline:        *ackDeadline,
 	}, nil
 }
@@ -368,16 +488,27 @@ func isSet(name string) bool {
 	return set
 }
 
-// checkInput fails early when the glob matches no file.
-func checkInput(ctx context.Context, glob string) error {
+// inputMatched is what --input matched at launch (zero when it was not
+// listed: a gs:// glob on a remote runner).
+var inputMatched matched
+
+// matched is the files a glob matched and their bytes.
+type matched struct {
+	files int
+	bytes int64
+}
+
+// checkInput fails early when the glob matches no file, and returns what
+// it matched.
+func checkInput(ctx context.Context, glob string) (matched, error) {
 	files, err := parts.List(ctx, glob)
 	if err != nil {
-		return err
+		return matched{}, err
 	}
 	if len(files) == 0 {
-		return fmt.Errorf("--input %s matches no file", glob)
+		return matched{}, fmt.Errorf("--input %s matches no file", glob)
 	}
-	return nil
+	return matched{files: len(files), bytes: parts.Total(files)}, nil
 }
 
 func run(ctx context.Context) error {
@@ -389,7 +520,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	switch {
-	case dryRun() && local():
+	case dryRun() && !dataflow():
 		return usagef("--dry_run builds a Dataflow job without submitting it: give --runner=dataflow (a %s run has no dry run)", runnerName())
 	case *dryRunOut != "" && !dryRun():
 		return usagef("--dry_run_out=%s is the file a dry run writes its job to: add --dry_run (and --runner=dataflow)", *dryRunOut)
@@ -409,7 +540,7 @@ func run(ctx context.Context) error {
 			return pipelines.BatchPart(s, cfg, *input, ranges)
 		})
 	}
-	if !local() || dryRun() {
+	if dataflow() || dryRun() {
 		p, err := build(nil)
 		if err != nil {
 			return err
@@ -431,7 +562,7 @@ func run(ctx context.Context) error {
 	plan := []parts.Part{{}}
 	if streaming {
 		fmt.Fprintf(os.Stderr, "sensorpipe: streaming %s on %s; Ctrl-C or SIGTERM stops\n", *subscription, runnerName())
-	} else {
+	} else if local() {
 		var done func()
 		if plan, done, err = planParts(ctx, cfg); err != nil {
 			return err
@@ -439,7 +570,7 @@ func run(ctx context.Context) error {
 		defer done()
 	}
 	// A local batch runs its parts one after another (one job each), and
-	// its ledger is theirs summed.
+	// its ledger is theirs summed; other runners run one job.
 	var (
 		res    jobRun
 		before ledger.Counters
@@ -634,6 +765,9 @@ func report(w io.Writer, took time.Duration, cfg pipelines.Config, res jobRun) e
 	switch {
 	case res.Counters == nil:
 		return exitError{exitFailed, fmt.Errorf("the runner reported no counters: the run's ledger cannot be checked")}
+	case !cfg.Windowing.Streaming && !res.Stopped && l.Read == 0 && inputMatched.bytes > 0:
+		return exitError{exitFailed, fmt.Errorf("--input=%s matched %d files (%d bytes) at launch, but the job read no records from them: its workers did not see them (on %s, give a path every worker can read, such as gs://BUCKET/...)",
+			*input, inputMatched.files, inputMatched.bytes, runnerName())}
 	case !l.Balanced:
 		return exitError{exitFailed, fmt.Errorf("the run's ledger does not balance: %s", strings.Join(l.Problems, "; "))}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	jobpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/jobmanagement_v1"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	// Every runner --runner may name (dataflow, direct, ...), registered
 	// as beamx.Run has them.
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
@@ -30,21 +33,22 @@ type jobRun struct {
 	Stopped bool
 }
 
-// runPipeline runs p on the configured runner. On prism it serves its own
-// job service, so that while the job runs it can poll the runner's counters
-// (progress is called with them every interval, when interval > 0) and, when
-// ctx is cancelled (Ctrl-C), cancel the job and still read them. Other
-// runners report their counters when the job ends (Dataflow: the job's
-// counters).
+// runPipeline runs p on the configured runner. On a Beam job server
+// (prism's, which it starts in this process when no --endpoint is given,
+// or any other at --endpoint) it polls the job's counters from the job
+// service while the job runs (progress is called with them every
+// interval, when interval > 0) and, when ctx is cancelled (Ctrl-C),
+// cancels the job and still reads them. Other runners report their
+// counters when the job ends (Dataflow: the job's counters).
 func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, progress func(ledger.Counters)) jobRun {
-	if runnerName() != "prism" {
+	if !jobServer() {
 		pr, err := beam.Run(context.WithoutCancel(ctx), runnerName(), p)
 		if ctx.Err() != nil {
 			return jobRun{Stopped: true, Counters: resultCounters(pr)}
 		}
 		return jobRun{Err: err, Counters: resultCounters(pr)}
 	}
-	client, err := startPrism(ctx)
+	client, err := jobService(ctx)
 	if err != nil {
 		return jobRun{Err: err}
 	}
@@ -55,19 +59,28 @@ func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, 
 		return jobRun{Err: err}
 	}
 	defer restore()
-	done := make(chan error, 1)
+	// The job is found on its job service by its name: a job server may
+	// run other jobs too.
+	name := *jobopts.JobName
+	if name == "" {
+		*jobopts.JobName = fmt.Sprintf("sensorpipe-%d-%d", os.Getpid(), time.Now().UnixNano())
+		defer func() { *jobopts.JobName = "" }()
+	}
+	name = *jobopts.JobName
+	done := make(chan jobResult, 1)
 	go func() {
 		// Not ctx: a stop cancels the job through its job service, and the
 		// run ends when the job has.
-		_, err := beam.Run(context.WithoutCancel(ctx), "prism", p)
-		done <- err
+		pr, err := beam.Run(context.WithoutCancel(ctx), runnerName(), p)
+		done <- jobResult{pr, err}
 	}()
 	var (
 		jobID string
 		last  ledger.Counters
 	)
-	// One job at a time: the parts of a local batch run one after another
-	// on the same job service, and the next part's job is the one not run.
+	// The parts of a local batch run one after another on the same job
+	// service, under the same --job_name if one is given: the next part's
+	// job is the one not run.
 	defer func() {
 		if jobID != "" {
 			ranJobs[jobID] = true
@@ -75,7 +88,7 @@ func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, 
 	}()
 	poll := func() {
 		if jobID == "" {
-			jobID = findJob(ctx, client)
+			jobID = findJob(ctx, client, name)
 		}
 		if jobID != "" {
 			if c, err := jobCounters(client, jobID); err == nil {
@@ -87,9 +100,12 @@ func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, 
 	defer tick.Stop()
 	for {
 		select {
-		case err := <-done:
+		case r := <-done:
 			poll()
-			return jobRun{Err: err, Counters: last}
+			if last == nil {
+				last = resultCounters(r.pr)
+			}
+			return jobRun{Err: r.err, Counters: last}
 		case <-tick.C:
 			poll()
 			if interval > 0 && last != nil {
@@ -114,23 +130,52 @@ func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, 
 	}
 }
 
-// prismJobs is the job service startPrism started (nil before), and
-// ranJobs the ids of the jobs that have run on it.
+// jobResult is what beam.Run returned.
+type jobResult struct {
+	pr  beam.PipelineResult
+	err error
+}
+
+// jobs is the client of the job service the runs submit to (nil before
+// the first), and ranJobs the ids of the jobs that have run on it.
 var (
-	prismJobs jobpb.JobServiceClient
-	ranJobs   = map[string]bool{}
+	jobs    jobpb.JobServiceClient
+	ranJobs = map[string]bool{}
 )
 
+// jobService returns a client of the job service: prism's, started in this
+// process on a free port (as prism.Execute does when no --endpoint is
+// given), or the one at --endpoint. On prism the environment defaults to
+// LOOPBACK, as prism.Execute has it. Later calls return the same client.
+func jobService(ctx context.Context) (jobpb.JobServiceClient, error) {
+	if jobs != nil {
+		return jobs, nil
+	}
+	if (runnerName() == "prism" || runnerName() == "PrismRunner") && *jobopts.EnvironmentType == "" {
+		*jobopts.EnvironmentType = "loopback"
+	}
+	if *jobopts.Endpoint == "" {
+		if runnerName() != "prism" && runnerName() != "PrismRunner" {
+			return nil, usagef("--runner=%s submits to a Beam job server: give its --endpoint=HOST:PORT", runnerName())
+		}
+		c, err := startPrism(ctx)
+		if err != nil {
+			return nil, err
+		}
+		jobs = c
+		return jobs, nil
+	}
+	conn, err := grpc.NewClient(*jobopts.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("--endpoint=%s: %w", *jobopts.Endpoint, err)
+	}
+	jobs = jobpb.NewJobServiceClient(conn)
+	return jobs, nil
+}
+
 // startPrism starts prism's job service in this process on a free port and
-// points the Beam options at it, as prism.Execute does when no endpoint is
-// given, and returns a client of it; later calls return the same one.
+// points the Beam options at it, and returns a client of it.
 func startPrism(ctx context.Context) (jobpb.JobServiceClient, error) {
-	if prismJobs != nil {
-		return prismJobs, nil
-	}
-	if *jobopts.Endpoint != "" {
-		return nil, fmt.Errorf("--endpoint=%s: the launcher runs prism's job service itself; leave --endpoint unset", *jobopts.Endpoint)
-	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("prism: find a free port: %w", err)
@@ -144,16 +189,12 @@ func startPrism(ctx context.Context) (jobpb.JobServiceClient, error) {
 		return nil, fmt.Errorf("prism: start its job service on port %d: %w", port, err)
 	}
 	*jobopts.Endpoint = fmt.Sprintf("localhost:%d", port)
-	if *jobopts.EnvironmentType == "" {
-		*jobopts.EnvironmentType = "loopback"
-	}
-	prismJobs = client
 	return client, nil
 }
 
-// findJob returns the id of the job prism runs (the one not run before),
+// findJob returns the id of the job named name that has not run before,
 // or "".
-func findJob(ctx context.Context, client jobpb.JobServiceClient) string {
+func findJob(ctx context.Context, client jobpb.JobServiceClient, name string) string {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	resp, err := client.GetJobs(cctx, &jobpb.GetJobsRequest{})
@@ -161,7 +202,7 @@ func findJob(ctx context.Context, client jobpb.JobServiceClient) string {
 		return ""
 	}
 	for _, j := range resp.GetJobInfo() {
-		if !ranJobs[j.GetJobId()] {
+		if j.GetJobName() == name && !ranJobs[j.GetJobId()] {
 			return j.GetJobId()
 		}
 	}
@@ -190,9 +231,9 @@ func resultCounters(pr beam.PipelineResult) ledger.Counters {
 	return ledger.FromMetrics(&r)
 }
 
-// jobFailure is a failed job: its message is the runner's first line and
-// cause (the runner's full message holds the whole plan and stack, which
-// the runner has already logged), and it wraps the runner's error.
+// jobFailure is a failed job: its message is one line, the runner's first
+// line and the cause (the runner's full message holds the whole plan and
+// stack), and it wraps the runner's error.
 type jobFailure struct {
 	short string
 	err   error
@@ -201,22 +242,49 @@ type jobFailure struct {
 func (e *jobFailure) Error() string { return e.short }
 func (e *jobFailure) Unwrap() error { return e.err }
 
-// jobError wraps a failed job's error for a one-line report.
+// jobError wraps a failed job's error for a one-line report: the message's
+// first line and its cause, the lines after its last "caused by:" (Beam's
+// errors chain their causes so, innermost last), else its last line (a job
+// server's message: "job ID failed:" and the error it reported). Each is
+// cut to a few hundred bytes, so that the cause is always in the line.
 func jobError(err error) error {
-	msg := err.Error()
-	if i := strings.Index(msg, "caused by:"); i >= 0 {
-		cause := strings.TrimSpace(msg[i+len("caused by:"):])
-		if j := strings.IndexAny(cause, "\n\t"); j >= 0 {
-			cause = cause[:j]
+	var lines []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
 		}
-		first := msg
-		if j := strings.Index(first, "\n"); j >= 0 {
-			first = first[:j]
+	}
+	if len(lines) == 0 {
+		return &jobFailure{short: "job failed", err: err}
+	}
+	first, cause := lines[0], ""
+	for i := len(lines) - 1; i >= 0 && cause == ""; i-- {
+		if j := strings.LastIndex(lines[i], "caused by:"); j >= 0 {
+			// The cause runs to the end: a failed DoFn's name on one
+			// line, its error on the next.
+			cause = strings.TrimSpace(strings.Join(append([]string{lines[i][j+len("caused by:"):]}, lines[i+1:]...), " "))
+			if j > 0 && i == 0 {
+				first = strings.TrimSpace(lines[0][:j])
+			}
 		}
-		msg = strings.TrimSpace(first) + ": " + cause
 	}
-	if len(msg) > 600 {
-		msg = msg[:600] + "…"
+	if cause == "" && len(lines) > 1 {
+		cause = lines[len(lines)-1]
 	}
-	return &jobFailure{short: "job failed: " + msg + " (the runner's log has the details; --log_level=info shows more)", err: err}
+	msg := cut(strings.TrimSuffix(first, ":"), 300)
+	if cause != "" && cause != first {
+		msg += ": " + cut(cause, 500)
+	}
+	if !strings.HasPrefix(msg, "job ") {
+		msg = "job failed: " + msg
+	}
+	return &jobFailure{short: msg, err: err}
+}
+
+// cut shortens s to at most n bytes, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

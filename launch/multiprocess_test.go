@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
+
+	"github.com/sensorpipe/sensorpipe/internal/bqemu"
+	"github.com/sensorpipe/sensorpipe/internal/emulators"
+)
+
+// testBootPath is where testBoot builds internal/testboot: one per test
+// binary.
+func testBootPath() string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("sensorpipe-testboot-%d", os.Getpid()))
+}
+
+// testBoot builds the PROCESS environment's boot (internal/testboot) once
+// per test binary and returns its path.
+func testBoot(t *testing.T) string {
+	t.Helper()
+	bin := testBootPath()
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	out, err := exec.Command("go", "build", "-o", bin, "../internal/testboot").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build testboot: %v\n%s", err, out)
+	}
+	return bin
+}
+
+var (
+	jobServerOnce sync.Once
+	jobServerAddr string
+	jobServerErr  error
+)
+
+// standaloneJobServer starts prism's job service in the test process, on
+// a free port: a Beam job server stand-alone from the launchers that
+// submit to it, which runs their workers as processes of its own
+// (--environment_type=PROCESS). One serves the whole test binary.
+func standaloneJobServer(t *testing.T) string {
+	t.Helper()
+	jobServerOnce.Do(func() {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			jobServerErr = err
+			return
+		}
+		port := lis.Addr().(*net.TCPAddr).Port
+		lis.Close()
+		if _, jobServerErr = prism.CreateJobServer(context.Background(), prism.Options{Port: port}); jobServerErr == nil {
+			jobServerAddr = fmt.Sprintf("localhost:%d", port)
+		}
+	})
+	if jobServerErr != nil {
+		t.Fatalf("prism job server: %v", jobServerErr)
+	}
+	return jobServerAddr
+}
+
+// processWorkers are the flags that submit a job to the stand-alone job
+// server with its workers in their own processes, started by the test
+// boot in folders of their own. The workers get the job server's
+// environment, not the launcher's: env (NAME=VALUE, the emulators'
+// variables) is given to them through the environment's config, as a job
+// server's workers would be configured.
+func processWorkers(t *testing.T, env ...string) []string {
+	t.Helper()
+	bin := launcher(t)
+	// The boots' folders go in the test's, which the test removes.
+	workerEnv := map[string]string{"SENSORPIPE_WORKER_BINARY": bin, "TMPDIR": t.TempDir()}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		workerEnv[k] = v
+	}
+	cfg, err := json.Marshal(map[string]any{"command": testBoot(t), "env": workerEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--runner=universal", "--endpoint=" + standaloneJobServer(t), "--environment_type=PROCESS",
+		"--environment_config=" + string(cfg), "--worker_binary=" + bin}
+}
+
+// sinks is one pair of emulators and what a run left in them.
+type sinks struct {
+	bt string
+	bq *bqemu.TestServer
+}
+
+func startSinks(t *testing.T) sinks {
+	return sinks{emulators.StartBigtable(t), bqemu.StartServerForTest(t)}
+}
+
+// outcome is everything a run wrote: Bigtable's cells, BigQuery's readings
+// and hourly rows, the dead letters (without their times) and the ledger.
+type outcome struct {
+	cells        []string
+	bq, hourly   map[string]string
+	dead, ledger string
+}
+
+func collect(t *testing.T, s sinks, dl, summary string) outcome {
+	t.Helper()
+	var dead []string
+	for _, d := range deadLetters(t, dl) {
+		delete(d, "time")
+		b, _ := json.Marshal(d)
+		dead = append(dead, string(b))
+	}
+	sort.Strings(dead)
+	l := readSummary(t, summary)
+	lb, _ := json.Marshal(l)
+	return outcome{
+		cells:  dump(t, s.bt, "patient_vitals"),
+		bq:     bqReadings(t, s.bq, "vitals"),
+		hourly: bqHourly(t, s.bq, "vitals"),
+		dead:   strings.Join(dead, "\n"),
+		ledger: string(lb),
+	}
+}
+
+// same fails the test where two runs' outcomes differ.
+func same(t *testing.T, got, want outcome) {
+	t.Helper()
+	if len(want.cells) == 0 || len(want.bq) == 0 || want.dead == "" {
+		t.Fatalf("the in-process run wrote %d cells, %d BigQuery readings and dead letters %q: nothing to compare", len(want.cells), len(want.bq), want.dead)
+	}
+	if n := cellDiff(got.cells, want.cells); n != 0 {
+		t.Errorf("Bigtable: %d cells differ from the in-process run's (%d cells, want %d):\n%s", n, len(got.cells), len(want.cells), firstDiffs(got.cells, want.cells, 5))
+	}
+	if n := mapDiff(got.bq, want.bq); n != 0 {
+		t.Errorf("BigQuery readings: %d differ from the in-process run's (%d, want %d)", n, len(got.bq), len(want.bq))
+	}
+	if n := mapDiff(got.hourly, want.hourly); n != 0 {
+		t.Errorf("BigQuery hourly rows: %d differ from the in-process run's (%d, want %d)", n, len(got.hourly), len(want.hourly))
+	}
+	if got.dead != want.dead {
+		t.Errorf("dead letters differ from the in-process run's:\n%s\nwant:\n%s", got.dead, want.dead)
+	}
+	if got.ledger != want.ledger {
+		t.Errorf("ledger differs from the in-process run's:\n%s\nwant:\n%s", got.ledger, want.ledger)
+	}
+}
+
+// TestBatchWorkersInTheirOwnProcesses runs the both-sinks batch twice: in
+// the launcher's process (prism, LOOPBACK), and submitted with
+// --runner=universal to a stand-alone prism job server whose workers run
+// in processes of their own, in other working folders, as Dataflow's do.
+// Both must leave the same Bigtable cells, BigQuery rows, dead letters and
+// ledger. The second run names its dead-letter folder relative to the
+// launcher's working folder: the dead letters must be in the folder the
+// summary names.
+func TestBatchWorkersInTheirOwnProcesses(t *testing.T) {
+	launcher(t) // skips under -short
+	in := writeInput(t)
+	args := func(dl, summary string) []string {
+		return []string{"--source=files", "--input=" + in + "/*", "--bigtable_project=p", "--bigtable_instance=i",
+			"--bigquery_project=p", "--bigquery_dataset=vitals", "--dead_letter=" + dl, "--summary_json=" + summary}
+	}
+
+	local := startSinks(t)
+	dl, summary := t.TempDir(), filepath.Join(t.TempDir(), "summary.json")
+	r := runLauncher(t, bqEnv(local.bt, local.bq), args(dl, summary)...)
+	if r.code != 0 {
+		t.Fatalf("in-process run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	want := collect(t, local, dl, summary)
+
+	remote := startSinks(t)
+	cwd := t.TempDir()
+	summary = filepath.Join(t.TempDir(), "summary.json")
+	r = runLauncherIn(t, cwd, bqEnv(remote.bt, remote.bq), append(args("dead", summary), processWorkers(t, bqEnv(remote.bt, remote.bq)...)...)...)
+	if r.code != 0 {
+		t.Fatalf("multi-process run: exit %d\n%s\n%s", r.code, r.stdout, tailLines(r.stderr, 30))
+	}
+	abs := filepath.Join(cwd, "dead")
+	if !strings.Contains(r.stdout, "dead letters go to:      "+abs+"\n") {
+		t.Errorf("the summary does not name the dead-letter folder %s:\n%s", abs, r.stdout)
+	}
+	same(t, collect(t, remote, abs, summary), want)
+}
+
+// TestStreamWorkersInTheirOwnProcesses streams the same short Pub/Sub
+// input twice: in the launcher's process, and on a stand-alone prism job
+// server (--runner=universal) with its workers in their own processes,
+// reading with the launcher's own Pub/Sub reader. Once every reading and
+// dead letter has landed, each is stopped with SIGINT: both must leave
+// the same Bigtable cells, BigQuery rows, dead letters and ledger.
+func TestStreamWorkersInTheirOwnProcesses(t *testing.T) {
+	launcher(t) // skips under -short
+	ps := emulators.StartPubSub(t)
+	h := time.Now().UTC().Truncate(time.Hour).Add(-2 * time.Hour)
+	var msgs []streamMsg
+	for i := 0; i < 20; i++ {
+		ts := h.Add(time.Duration(i) * time.Minute).UnixMilli()
+		msgs = append(msgs, msg(line(fmt.Sprintf("mp-%d", i%3), ts, 60+i), ts))
+	}
+	msgs = append(msgs, msg("not json", h.UnixMilli()), msg(line("mp#bad", h.UnixMilli(), 70), h.UnixMilli()))
+	const readings, rejected = 20, 2
+
+	run := func(t *testing.T, name string, processes bool) outcome {
+		s := startSinks(t)
+		f := newPubSub(t, ps, name)
+		dl, summary := t.TempDir(), filepath.Join(t.TempDir(), "summary.json")
+		env := append(bqEnv(s.bt, s.bq), "PUBSUB_EMULATOR_HOST="+ps)
+		args := streamArgs(f.sub, "patient_vitals", dl, "--bigquery_project=p", "--bigquery_dataset=vitals", "--summary_json="+summary)
+		if processes {
+			args = append(args, processWorkers(t, env...)...)
+		}
+		job := startStream(t, env, args...)
+		f.publish(t, msgs...)
+		eventually(t, 3*time.Minute, job, func() (bool, string) {
+			cells := landed(dump(t, s.bt, "patient_vitals"))
+			bq := len(bqReadings(t, s.bq, "vitals"))
+			dead := len(deadLetters(t, dl))
+			return cells == readings && bq == readings && dead == rejected,
+				fmt.Sprintf("%d of %d readings in Bigtable, %d in BigQuery, %d of %d dead letters", cells, readings, bq, dead, rejected)
+		})
+		if code := job.stop(t, syscall.SIGINT); code != 0 {
+			t.Fatalf("SIGINT: exit %d; want 0\nstderr:\n%s", code, tailLines(job.stderr.String(), 30))
+		}
+		return collect(t, s, dl, summary)
+	}
+	want := run(t, "inprocess", false)
+	got := run(t, "processes", true)
+	same(t, got, want)
+}
