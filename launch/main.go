@@ -299,6 +299,9 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 	if flag.NArg() > 0 {
 		return cfg, src, usagef("unexpected argument %q: every option is a --flag", flag.Arg(0))
 	}
+	if jobServer() && runnerName() != "prism" && runnerName() != "PrismRunner" && *jobopts.Endpoint == "" {
+		return cfg, src, usagef("--runner=%s submits to a Beam job server: give its --endpoint=HOST:PORT", runnerName())
+	}
 	spec, err := cli.LoadSpec(*specFlag)
 	if err != nil {
 		return cfg, src, usagef("--spec: %w", err)
@@ -391,9 +394,6 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 			return cfg, src, usagef("--bigquery_write_method=%q: use upsert, storage_write or insert_all", bq.WriteMethod)
 		}
 		cfg.BigQuery = bq
-	}
-	if jobServer() && runnerName() != "prism" && runnerName() != "PrismRunner" && *jobopts.Endpoint == "" {
-		return cfg, src, usagef("--runner=%s submits to a Beam job server: give its --endpoint=HOST:PORT", runnerName())
 	}
 	switch *source {
 	case "files":

@@ -113,11 +113,16 @@ type outcome struct {
 	dead, ledger string
 }
 
-func collect(t *testing.T, s sinks, dl, summary string) outcome {
+// collect reads a run's outcome; a stream's dead letters name their
+// subscription, each run's own, as "the subscription".
+func collect(t *testing.T, s sinks, dl, summary, subscription string) outcome {
 	t.Helper()
 	var dead []string
 	for _, d := range deadLetters(t, dl) {
 		delete(d, "time")
+		if subscription != "" && d["source"] == subscription {
+			d["source"] = "the subscription"
+		}
 		b, _ := json.Marshal(d)
 		dead = append(dead, string(b))
 	}
@@ -161,29 +166,35 @@ func same(t *testing.T, got, want outcome) {
 // --runner=universal to a stand-alone prism job server whose workers run
 // in processes of their own, in other working folders, as Dataflow's do.
 // Both must leave the same Bigtable cells, BigQuery rows, dead letters and
-// ledger. The second run names its dead-letter folder relative to the
-// launcher's working folder: the dead letters must be in the folder the
-// summary names.
+// ledger. The second run names its input and dead-letter folder relative
+// to the launcher's working folder: the workers must read that input, and
+// the dead letters must be in the folder the summary names.
 func TestBatchWorkersInTheirOwnProcesses(t *testing.T) {
 	launcher(t) // skips under -short
 	in := writeInput(t)
-	args := func(dl, summary string) []string {
+	args := func(in, dl, summary string) []string {
 		return []string{"--source=files", "--input=" + in + "/*", "--bigtable_project=p", "--bigtable_instance=i",
 			"--bigquery_project=p", "--bigquery_dataset=vitals", "--dead_letter=" + dl, "--summary_json=" + summary}
 	}
 
 	local := startSinks(t)
 	dl, summary := t.TempDir(), filepath.Join(t.TempDir(), "summary.json")
-	r := runLauncher(t, bqEnv(local.bt, local.bq), args(dl, summary)...)
+	r := runLauncher(t, bqEnv(local.bt, local.bq), args(in, dl, summary)...)
 	if r.code != 0 {
 		t.Fatalf("in-process run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	want := collect(t, local, dl, summary)
+	want := collect(t, local, dl, summary, "")
 
+	// The input and the dead-letter folder relative to the launcher's
+	// working folder, which is not the workers'.
 	remote := startSinks(t)
 	cwd := t.TempDir()
+	rel, err := filepath.Rel(cwd, in)
+	if err != nil {
+		t.Fatal(err)
+	}
 	summary = filepath.Join(t.TempDir(), "summary.json")
-	r = runLauncherIn(t, cwd, bqEnv(remote.bt, remote.bq), append(args("dead", summary), processWorkers(t, bqEnv(remote.bt, remote.bq)...)...)...)
+	r = runLauncherIn(t, cwd, bqEnv(remote.bt, remote.bq), append(args(rel, "dead", summary), processWorkers(t, bqEnv(remote.bt, remote.bq)...)...)...)
 	if r.code != 0 {
 		t.Fatalf("multi-process run: exit %d\n%s\n%s", r.code, r.stdout, tailLines(r.stderr, 30))
 	}
@@ -191,7 +202,7 @@ func TestBatchWorkersInTheirOwnProcesses(t *testing.T) {
 	if !strings.Contains(r.stdout, "dead letters go to:      "+abs+"\n") {
 		t.Errorf("the summary does not name the dead-letter folder %s:\n%s", abs, r.stdout)
 	}
-	same(t, collect(t, remote, abs, summary), want)
+	same(t, collect(t, remote, abs, summary, ""), want)
 }
 
 // TestStreamWorkersInTheirOwnProcesses streams the same short Pub/Sub
@@ -233,9 +244,82 @@ func TestStreamWorkersInTheirOwnProcesses(t *testing.T) {
 		if code := job.stop(t, syscall.SIGINT); code != 0 {
 			t.Fatalf("SIGINT: exit %d; want 0\nstderr:\n%s", code, tailLines(job.stderr.String(), 30))
 		}
-		return collect(t, s, dl, summary)
+		return collect(t, s, dl, summary, f.sub)
 	}
 	want := run(t, "inprocess", false)
 	got := run(t, "processes", true)
 	same(t, got, want)
+}
+
+// TestPathsMeanTheSameToLauncherAndWorkers: a local path the workers
+// cannot see is refused before the job, in one line naming the fix; an
+// input the launcher saw but the workers did not fails the run (exit 1)
+// naming the pattern instead of a balanced empty ledger; a pattern that
+// matches nothing stays a usage error; prism with --endpoint submits to
+// that job server.
+func TestPathsMeanTheSameToLauncherAndWorkers(t *testing.T) {
+	launcher(t) // skips under -short
+	in := writeInput(t)
+	base := []string{"--source=files", "--bigtable_project=p", "--bigtable_instance=i"}
+	oneLine := func(t *testing.T, r result, code int, wants ...string) {
+		t.Helper()
+		line := lastLine(r.stderr)
+		if r.code != code {
+			t.Fatalf("exit %d; want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, tailLines(r.stderr, 20))
+		}
+		for _, w := range wants {
+			if !strings.Contains(line, w) {
+				t.Errorf("last line %q does not say %q", line, w)
+			}
+		}
+	}
+	refusals := []struct {
+		name  string
+		args  []string
+		wants []string
+	}{
+		{"local input, remote job server's processes", []string{"--runner=universal", "--endpoint=jobs.example.com:8099", "--environment_type=PROCESS",
+			"--input=" + in + "/*", "--dead_letter=gs://b/dl"}, []string{"--input=" + in + "/*", "cannot see", "gs://"}},
+		{"local input, containers on this machine's job server", []string{"--runner=universal", "--endpoint=localhost:8099", "--environment_type=DOCKER",
+			"--input=" + in + "/*", "--dead_letter=gs://b/dl"}, []string{"--input=", "DOCKER", "gs://"}},
+		{"local input on Dataflow", []string{"--runner=dataflow", "--project=p", "--region=r", "--staging_location=gs://b/s",
+			"--input=../testdata/vitals/*", "--dead_letter=gs://b/dl"}, []string{"--input=../testdata/vitals/*", "dataflow", "gs://"}},
+		{"local dead letter, remote job server", []string{"--runner=universal", "--endpoint=jobs.example.com:8099", "--environment_type=PROCESS",
+			"--input=gs://b/in/*", "--dead_letter=" + t.TempDir()}, []string{"--dead_letter=", "gs://"}},
+		{"universal without a job server", []string{"--runner=universal", "--input=" + in + "/*", "--dead_letter=" + t.TempDir()}, []string{"--endpoint=HOST:PORT"}},
+		{"a pattern that matches nothing, on a job server", []string{"--runner=universal", "--endpoint=localhost:8099", "--environment_type=LOOPBACK",
+			"--input=/nonexistent/readings-*.jsonl", "--dead_letter=" + t.TempDir()}, []string{"/nonexistent/readings-*.jsonl", "matches no file"}},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runLauncher(t, []string{"BIGTABLE_EMULATOR_HOST=127.0.0.1:1"}, append(base, tc.args...)...)
+			oneLine(t, r, 2, tc.wants...)
+			if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); n != 0 {
+				t.Errorf("stderr has %d lines; want one:\n%s", n+1, r.stderr)
+			}
+		})
+	}
+
+	bt := emulators.StartBigtable(t)
+	env := []string{"BIGTABLE_EMULATOR_HOST=" + bt}
+	t.Run("input the workers do not see: exit 1 naming the pattern", func(t *testing.T) {
+		unseen := writeInput(t)
+		args := append(base, "--input="+unseen+"/*", "--bigtable_table=unseen", "--dead_letter="+t.TempDir())
+		r := runLauncher(t, env, append(args, processWorkers(t, append(env, "SENSORPIPE_WORKER_UNSEEN="+unseen)...)...)...)
+		oneLine(t, r, 1, "--input="+unseen+"/*", "matched 2 files", "read no records")
+		if !strings.Contains(r.stdout, "records read:            0") {
+			t.Errorf("the summary does not show the empty read:\n%s", r.stdout)
+		}
+	})
+	t.Run("prism with --endpoint submits to that job server", func(t *testing.T) {
+		summary := filepath.Join(t.TempDir(), "summary.json")
+		r := runLauncher(t, env, append(base, "--runner=prism", "--endpoint="+standaloneJobServer(t), "--input="+in+"/*",
+			"--bigtable_table=prism_endpoint", "--dead_letter="+t.TempDir(), "--summary_json="+summary)...)
+		if r.code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, tailLines(r.stderr, 20))
+		}
+		if l := readSummary(t, summary); l.Read != 309 || l.Readings != 304 || !l.Balanced {
+			t.Errorf("ledger %+v; want 309 read, 304 readings, balanced", l)
+		}
+	})
 }
