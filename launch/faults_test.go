@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -566,5 +568,87 @@ func TestBigQueryDiesMidBackfill(t *testing.T) {
 	}
 	if want := l.DeadLetters[schemas.SinkBigQuery]["write_failed"]; int64(stored) != want || want == 0 {
 		t.Errorf("%d bigquery write_failed dead letters stored; the ledger counts %d", stored, want)
+	}
+}
+
+// faultSeeds seed the draws of TestLostAnswersCostAboutACallsLatency's
+// fault proxies: -args -fault_seeds=4,5,6 runs other draws.
+var faultSeeds = flag.String("fault_seeds", "1,2,3", "comma-separated seeds of the lost-answer fault tests' proxies")
+
+// TestLostAnswersCostAboutACallsLatency runs a 6,400-reading backfill to
+// both sinks while 30% of Bigtable's MutateRows calls and 30% of
+// BigQuery's AppendRows streams lose their answers after the store applied
+// them: the call stays open, and only the writer's attempt timeout ends
+// it. Each lost answer must cost about a call's normal latency (the
+// attempt timeout derived from it; internal/retry), not the 30 s
+// --write_attempt_timeout, so every run ends with exit 0 within the
+// default 2-minute --write_retry_deadline: Bigtable holds the cells of a
+// run without faults, and BigQuery (upserts) each reading once.
+func TestLostAnswersCostAboutACallsLatency(t *testing.T) {
+	bt := emulators.StartBigtable(t)
+	bq := bqemu.StartServerForTest(t)
+	w := bench.Workload{Sensors: 800, Seconds: 8, Start: time.Now().UTC().Truncate(time.Hour).Add(-26 * time.Hour)}
+	in := filepath.Join(t.TempDir(), "readings.jsonl")
+	f, err := os.Create(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteTo(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	n := w.Readings()
+	rest := strings.TrimPrefix(bq.RESTEndpoint, "http://")
+	run := func(t *testing.T, btHost, bqHost, name string) (result, string) {
+		summary := filepath.Join(t.TempDir(), "summary.json")
+		r := runLauncher(t, []string{"BIGTABLE_EMULATOR_HOST=" + btHost, "BIGQUERY_EMULATOR_HOST=" + rest, "BIGQUERY_STORAGE_EMULATOR_HOST=" + bqHost},
+			"--input="+in, "--bigtable_project=p", "--bigtable_instance=i", "--bigtable_table="+name, "--bigquery_dataset="+name,
+			"--bigtable_batch_cells=1000", "--bigquery_request_bytes=16384", "--dead_letter="+t.TempDir(), "--summary_json="+summary)
+		return r, summary
+	}
+	r, summary := run(t, bt, bq.GRPCAddr, "no_faults")
+	checkLedger(t, r, summary, n, schemas.SinkBigtable, schemas.SinkBigQuery)
+	want := dump(t, bt, "no_faults")
+
+	seeds := strings.Split(*faultSeeds, ",")
+	if len(seeds) < 3 {
+		t.Fatalf("-fault_seeds=%s: give three or more", *faultSeeds)
+	}
+	for i, s := range seeds {
+		seed, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			t.Fatalf("-fault_seeds: %v", err)
+		}
+		t.Run(fmt.Sprintf("draw %d", i+1), func(t *testing.T) {
+			btp, err := faultproxy.Start(bt, faultproxy.Options{Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer btp.Close()
+			btp.SetRules(faultproxy.Rule{Method: "/google.bigtable.v2.Bigtable/MutateRows", Share: 0.3, When: faultproxy.Lost})
+			bqp, err := faultproxy.Start(bq.GRPCAddr, faultproxy.Options{Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer bqp.Close()
+			bqp.SetRules(faultproxy.Rule{Method: "/AppendRows", Share: 0.3, When: faultproxy.Lost})
+			name := fmt.Sprintf("lost_%d", i+1)
+			r, summary := run(t, btp.Addr(), bqp.Addr(), name)
+			bts, bqs := btp.Stats(), bqp.Stats()
+			t.Logf("seed %d: %d of %d MutateRows calls and %d of %d AppendRows streams lost their answers", seed,
+				faultproxy.Total(bts.Faults, "/MutateRows"), faultproxy.Total(bts.Calls, "/MutateRows"),
+				faultproxy.Total(bqs.Faults, "/AppendRows"), faultproxy.Total(bqs.Calls, "/AppendRows"))
+			checkLedger(t, r, summary, n, schemas.SinkBigtable, schemas.SinkBigQuery)
+			if got := dump(t, bt, name); cellDiff(got, want) != 0 {
+				t.Errorf("Bigtable: %d cells differ from the run without faults:\n%s", cellDiff(got, want), firstDiffs(got, want, 5))
+			}
+			got, repeats := readingsByID(t, bq, name)
+			if len(got) != n || repeats != 0 {
+				t.Errorf("BigQuery has %d readings (%d repeated rows); want each of %d once", len(got), repeats, n)
+			}
+			if faultproxy.Total(bts.Faults, "/MutateRows") == 0 || faultproxy.Total(bqs.Faults, "/AppendRows") == 0 {
+				t.Errorf("no answer lost on one of the stores: the draw tests nothing")
+			}
+		})
 	}
 }
