@@ -40,11 +40,16 @@ func launcherPath() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("sensorpipe-e2e-%d", os.Getpid()))
 }
 
-// launcher builds the launcher once per test binary and returns its path.
+// launcher builds the launcher once per test binary and returns its path;
+// SENSORPIPE_LAUNCHER names one built before instead (e.g. another
+// version's, to compare).
 func launcher(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped under -short")
+	}
+	if bin := os.Getenv("SENSORPIPE_LAUNCHER"); bin != "" {
+		return bin
 	}
 	bin := launcherPath()
 	if _, err := os.Stat(bin); err == nil {

@@ -14,7 +14,8 @@
 //	0  the job ran and its ledger balances (bad records may have been
 //	   dead-lettered, with their reasons);
 //	1  the job or its set-up failed (e.g. Bigtable unreachable at launch),
-//	   or its ledger does not balance;
+//	   or its ledger does not balance, or a batch read no record from the
+//	   files its --input matched at launch (its workers did not see them);
 //	2  bad flags;
 //	3  the job ran and its ledger balances, but a store stayed unavailable
 //	   past --write_retry_deadline: the records it did not take are in the
@@ -220,7 +221,7 @@ func dataflow() bool {
 // which the launcher polls for the job's state and counters.
 func jobServer() bool {
 	switch runnerName() {
-	case "prism", "PrismRunner", "universal", "portable", "PortableRunner", "flink", "spark", "samza":
+	case "prism", "PrismRunner", "universal", "portable", "PortableRunner", "flink", "FlinkRunner", "spark", "SparkRunner", "samza", "SamzaRunner":
 		return true
 	}
 	return false
