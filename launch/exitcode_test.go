@@ -92,3 +92,23 @@ func TestJobErrorIsOneLineWithItsCause(t *testing.T) {
 		})
 	}
 }
+
+func TestLoopbackEndpoint(t *testing.T) {
+	host, _ := os.Hostname()
+	for _, tc := range []struct {
+		endpoint string
+		want     bool
+	}{
+		{"localhost:8073", true},
+		{"127.0.0.1:8099", true},
+		{"[::1]:8099", true},
+		{"0.0.0.0:8099", true},
+		{host + ":8099", true},
+		{"jobs.example.com:8099", false},
+		{"10.1.2.3:8099", false},
+	} {
+		if got := loopbackEndpoint(tc.endpoint); got != tc.want {
+			t.Errorf("loopbackEndpoint(%q) = %v; want %v", tc.endpoint, got, tc.want)
+		}
+	}
+}

@@ -261,8 +261,8 @@ func environmentType() string {
 	return *jobopts.EnvironmentType
 }
 
-// loopbackEndpoint reports whether a job server's HOST:PORT is this
-// machine's loopback interface.
+// loopbackEndpoint reports whether a job server's HOST:PORT is on this
+// machine: localhost, a loopback or unspecified address, or its host name.
 func loopbackEndpoint(endpoint string) bool {
 	host, _, err := net.SplitHostPort(endpoint)
 	if err != nil {
@@ -271,8 +271,11 @@ func loopbackEndpoint(endpoint string) bool {
 	if host == "localhost" {
 		return true
 	}
+	if name, err := os.Hostname(); err == nil && strings.EqualFold(host, name) {
+		return true
+	}
 	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return ip != nil && (ip.IsLoopback() || ip.IsUnspecified())
 }
 
 // remoteDiskError is the one-line refusal of a local path that the job's
