@@ -339,6 +339,9 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 	if err := cfg.Check(); err != nil {
 		return cfg, src, cli.Usage(err)
 	}
+	if err := checkBigQueryNames(cfg); err != nil {
+		return cfg, src, err
+	}
 	return cfg, src, nil
 }
 
