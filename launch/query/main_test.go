@@ -223,7 +223,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 // TestQueryEmulator writes a vitals reading set into a Bigtable emulator and
-// runs the command: the seed's primary query reads at most 2 rows and prints
+// runs the command: the vitals dataset's primary query reads at most 2 rows and prints
 // the cells of the last hour and a summary with the ranges.
 func TestQueryEmulator(t *testing.T) {
 	host := emulators.StartBigtable(t)
@@ -397,13 +397,13 @@ func query(t *testing.T, args ...string) answer {
 	return a
 }
 
-// TestSeedQueries loads the sample data with the launcher into a Bigtable
-// emulator and runs every query of seeds 000, 001 and 003 through the
+// TestSampleQueries loads the sample data with the launcher into a Bigtable
+// emulator and runs every query of the user_events, traffic and vitals specs through the
 // tool, checking each answer's value and that the rows read stay within
 // what the key promises: at most 2 rows for vitals' last hour, one range
 // for the traffic corridor, the login prefix (of each salt bucket) for
 // logins by type. The data goes through a proxy that records app profiles.
-func TestSeedQueries(t *testing.T) {
+func TestSampleQueries(t *testing.T) {
 	host := emulators.StartBigtable(t)
 	var calls readCalls
 	proxy := emulators.StartProxy(t, host, emulators.ProxyHooks{Before: calls.hook})
