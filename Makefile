@@ -116,3 +116,7 @@ env:
 ## stop-emulators: stop the emulators this Makefile started, by process id.
 stop-emulators:
 	@scripts/emulators.sh stop
+
+## doctest: run the shell examples of README.md and docs/ marked `sh doctest` against emulators of their own, checking their output where the docs show it (make test runs them too).
+doctest:
+	go test ./internal/doctest -run TestDocs -count=1 -v -timeout 30m

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
+	// The emulator answers queries through its SQL engine.
+	_ "github.com/sensorpipe/sensorpipe/internal/bqemu/sqlengine"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
 )
 
