@@ -11,7 +11,7 @@ const (
 	heroicRowKey = "system,cpu-type=idle,site=gew,system-component=cpu,unit=%,what=cpu-idle-percentage,1297080123392,database.example.com,pod-example-123-abc"
 )
 
-func TestHeroicReproducesTheSeedExample(t *testing.T) {
+func TestHeroicReproducesItsWorkedExample(t *testing.T) {
 	s, err := LoadSpec("heroic_metrics")
 	if err != nil {
 		t.Fatal(err)
