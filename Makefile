@@ -15,7 +15,7 @@ INPUT ?= testdata/vitals/*
 DEAD_LETTER ?= .run/deadletter
 GO_TEST_FLAGS ?= -timeout 25m
 
-.PHONY: run test test-short doctest fuzz fuzz-short bench bench-memory lint emulators stop-emulators env stream samples help
+.PHONY: run test test-short doctest generate fuzz fuzz-short bench bench-memory lint emulators stop-emulators env stream samples help
 
 ## help: list every target with what it does (this list).
 help:
@@ -120,3 +120,8 @@ stop-emulators:
 ## doctest: run the shell examples of README.md and docs/ marked `sh doctest` against emulators of their own, checking their output where the docs show it (make test runs them too).
 doctest:
 	go test ./internal/doctest -run TestDocs -count=1 -v -timeout 30m
+
+## generate: rewrite the generated docs and schema from the code: docs/reference/flags.md (the launcher's flags), schemas/spec.schema.json and docs/reference/spec.md (the spec's Go types). Their tests fail until this is run after a change.
+generate:
+	go test ./launch -run TestFlagsReference -update_golden -count=1
+	go test ./schemas -run 'TestSpecJSONSchema|TestSpecReference' -update -count=1
