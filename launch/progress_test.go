@@ -28,8 +28,8 @@ func TestStreamProgressSaysWhatIsProvisional(t *testing.T) {
 		ledger.InputRecords:  952,
 		ledger.InputRejected: 17,
 		ledger.Readings:      53,
-		ledger.SinkKey(schemas.SinkBigtable, table, schemas.OriginReading, ledger.Written):     53,
-		ledger.SinkKey(schemas.SinkBigtable, table, schemas.OriginProvisional, ledger.Written): 904,
+		ledger.SinkKey(schemas.SinkBigtable, table, schemas.OriginReading, ledger.Written):      53,
+		ledger.SinkKey(schemas.SinkBigtable, table, schemas.OriginProvisional, ledger.Written):  904,
 		ledger.SinkKey(schemas.SinkBigQuery, "readings", schemas.OriginReading, ledger.Written): 53,
 	}
 	stream := pipelines.Config{Spec: compiled, Windowing: pipelines.Windowing{Streaming: true}}
