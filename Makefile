@@ -15,7 +15,7 @@ INPUT ?= testdata/vitals/*
 DEAD_LETTER ?= .run/deadletter
 GO_TEST_FLAGS ?= -timeout 25m
 
-.PHONY: run test test-short fuzz fuzz-short bench bench-memory lint emulators stop-emulators stream samples help
+.PHONY: run test test-short doctest generate fuzz fuzz-short bench bench-memory lint emulators stop-emulators env stream samples help
 
 ## help: list every target with what it does (this list).
 help:
@@ -34,6 +34,7 @@ run:
 		--bigtable_project=$(PROJECT) --bigtable_instance=$(INSTANCE) --bigtable_table=patient_vitals \
 		--bigquery_project=$(PROJECT) --bigquery_dataset=vitals --bigquery_table=readings \
 		--dead_letter=$(DEAD_LETTER) --print_rows=3
+	@echo "The Bigtable and BigQuery emulators are still running. To use them from this shell: eval \"\$$(make env)\"; to stop them: make stop-emulators"
 
 ## samples: load testdata/samples/traffic.jsonl and user_events.jsonl into their specs' tables in the local Bigtable emulator (the README's query examples read them).
 samples:
@@ -105,6 +106,22 @@ lint:
 emulators:
 	@scripts/emulators.sh start bigtable bigquery pubsub
 
+## env: print the export lines of the emulators' variables: eval "$(make env)" points this shell's launcher, query, publish and cbt at them.
+env:
+	@echo "export BIGTABLE_EMULATOR_HOST=$(BIGTABLE_EMULATOR_HOST)"
+	@echo "export BIGQUERY_EMULATOR_HOST=$(BIGQUERY_EMULATOR_HOST)"
+	@echo "export BIGQUERY_STORAGE_EMULATOR_HOST=$(BIGQUERY_STORAGE_EMULATOR_HOST)"
+	@echo "export PUBSUB_EMULATOR_HOST=$(PUBSUB_EMULATOR_HOST)"
+
 ## stop-emulators: stop the emulators this Makefile started, by process id.
 stop-emulators:
 	@scripts/emulators.sh stop
+
+## doctest: run the shell examples of README.md and docs/ marked `sh doctest` against emulators of their own, checking their output where the docs show it (make test runs them too).
+doctest:
+	go test ./internal/doctest -run TestDocs -count=1 -v -timeout 30m
+
+## generate: rewrite the generated docs and schema from the code: docs/reference/flags.md (the launcher's flags), schemas/spec.schema.json and docs/reference/spec.md (the spec's Go types). Their tests fail until this is run after a change.
+generate:
+	go test ./launch -run TestFlagsReference -update_golden -count=1
+	go test ./schemas -run 'TestSpecJSONSchema|TestSpecReference' -update -count=1

@@ -22,7 +22,8 @@ func init() {
 	register.DoFn3x1[context.Context, schemas.RowMutation, func(schemas.DeadLetter), error](&BigtableWriteFn{})
 }
 
-// Limits of one Bigtable MutateRows request (seed 002 and the API's quota).
+// Limits of one Bigtable MutateRows request (Cloud Bigtable's quotas and
+// limits, https://cloud.google.com/bigtable/quotas#limits-data-size).
 const (
 	maxMutationsPerEntry = 100_000
 	// DefaultBatchCells is how many cells a bundle buffers before it

@@ -49,7 +49,7 @@ var scratch = sync.Pool{New: func() any { return new([]byte) }}
 // reading from 208 bytes to 42.6 (BenchmarkHourBatchCoder: 0.49 µs a
 // reading, encoded and decoded). Measured in a 300 k-reading local batch:
 // 12.0 to 8.6-9.9 µs of CPU per reading, and about 1 GB to 0.3 GB peak
-// memory (README, issue #13). Zstandard would compress a little more, at
+// memory (docs/performance.md). Zstandard would compress a little more, at
 // several times the CPU.
 func encodeHourBatch(p HourBatch) []byte {
 	raw, packed := scratch.Get().(*[]byte), scratch.Get().(*[]byte)

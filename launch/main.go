@@ -463,6 +463,9 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 	if err := cfg.Check(); err != nil {
 		return cfg, src, cli.Usage(err)
 	}
+	if err := checkBigQueryNames(cfg); err != nil {
+		return cfg, src, err
+	}
 	return cfg, src, nil
 }
 
@@ -730,23 +733,31 @@ func progressLine(cfg pipelines.Config, prev, cur ledger.Counters, interval, ela
 	if interval > 0 {
 		rate = float64(cur[ledger.InputRecords]-prev[ledger.InputRecords]) / interval.Seconds()
 	}
-	var written, bq int64
+	var written, provisional, bq int64
 	for _, s := range l.Sinks {
-		n := s.Written
+		n, early := s.Written, int64(0)
 		for _, o := range s.Other {
 			if strings.HasSuffix(o.What, " "+ledger.Written) {
-				n += o.N
+				early += o.N
 			}
 		}
 		switch {
 		case s.Sink == schemas.SinkBigtable && s.Table == cfg.Spec.Bigtable.Tables[0].Name:
 			written += n
+			provisional += early
 		case s.Sink == schemas.SinkBigQuery:
 			bq += n
 		}
 	}
+	if cfg.Windowing.Streaming {
+		// A stream writes a reading on arrival and again, final, when its
+		// hour closes: say which is which, so that more writes than reads
+		// does not read like a count gone wrong.
+		return fmt.Sprintf("progress %6.0fs: read %d (%d in open hours, provisional; %d final, their hour closed; %d rejected); Bigtable %d provisional writes, %d final; BigQuery %d final; dead-lettered %d; %.0f readings/s",
+			elapsed.Seconds(), l.Read, l.Unfired, l.Readings, l.Rejected, provisional, written, bq, l.DeadLettered(), rate)
+	}
 	return fmt.Sprintf("progress %6.0fs: read %d, written %d (bigquery %d), dead-lettered %d, %.0f readings/s",
-		elapsed.Seconds(), l.Read, written, bq, l.DeadLettered(), rate)
+		elapsed.Seconds(), l.Read, written+provisional, bq, l.DeadLettered(), rate)
 }
 
 // report prints the run's ledger (and writes it to --summary_json), and

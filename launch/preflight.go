@@ -29,7 +29,8 @@ func startupTimeout() time.Duration {
 }
 
 // preflight checks, before the job starts, every place the job will write:
-// the dead-letter target, the Bigtable tables (created when missing), the
+// that each service has its emulator or credentials (checkEndpoints), the
+// dead-letter target, the Bigtable tables (created when missing), the
 // subscription of a stream, and the BigQuery dataset and tables. Transient
 // errors are retried within --startup_timeout. Each failure is one line
 // naming the flag and the fix.
@@ -37,6 +38,9 @@ func preflight(ctx context.Context, cfg pipelines.Config, src pipelines.PubSubSo
 	limit := startupTimeout()
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
+	if err := checkEndpoints(ctx, cfg); err != nil {
+		return err
+	}
 	if err := checkDeadLetter(ctx, cfg.DeadLetter); err != nil {
 		return err
 	}

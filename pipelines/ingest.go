@@ -354,7 +354,7 @@ func BatchPart(s beam.Scope, cfg Config, glob string, ranges []dofns.FileRange) 
 	// dead-letter write then retries only that stage, not a whole bundle of
 	// Bigtable writes. It also gives the sink stage an output, which keeps
 	// prism (Beam v2.77) from busy-polling a stage with none: measured, the
-	// local batch goes from 0.66 to 0.9 of the plain writer's rate (README).
+	// local batch goes from 0.66 to 0.9 of the plain writer's rate (docs/performance.md).
 	// Only the batch does this: a stream's late dead letters must not meet
 	// another grouping that could drop them.
 	sinkDead := dead[:0:0]

@@ -188,7 +188,7 @@ func TestBigQueryKeyAndStaleness(t *testing.T) {
 		key        string
 		staleness  time.Duration
 	}{
-		{"vitals as shipped", "", "[reading_id]", 15 * time.Minute},
+		{"vitals as built in", "", "[reading_id]", 15 * time.Minute},
 		{"max_staleness defaults with a key", "  max_staleness: 15m\n", "[reading_id]", DefaultMaxStaleness},
 		{"no key, no staleness", "  primary_key: [reading_id]\n  max_staleness: 15m\n", "[]", 0},
 	} {

@@ -2,15 +2,16 @@ package schemas
 
 import "testing"
 
-// The seed's worked example (004_cbdf6fec0e244756.txt), in Heroic's write
-// format, one JSON object per line.
+// Heroic's worked example of its Bigtable layout
+// (https://spotify.github.io/heroic/docs/data_model, row key and
+// qualifier), in Heroic's write format, one JSON object per line.
 const (
 	heroicFirst  = `{"series":{"key":"system","tags":{"site":"gew","what":"cpu-idle-percentage","system-component":"cpu","cpu-type":"idle","unit":"%"},"resource":{"podname":"pod-example-123-abc","host":"database.example.com"}},"data":{"type":"points","data":[[1300000000000,42.0]]}}`
 	heroicSecond = `{"series":{"key":"system","tags":{"site":"gew","what":"cpu-idle-percentage","system-component":"cpu","cpu-type":"idle","unit":"%"},"resource":{"podname":"pod-example-123-abc","host":"database.example.com"}},"data":{"type":"points","data":[[1300001000000,84.0]]}}`
 	heroicRowKey = "system,cpu-type=idle,site=gew,system-component=cpu,unit=%,what=cpu-idle-percentage,1297080123392,database.example.com,pod-example-123-abc"
 )
 
-func TestHeroicReproducesTheSeedExample(t *testing.T) {
+func TestHeroicReproducesItsWorkedExample(t *testing.T) {
 	s, err := LoadSpec("heroic_metrics")
 	if err != nil {
 		t.Fatal(err)

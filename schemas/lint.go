@@ -12,9 +12,10 @@ const (
 	SeverityWarning = "warning"
 )
 
-// Lint rules. Each names one piece of the seeds' row-key guidance (seed 001
-// "keys to avoid", seed 002 "Row keys to avoid" and schema rules, seed 000
-// query-first design).
+// Lint rules. Each names one piece of Cloud Bigtable's row-key guidance
+// ("Row keys to avoid" and the schema-design rules,
+// https://cloud.google.com/bigtable/docs/schema-design; query-first design,
+// https://cloud.google.com/bigtable/docs/schema-design-time-series).
 const (
 	RuleTimestampFirst   = "timestamp-first"            // key starts with a timestamp or other monotonically increasing value
 	RuleSequentialFirst  = "sequential-id-first"        // key starts with a sequentially assigned id
@@ -31,7 +32,8 @@ const (
 	RuleNoMainQuery      = "no-main-query"              // no query declared to check the key against
 )
 
-// MaxFamilies is the seeds' limit on column families per table.
+// MaxFamilies is the most column families a table should have (Cloud
+// Bigtable's quotas: 100 per table).
 const MaxFamilies = 100
 
 // Worst-case lengths lint assumes for key parts with no declared bound.

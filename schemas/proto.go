@@ -28,19 +28,19 @@ import (
 type ProtoSpec struct {
 	// Message is the message's full name, e.g. sensorpipe.v1.Reading; it
 	// names the message in errors.
-	Message string `yaml:"message"`
+	Message string `yaml:"message" jsonschema:"required,example=sensorpipe.v1.Reading"`
 	// Fields maps field numbers to the spec's fields.
-	Fields []ProtoFieldSpec `yaml:"fields"`
+	Fields []ProtoFieldSpec `yaml:"fields" jsonschema:"required,minItems=1"`
 }
 
 // ProtoFieldSpec carries one spec field in one protobuf field.
 type ProtoFieldSpec struct {
-	Number int    `yaml:"number"`
-	Field  string `yaml:"field"`
+	Number int    `yaml:"number" jsonschema:"required,minimum=1,maximum=536870911"`
+	Field  string `yaml:"field" jsonschema:"required"`
 	// Type is the protobuf scalar type (string, double, int64, bool, ...).
 	// A timestamp field is carried as a string (RFC 3339) or an int64
 	// (epoch milliseconds), or both as a oneof: two entries for the field.
-	Type string `yaml:"type"`
+	Type string `yaml:"type" jsonschema:"required,enum=string,enum=double,enum=float,enum=int32,enum=int64,enum=uint32,enum=uint64,enum=sint32,enum=sint64,enum=fixed32,enum=fixed64,enum=sfixed32,enum=sfixed64,enum=bool"`
 	// Optional is proto3's explicit presence (an optional field, or a
 	// oneof member): a zero value on the wire is present. Without it a zero
 	// value ("" or 0 or false) is absent, as proto3 does not tell them apart.

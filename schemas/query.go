@@ -21,13 +21,13 @@ const (
 // group: count the readings, count × interval for heartbeats, or the sum,
 // min, max or mean of a field's values.
 type AggregateSpec struct {
-	Fn string `yaml:"fn"`
+	Fn string `yaml:"fn" jsonschema:"required,enum=count,enum=duration,enum=sum,enum=min,enum=max,enum=avg"`
 	// Column names the field whose values sum, min, max and avg take: the
 	// value of one of the table's columns.
 	Column string `yaml:"column,omitempty"`
 	// Interval is how long each reading stands for (duration): a Go
 	// duration such as 5s.
-	Interval string `yaml:"interval,omitempty"`
+	Interval string `yaml:"interval,omitempty" jsonschema:"example=5s"`
 	// GroupBy lists fields (in the key, or a column) to answer per value.
 	GroupBy []string `yaml:"group_by,omitempty"`
 }

@@ -47,23 +47,40 @@ const (
 // validated, and how it lands in Bigtable and BigQuery. It is loaded from YAML
 // once at launch; Compile checks it and prepares the fast paths.
 type Spec struct {
-	Name         string `yaml:"name"`
-	Description  string `yaml:"description"`
-	KeyDelimiter string `yaml:"key_delimiter"`
-	EventTime    string `yaml:"event_time"`
+	// Name names the dataset, in errors, the ledger and the default topic.
+	Name string `yaml:"name" jsonschema:"required,example=vitals"`
+	// Description says what one input line is, for people.
+	Description string `yaml:"description"`
+	// KeyDelimiter separates the segments of a row key; a field value that
+	// contains it is rejected (invalid_field) unless the table sets escape.
+	KeyDelimiter string `yaml:"key_delimiter" jsonschema:"default=#"`
+	// EventTime names the timestamp field that is the reading's event time:
+	// its hour window, its cells' timestamps, its BigQuery partition.
+	EventTime string `yaml:"event_time" jsonschema:"required,example=timestamp"`
 	// EventTimeRange bounds the event times the dataset accepts; a reading
 	// outside it is dead-lettered (out_of_range). Default: 1970-01-01T00:00:00Z
 	// to 9999-12-31T23:59:59.999Z.
 	EventTimeRange *TimeRangeSpec `yaml:"event_time_range,omitempty"`
-	Identity       []string       `yaml:"identity"`
-	Explode        *ExplodeSpec   `yaml:"explode,omitempty"`
-	Fields         []FieldSpec    `yaml:"fields"`
-	Impute         []ImputeSpec   `yaml:"impute"`
-	Bigtable       BigtableSpec   `yaml:"bigtable"`
-	BigQuery       *BigQuerySpec  `yaml:"bigquery,omitempty"`
-	Rollup         *RollupSpec    `yaml:"rollup,omitempty"`
+	// Identity names the fields that identify a series (a sensor): readings
+	// with the same identity and millisecond are one reading.
+	Identity []string     `yaml:"identity" jsonschema:"required,minItems=1,example=sensor_id"`
+	Explode  *ExplodeSpec `yaml:"explode,omitempty"`
+	// Fields declares every input field the spec reads and how it is checked.
+	Fields []FieldSpec `yaml:"fields" jsonschema:"required,minItems=1"`
+	// Impute fills missing values of a field within its identity and hour.
+	Impute []ImputeSpec `yaml:"impute"`
+	// Bigtable declares the tables every reading is written to.
+	Bigtable BigtableSpec `yaml:"bigtable" jsonschema:"required"`
+	// BigQuery declares the analytics table; without it the BigQuery sink
+	// cannot be turned on.
+	BigQuery *BigQuerySpec `yaml:"bigquery,omitempty"`
+	// Rollup declares hourly aggregates per identity, written to Bigtable
+	// and BigQuery.
+	Rollup *RollupSpec `yaml:"rollup,omitempty"`
 	// Proto declares the protobuf message --format=proto reads (proto.go).
-	Proto   *ProtoSpec  `yaml:"proto,omitempty"`
+	Proto *ProtoSpec `yaml:"proto,omitempty"`
+	// Queries are the questions the row keys must serve, run by name with
+	// the query tool and checked by keys lint.
 	Queries []QuerySpec `yaml:"queries"`
 
 	// file is where the spec was loaded from, for error messages.
@@ -72,8 +89,8 @@ type Spec struct {
 
 // TimeRangeSpec is an inclusive range of event times, each RFC 3339.
 type TimeRangeSpec struct {
-	Min string `yaml:"min,omitempty"`
-	Max string `yaml:"max,omitempty"`
+	Min string `yaml:"min,omitempty" jsonschema:"default=1970-01-01T00:00:00Z"`
+	Max string `yaml:"max,omitempty" jsonschema:"default=9999-12-31T23:59:59.999Z"`
 }
 
 // The widest event-time range a spec may accept. Bigtable cell timestamps
@@ -105,26 +122,33 @@ func (s *Spec) EventTimeBounds() (minMs, maxMs int64) {
 // of [timestamp_ms, value] points (Heroic's write format).
 type ExplodeSpec struct {
 	// Path is the dotted path of the points array, e.g. "data.data".
-	Path string `yaml:"path"`
+	Path string `yaml:"path" jsonschema:"required"`
 	// TimeField and ValueField name the fields each point fills.
-	TimeField  string `yaml:"time_field"`
-	ValueField string `yaml:"value_field"`
+	TimeField  string `yaml:"time_field" jsonschema:"required"`
+	ValueField string `yaml:"value_field" jsonschema:"required"`
 }
 
 // FieldSpec is one input field.
 type FieldSpec struct {
-	Name     string   `yaml:"name"`
-	Path     string   `yaml:"path,omitempty"` // dotted JSON path; defaults to Name
-	Type     string   `yaml:"type"`
-	Required bool     `yaml:"required"`
-	Min      *float64 `yaml:"min,omitempty"`
-	Max      *float64 `yaml:"max,omitempty"`
-	Enum     []string `yaml:"enum,omitempty"`
-	PII      bool     `yaml:"pii,omitempty"`
+	// Name is the field's name in templates, values and errors.
+	Name string `yaml:"name" jsonschema:"required,example=sensor_id"`
+	Path string `yaml:"path,omitempty" jsonschema:"example=device.id"` // dotted JSON path; defaults to Name
+	// Type is the field's type: timestamps are RFC 3339 or epoch
+	// milliseconds; tags are a JSON object of strings.
+	Type string `yaml:"type" jsonschema:"required,enum=string,enum=float,enum=int,enum=bool,enum=timestamp,enum=tags,enum=bytes"`
+	// Required makes a reading without the field a missing_field dead letter.
+	Required bool `yaml:"required" jsonschema:"default=false"`
+	// Min and Max bound a number: a value outside is out_of_range.
+	Min *float64 `yaml:"min,omitempty"`
+	Max *float64 `yaml:"max,omitempty"`
+	// Enum lists the values a string field may take (invalid_field otherwise).
+	Enum []string `yaml:"enum,omitempty" jsonschema:"example=login"`
+	// PII marks personal data: keys lint refuses it in a key or qualifier.
+	PII bool `yaml:"pii,omitempty"`
 	// Sequential marks a monotonically increasing id (for key lint).
 	Sequential bool `yaml:"sequential,omitempty"`
 	// Cardinality is "low" or "high", a hint for key lint.
-	Cardinality string `yaml:"cardinality,omitempty"`
+	Cardinality string `yaml:"cardinality,omitempty" jsonschema:"enum=low,enum=high"`
 	// MaxLength bounds a string or bytes value in bytes; a longer value is
 	// rejected with invalid_field. Key lint uses it to bound the key length.
 	MaxLength int `yaml:"max_length,omitempty"`
@@ -133,50 +157,52 @@ type FieldSpec struct {
 // ImputeSpec fills a missing value from the nearest observed one in the same
 // identity and hour, and sets Flag to whether it did.
 type ImputeSpec struct {
-	Field string `yaml:"field"`
-	Flag  string `yaml:"flag"`
+	Field string `yaml:"field" jsonschema:"required,example=heart_rate"`
+	Flag  string `yaml:"flag" jsonschema:"required,example=heart_rate_imputed"`
 }
 
 // BigtableSpec lists the tables one input fans out to.
 type BigtableSpec struct {
-	Tables []TableSpec `yaml:"tables"`
+	Tables []TableSpec `yaml:"tables" jsonschema:"required,minItems=1"`
 }
 
 // TableSpec is one Bigtable table: its row key template and families.
 type TableSpec struct {
-	Name     string       `yaml:"name"`
-	RowKey   string       `yaml:"row_key"`
+	Name     string       `yaml:"name" jsonschema:"required,example=patient_vitals"`
+	RowKey   string       `yaml:"row_key" jsonschema:"required,example={sensor_id}#{timestamp|hour}"`
 	Escape   bool         `yaml:"escape,omitempty"` // escape the delimiter in field values instead of rejecting them
-	Families []FamilySpec `yaml:"families"`
+	Families []FamilySpec `yaml:"families" jsonschema:"required,minItems=1"`
 }
 
 // FamilySpec is a column family with its garbage-collection policy.
 type FamilySpec struct {
-	Name    string       `yaml:"name"`
+	Name    string       `yaml:"name" jsonschema:"required,example=vitals"`
 	GC      *GCSpec      `yaml:"gc,omitempty"`
 	Columns []ColumnSpec `yaml:"columns"`
 }
 
 // GCSpec is a family's GC policy. Both set means either rule collects (union).
 type GCSpec struct {
+	// MaxVersions keeps at most this many versions of a cell.
 	MaxVersions int    `yaml:"max_versions,omitempty"`
-	MaxAge      string `yaml:"max_age,omitempty"` // a Go duration, e.g. 720h
+	MaxAge      string `yaml:"max_age,omitempty" jsonschema:"example=720h"` // a Go duration, e.g. 720h
 }
 
 // ColumnSpec is one column: a qualifier template and the value it holds.
 type ColumnSpec struct {
-	Qualifier string `yaml:"qualifier"`
-	Value     string `yaml:"value"`
+	Qualifier string `yaml:"qualifier" jsonschema:"required,example=heart_rate"`
+	Value     string `yaml:"value" jsonschema:"required,example=heart_rate"`
 	// Encoding is "text" (default: shortest decimal, true/false, raw
 	// strings) or "int64be" (8-byte big-endian, Bigtable's counter format).
-	Encoding string `yaml:"encoding,omitempty"`
+	Encoding string `yaml:"encoding,omitempty" jsonschema:"enum=text,enum=int64be,default=text"`
 }
 
 // BigQuerySpec is the analytics table: one flat row per reading.
 type BigQuerySpec struct {
-	Table            string         `yaml:"table"`
+	Table            string         `yaml:"table" jsonschema:"required,example=readings"`
 	TimePartitioning *PartitionSpec `yaml:"time_partitioning,omitempty"`
-	Clustering       []string       `yaml:"clustering,omitempty"`
+	// Clustering lists the table's clustering columns.
+	Clustering []string `yaml:"clustering,omitempty" jsonschema:"example=sensor_id"`
 	// PrimaryKey names the columns that identify a row: the table's
 	// PRIMARY KEY (…) NOT ENFORCED, which BigQuery's change data capture
 	// needs. With --bigquery_write_method=upsert each row replaces the one
@@ -185,8 +211,8 @@ type BigQuerySpec struct {
 	// MaxStaleness is the table's max_staleness (a Go duration): how old
 	// the CDC-applied data a query reads may be. It is set with a primary
 	// key and defaults to DefaultMaxStaleness.
-	MaxStaleness string         `yaml:"max_staleness,omitempty"`
-	Columns      []BQColumnSpec `yaml:"columns"`
+	MaxStaleness string         `yaml:"max_staleness,omitempty" jsonschema:"default=15m"`
+	Columns      []BQColumnSpec `yaml:"columns" jsonschema:"required,minItems=1"`
 }
 
 // DefaultMaxStaleness is a keyed table's max_staleness when the spec sets
@@ -214,22 +240,23 @@ func (b *BigQuerySpec) Staleness() time.Duration {
 
 // PartitionSpec is BigQuery time partitioning.
 type PartitionSpec struct {
-	Type  string `yaml:"type"` // DAY, HOUR, MONTH, YEAR
-	Field string `yaml:"field"`
+	Type  string `yaml:"type" jsonschema:"required,enum=DAY,enum=HOUR,enum=MONTH,enum=YEAR"` // DAY, HOUR, MONTH, YEAR
+	Field string `yaml:"field" jsonschema:"required,example=event_timestamp"`
 }
 
 // BQColumnSpec is one BigQuery column and the value it holds.
 type BQColumnSpec struct {
-	Name  string `yaml:"name"`
-	Type  string `yaml:"type"`           // STRING, FLOAT64, INT64, BOOL, TIMESTAMP, BYTES
-	Mode  string `yaml:"mode,omitempty"` // NULLABLE (default) or REQUIRED
-	Value string `yaml:"value"`
+	Name  string `yaml:"name" jsonschema:"required,example=sensor_id"`
+	Type  string `yaml:"type" jsonschema:"required,enum=STRING,enum=FLOAT64,enum=INT64,enum=BOOL,enum=TIMESTAMP,enum=BYTES"` // STRING, FLOAT64, INT64, BOOL, TIMESTAMP, BYTES
+	Mode  string `yaml:"mode,omitempty" jsonschema:"enum=NULLABLE,enum=REQUIRED,default=NULLABLE"`                           // NULLABLE (default) or REQUIRED
+	Value string `yaml:"value" jsonschema:"required,example=$event_time"`
 }
 
 // RollupSpec declares per-(identity, hour) aggregates.
 type RollupSpec struct {
-	Family  string   `yaml:"family"`               // Bigtable family in the same row
-	Table   string   `yaml:"bigquery_table"`       // BigQuery table, e.g. readings_hourly
+	Family string `yaml:"family" jsonschema:"required,example=hourly"` // Bigtable family in the same row
+	Table  string `yaml:"bigquery_table"`                              // BigQuery table, e.g. readings_hourly
+	// Stats, Last and Counted name the fields rolled up.
 	Stats   []string `yaml:"stats"`                // fields with count/min/max/mean
 	Last    []string `yaml:"last"`                 // fields whose last value is kept
 	Counted []string `yaml:"count_true,omitempty"` // bool fields counted when true
@@ -238,17 +265,20 @@ type RollupSpec struct {
 // QuerySpec is a named query the keys must serve; the first with Main is
 // the main one. The query tool runs it by name (see query.go).
 type QuerySpec struct {
-	Name        string `yaml:"name"`
+	Name string `yaml:"name" jsonschema:"required,example=sensor_last_hour"`
+	// Description says what the query answers, for --list.
 	Description string `yaml:"description"`
-	Main        bool   `yaml:"main"`
+	// Main marks the query keys lint checks is a key prefix or range.
+	Main bool `yaml:"main"`
 	// Table pins the table the query reads; by default the query tool picks
 	// the table whose key serves it best (ChooseTable).
 	Table string `yaml:"table,omitempty"`
 	// Where lists the query's parameters: fields fixed by a value or a
 	// range lo..hi. "field=value" gives a default the caller may override.
-	Where       []string `yaml:"where"`
-	Since       string   `yaml:"since,omitempty"` // a time range back from now
-	NewestFirst bool     `yaml:"newest_first,omitempty"`
+	Where []string `yaml:"where"`
+	Since string   `yaml:"since,omitempty" jsonschema:"example=24h"` // a time range back from now
+	// NewestFirst reads the rows newest first (needs a reverse timestamp).
+	NewestFirst bool `yaml:"newest_first,omitempty"`
 	// Limit caps the rows the query reads; 0 means no cap.
 	Limit int `yaml:"limit,omitempty"`
 	// Latest reads the newest row of each key prefix (the key up to its

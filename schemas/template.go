@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// MaxRowKeyBytes is Bigtable's row-key limit (seed 002: "must be 4kb or less").
+// MaxRowKeyBytes is Bigtable's row-key limit: 4 KB (Cloud Bigtable's
+// schema-design guide, https://cloud.google.com/bigtable/docs/schema-design#row-keys).
 const MaxRowKeyBytes = 4096
 
 // ReverseWidth is the width of a reverse timestamp: the digits of

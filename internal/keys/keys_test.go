@@ -260,7 +260,7 @@ func TestHeatmapOutputs(t *testing.T) {
 
 func TestHeatColorScale(t *testing.T) {
 	if HeatColor(0) != heatStops[0] || HeatColor(1) != heatStops[len(heatStops)-1] {
-		t.Error("scale ends are not the first and last stops")
+		t.Error("scale ends are not the first and last colour stops")
 	}
 	lum := func(x float64) int { c := HeatColor(x); return int(c.R) + int(c.G) + int(c.B) }
 	for x := 0.1; x <= 1; x += 0.1 {

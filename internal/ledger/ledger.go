@@ -421,11 +421,17 @@ func (l *Ledger) Unavailable() []Sink {
 // WriteText prints the ledger for people, one figure a line.
 func (l *Ledger) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  records read:            %d\n", l.Read)
-	fmt.Fprintf(w, "    distinct valid readings: %d\n", l.Readings)
+	if l.Stream {
+		// A stream's readings are final once their hour has fired; the
+		// rest are written provisionally and counted apart.
+		fmt.Fprintf(w, "    distinct valid readings: %d (final: their hour has closed)\n", l.Readings)
+	} else {
+		fmt.Fprintf(w, "    distinct valid readings: %d\n", l.Readings)
+	}
 	fmt.Fprintf(w, "    duplicates merged:       %d (same identity and millisecond)\n", l.Duplicates)
 	fmt.Fprintf(w, "    rejected:                %d (parse and too_late dead letters)\n", l.Rejected)
 	if l.Stream {
-		fmt.Fprintf(w, "    in open windows:         %d (read, their hour not yet fired)\n", l.Unfired)
+		fmt.Fprintf(w, "    in open hours:           %d (read and written provisionally; final when their hour closes)\n", l.Unfired)
 	}
 	if l.Recovered > 0 {
 		fmt.Fprintf(w, "  recovered from Bigtable:   %d (readings of hours a killed run had begun)\n", l.Recovered)
@@ -441,7 +447,7 @@ func (l *Ledger) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "; rows written %d", s.Rows)
 		for _, o := range s.Other {
-			fmt.Fprintf(w, "; %s %d", o.What, o.N)
+			fmt.Fprintf(w, "; %s %d", otherWrites(o.What), o.N)
 		}
 		fmt.Fprintln(w)
 	}
@@ -466,6 +472,20 @@ func (l *Ledger) WriteText(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "  ledger: DOES NOT BALANCE: %s\n", strings.Join(l.Problems, "; "))
 	}
+}
+
+// otherWrites names, for people, the writes a sink made beyond each
+// reading's counted one (Sink.Other).
+func otherWrites(what string) string {
+	switch what {
+	case schemas.OriginProvisional.String() + " " + Written:
+		return "plus provisional writes (on arrival and early firings, before the hour closed)"
+	case schemas.OriginRewrite.String() + " " + Written:
+		return "plus rewrites (late firings, duplicates)"
+	case schemas.OriginRollup.String() + " " + Written:
+		return "plus rollup writes"
+	}
+	return what
 }
 
 // WriteJSON writes the ledger as one JSON document.

@@ -170,3 +170,27 @@ func TestZeroCountersAddNothing(t *testing.T) {
 		t.Errorf("zeros gave sinks %v, dead letters %v, balanced %v, problems %v", l.Sinks, l.DeadLetters, l.Balanced, l.Problems)
 	}
 }
+
+// TestStreamTextSaysWhatIsProvisional: a stream stopped mid-hour has read
+// more than its final readings and written more than it read; its text
+// says which readings are final, which are in open hours, and that the
+// extra writes are provisional.
+func TestStreamTextSaysWhatIsProvisional(t *testing.T) {
+	c := with(batch(), InputRecords, 25) // 15 readings still in open hours
+	c[SinkKey(schemas.SinkBigtable, "t", schemas.OriginProvisional, Written)] = 30
+	l := FromCounters(c, true)
+	var text bytes.Buffer
+	l.WriteText(&text)
+	for _, want := range []string{
+		"distinct valid readings: 7 (final: their hour has closed)",
+		"in open hours:           15 (read and written provisionally; final when their hour closes)",
+		"plus provisional writes (on arrival and early firings, before the hour closed) 30",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	if strings.Contains(text.String(), "provisional written") {
+		t.Errorf("text uses the counter's name, not words:\n%s", text.String())
+	}
+}

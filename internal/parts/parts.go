@@ -4,7 +4,7 @@
 //
 // Why: a batch reads its files as one bounded source, so the runner's
 // hourly GroupByKey holds every reading until the whole input is read, and
-// prism (the local runner) keeps several copies of it (README, issue #13:
+// prism (the local runner) keeps several copies of it (docs/performance.md:
 // about 4.4 KB of resident memory per reading). Run as one job, a 3 M
 // reading backfill needs 13 GB.
 //
@@ -400,7 +400,7 @@ func Share(files []File, plan []Part, index map[string]string, target int64) []P
 
 // ShareDivisor is how many shares of a part's identities fit in the bytes
 // of a part: a share keeps about target/ShareDivisor bytes of readings.
-// Measured (README, issue #13; 3 M readings of 1,000 sensors in one hour):
+// Measured (docs/performance.md; 3 M readings of 1,000 sensors in one hour):
 // prism holds more per reading in a share than in a part of whole hours of
 // the same bytes, because a share's identity-hours are whole and so large
 // (3,000 readings each there, against 300 in a 300 k input of the same

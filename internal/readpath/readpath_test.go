@@ -140,7 +140,7 @@ func mustTime(t *testing.T, s string) time.Time {
 // TestMainQueriesReadOnlyTheirRows writes every built-in spec's sample into
 // a real Bigtable emulator with the spec's own mutations, runs the spec's
 // declared main query through the read path, and checks the rows read and
-// the ranges used. The seed's primary query (all vitals for one sensor for
+// the ranges used. The vitals dataset's primary query (all vitals for one sensor for
 // the last hour) reads at most 2 rows of a 48-sensor, 12-hour table.
 func TestMainQueriesReadOnlyTheirRows(t *testing.T) {
 	host := emulators.StartBigtable(t)

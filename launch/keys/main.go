@@ -1,10 +1,11 @@
 // Command keys is the row-key design toolkit: it previews the cells a
-// dataset spec writes, lints a spec against the Bigtable schema rules of the
-// seed documents, and simulates where its writes land on tablets.
+// dataset spec writes, lints a spec against Cloud Bigtable's schema-design
+// rules (https://cloud.google.com/bigtable/docs/schema-design), and
+// simulates where its writes land on tablets.
 //
-//	keys preview  --schema NAME|FILE --input FILE
-//	keys lint     --schema NAME|FILE
-//	keys hotspots --schema NAME|FILE --input FILE [--tablets N] [--slices N] [--table T] [--out DIR] [--name NAME]
+//	keys preview  --spec NAME|FILE --input FILE
+//	keys lint     --spec NAME|FILE
+//	keys hotspots --spec NAME|FILE --input FILE [--tablets N] [--slices N] [--table T] [--out DIR] [--name NAME]
 package main
 
 import (
@@ -24,14 +25,14 @@ import (
 const usage = `keys: row-key design toolkit for sensorpipe dataset specs.
 
 Usage:
-  keys preview  --schema NAME|FILE --input FILE
+  keys preview  --spec NAME|FILE --input FILE
       Print one JSON line per input record: {"table","row_key","cells":[...]}
       for every table the record feeds, or {"reason","error"} for a record
       the pipeline would dead-letter.
-  keys lint     --schema NAME|FILE
-      Check the spec's row keys against the seeds' schema rules. Prints one
+  keys lint     --spec NAME|FILE
+      Check the spec's row keys against Cloud Bigtable's schema-design rules. Prints one
       line per finding (severity, rule, why); exits 1 on any error.
-  keys hotspots --schema NAME|FILE --input FILE [--tablets N] [--slices N]
+  keys hotspots --spec NAME|FILE --input FILE [--tablets N] [--slices N]
                 [--table T] [--out DIR] [--name NAME]
       Play the input's writes in event-time order over N tablets split at
       equal key counts, print each time slice's write shares, and write a
@@ -76,7 +77,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("keys "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // a bad flag is one line; --help prints the flags
 	fs.Usage = func() {}
-	schema := fs.String("schema", "", "dataset spec: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a YAML file")
+	var specFlag cli.SpecFlag
+	specFlag.Register(fs, "dataset spec: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a YAML file")
 	var (
 		input   *string
 		tablets *int
@@ -110,10 +112,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return cli.Usagef("%s: unexpected arguments %q", cmd, fs.Args())
 	}
-	if *schema == "" {
-		return cli.Usagef("%s: --schema is required (a built-in name or a YAML file)", cmd)
+	specFlag.Warn(stderr, "keys")
+	if specFlag.Value == "" {
+		return cli.Usagef("%s: --spec is required (a built-in name or a YAML file)", cmd)
 	}
-	spec, err := cli.LoadSpec(*schema)
+	spec, err := cli.LoadSpec(specFlag.Value)
 	if err != nil {
 		return cli.Usage(err)
 	}

@@ -39,11 +39,11 @@ func TestExitCodes(t *testing.T) {
 		{"no command", nil, 2, "Usage"},
 		{"unknown command", []string{"nope"}, 2, "unknown command"},
 		{"unknown flag", []string{"lint", "--nope"}, 2, "flag provided but not defined: -nope"},
-		{"no schema", []string{"lint"}, 2, "--schema is required"},
-		{"unknown spec", []string{"lint", "--schema", "nope"}, 2, "unknown spec"},
-		{"no input", []string{"preview", "--schema", "vitals"}, 2, "--input is required"},
-		{"input missing", []string{"preview", "--schema", "vitals", "--input", "/nonexistent.jsonl"}, 1, "no such file"},
-		{"help", []string{"lint", "--help"}, 0, "-schema"},
+		{"no schema", []string{"lint"}, 2, "--spec is required"},
+		{"unknown spec", []string{"lint", "--spec", "nope"}, 2, "unknown spec"},
+		{"no input", []string{"preview", "--spec", "vitals"}, 2, "--input is required"},
+		{"input missing", []string{"preview", "--spec", "vitals", "--input", "/nonexistent.jsonl"}, 1, "no such file"},
+		{"help", []string{"lint", "--help"}, 0, "-spec"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,7 +72,7 @@ func TestLintExitCodes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, errOut, code := runKeys("lint", "--schema", tc.schema)
+			out, errOut, code := runKeys("lint", "--spec", tc.schema)
 			if code != tc.wantCode {
 				t.Errorf("exit %d, want %d; stderr %s", code, tc.wantCode, errOut)
 			}
@@ -87,7 +87,7 @@ func TestLintExitCodes(t *testing.T) {
 }
 
 func TestPreviewCommand(t *testing.T) {
-	out, errOut, code := runKeys("preview", "--schema", "heroic_metrics", "--input", "../../testdata/samples/heroic_metrics.jsonl")
+	out, errOut, code := runKeys("preview", "--spec", "heroic_metrics", "--input", "../../testdata/samples/heroic_metrics.jsonl")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -100,7 +100,7 @@ func TestPreviewCommand(t *testing.T) {
 
 func TestHotspotsCommandWritesHeatmap(t *testing.T) {
 	dir := t.TempDir()
-	out, errOut, code := runKeys("hotspots", "--schema", "vitals", "--input", "../../testdata/samples/vitals_fleet.jsonl", "--tablets", "4", "--slices", "6", "--out", dir, "--name", "v")
+	out, errOut, code := runKeys("hotspots", "--spec", "vitals", "--input", "../../testdata/samples/vitals_fleet.jsonl", "--tablets", "4", "--slices", "6", "--out", dir, "--name", "v")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -121,10 +121,10 @@ func TestBadUsage(t *testing.T) {
 		want string
 	}{
 		{"unknown command", []string{"frob"}, "unknown command"},
-		{"missing schema", []string{"lint"}, "--schema is required"},
-		{"unknown schema", []string{"lint", "--schema", "nope"}, "unknown spec"},
-		{"missing input", []string{"preview", "--schema", "vitals"}, "--input is required"},
-		{"bad tablets", []string{"hotspots", "--schema", "vitals", "--input", "x", "--tablets", "0"}, "at least 1"},
+		{"missing schema", []string{"lint"}, "--spec is required"},
+		{"unknown schema", []string{"lint", "--spec", "nope"}, "unknown spec"},
+		{"missing input", []string{"preview", "--spec", "vitals"}, "--input is required"},
+		{"bad tablets", []string{"hotspots", "--spec", "vitals", "--input", "x", "--tablets", "0"}, "at least 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,7 +153,7 @@ func TestHotspotsWritesToAnIgnoredFolderByDefault(t *testing.T) {
 	}
 	dir := t.TempDir()
 	t.Chdir(dir)
-	if _, errOut, code := runKeys("hotspots", "--schema", "vitals", "--input", input, "--tablets", "2", "--slices", "2"); code != 0 {
+	if _, errOut, code := runKeys("hotspots", "--spec", "vitals", "--input", input, "--tablets", "2", "--slices", "2"); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, f := range []string{"hotspots.png", "hotspots.html"} {
@@ -163,5 +163,24 @@ func TestHotspotsWritesToAnIgnoredFolderByDefault(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			t.Errorf("%s was written to the working folder", f)
 		}
+	}
+}
+
+// TestSchemaIsADeprecatedAliasOfSpec: --schema still works, and says that
+// --spec is the name to use.
+func TestSchemaIsADeprecatedAliasOfSpec(t *testing.T) {
+	out, errOut, code := runKeys("lint", "--schema", "vitals")
+	if code != 0 {
+		t.Fatalf("lint --schema vitals: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(errOut, "--schema is deprecated; use --spec") {
+		t.Errorf("stderr = %q, want the deprecation notice", errOut)
+	}
+	outSpec, errSpec, code := runKeys("lint", "--spec", "vitals")
+	if code != 0 || strings.Contains(errSpec, "deprecated") {
+		t.Errorf("lint --spec vitals: exit %d, stderr %q; want 0 and no notice", code, errSpec)
+	}
+	if out != outSpec {
+		t.Errorf("lint --schema printed %q, --spec %q; want the same", out, outSpec)
 	}
 }

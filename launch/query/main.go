@@ -7,8 +7,8 @@
 // the aggregate the query declares, then a summary with the rows read and
 // the ranges used.
 //
-//	go run ./launch/query --schema user_events time_in_vr --param user_id=3f2b… --now 2026-03-01T12:00:00Z
-//	go run ./launch/query --schema traffic --where highway=I-35 --where milemarker=340..350 --since 1h --latest
+//	go run ./launch/query --spec user_events time_in_vr --param user_id=3f2b… --now 2026-03-01T12:00:00Z
+//	go run ./launch/query --spec traffic --where highway=I-35 --where milemarker=340..350 --since 1h --latest
 //
 // A query no table serves with a key prefix or range is refused, naming the
 // key that would serve it, unless --allow_scan. With BIGTABLE_EMULATOR_HOST
@@ -115,10 +115,10 @@ type emptyNote struct {
 const usageText = `query: answer a dataset's questions from Bigtable through its row keys.
 
 Usage:
-  query --schema NAME|FILE --list
-  query --schema NAME|FILE QUERY [--param field=value|lo..hi ...]
+  query --spec NAME|FILE --list
+  query --spec NAME|FILE QUERY [--param field=value|lo..hi ...]
         [--since 1h | --from T [--to T]] [--now T] [--limit N] [--allow_scan] [--plan]
-  query --schema NAME|FILE --where field=value|lo..hi [--where ...]
+  query --spec NAME|FILE --where field=value|lo..hi [--where ...]
         [--since 1h | --from T [--to T]] [--now T] [--latest]
         [--aggregate count|duration:5s|sum|min|max|avg:FIELD] [--group_by FIELD]
         [--limit N] [--allow_scan] [--bigtable_table T] [--plan]
@@ -158,7 +158,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var params, where pairs
 	var groupBy list
-	schema := fs.String("schema", "", "dataset spec: a built-in name or a YAML file (required)")
+	var specFlag cli.SpecFlag
+	specFlag.Register(fs, "dataset spec: a built-in name or a YAML file (required)")
 	fs.Var(&params, "param", "a named query's parameter, field=value or field=lo..hi (repeatable)")
 	fs.Var(&where, "where", "ad hoc: a field fixed by a value or an inclusive range, field=value or field=lo..hi (repeatable)")
 	since := fs.String("since", "", "look-back window ending at --now, e.g. 1h, 90m, 7d (default: the named query's)")
@@ -190,12 +191,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return cli.Usagef("unexpected arguments %q: give one query name, then flags", fs.Args())
 		}
 	}
-	if *schema == "" {
-		return cli.Usagef("--schema is required (a built-in name: %s; or a YAML file)", strings.Join(schemas.BuiltinSpecNames(), ", "))
+	specFlag.Warn(stderr, "query")
+	if specFlag.Value == "" {
+		return cli.Usagef("--spec is required (a built-in name: %s; or a YAML file)", strings.Join(schemas.BuiltinSpecNames(), ", "))
 	}
-	spec, err := cli.LoadSpec(*schema)
+	spec, err := cli.LoadSpec(specFlag.Value)
 	if err != nil {
-		return cli.Usage(fmt.Errorf("--schema: %w", err))
+		return cli.Usage(fmt.Errorf("--spec: %w", err))
 	}
 	pin := *table != "" && spec.Table(*table) != nil
 	if *table != "" && !pin {
@@ -230,7 +232,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	} else {
 		if len(params.keys) > 0 {
-			return cli.Usagef("--param needs a query name (query --schema %s --list); ad-hoc queries take --where", spec.Name)
+			return cli.Usagef("--param needs a query name (query --spec %s --list); ad-hoc queries take --where", spec.Name)
 		}
 		if len(where.keys) == 0 && !*allowScan {
 			return cli.Usagef("give a query name (--list shows them) or --where field=value")

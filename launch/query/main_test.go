@@ -26,7 +26,7 @@ import (
 
 func TestPlanOnly(t *testing.T) {
 	var out, errb bytes.Buffer
-	err := run(context.Background(), []string{"--schema", "vitals", "--where", "sensor_id=s1", "--since", "1h", "--now", "2026-03-01T10:20:00Z", "--plan"}, &out, &errb)
+	err := run(context.Background(), []string{"--spec", "vitals", "--where", "sensor_id=s1", "--since", "1h", "--now", "2026-03-01T10:20:00Z", "--plan"}, &out, &errb)
 	if err != nil {
 		t.Fatalf("%v: %s", err, errb.String())
 	}
@@ -37,6 +37,28 @@ func TestPlanOnly(t *testing.T) {
 	if s.Table != "patient_vitals" || s.Scan != "range" || len(s.Ranges) != 1 ||
 		s.Ranges[0].Start != "s1#2026-03-01T09" || s.Ranges[0].End != "s1#2026-03-01T11" {
 		t.Errorf("plan = %+v", s)
+	}
+}
+
+// TestSchemaIsADeprecatedAliasOfSpec: --schema plans the same query as
+// --spec, and says that --spec is the name to use.
+func TestSchemaIsADeprecatedAliasOfSpec(t *testing.T) {
+	args := []string{"vitals", "--where", "sensor_id=s1", "--since", "1h", "--now", "2026-03-01T10:20:00Z", "--plan"}
+	var viaSpec, viaSchema, errSpec, errSchema bytes.Buffer
+	if err := run(context.Background(), append([]string{"--spec"}, args...), &viaSpec, &errSpec); err != nil {
+		t.Fatalf("--spec: %v: %s", err, errSpec.String())
+	}
+	if err := run(context.Background(), append([]string{"--schema"}, args...), &viaSchema, &errSchema); err != nil {
+		t.Fatalf("--schema: %v: %s", err, errSchema.String())
+	}
+	if viaSpec.String() != viaSchema.String() {
+		t.Errorf("--schema plan = %s, want --spec's %s", viaSchema.String(), viaSpec.String())
+	}
+	if errSpec.Len() != 0 {
+		t.Errorf("--spec stderr = %q, want nothing", errSpec.String())
+	}
+	if !strings.Contains(errSchema.String(), "--schema is deprecated; use --spec") {
+		t.Errorf("--schema stderr = %q, want the deprecation notice", errSchema.String())
 	}
 }
 
@@ -52,11 +74,11 @@ func TestPlanPicksTheServingTable(t *testing.T) {
 		wantPrefix string // every range starts with it (after a salt bucket, with salted)
 		salted     bool
 	}{
-		{"traffic corridor: one range", []string{"--schema", "traffic", "corridor_speed", "--param", "highway=I-35"}, "traffic", 1, "I-35#03", false},
-		{"logins: the login prefix of each bucket", []string{"--schema", "user_events", "logins_last_day"}, "user_events_by_type", 8, "#login#", true},
-		{"device: its own table", []string{"--schema", "user_events", "device_events", "--param", "device_id=quest-01", "--from", "2026-03", "--to", "2026-04"}, "user_events_by_device", 1, "quest-01#", false},
-		{"marker day: the day row", []string{"--schema", "traffic", "marker_day", "--param", "highway=I-35", "--param", "milemarker=347"}, "traffic_daily", 1, "I-35#0347#2026-0", false},
-		{"ad hoc: the same choice", []string{"--schema", "user_events", "--where", "event_type=heartbeat", "--since", "7d", "--aggregate", "duration:5s"}, "user_events_by_type", 8, "#heartbeat#", true},
+		{"traffic corridor: one range", []string{"--spec", "traffic", "corridor_speed", "--param", "highway=I-35"}, "traffic", 1, "I-35#03", false},
+		{"logins: the login prefix of each bucket", []string{"--spec", "user_events", "logins_last_day"}, "user_events_by_type", 8, "#login#", true},
+		{"device: its own table", []string{"--spec", "user_events", "device_events", "--param", "device_id=quest-01", "--from", "2026-03", "--to", "2026-04"}, "user_events_by_device", 1, "quest-01#", false},
+		{"marker day: the day row", []string{"--spec", "traffic", "marker_day", "--param", "highway=I-35", "--param", "milemarker=347"}, "traffic_daily", 1, "I-35#0347#2026-0", false},
+		{"ad hoc: the same choice", []string{"--spec", "user_events", "--where", "event_type=heartbeat", "--since", "7d", "--aggregate", "duration:5s"}, "user_events_by_type", 8, "#heartbeat#", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,21 +113,21 @@ func TestBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no schema", []string{"--where", "sensor_id=s1"}, "--schema is required"},
-		{"bad where", []string{"--schema", "vitals", "--where", "sensor_id"}, "want field=value"},
-		{"bad since", []string{"--schema", "vitals", "--where", "sensor_id=s1", "--since", "soon"}, "--since"},
-		{"bad now", []string{"--schema", "vitals", "--where", "sensor_id=s1", "--now", "noon"}, "--now"},
-		{"since and from", []string{"--schema", "vitals", "--where", "sensor_id=s1", "--since", "1h", "--from", "2026-03-01"}, "not both"},
-		{"unknown field", []string{"--schema", "vitals", "--where", "nope=1"}, "not a field"},
-		{"unknown spec", []string{"--schema", "nope"}, "unknown spec"},
-		{"unknown query", []string{"--schema", "vitals", "nope"}, "has no query \"nope\""},
-		{"missing parameter", []string{"--schema", "vitals", "sensor_last_hour"}, "needs --param sensor_id"},
-		{"unknown parameter", []string{"--schema", "vitals", "sensor_last_hour", "--param", "sensor_id=s1", "--param", "x=1"}, "no parameter x"},
-		{"where with a named query", []string{"--schema", "vitals", "sensor_last_hour", "--where", "sensor_id=s1"}, "--param"},
-		{"backwards range", []string{"--schema", "traffic", "--where", "highway=I-35", "--where", "milemarker=350..340"}, "empty"},
-		{"bad aggregate", []string{"--schema", "traffic", "--where", "highway=I-35", "--aggregate", "median:speed_mph"}, "use count"},
-		{"latest without a reverse timestamp", []string{"--schema", "vitals", "--where", "sensor_id=s1", "--latest"}, "reverse timestamp"},
-		{"two query names", []string{"--schema", "vitals", "sensor_last_hour", "other"}, "unexpected arguments"},
+		{"no schema", []string{"--where", "sensor_id=s1"}, "--spec is required"},
+		{"bad where", []string{"--spec", "vitals", "--where", "sensor_id"}, "want field=value"},
+		{"bad since", []string{"--spec", "vitals", "--where", "sensor_id=s1", "--since", "soon"}, "--since"},
+		{"bad now", []string{"--spec", "vitals", "--where", "sensor_id=s1", "--now", "noon"}, "--now"},
+		{"since and from", []string{"--spec", "vitals", "--where", "sensor_id=s1", "--since", "1h", "--from", "2026-03-01"}, "not both"},
+		{"unknown field", []string{"--spec", "vitals", "--where", "nope=1"}, "not a field"},
+		{"unknown spec", []string{"--spec", "nope"}, "unknown spec"},
+		{"unknown query", []string{"--spec", "vitals", "nope"}, "has no query \"nope\""},
+		{"missing parameter", []string{"--spec", "vitals", "sensor_last_hour"}, "needs --param sensor_id"},
+		{"unknown parameter", []string{"--spec", "vitals", "sensor_last_hour", "--param", "sensor_id=s1", "--param", "x=1"}, "no parameter x"},
+		{"where with a named query", []string{"--spec", "vitals", "sensor_last_hour", "--where", "sensor_id=s1"}, "--param"},
+		{"backwards range", []string{"--spec", "traffic", "--where", "highway=I-35", "--where", "milemarker=350..340"}, "empty"},
+		{"bad aggregate", []string{"--spec", "traffic", "--where", "highway=I-35", "--aggregate", "median:speed_mph"}, "use count"},
+		{"latest without a reverse timestamp", []string{"--spec", "vitals", "--where", "sensor_id=s1", "--latest"}, "reverse timestamp"},
+		{"two query names", []string{"--spec", "vitals", "sensor_last_hour", "other"}, "unexpected arguments"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,7 +148,7 @@ func TestBadFlags(t *testing.T) {
 // key that would serve it, and --allow_scan plans it anyway.
 func TestRefusesWhatNoKeyServes(t *testing.T) {
 	var out, errb bytes.Buffer
-	args := []string{"--schema", "user_events", "--where", "file_id=scene-3", "--since", "30d", "--now", "2026-03-01T12:00:00Z", "--plan"}
+	args := []string{"--spec", "user_events", "--where", "file_id=scene-3", "--since", "30d", "--now", "2026-03-01T12:00:00Z", "--plan"}
 	err := run(context.Background(), args, &out, &errb)
 	if cli.ExitCode(err) != cli.ExitUsage || strings.Contains(err.Error(), "\n") ||
 		!strings.Contains(err.Error(), "{file_id}#{epoch_ms|ms|pad:13}") || !strings.Contains(err.Error(), "--allow_scan") {
@@ -150,7 +172,7 @@ func TestUnreachableBigtableIsARuntimeError(t *testing.T) {
 	}
 	t.Setenv("BIGTABLE_EMULATOR_HOST", "127.0.0.1:1")
 	var out, errb bytes.Buffer
-	err := run(context.Background(), []string{"--schema", "vitals", "--where", "sensor_id=s1", "--timeout", "2s"}, &out, &errb)
+	err := run(context.Background(), []string{"--spec", "vitals", "--where", "sensor_id=s1", "--timeout", "2s"}, &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), "reachable") || cli.ExitCode(err) != cli.ExitRuntime {
 		t.Errorf("err = %v (exit %d), want a one-line unreachable error, exit 1", err, cli.ExitCode(err))
 	}
@@ -174,9 +196,9 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{"help", "", []string{"--help"}, 0},
 		{"unknown flag", "", []string{"--nope"}, 2},
-		{"unknown spec", "", []string{"--schema", "nope", "--where", "a=b"}, 2},
-		{"no project without the emulator", "", []string{"--schema", "vitals", "--where", "sensor_id=s1"}, 2},
-		{"unreachable emulator", "127.0.0.1:1", []string{"--schema", "vitals", "--where", "sensor_id=s1", "--timeout", "2s"}, 1},
+		{"unknown spec", "", []string{"--spec", "nope", "--where", "a=b"}, 2},
+		{"no project without the emulator", "", []string{"--spec", "vitals", "--where", "sensor_id=s1"}, 2},
+		{"unreachable emulator", "127.0.0.1:1", []string{"--spec", "vitals", "--where", "sensor_id=s1", "--timeout", "2s"}, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,7 +223,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 // TestQueryEmulator writes a vitals reading set into a Bigtable emulator and
-// runs the command: the seed's primary query reads at most 2 rows and prints
+// runs the command: the vitals dataset's primary query reads at most 2 rows and prints
 // the cells of the last hour and a summary with the ranges.
 func TestQueryEmulator(t *testing.T) {
 	host := emulators.StartBigtable(t)
@@ -241,7 +263,7 @@ func TestQueryEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	err = run(ctx, []string{"--schema", "vitals", "--where", "sensor_id=s1", "--since", "1h", "--now", "2026-03-01T10:20:00Z",
+	err = run(ctx, []string{"--spec", "vitals", "--where", "sensor_id=s1", "--since", "1h", "--now", "2026-03-01T10:20:00Z",
 		"--bigtable_project", "p", "--bigtable_instance", "i"}, &out, &errb)
 	if err != nil {
 		t.Fatalf("%v: %s", err, errb.String())
@@ -375,13 +397,13 @@ func query(t *testing.T, args ...string) answer {
 	return a
 }
 
-// TestSeedQueries loads the sample data with the launcher into a Bigtable
-// emulator and runs every query of seeds 000, 001 and 003 through the
+// TestSampleQueries loads the sample data with the launcher into a Bigtable
+// emulator and runs every query of the user_events, traffic and vitals specs through the
 // tool, checking each answer's value and that the rows read stay within
 // what the key promises: at most 2 rows for vitals' last hour, one range
 // for the traffic corridor, the login prefix (of each salt bucket) for
 // logins by type. The data goes through a proxy that records app profiles.
-func TestSeedQueries(t *testing.T) {
+func TestSampleQueries(t *testing.T) {
 	host := emulators.StartBigtable(t)
 	var calls readCalls
 	proxy := emulators.StartProxy(t, host, emulators.ProxyHooks{Before: calls.hook})
@@ -395,7 +417,7 @@ func TestSeedQueries(t *testing.T) {
 	noon := "2026-03-01T12:00:00Z"
 
 	t.Run("vitals: all vitals for a sensor for the last hour, at most 2 rows", func(t *testing.T) {
-		a := query(t, "--schema", "vitals", "sensor_last_hour", "--param", "sensor_id=patient-001", "--now", noon)
+		a := query(t, "--spec", "vitals", "sensor_last_hour", "--param", "sensor_id=patient-001", "--now", noon)
 		if a.sum.RowsRead > 2 || len(a.sum.Ranges) != 1 || a.sum.Table != "patient_vitals" {
 			t.Errorf("summary %+v: want at most 2 rows read, one range", a.sum)
 		}
@@ -417,14 +439,14 @@ func TestSeedQueries(t *testing.T) {
 		if temps != 12 { // 11:00:01, 11:05:01, ... 11:55:01
 			t.Errorf("body_temperature readings = %d, want 12", temps)
 		}
-		c := query(t, "--schema", "vitals", "--where", "sensor_id=patient-001", "--since", "1h", "--now", noon, "--aggregate", "count")
+		c := query(t, "--spec", "vitals", "--where", "sensor_id=patient-001", "--since", "1h", "--now", noon, "--aggregate", "count")
 		if len(c.lines) != 1 || c.lines[0]["count"] != 12.0 || c.sum.RowsRead > 2 {
 			t.Errorf("count = %v (rows read %d), want 12 from at most 2 rows", c.lines, c.sum.RowsRead)
 		}
 	})
 
 	t.Run("vitals: an empty answer names the data's span and --now", func(t *testing.T) {
-		a := query(t, "--schema", "vitals", "sensor_last_hour", "--param", "sensor_id=patient-001", "--now", "2026-11-23T00:00:00Z")
+		a := query(t, "--spec", "vitals", "sensor_last_hour", "--param", "sensor_id=patient-001", "--now", "2026-11-23T00:00:00Z")
 		if a.sum.Empty == nil || a.sum.Empty.Newest != "2026-03-01T11:55:01Z" || a.sum.Empty.Oldest != "2026-03-01T10:00:01Z" ||
 			!strings.Contains(a.sum.Empty.Hint, "--now 2026-03-01T11:55:01Z") || a.sum.Empty.RowsRead > 2 {
 			t.Errorf("empty note %+v, want the sensor's oldest and newest readings, a --now hint, at most 2 rows read", a.sum.Empty)
@@ -435,7 +457,7 @@ func TestSeedQueries(t *testing.T) {
 	})
 
 	t.Run("traffic: the speed now at I-35 mile 347, each direction", func(t *testing.T) {
-		a := query(t, "--schema", "traffic", "speed_now", "--param", "highway=I-35", "--param", "milemarker=347", "--now", "2026-03-01T07:30:00Z")
+		a := query(t, "--spec", "traffic", "speed_now", "--param", "highway=I-35", "--param", "milemarker=347", "--now", "2026-03-01T07:30:00Z")
 		got := speeds(a)
 		want := map[string]string{"0347#N": "66.6", "0347#S": "42.2"}
 		if fmt.Sprint(got) != fmt.Sprint(want) || a.sum.RowsRead != 2 || a.sum.Table != "traffic" {
@@ -444,7 +466,7 @@ func TestSeedQueries(t *testing.T) {
 	})
 
 	t.Run("traffic: the speed as of 07:10 seeks past the newer rows of each prefix", func(t *testing.T) {
-		a := query(t, "--schema", "traffic", "speed_now", "--param", "highway=I-35", "--param", "milemarker=347", "--now", "2026-03-01T07:10:00Z")
+		a := query(t, "--spec", "traffic", "speed_now", "--param", "highway=I-35", "--param", "milemarker=347", "--now", "2026-03-01T07:10:00Z")
 		want := map[string]string{"0347#N": "25.4", "0347#S": "33.9"} // the 07:05 readings; 07:10:02 is after --now
 		if got := speeds(a); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("speeds %v, want %v", got, want)
@@ -457,7 +479,7 @@ func TestSeedQueries(t *testing.T) {
 	})
 
 	t.Run("traffic: latest speeds between markers 340 and 350, one range, one row per marker and direction", func(t *testing.T) {
-		a := query(t, "--schema", "traffic", "corridor_latest", "--param", "highway=I-35", "--param", "milemarker=340..350", "--now", "2026-03-01T07:30:00Z")
+		a := query(t, "--spec", "traffic", "corridor_latest", "--param", "highway=I-35", "--param", "milemarker=340..350", "--now", "2026-03-01T07:30:00Z")
 		want := map[string]string{"0345#N": "59.4", "0345#S": "35.7", "0346#N": "38.2", "0346#S": "50.4",
 			"0347#N": "66.6", "0347#S": "42.2", "0348#N": "35.2", "0348#S": "55.9"}
 		if got := speeds(a); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -469,7 +491,7 @@ func TestSeedQueries(t *testing.T) {
 	})
 
 	t.Run("traffic: average speed between markers 340 and 350, one range", func(t *testing.T) {
-		a := query(t, "--schema", "traffic", "corridor_speed", "--param", "highway=I-35", "--now", "2026-03-01T07:30:00Z")
+		a := query(t, "--spec", "traffic", "corridor_speed", "--param", "highway=I-35", "--now", "2026-03-01T07:30:00Z")
 		// The 32 valid I-35 readings of markers 345-348 (samples), mean 44.68125.
 		if len(a.lines) != 1 || a.lines[0]["avg"] != 44.68125 || a.lines[0]["values"] != 32.0 {
 			t.Errorf("answer %v, want avg 44.68125 over 32 values", a.lines)
@@ -480,7 +502,7 @@ func TestSeedQueries(t *testing.T) {
 	})
 
 	t.Run("traffic: speed on the highway, per marker", func(t *testing.T) {
-		a := query(t, "--schema", "traffic", "highway_speed", "--param", "highway=I-35", "--now", "2026-03-01T07:30:00Z")
+		a := query(t, "--spec", "traffic", "highway_speed", "--param", "highway=I-35", "--now", "2026-03-01T07:30:00Z")
 		want := "345=45.5875 346=42.7625 347=48.225 348=42.15"
 		var got []string
 		for _, l := range a.lines {
@@ -492,7 +514,7 @@ func TestSeedQueries(t *testing.T) {
 	})
 
 	t.Run("traffic: the last few readings at one marker and direction, newest first", func(t *testing.T) {
-		a := query(t, "--schema", "traffic", "marker_recent", "--param", "highway=I-35", "--param", "milemarker=347", "--param", "direction=N", "--now", "2026-03-01T07:30:00Z")
+		a := query(t, "--spec", "traffic", "marker_recent", "--param", "highway=I-35", "--param", "milemarker=347", "--param", "direction=N", "--now", "2026-03-01T07:30:00Z")
 		if a.sum.RowsRead != 4 || !a.sum.Reversed {
 			t.Fatalf("summary %+v: want the 4 readings, newest first", a.sum)
 		}
@@ -502,14 +524,14 @@ func TestSeedQueries(t *testing.T) {
 	})
 
 	t.Run("traffic: a marker's day is one row of the daily table", func(t *testing.T) {
-		a := query(t, "--schema", "traffic", "marker_day", "--param", "highway=I-35", "--param", "milemarker=347", "--now", "2026-03-01T12:00:00Z")
+		a := query(t, "--spec", "traffic", "marker_day", "--param", "highway=I-35", "--param", "milemarker=347", "--now", "2026-03-01T12:00:00Z")
 		if a.sum.Table != "traffic_daily" || a.sum.RowsRead != 1 || a.sum.Cells != 8 {
 			t.Errorf("summary %+v: want one traffic_daily row with 8 readings", a.sum)
 		}
 	})
 
 	t.Run("user_events: time in VR for Alice in the last day", func(t *testing.T) {
-		a := query(t, "--schema", "user_events", "time_in_vr", "--param", "user_id="+alice, "--now", noon)
+		a := query(t, "--spec", "user_events", "time_in_vr", "--param", "user_id="+alice, "--now", noon)
 		if len(a.lines) != 1 || a.lines[0]["duration"] != "20s" || a.lines[0]["readings"] != 4.0 {
 			t.Errorf("answer %v, want 20s (4 heartbeats x 5s)", a.lines)
 		}
@@ -519,7 +541,7 @@ func TestSeedQueries(t *testing.T) {
 	})
 
 	t.Run("user_events: logins in the last day, under the login prefix", func(t *testing.T) {
-		a := query(t, "--schema", "user_events", "logins_last_day", "--now", noon)
+		a := query(t, "--spec", "user_events", "logins_last_day", "--now", noon)
 		if len(a.lines) != 1 || a.lines[0]["count"] != 4.0 {
 			t.Errorf("answer %v, want 4 logins", a.lines)
 		}
@@ -533,14 +555,14 @@ func TestSeedQueries(t *testing.T) {
 				t.Errorf("range %v is not under %q", r, p)
 			}
 		}
-		w := query(t, "--schema", "user_events", "logins_last_day", "--now", noon, "--since", "7d")
+		w := query(t, "--spec", "user_events", "logins_last_day", "--now", noon, "--since", "7d")
 		if w.lines[0]["count"] != 5.0 {
 			t.Errorf("logins in the last week = %v, want 5", w.lines)
 		}
 	})
 
 	t.Run("user_events: time in VR for every user in the last week", func(t *testing.T) {
-		a := query(t, "--schema", "user_events", "time_in_vr_all", "--now", noon)
+		a := query(t, "--spec", "user_events", "time_in_vr_all", "--now", noon)
 		var got []string
 		for _, l := range a.lines {
 			got = append(got, fmt.Sprintf("%v=%v", l["user_id"], l["duration"]))
@@ -553,7 +575,7 @@ func TestSeedQueries(t *testing.T) {
 
 	march := []string{"--from", "2026-03", "--to", "2026-04", "--now", noon}
 	rowsOf := func(t *testing.T, args ...string) answer {
-		return query(t, append(append([]string{"--schema", "user_events"}, args...), march...)...)
+		return query(t, append(append([]string{"--spec", "user_events"}, args...), march...)...)
 	}
 	t.Run("user_events: all events for Alice in March, one range per event type", func(t *testing.T) {
 		a := rowsOf(t, "user_events", "--param", "user_id="+alice)
@@ -591,7 +613,7 @@ func TestSeedQueries(t *testing.T) {
 	if p := calls.get("ReadRows"); len(p) != 1 || p[""] == 0 {
 		t.Errorf("ReadRows app profiles %v, want the default profile only so far", p)
 	}
-	query(t, "--schema", "vitals", "sensor_last_hour", "--param", "sensor_id=patient-001", "--now", noon, "--bigtable_app_profile", "serving")
+	query(t, "--spec", "vitals", "sensor_last_hour", "--param", "sensor_id=patient-001", "--now", noon, "--bigtable_app_profile", "serving")
 	if p := calls.get("ReadRows"); p["serving"] == 0 {
 		t.Errorf("ReadRows app profiles %v, want the --bigtable_app_profile query on \"serving\"", p)
 	}

@@ -18,7 +18,7 @@ import (
 
 // TestBQCLI runs the real bq CLI, unmodified and with no flag but --api and
 // --project_id, against an emulator: ls, show, head (with -c), query
-// (GoogleSQL and bq's legacy default) with the README's SQL, and ls -j.
+// (GoogleSQL and bq's legacy default) with the querying guide's SQL, and ls -j.
 func TestBQCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the bq CLI; skipped with -short")
@@ -75,14 +75,14 @@ func TestBQCLI(t *testing.T) {
 			}
 		}
 	})
-	t.Run("query with the README's SQL", func(t *testing.T) {
-		b, err := os.ReadFile("../../../README.md")
+	t.Run("query with the querying guide's SQL", func(t *testing.T) {
+		b, err := os.ReadFile("../../../docs/guide/querying.md")
 		if err != nil {
 			t.Fatal(err)
 		}
 		blocks := regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(string(b), -1)
 		if len(blocks) == 0 {
-			t.Fatal("no sql blocks in README.md")
+			t.Fatal("no sql blocks in docs/guide/querying.md")
 		}
 		for i, m := range blocks {
 			sql := strings.NewReplacer("PROJECT", project, "`P.", "`"+project+".").Replace(m[1])

@@ -7,7 +7,7 @@
 // # Why DuckDB
 //
 // Chosen by measurement against SQLite (modernc.org/sqlite, pure Go), on
-// this project's 2-vCPU machine, the dedup query of the README
+// this project's 2-vCPU machine, the dedup query of docs/guide/querying.md
 // (ROW_NUMBER() OVER (PARTITION BY reading_id ORDER BY ingested_at DESC)
 // over 1,000,000 readings, 900,000 distinct):
 //
@@ -35,7 +35,7 @@
 //
 // # Supported SQL
 //
-// A subset of GoogleSQL, enough for the README's queries: SELECT and WITH …
+// A subset of GoogleSQL, enough for the documented queries: SELECT and WITH …
 // SELECT with FROM, JOIN, WHERE, GROUP BY, HAVING, QUALIFY, ORDER BY,
 // LIMIT/OFFSET, UNION/INTERSECT/EXCEPT, subqueries; SELECT * EXCEPT (…)
 // and * REPLACE (…); `project.dataset.table`, dataset.table and (with a

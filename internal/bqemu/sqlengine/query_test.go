@@ -312,16 +312,16 @@ func TestJobs(t *testing.T) {
 	}
 }
 
-// TestREADMEQueries runs every ```sql block of the README against the
-// emulator: what the README tells users to run must run here.
-func TestREADMEQueries(t *testing.T) {
-	b, err := os.ReadFile("../../../README.md")
+// TestDocsQueries runs every ```sql block of docs/guide/querying.md against the
+// emulator: what the docs tell users to run must run here.
+func TestDocsQueries(t *testing.T) {
+	b, err := os.ReadFile("../../../docs/guide/querying.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	blocks := regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(string(b), -1)
 	if len(blocks) < 2 {
-		t.Fatalf("README has %d sql blocks, want at least the dedup query and a readings_hourly query", len(blocks))
+		t.Fatalf("the querying guide has %d sql blocks, want at least the dedup query and a readings_hourly query", len(blocks))
 	}
 	e := newEnv(t)
 	hourly := false
@@ -331,16 +331,16 @@ func TestREADMEQueries(t *testing.T) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			it, err := e.bq.Query(sql).Read(context.Background())
 			if err != nil {
-				t.Fatalf("README query %d:\n%s\nfailed: %v", i, sql, err)
+				t.Fatalf("query %d:\n%s\nfailed: %v", i, sql, err)
 			}
 			var row []bigquery.Value
 			if err := it.Next(&row); err != nil {
-				t.Errorf("README query %d returned no rows on the test data (%v):\n%s", i, err, sql)
+				t.Errorf("query %d returned no rows on the test data (%v):\n%s", i, err, sql)
 			}
 		})
 	}
 	if !hourly {
-		t.Error("no README query reads readings_hourly")
+		t.Error("no query reads readings_hourly")
 	}
 }
 
