@@ -65,14 +65,14 @@ type Spec struct {
 	// the event time of a reading it carries before the reading is counted
 	// as disagreeing (default DefaultTimestampAttributeTolerance). The
 	// payload's event time is the reading's event time either way.
-	TimestampAttributeTolerance string `yaml:"timestamp_attribute_tolerance,omitempty"`
-	Identity       []string       `yaml:"identity"`
-	Explode        *ExplodeSpec   `yaml:"explode,omitempty"`
-	Fields         []FieldSpec    `yaml:"fields"`
-	Impute         []ImputeSpec   `yaml:"impute"`
-	Bigtable       BigtableSpec   `yaml:"bigtable"`
-	BigQuery       *BigQuerySpec  `yaml:"bigquery,omitempty"`
-	Rollup         *RollupSpec    `yaml:"rollup,omitempty"`
+	TimestampAttributeTolerance string        `yaml:"timestamp_attribute_tolerance,omitempty"`
+	Identity                    []string      `yaml:"identity"`
+	Explode                     *ExplodeSpec  `yaml:"explode,omitempty"`
+	Fields                      []FieldSpec   `yaml:"fields"`
+	Impute                      []ImputeSpec  `yaml:"impute"`
+	Bigtable                    BigtableSpec  `yaml:"bigtable"`
+	BigQuery                    *BigQuerySpec `yaml:"bigquery,omitempty"`
+	Rollup                      *RollupSpec   `yaml:"rollup,omitempty"`
 	// Proto declares the protobuf message --format=proto reads (proto.go).
 	Proto   *ProtoSpec  `yaml:"proto,omitempty"`
 	Queries []QuerySpec `yaml:"queries"`
