@@ -90,8 +90,8 @@ func (s *Spec) eventTimeLimits(opts CompileOptions) EventTimeLimits {
 		return lim
 	}
 	lim.MinMs, lim.MaxMs = max(lo, bqLo), min(hi, bqHi)
-	lim.Why = fmt.Sprintf("BigQuery's partitioned table %s takes event times from %d days before the run's start to %d days after, so Bigtable is not given them either; set bigquery.stores_may_differ: true in the spec to let Bigtable take them alone",
-		bq.Table, BigQueryPastDays-1, BigQueryFutureDays-1)
+	lim.Why = fmt.Sprintf("BigQuery's partitioned table %s takes rows only from %d days before to %d days after the current date (kept a day inside, from the run's start), so neither store is given such a reading; bigquery.stores_may_differ: true in the spec lets Bigtable take it alone",
+		bq.Table, BigQueryPastDays, BigQueryFutureDays)
 	if lim.MinMs > lim.MaxMs {
 		lim.MinMs, lim.MaxMs = lo, hi // disjoint: every reading would fail; leave it to the sinks' checks
 	}

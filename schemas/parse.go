@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -320,6 +321,21 @@ func attributeValue(a *fastjson.Arena, f *FieldSpec, s string) *fastjson.Value {
 	return a.NewString(s)
 }
 
+// unitHint names the unit in which n is an accepted event time, if one
+// is, else says that none is.
+func (p *Parser) unitHint(f *FieldSpec, n int64) string {
+	unit := f.Unit
+	if unit == "" {
+		unit = UnitMillis
+	}
+	for _, u := range unitOrder {
+		if alt, ok := EpochToMillis(n, u); ok && u != unit && alt >= p.minMs && alt <= p.maxMs {
+			return fmt.Sprintf("if the device sends %s, set `unit: %s` on field %s", unitNames[u], u, f.Name)
+		}
+	}
+	return fmt.Sprintf("no unit (s, ms, us, ns) puts %d among the accepted event times: check the device's clock", n)
+}
+
 // utf8BOM is the UTF-8 encoding of U+FEFF.
 const utf8BOM = "\ufeff"
 
@@ -442,6 +458,11 @@ func (p *Parser) field(out *Value, f *FieldSpec, v *fastjson.Value) (int, error)
 		}
 	case TypeTimestamp:
 		ms, err := timestampValue(v, f.Unit)
+		if errors.Is(err, errOutsideYears) && f.Name == p.spec.EventTime {
+			if n, ierr := v.Int64(); ierr == nil && n >= 0 {
+				return classTimestamp, reject(ErrBadTimestamp, "%s: %v; %s", f.Name, err, p.unitHint(f, n))
+			}
+		}
 		if err != nil {
 			return classTimestamp, reject(ErrBadTimestamp, "%s: %v", f.Name, err)
 		}
@@ -531,6 +552,10 @@ func EpochToMillis(n int64, unit string) (ms int64, ok bool) {
 	return n, true
 }
 
+// errOutsideYears marks a number that is no time of years 1 to 9999 in
+// its unit.
+var errOutsideYears = errors.New("no four-digit year")
+
 // timestampValue reads an RFC 3339 string (any UTC offset, optional
 // fraction) or a number of epoch units (unit: "" or ms, s, us, ns): an
 // integer, or with seconds a decimal fraction.
@@ -557,7 +582,7 @@ func timestampValue(v *fastjson.Value, unit string) (int64, error) {
 		}
 		ms, ok := EpochToMillis(n, unit)
 		if !ok || ms < minEventMs || ms > maxEventMs {
-			return 0, fmt.Errorf("%d epoch %s is outside years 1 to 9999", n, unitNames[unit])
+			return 0, fmt.Errorf("%d epoch %s is outside years 1 to 9999: %w", n, unitNames[unit], errOutsideYears)
 		}
 		return ms, nil
 	}
@@ -581,12 +606,7 @@ func (p *Parser) plausible(f *FieldSpec, v *fastjson.Value, ms int64) error {
 	}
 	hint := fmt.Sprintf("no unit (s, ms, us, ns) puts %s there: check the device's clock", v)
 	if n, err := v.Int64(); err == nil {
-		for _, u := range unitOrder {
-			if alt, ok := EpochToMillis(n, u); ok && u != unit && alt >= p.minMs && alt <= p.maxMs {
-				hint = fmt.Sprintf("if the device sends %s, set `unit: %s` on field %s", unitNames[u], u, f.Name)
-				break
-			}
-		}
+		hint = p.unitHint(f, n)
 	}
 	return reject(ErrBadTimestamp, "%s: %s is %s as %s, outside the accepted event times [%s, %s] (%s); %s",
 		f.Name, v, time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), unitNames[unit],
