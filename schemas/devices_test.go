@@ -3,6 +3,7 @@ package schemas
 import (
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -272,5 +273,41 @@ func TestColumnTypesMustFit(t *testing.T) {
 		if _, err := BuiltinSpec(name); err != nil {
 			t.Errorf("built-in spec %s: %v", name, err)
 		}
+	}
+}
+
+// TestDevicesGuideSpec compiles the example spec of docs/guide/devices.md,
+// for json and proto, with and without BigQuery.
+func TestDevicesGuideSpec(t *testing.T) {
+	b, err := os.ReadFile("../docs/guide/devices.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/guide/devices.md has no yaml block")
+	}
+	s, err := ParseSpec("devices.md", []byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range []CompileOptions{{Format: "json"}, {Format: "proto", BigQueryAt: devicesNow}} {
+		c, err := Compile(s, opts)
+		if err != nil {
+			t.Fatalf("%+v: %v", opts, err)
+		}
+		if _, err := c.Decoder().Split([]byte("x")); err != nil && opts.Format == "json" {
+			t.Error(err)
+		}
+	}
+	c := MustCompile(s, CompileOptions{})
+	recs, err := c.Decoder().ParseInput(nil, `{"sensor_id":"a","timestamp":1772360130,"heart_rate":70,"firmware":"old"}`, "m",
+		Input{Attributes: map[string]string{"site": "w3", "firmware": "2.1"}})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("%v %v", recs, err)
+	}
+	if got := recs[0].Values[c.FieldIndex("firmware")].Str; got != "2.1" || recs[0].EventMs != 1772360130000 {
+		t.Errorf("firmware %q at %d; want the attribute's 2.1 at 1772360130000", got, recs[0].EventMs)
 	}
 }
