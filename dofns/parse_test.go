@@ -33,7 +33,7 @@ func TestParseMessageFnReadsEveryReading(t *testing.T) {
 			Attributes: map[string]string{"event_ts": at}},
 		{ID: "2", Data: []byte("[" + vitalsLine("c", at) + "," + vitalsLine("d", "1772367330250") + "]"),
 			Attributes: map[string]string{"event_ts": at}}, // d is 2h off
-		{ID: "3", Data: []byte(vitalsLine("e", at))},                                                   // no attribute
+		{ID: "3", Data: []byte(vitalsLine("e", at))},                                                    // no attribute
 		{ID: "4", Data: []byte(vitalsLine("f", at)), Attributes: map[string]string{"event_ts": "soon"}}, // unparseable
 	}
 	p, s := beam.NewPipelineWithRoot()

@@ -169,9 +169,9 @@ func TestStreamOfBatchedMessages(t *testing.T) {
 	var rs []reading
 	add := func(p string, at int64, good bool) { rs = append(rs, reading{p, at, good}) }
 	add(`not json`, 0, false)
-	add(line("p-5", ms(0), 999), ms(0), false)        // out_of_range
-	add(line("p-6", h.Unix(), 70), 0, false)           // epoch seconds: bad_timestamp
-	add(line("p-1", ms(0), nil), ms(0), true)          // imputed
+	add(line("p-5", ms(0), 999), ms(0), false) // out_of_range
+	add(line("p-6", h.Unix(), 70), 0, false)   // epoch seconds: bad_timestamp
+	add(line("p-1", ms(0), nil), ms(0), true)  // imputed
 	add(line("p-1", ms(30*time.Minute+500*time.Millisecond), 70), ms(30*time.Minute+500*time.Millisecond), true)
 	add(line("p-1", ms(time.Hour-time.Millisecond), nil), ms(time.Hour-time.Millisecond), true)
 	add(line("p-1", ms(30*time.Minute+500*time.Millisecond), 70), ms(30*time.Minute+500*time.Millisecond), true) // duplicate
@@ -401,4 +401,3 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
-
