@@ -149,8 +149,8 @@ func TestDeviceTimesAndSpecsBeforeTheJob(t *testing.T) {
 
 // TestStreamOfBatchedMessages: the same readings sent as NDJSON messages
 // of 10 and JSON arrays, with the attribute site mapped to a field, land as
-// the batch of them does (one reading a line, which the stream contract
-// holds one reading a message to); so do they as protobuf batches. The
+// the batch of them does, and as they do one reading a message; so do they
+// as protobuf batches. The
 // timestamp attribute's disagreements, absence and garbage are counted.
 func TestStreamOfBatchedMessages(t *testing.T) {
 	bt := emulators.StartBigtable(t) // skips under -short
@@ -262,6 +262,8 @@ func TestStreamOfBatchedMessages(t *testing.T) {
 		got := reasons(t, dl)
 		return fmt.Sprint(got) == fmt.Sprint(wantDL), fmt.Sprintf("dead letters by reason %v; want the batch's %v", got, wantDL)
 	})
+	// The table as the batched messages left it, site cells included.
+	batched := strings.Join(dump(t, bt, "stream_site"), "\n")
 	// The attribute site landed in both stores, for every reading.
 	sites := 0
 	for _, c := range dump(t, bt, "stream_site") {
@@ -327,6 +329,36 @@ func TestStreamOfBatchedMessages(t *testing.T) {
 	if n := strings.Count(job.stderr.String(), "from the reading's event time"); n < 1 || disagree == 0 {
 		t.Errorf("the disagreement is logged %d times (want once a worker, with its example; %d batched readings disagree):\n%s", n, disagree, job.stderr.String())
 	}
+
+	t.Run("the same readings one a message land as the batched messages did", func(t *testing.T) {
+		var single []*pubsub.Message
+		for _, r := range rs {
+			at := r.ms
+			if !r.good {
+				at = time.Now().UnixMilli()
+			}
+			single = append(single, &pubsub.Message{Data: []byte(r.payload), Attributes: map[string]string{"event_ts": strconv.FormatInt(at, 10), "site": "ward-3"}})
+		}
+		sf := newPubSub(t, ps, "single")
+		publishRaw(t, sf, single...)
+		sdl := t.TempDir()
+		job := startStream(t, env, streamArgs(sf.sub, "stream_single", sdl, "--spec="+spec, "--allowed_lateness=6h", "--bigquery_dataset=stream_single")...)
+		eventually(t, 120*time.Second, job, func() (bool, string) {
+			got := strings.Join(dump(t, bt, "stream_single"), "\n")
+			return got == batched, fmt.Sprintf("one-a-message table equal to the batched messages' (site cells included)\n got:\n%s\nwant:\n%s", got, batched)
+		})
+		eventually(t, 60*time.Second, job, func() (bool, string) {
+			got := bqReadings(t, bq, "stream_single")
+			return fmt.Sprint(got) == fmt.Sprint(wantBQ), fmt.Sprintf("one-a-message BigQuery rows equal to the batch's\n got: %v\nwant: %v", got, wantBQ)
+		})
+		eventually(t, 30*time.Second, job, func() (bool, string) {
+			got := reasons(t, sdl)
+			return fmt.Sprint(got) == fmt.Sprint(wantDL), fmt.Sprintf("dead letters by reason %v; want %v", got, wantDL)
+		})
+		if code := job.stop(t, syscall.SIGTERM); code != 0 {
+			t.Fatalf("SIGTERM: exit %d\n%s", code, job.stderr.String())
+		}
+	})
 
 	t.Run("a proto stream of batched messages lands like the JSON one", func(t *testing.T) {
 		s, err := schemas.ParseSpec(spec, mustRead(t, spec))
