@@ -119,6 +119,23 @@ func TestDeviceTimesAndSpecsBeforeTheJob(t *testing.T) {
 		if !strings.Contains(r.stdout, "fields not in the spec:  firmware_version 1") {
 			t.Errorf("summary does not count the undeclared field:\n%s", r.stdout)
 		}
+
+		// A spec that no longer writes battery_level: one warning line.
+		spec := filepath.Join(t.TempDir(), "v.yaml")
+		old := "    - {name: battery_level, type: FLOAT64, value: battery_level}\n"
+		if b := string(mustRead(t, "../schemas/specs/vitals.yaml")); !strings.Contains(b, old) {
+			t.Fatalf("vitals.yaml has no %q", old)
+		} else if err := os.WriteFile(spec, []byte(strings.Replace(b, old, "", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r = runLauncher(t, env, "--spec="+spec, "--source=files", "--input="+in+"/*", "--bigtable_project=p", "--bigtable_instance=i",
+			"--bigtable_table=units", "--bigquery_dataset=units", "--dead_letter="+t.TempDir())
+		if r.code != 0 {
+			t.Fatalf("rerun without battery_level: exit %d\n%s", r.code, r.stderr)
+		}
+		if n := strings.Count(r.stderr, "has column battery_level, which the spec no longer writes: rows this run writes or rewrites will have it NULL"); n != 1 {
+			t.Errorf("%d warnings about battery_level; want one line:\n%s", n, r.stderr)
+		}
 	})
 
 	t.Run("a float field into an INT64 column is refused before the job", func(t *testing.T) {
