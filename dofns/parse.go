@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -17,6 +20,7 @@ func init() {
 	beam.RegisterType(reflect.TypeOf((*schemas.Record)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*schemas.DeadLetter)(nil)).Elem())
 	register.DoFn5x0[context.Context, string, string, func(beam.EventTime, string, schemas.Record), func(schemas.DeadLetter)](&ParseFn{})
+	register.DoFn4x0[context.Context, pubsubread.Message, func(beam.EventTime, string, schemas.Record), func(schemas.DeadLetter)](&ParseMessageFn{})
 	register.Emitter3[beam.EventTime, string, schemas.Record]()
 	register.Emitter1[schemas.DeadLetter]()
 }
@@ -35,6 +39,7 @@ type ParseFn struct {
 	builder *schemas.Builder
 	buf     []schemas.Record
 	ctrs    counters
+	unknown unknownKeys
 }
 
 // NewParseFn returns a ParseFn for spec.
@@ -62,7 +67,8 @@ func (f *ParseFn) ProcessElement(ctx context.Context, source, line string, emit 
 		dead(deadLetter(schemas.SinkParse, schemas.Prefix(line), source, schemas.TooLarge(int64(len(line)), max)))
 		return
 	}
-	if perr := Guard(func() { err = f.parse(line, source) }); perr != nil {
+	in := schemas.Input{Unknown: f.unknown.counter(ctx, &f.ctrs)}
+	if perr := Guard(func() { err = f.parse(line, source, in) }); perr != nil {
 		err = perr
 	}
 	if err != nil {
@@ -79,16 +85,176 @@ func (f *ParseFn) ProcessElement(ctx context.Context, source, line string, emit 
 }
 
 // parse decodes line into f.buf and checks that every record can be built.
-func (f *ParseFn) parse(line, source string) error {
+func (f *ParseFn) parse(line, source string, in schemas.Input) error {
 	var err error
-	f.buf, err = f.parser.ParseString(f.buf[:0], line, source)
+	f.buf, err = parsePayload(f.parser, f.builder, f.buf[:0], line, source, in)
+	return err
+}
+
+// parsePayload decodes one reading's payload into dst and checks that
+// every record can be built.
+func parsePayload(dec schemas.Decoder, b *schemas.Builder, dst []schemas.Record, payload, source string, in schemas.Input) ([]schemas.Record, error) {
+	dst, err := dec.ParseInput(dst, payload, source, in)
 	if err != nil {
-		return err
+		return dst, err
 	}
-	for i := range f.buf {
-		if err := f.builder.Check(&f.buf[i]); err != nil {
-			return err
+	for i := range dst {
+		if err := b.Check(&dst[i]); err != nil {
+			return dst, err
 		}
 	}
+	return dst, nil
+}
+
+// maxUnknownKeys bounds the distinct payload keys one DoFn instance counts
+// by name; further keys are counted together, so that a payload of
+// arbitrary keys cannot make unbounded counters.
+const maxUnknownKeys = 100
+
+// otherUnknownKeys names the count of the keys past maxUnknownKeys.
+const otherUnknownKeys = "(other keys)"
+
+// unknownKeys counts payload keys the spec does not read, one ledger
+// counter per key.
+type unknownKeys map[string]bool
+
+// counter returns the Unknown callback of a schemas.Input that counts into
+// ctrs.
+func (u *unknownKeys) counter(ctx context.Context, ctrs *counters) func(string) {
+	return func(key string) {
+		if *u == nil {
+			*u = unknownKeys{}
+		}
+		if !(*u)[key] {
+			if len(*u) >= maxUnknownKeys {
+				key = otherUnknownKeys
+			} else {
+				(*u)[key] = true
+			}
+		}
+		ctrs.inc(ctx, ledger.UnknownFieldKey(key), 1)
+	}
+}
+
+// ParseMessageFn parses one Pub/Sub message into the readings it carries,
+// as a file is read: one per line (NDJSON), one per element of a JSON
+// array, or one per element of the spec's protobuf batch wrapper. Each is
+// parsed, validated and dead-lettered on its own, so a bad line does not
+// lose the good ones beside it, and each takes the message's attributes
+// for the fields that name one. The ledger counts the message
+// (input/messages) and each reading (input/records).
+//
+// With TimestampAttribute set, the message's attribute is compared with
+// each reading's event time, which stays the payload's: a missing or
+// unparseable attribute, and a reading further from it than the spec's
+// timestamp_attribute_tolerance, are counted in the ledger, and the first
+// disagreement is logged with its example. Dataflow's pubsubio and the
+// local reader give this DoFn the same message, so both runners count
+// alike.
+type ParseMessageFn struct {
+	Spec *schemas.Compiled
+	// MaxLineBytes limits a message (default schemas.DefaultMaxLineBytes);
+	// a longer one is dead-lettered as too_large with its first bytes.
+	MaxLineBytes int
+	// Source names the subscription in dead letters.
+	Source             string
+	TimestampAttribute string
+
+	parser    schemas.Decoder
+	builder   *schemas.Builder
+	tolerance int64
+	buf       []schemas.Record
+	ctrs      counters
+	unknown   unknownKeys
+	logged    bool
+}
+
+// Setup takes the compiled spec's row builder and payload decoder.
+func (f *ParseMessageFn) Setup() error {
+	if f.Spec == nil {
+		return errors.New("parse message: no compiled spec")
+	}
+	f.builder, f.parser = f.Spec.Builder(), f.Spec.Decoder()
+	f.tolerance = f.Spec.AttributeTolerance().Milliseconds()
 	return nil
+}
+
+// ProcessElement splits m into its readings and parses each.
+func (f *ParseMessageFn) ProcessElement(ctx context.Context, m pubsubread.Message, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
+	f.ctrs.inc(ctx, ledger.InputMessages, 1)
+	reject := func(payload string, err error) {
+		f.ctrs.inc(ctx, ledger.InputRecords, 1)
+		f.ctrs.inc(ctx, ledger.InputRejected, 1)
+		dead(deadLetter(schemas.SinkParse, payload, f.Source, err))
+	}
+	if max := schemas.LineLimit(f.MaxLineBytes); len(m.Data) > max {
+		reject(schemas.Prefix(string(m.Data)), schemas.TooLarge(int64(len(m.Data)), max))
+		return
+	}
+	attrMs, attrOK := f.attributeTime(ctx, m)
+	var parts []string
+	var err error
+	if perr := Guard(func() { parts, err = f.parser.Split(m.Data) }); perr != nil {
+		err = perr
+	}
+	if err != nil {
+		reject(string(m.Data), err)
+		return
+	}
+	in := schemas.Input{Attributes: m.Attributes, Unknown: f.unknown.counter(ctx, &f.ctrs)}
+	for _, part := range parts {
+		if perr := Guard(func() { f.buf, err = parsePayload(f.parser, f.builder, f.buf[:0], part, f.Source, in) }); perr != nil {
+			err = perr
+		}
+		if err != nil {
+			reject(part, err)
+			continue
+		}
+		f.ctrs.inc(ctx, ledger.InputRecords, int64(len(f.buf)))
+		for i := range f.buf {
+			r := f.buf[i]
+			if attrOK {
+				f.compare(ctx, m, attrMs, &r)
+			}
+			emit(mtime.FromMilliseconds(r.EventMs), f.Spec.IdentityKey(&r), r)
+		}
+	}
+}
+
+// attributeTime is the message's timestamp attribute, counting it when
+// missing or unparseable.
+func (f *ParseMessageFn) attributeTime(ctx context.Context, m pubsubread.Message) (int64, bool) {
+	if f.TimestampAttribute == "" {
+		return 0, false
+	}
+	v, ok := m.Attributes[f.TimestampAttribute]
+	if !ok {
+		f.ctrs.inc(ctx, ledger.TimestampAttributeMissing, 1)
+		return 0, false
+	}
+	ms, err := pubsubread.ParseEventTime(v)
+	if err != nil {
+		f.ctrs.inc(ctx, ledger.TimestampAttributeUnparseable, 1)
+		return 0, false
+	}
+	return ms, true
+}
+
+// compare counts a reading whose event time is further from its message's
+// timestamp attribute than the tolerance, and logs the first.
+func (f *ParseMessageFn) compare(ctx context.Context, m pubsubread.Message, attrMs int64, r *schemas.Record) {
+	d := r.EventMs - attrMs
+	if d < 0 {
+		d = -d
+	}
+	if d <= f.tolerance {
+		return
+	}
+	f.ctrs.inc(ctx, ledger.TimestampAttributeDisagrees, 1)
+	if !f.logged {
+		f.logged = true
+		log.Warnf(ctx, "parse: message %s: timestamp attribute %s=%s is %v from the reading's event time %s (tolerance %v, the spec's timestamp_attribute_tolerance); the reading keeps its payload's time, the watermark follows the attribute; further disagreements are counted in the ledger, not logged",
+			m.ID, f.TimestampAttribute, m.Attributes[f.TimestampAttribute], time.Duration(d)*time.Millisecond,
+			time.UnixMilli(r.EventMs).UTC().Format(time.RFC3339Nano), f.Spec.AttributeTolerance())
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	pubsubpb "google.golang.org/genproto/googleapis/pubsub/v1"
 
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
@@ -17,8 +18,8 @@ import (
 func init() {
 	register.DoFn6x0[context.Context, beam.EventTime, string, schemas.Record, func(string, schemas.Record), func(schemas.DeadLetter)](&TooLateFn{})
 	register.DoFn4x0[context.Context, string, schemas.Record, func(schemas.RowMutation)](&ArrivalRowsFn{})
-	register.DoFn2x0[pubsubread.Message, func(string, string)](&MessageLineFn{})
-	register.DoFn2x0[[]byte, func(string, string)](&PayloadLineFn{})
+	register.DoFn2x0[*pubsubpb.PubsubMessage, func(pubsubread.Message)](&FromPubsubMessageFn{})
+	register.Emitter1[pubsubread.Message]()
 	register.Emitter2[string, schemas.Record]()
 	register.Emitter2[string, string]()
 }
@@ -100,24 +101,18 @@ func (f *ArrivalRowsFn) ProcessElement(_ context.Context, _ string, r schemas.Re
 	}
 }
 
-// MessageLineFn keys a Pub/Sub message's payload by its source (the
-// subscription), as ParseFn expects.
-type MessageLineFn struct {
-	Source string
-}
+// FromPubsubMessageFn turns a message read by Beam's pubsubio (on
+// Dataflow, with its attributes) into the pubsubread.Message the local
+// reader emits, so that one ParseMessageFn reads both alike.
+type FromPubsubMessageFn struct{}
 
-// ProcessElement emits KV<source, payload>.
-func (f *MessageLineFn) ProcessElement(m pubsubread.Message, emit func(string, string)) {
-	emit(f.Source, string(m.Data))
-}
-
-// PayloadLineFn keys a raw Pub/Sub payload (Beam's pubsubio on Dataflow) by
-// its source.
-type PayloadLineFn struct {
-	Source string
-}
-
-// ProcessElement emits KV<source, payload>.
-func (f *PayloadLineFn) ProcessElement(b []byte, emit func(string, string)) {
-	emit(f.Source, string(b))
+// ProcessElement emits m as a pubsubread.Message; its event time is its
+// publish time, as the local reader gives a message without a timestamp
+// attribute.
+func (f *FromPubsubMessageFn) ProcessElement(m *pubsubpb.PubsubMessage, emit func(pubsubread.Message)) {
+	if m == nil {
+		return
+	}
+	pt := m.GetPublishTime().AsTime().UnixMilli()
+	emit(pubsubread.Message{ID: m.GetMessageId(), Data: m.GetData(), Attributes: m.GetAttributes(), PublishTime: pt, EventTime: pt})
 }

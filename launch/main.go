@@ -91,7 +91,7 @@ var (
 	// Stream flags (--source=pubsub).
 	localStateOnDisk = flag.Bool("local_state_on_disk", true, "With --source=pubsub on any runner but Dataflow: keep each sensor-hour's state (its readings, held for the hour's final firings and then for --allowed_lateness, a day by default) in files in the run's temp folder instead of memory, about 32 bytes a vitals reading, so that the stream's memory does not grow with its readings. The files go when their hour expires, and with the run (on a job server, with the worker process). false keeps the state in memory. Ignored on Dataflow, whose state is not in the workers' memory.")
 	subscription     = flag.String("subscription", "", "With --source=pubsub: the subscription, projects/P/subscriptions/S (required). PUBSUB_EMULATOR_HOST is honoured on prism and direct.")
-	timestampAttr    = flag.String("timestamp_attribute", "", "With --source=pubsub: the message attribute holding the event time (epoch ms); empty uses the publish time.")
+	timestampAttr    = flag.String("timestamp_attribute", "", "With --source=pubsub: the message attribute holding the time a message was sent (epoch ms or RFC 3339). Locally it sets the watermark (empty: the publish time); on both runners each reading keeps its payload's event time, and a missing, unparseable or disagreeing attribute (the spec's timestamp_attribute_tolerance) is counted in the ledger.")
 	idAttr           = flag.String("id_attribute", "", "With --source=pubsub: a message attribute with a unique record id, for deduplicating redeliveries.")
 	earlyFiring      = flag.Duration("early_firing", pipelines.DefaultEarlyFiring, "With --source=pubsub: how often an open hour fires early (processing time).")
 	lateFiring       = flag.Duration("late_firing", pipelines.DefaultLateFiring, "With --source=pubsub: how long after a late reading its hour fires again.")
@@ -345,7 +345,13 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 			return cfg, src, usagef("--dead_letter=%s: %w", *deadLetter, err)
 		}
 	}
-	compiled, err := schemas.Compile(spec, schemas.CompileOptions{Format: *format})
+	opts := schemas.CompileOptions{Format: *format}
+	if *bqDataset != "" {
+		// A partitioned table takes event times within a window around
+		// the run's start; the spec's range is narrowed to it.
+		opts.BigQueryAt = time.Now().UnixMilli()
+	}
+	compiled, err := schemas.Compile(spec, opts)
 	switch {
 	case errors.Is(err, schemas.ErrFormat):
 		return cfg, src, usagef("--format: %w", err)

@@ -58,8 +58,12 @@ func preflight(ctx context.Context, cfg pipelines.Config, src pipelines.PubSubSo
 			if i == 0 {
 				name = bq.Table // --bigquery_table may rename the readings table
 			}
-			if err := bqadmin.EnsureTable(ctx, bq.Project, bq.Dataset, name, t, *createTables); err != nil {
+			notes, err := bqadmin.EnsureTableNotes(ctx, bq.Project, bq.Dataset, name, t, *createTables)
+			if err != nil {
 				return fmt.Errorf("--bigquery_dataset=%s: %w", bq.Dataset, err)
+			}
+			for _, n := range notes {
+				fmt.Fprintln(os.Stderr, n)
 			}
 			// Upserts replace rows by the table's primary key: a table
 			// made without it must get it first.

@@ -108,28 +108,41 @@ type PubSubSource struct {
 	AckDeadline time.Duration
 }
 
-// ReadPubSub reads the subscription as KV<source, payload>, the input of
-// Parse; the source is the subscription.
+// ReadPubSub reads the subscription's messages (pubsubread.Message), the
+// input of ParseMessages.
+//
+// Locally, pubsubread stamps each message with its timestamp attribute
+// (the publish time when it has none or cannot be read) and holds the
+// watermark at it. On Dataflow, pubsubio reads each message with its
+// attributes at its publish time, and is not given the timestamp
+// attribute: its native source would not take a message that lacks it.
+// On both, ParseMessages stamps each reading with its payload's event time
+// and counts a missing, unparseable or disagreeing attribute alike.
 func ReadPubSub(s beam.Scope, src PubSubSource) (beam.PCollection, error) {
 	s = s.Scope("ReadPubSub")
 	if src.Dataflow {
-		payloads := pubsubio.Read(s, src.Subscription.Project, pubsubio.ReadOptions{
-			Subscription:       src.Subscription.ID,
-			TimestampAttribute: src.TimestampAttribute,
-			IDAttribute:        src.IDAttribute,
+		msgs := pubsubio.Read(s, src.Subscription.Project, pubsubio.ReadOptions{
+			Subscription:   src.Subscription.ID,
+			IDAttribute:    src.IDAttribute,
+			WithAttributes: true,
 		})
-		return beam.ParDo(s, &dofns.PayloadLineFn{Source: src.Subscription.String()}, payloads), nil
+		return beam.ParDo(s, &dofns.FromPubsubMessageFn{}, msgs), nil
 	}
-	msgs, err := pubsubread.TryRead(s, pubsubread.Config{
+	return pubsubread.TryRead(s, pubsubread.Config{
 		Subscription:       src.Subscription,
 		TimestampAttribute: src.TimestampAttribute,
 		IDAttribute:        src.IDAttribute,
 		AckDeadline:        src.AckDeadline,
 	})
-	if err != nil {
-		return beam.PCollection{}, err
-	}
-	return beam.ParDo(s, &dofns.MessageLineFn{Source: src.Subscription.String()}, msgs), nil
+}
+
+// ParseMessages turns Pub/Sub messages into KV<identity, Record> stamped
+// with event time, one per reading a message carries, and the dead letters
+// of the readings that fail validation (dofns.ParseMessageFn).
+func ParseMessages(s beam.Scope, spec *schemas.Compiled, src PubSubSource, maxLine int, msgs beam.PCollection) (records, dead beam.PCollection) {
+	s = s.Scope("Parse")
+	return beam.ParDo2(s, &dofns.ParseMessageFn{Spec: spec, MaxLineBytes: maxLine, Source: src.Subscription.String(),
+		TimestampAttribute: src.TimestampAttribute}, msgs)
 }
 
 // Stream builds the streaming pipeline: Pub/Sub in, the same Ingest as
@@ -141,11 +154,11 @@ func Stream(s beam.Scope, cfg Config, src PubSubSource) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	lines, err := ReadPubSub(s, src)
+	msgs, err := ReadPubSub(s, src)
 	if err != nil {
 		return err
 	}
-	records, parseDead := ParseLimited(s, cfg.Spec, cfg.MaxLineBytes, lines)
+	records, parseDead := ParseMessages(s, cfg.Spec, src, cfg.MaxLineBytes, msgs)
 	dead := Ingest(s, cfg, records)
 	WriteDeadLetters(s, cfg.DeadLetter, cfg.Retry, append(dead, parseDead)...)
 	return nil

@@ -12,14 +12,21 @@ import (
 // into records. Parser is the JSON decoder, ProtoParser the proto one.
 type Decoder interface {
 	ParseString(dst []Record, payload, source string) ([]Record, error)
+	// ParseInput is ParseString with what the reader knows besides the
+	// payload: a message's attributes, and where to report payload keys
+	// the spec does not read.
+	ParseInput(dst []Record, payload, source string, in Input) ([]Record, error)
+	// Split cuts a Pub/Sub message's data into the payloads of the
+	// readings it carries (see Compiled.SplitMessage).
+	Split(data []byte) ([]string, error)
 }
 
 // formats maps a payload format (the launcher's --format) to the
 // constructor of its decoder. A new format is one entry here.
-var formats = map[string]func(*Spec) (Decoder, error){
-	"json": func(s *Spec) (Decoder, error) { return NewParser(s), nil },
-	"proto": func(s *Spec) (Decoder, error) {
-		p, err := NewProtoParser(s)
+var formats = map[string]func(*Spec, EventTimeLimits) (Decoder, error){
+	"json": func(s *Spec, lim EventTimeLimits) (Decoder, error) { return NewParserLimited(s, lim), nil },
+	"proto": func(s *Spec, lim EventTimeLimits) (Decoder, error) {
+		p, err := NewProtoParserLimited(s, lim)
 		if err != nil {
 			return nil, err
 		}
@@ -45,6 +52,50 @@ var ErrFormat = errors.New("bad format")
 type CompileOptions struct {
 	// Format is the payload format ("" means json): one of FormatNames.
 	Format string `json:"format,omitempty"`
+	// BigQueryAt, when the run writes BigQuery, is the time (epoch ms) its
+	// start is reckoned at: a partitioned table takes rows only within a
+	// window around it (BigQueryPastDays back, BigQueryFutureDays ahead),
+	// and unless the spec's bigquery.stores_may_differ says otherwise the
+	// accepted event times are narrowed to that window, so that a reading
+	// BigQuery can never take is rejected for every sink. 0: no BigQuery.
+	BigQueryAt int64 `json:"bigquery_at,omitempty"`
+}
+
+// BigQuery's writable window for a partitioned table: rows may be streamed
+// to partitions from this many days before the current date to this many
+// after (BigQuery's "outside the allowed bounds" error).
+const (
+	BigQueryPastDays   = 3650
+	BigQueryFutureDays = 365
+)
+
+// EventTimeLimits are the event times the compiled spec accepts: the
+// spec's event_time_range, narrowed to BigQuery's writable window when the
+// run writes a partitioned BigQuery table and the spec does not let the
+// stores differ. The window is kept a day inside BigQuery's, so that a
+// stream that runs for a day still writes every reading it accepts.
+func (c *Compiled) EventTimeLimits() EventTimeLimits { return c.limits }
+
+func (s *Spec) eventTimeLimits(opts CompileOptions) EventTimeLimits {
+	lo, hi := s.EventTimeBounds()
+	lim := EventTimeLimits{MinMs: lo, MaxMs: hi, Why: "the spec's event_time_range sets them"}
+	bq := s.BigQuery
+	if opts.BigQueryAt == 0 || bq == nil || bq.TimePartitioning == nil || bq.StoresMayDiffer {
+		return lim
+	}
+	const day = 24 * 60 * 60 * 1000
+	bqLo := opts.BigQueryAt - (BigQueryPastDays-1)*day
+	bqHi := opts.BigQueryAt + (BigQueryFutureDays-1)*day
+	if bqLo <= lo && bqHi >= hi {
+		return lim
+	}
+	lim.MinMs, lim.MaxMs = max(lo, bqLo), min(hi, bqHi)
+	lim.Why = fmt.Sprintf("BigQuery's partitioned table %s takes rows only from %d days before to %d days after the current date (kept a day inside, from the run's start), so neither store is given such a reading; bigquery.stores_may_differ: true in the spec lets Bigtable take it alone",
+		bq.Table, BigQueryPastDays, BigQueryFutureDays)
+	if lim.MinMs > lim.MaxMs {
+		lim.MinMs, lim.MaxMs = lo, hi // disjoint: every reading would fail; leave it to the sinks' checks
+	}
+	return lim
 }
 
 // Compiled is a dataset spec that passed every check, with the rules the
@@ -62,6 +113,7 @@ type Compiled struct {
 	builder *Builder
 	roller  *Roller
 	decoder Decoder
+	limits  EventTimeLimits
 }
 
 // Compile checks s with opts, once: its fields, templates, event-time
@@ -98,7 +150,8 @@ func Compile(s *Spec, opts CompileOptions) (*Compiled, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: format %q has no decoder (available: %s)", ErrFormat, opts.Format, strings.Join(FormatNames(), ", "))
 	}
-	if c.decoder, err = newDecoder(s); err != nil {
+	c.limits = s.eventTimeLimits(opts)
+	if c.decoder, err = newDecoder(s, c.limits); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	return c, nil

@@ -1,9 +1,11 @@
 package schemas
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,14 +24,35 @@ type Parser struct {
 	eventIdx int
 	explode  []string
 	pool     fastjson.ParserPool
-	// minMs and maxMs bound the accepted event times (inclusive).
+	arenas   fastjson.ArenaPool
+	// minMs and maxMs bound the accepted event times (inclusive); limit
+	// says what sets them, for the dead letters' reasons.
 	minMs, maxMs int64
+	limit        string
+	// known are the payload's top-level keys the spec reads.
+	known map[string]bool
 }
 
-// NewParser prepares a parser for spec.
+// EventTimeLimits are the event times a run accepts (epoch ms, inclusive)
+// and what sets them, for dead-letter reasons.
+type EventTimeLimits struct {
+	MinMs, MaxMs int64
+	Why          string
+}
+
+// NewParser prepares a parser for spec, accepting the spec's event-time
+// range.
 func NewParser(spec *Spec) *Parser {
-	p := &Parser{spec: spec, eventIdx: spec.FieldIndex(spec.EventTime)}
-	p.minMs, p.maxMs = spec.EventTimeBounds()
+	lo, hi := spec.EventTimeBounds()
+	return NewParserLimited(spec, EventTimeLimits{MinMs: lo, MaxMs: hi, Why: "the spec's event_time_range sets them"})
+}
+
+// NewParserLimited is NewParser accepting the event times of lim, which
+// must lie within the spec's range (Compiled narrows it to BigQuery's
+// writable window).
+func NewParserLimited(spec *Spec, lim EventTimeLimits) *Parser {
+	p := &Parser{spec: spec, eventIdx: spec.FieldIndex(spec.EventTime), known: map[string]bool{}}
+	p.minMs, p.maxMs, p.limit = lim.MinMs, lim.MaxMs, lim.Why
 	for _, f := range spec.Fields {
 		if ex := spec.Explode; ex != nil && (f.Name == ex.TimeField || f.Name == ex.ValueField) {
 			p.paths = append(p.paths, nil)
@@ -40,11 +63,23 @@ func NewParser(spec *Spec) *Parser {
 			path = f.Name
 		}
 		p.paths = append(p.paths, strings.Split(path, "."))
+		p.known[p.paths[len(p.paths)-1][0]] = true
 	}
 	if spec.Explode != nil {
 		p.explode = strings.Split(spec.Explode.Path, ".")
+		p.known[p.explode[0]] = true
 	}
 	return p
+}
+
+// Input is what a payload's reader knows besides the payload.
+type Input struct {
+	// Attributes are the Pub/Sub message's attributes (nil for a file's
+	// line); fields that declare an attribute take its value.
+	Attributes map[string]string
+	// Unknown, if set, is called with each top-level payload key the spec
+	// does not read, when the spec's unknown_fields is count.
+	Unknown func(key string)
 }
 
 // Spec returns the parser's spec.
@@ -72,6 +107,13 @@ func (p *Parser) Parse(dst []Record, line []byte, source string) ([]Record, erro
 // ParseString is Parse for a line already held as a string; the records
 // share it as their Raw payload without a copy.
 func (p *Parser) ParseString(dst []Record, line, source string) ([]Record, error) {
+	return p.ParseInput(dst, line, source, Input{})
+}
+
+// ParseInput is ParseString for a payload read with in: a message's
+// attributes fill the fields that name them, and keys the spec does not
+// read are reported or rejected as the spec's unknown_fields says.
+func (p *Parser) ParseInput(dst []Record, line, source string, in Input) ([]Record, error) {
 	// A UTF-8 byte-order mark (some exporters start files and messages
 	// with one) is not part of the JSON.
 	trimmed := strings.TrimSpace(strings.TrimPrefix(line, utf8BOM))
@@ -92,14 +134,33 @@ func (p *Parser) ParseString(dst []Record, line, source string) ([]Record, error
 		// encoding/json the last): refuse to guess.
 		return dst, reject(ErrMalformed, "key %q appears twice in the object", k)
 	}
+	if err := p.unknownKeys(root, in.Unknown); err != nil {
+		return dst, err
+	}
 	raw := line
 	values := make([]Value, p.spec.NumValues())
 	var errs [numClasses]error
+	var arena *fastjson.Arena
+	defer func() {
+		if arena != nil {
+			p.arenas.Put(arena)
+		}
+	}()
 	for i := range p.spec.Fields {
 		if p.paths[i] == nil {
 			continue
 		}
-		class, err := p.field(&values[i], &p.spec.Fields[i], root.Get(p.paths[i]...))
+		f := &p.spec.Fields[i]
+		v := root.Get(p.paths[i]...)
+		if f.Attribute != "" && (v == nil || v.Type() == fastjson.TypeNull || f.AttributeWins) {
+			if a, ok := in.Attributes[f.Attribute]; ok {
+				if arena == nil {
+					arena = p.arenas.Get()
+				}
+				v = attributeValue(arena, f, a)
+			}
+		}
+		class, err := p.field(&values[i], f, v)
 		if err != nil && errs[class] == nil {
 			errs[class] = err
 		}
@@ -170,6 +231,111 @@ func (p *Parser) explodePoints(dst []Record, root *fastjson.Value, base []Value,
 	return dst, nil
 }
 
+// Split cuts a Pub/Sub message's data into the payloads of its readings,
+// as a file is read: one per non-blank line (NDJSON), so a message of one
+// reading is that one payload unchanged. Data that is one JSON array gives
+// one payload per element, and one JSON object written over several lines
+// stays whole. Data that is not JSON at all is one payload (its dead
+// letter says why).
+func (p *Parser) Split(data []byte) ([]string, error) {
+	s := string(data)
+	t := strings.TrimSpace(strings.TrimPrefix(s, utf8BOM))
+	switch {
+	case t == "":
+		return nil, nil
+	case t[0] == '[':
+		jp := p.pool.Get()
+		defer p.pool.Put(jp)
+		v, err := jp.Parse(t)
+		if err != nil {
+			return []string{s}, nil
+		}
+		arr, _ := v.Array()
+		out := make([]string, 0, len(arr))
+		var buf []byte
+		for _, e := range arr {
+			buf = e.MarshalTo(buf[:0])
+			out = append(out, string(buf))
+		}
+		return out, nil
+	case !strings.Contains(t, "\n"):
+		return []string{s}, nil
+	case fastjson.Validate(t) == nil:
+		return []string{s}, nil
+	}
+	var out []string
+	for line := range strings.SplitSeq(t, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out, nil
+}
+
+// unknownKeys reports each top-level key of root that the spec does not
+// read to unknown, or rejects the payload, as the spec's unknown_fields
+// says.
+func (p *Parser) unknownKeys(root *fastjson.Value, unknown func(string)) error {
+	mode := p.spec.UnknownFieldsMode()
+	if mode == UnknownIgnore || (mode == UnknownCount && unknown == nil) {
+		return nil
+	}
+	obj, _ := root.Object()
+	var first string
+	obj.Visit(func(k []byte, _ *fastjson.Value) {
+		if p.known[string(k)] {
+			return
+		}
+		if mode == UnknownReject {
+			if first == "" {
+				first = string(k)
+			}
+			return
+		}
+		unknown(string(k))
+	})
+	if first != "" {
+		return reject(ErrUnknownField, "%q is not a field of the spec, which says unknown_fields: reject; declare it, or set unknown_fields: count to count such keys instead", first)
+	}
+	return nil
+}
+
+// attributeValue is a message attribute as the JSON value the field's
+// type reads: a number for numeric fields (and a numeric timestamp),
+// true/false for bool, else a string, which the field's checks then
+// accept or reject as they would the payload's own value.
+func attributeValue(a *fastjson.Arena, f *FieldSpec, s string) *fastjson.Value {
+	switch f.Type {
+	case TypeFloat, TypeInt, TypeTimestamp:
+		if _, err := strconv.ParseFloat(s, 64); err == nil && s != "" && !strings.ContainsAny(s, "xXnNiI_") {
+			return a.NewNumberString(s)
+		}
+	case TypeBool:
+		switch s {
+		case "true":
+			return a.NewTrue()
+		case "false":
+			return a.NewFalse()
+		}
+	}
+	return a.NewString(s)
+}
+
+// unitHint names the unit in which n is an accepted event time, if one
+// is, else says that none is.
+func (p *Parser) unitHint(f *FieldSpec, n int64) string {
+	unit := f.Unit
+	if unit == "" {
+		unit = UnitMillis
+	}
+	for _, u := range unitOrder {
+		if alt, ok := EpochToMillis(n, u); ok && u != unit && alt >= p.minMs && alt <= p.maxMs {
+			return fmt.Sprintf("if the device sends %s, set `unit: %s` on field %s", unitNames[u], u, f.Name)
+		}
+	}
+	return fmt.Sprintf("no unit (s, ms, us, ns) puts %d among the accepted event times: check the device's clock", n)
+}
+
 // utf8BOM is the UTF-8 encoding of U+FEFF.
 const utf8BOM = "\ufeff"
 
@@ -184,8 +350,8 @@ func (p *Parser) checkEventTime(ms int64) error {
 	if ms < 0 && p.minMs >= 0 {
 		why = " (Bigtable cell timestamps cannot be negative)"
 	}
-	return reject(ErrOutOfRange, "%s %s is outside the accepted event times [%s, %s]%s; the spec's event_time_range sets them",
-		p.spec.EventTime, at, lo, hi, why)
+	return reject(ErrOutOfRange, "%s %s is outside the accepted event times [%s, %s]%s; %s",
+		p.spec.EventTime, at, lo, hi, why, p.limit)
 }
 
 // duplicateKey returns a key that appears more than once in obj, or "".
@@ -291,9 +457,17 @@ func (p *Parser) field(out *Value, f *FieldSpec, v *fastjson.Value) (int, error)
 			return classInvalid, reject(ErrInvalidField, "%s must be true or false, got %s", f.Name, v.Type())
 		}
 	case TypeTimestamp:
-		ms, err := timestampValue(v)
+		ms, err := timestampValue(v, f.Unit)
+		if errors.Is(err, errOutsideYears) && f.Name == p.spec.EventTime {
+			if n, ierr := v.Int64(); ierr == nil && n >= 0 {
+				return classTimestamp, reject(ErrBadTimestamp, "%s: %v; %s", f.Name, err, p.unitHint(f, n))
+			}
+		}
 		if err != nil {
 			return classTimestamp, reject(ErrBadTimestamp, "%s: %v", f.Name, err)
+		}
+		if err := p.plausible(f, v, ms); err != nil {
+			return classTimestamp, err
 		}
 		*out = Value{Kind: KindTime, Int: ms}
 	case TypeTags:
@@ -353,9 +527,42 @@ var (
 	maxEventMs = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC).UnixMilli()
 )
 
+// unitNames are the timestamp units a field may declare, and their names
+// in messages.
+var unitNames = map[string]string{UnitSeconds: "seconds", UnitMillis: "milliseconds", UnitMicros: "microseconds", UnitNanos: "nanoseconds"}
+
+// unitOrder is the order hints try the units in.
+var unitOrder = []string{UnitSeconds, UnitMillis, UnitMicros, UnitNanos}
+
+// EpochToMillis converts n epoch units (UnitSeconds, UnitMillis, UnitMicros
+// or UnitNanos; "" is milliseconds) to epoch milliseconds, rounding toward
+// the past; ok is false when the result would overflow.
+func EpochToMillis(n int64, unit string) (ms int64, ok bool) {
+	switch unit {
+	case UnitSeconds:
+		if n > math.MaxInt64/1000 || n < math.MinInt64/1000 {
+			return 0, false
+		}
+		return n * 1000, true
+	case UnitMicros:
+		return floorDiv(n, 1000), true
+	case UnitNanos:
+		return floorDiv(n, 1_000_000), true
+	}
+	return n, true
+}
+
+// errOutsideYears marks a number that is no time of years 1 to 9999 in
+// its unit.
+var errOutsideYears = errors.New("no four-digit year")
+
 // timestampValue reads an RFC 3339 string (any UTC offset, optional
-// fraction) or an integer of epoch milliseconds.
-func timestampValue(v *fastjson.Value) (int64, error) {
+// fraction) or a number of epoch units (unit: "" or ms, s, us, ns): an
+// integer, or with seconds a decimal fraction.
+func timestampValue(v *fastjson.Value, unit string) (int64, error) {
+	if unit == "" {
+		unit = UnitMillis
+	}
 	switch v.Type() {
 	case fastjson.TypeString:
 		b, _ := v.StringBytes()
@@ -364,16 +571,46 @@ func timestampValue(v *fastjson.Value) (int64, error) {
 		}
 		return ParseTimestamp(string(b))
 	case fastjson.TypeNumber:
-		ms, err := v.Int64()
-		if err != nil {
-			return 0, fmt.Errorf("%s is not an integer of epoch milliseconds", v)
+		n, err := v.Int64()
+		if err != nil && unit == UnitSeconds {
+			if x, ferr := v.Float64(); ferr == nil && !math.IsInf(x, 0) && math.Abs(x) < float64(maxEventMs/1000) {
+				return int64(math.Floor(x * 1000)), nil
+			}
 		}
-		if ms < minEventMs || ms > maxEventMs {
-			return 0, fmt.Errorf("%d epoch milliseconds is outside years 1 to 9999", ms)
+		if err != nil {
+			return 0, fmt.Errorf("%s is not an integer of epoch %s", v, unitNames[unit])
+		}
+		ms, ok := EpochToMillis(n, unit)
+		if !ok || ms < minEventMs || ms > maxEventMs {
+			return 0, fmt.Errorf("%d epoch %s is outside years 1 to 9999: %w", n, unitNames[unit], errOutsideYears)
 		}
 		return ms, nil
 	}
-	return 0, fmt.Errorf("want an RFC 3339 string or integer epoch milliseconds, got %s", v.Type())
+	return 0, fmt.Errorf("want an RFC 3339 string or a number of epoch %s, got %s", unitNames[unit], v.Type())
+}
+
+// plausible rejects, as bad_timestamp, a non-negative number given as the
+// event time that is outside the accepted event times in the field's
+// unit: a unit mistake (seconds read as milliseconds) or a clock that was
+// never set (0, 86400). The reason says what the number is in the declared
+// unit, what sets the limit, and which unit would fit if one does. A
+// negative number, before 1970 in every unit, is left to the range check
+// (out_of_range), as is an RFC 3339 string.
+func (p *Parser) plausible(f *FieldSpec, v *fastjson.Value, ms int64) error {
+	if f.Name != p.spec.EventTime || v.Type() != fastjson.TypeNumber || ms < 0 || (ms >= p.minMs && ms <= p.maxMs) {
+		return nil
+	}
+	unit := f.Unit
+	if unit == "" {
+		unit = UnitMillis
+	}
+	hint := fmt.Sprintf("no unit (s, ms, us, ns) puts %s there: check the device's clock", v)
+	if n, err := v.Int64(); err == nil {
+		hint = p.unitHint(f, n)
+	}
+	return reject(ErrBadTimestamp, "%s: %s is %s as %s, outside the accepted event times [%s, %s] (%s); %s",
+		f.Name, v, time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), unitNames[unit],
+		time.UnixMilli(p.minMs).UTC().Format(time.RFC3339), time.UnixMilli(p.maxMs).UTC().Format(time.RFC3339), p.limit, hint)
 }
 
 // parseUTCTimestamp is a fast path for the common form

@@ -31,6 +31,20 @@ type ProtoSpec struct {
 	Message string `yaml:"message" jsonschema:"required,example=sensorpipe.v1.Reading"`
 	// Fields maps field numbers to the spec's fields.
 	Fields []ProtoFieldSpec `yaml:"fields" jsonschema:"required,minItems=1"`
+	// Batch, if set, declares the wrapper message a Pub/Sub message
+	// carries: its repeated field Number holds the readings, each a
+	// Message. A file's line is always one Message.
+	Batch *ProtoBatchSpec `yaml:"batch,omitempty"`
+}
+
+// ProtoBatchSpec is a message with a repeated field of readings, e.g.
+//
+//	message Readings { repeated Reading readings = 1; }
+type ProtoBatchSpec struct {
+	// Message is the wrapper message's full name, e.g. sensorpipe.v1.Readings.
+	Message string `yaml:"message" jsonschema:"required,example=sensorpipe.v1.Readings"`
+	// Number is the wrapper's repeated field that holds the readings.
+	Number int `yaml:"number" jsonschema:"required,minimum=1"`
 }
 
 // ProtoFieldSpec carries one spec field in one protobuf field.
@@ -93,6 +107,14 @@ func (s *Spec) validateProto() error {
 	}
 	if len(p.Fields) == 0 {
 		return s.errf("proto.fields", "missing; map each field number to a field, e.g. {number: 1, field: %s, type: string}", s.Identity[0])
+	}
+	if b := p.Batch; b != nil {
+		if b.Message == "" {
+			return s.errf("proto.batch.message", "missing; name the wrapper message, e.g. sensorpipe.v1.Readings")
+		}
+		if n := protowire.Number(b.Number); !n.IsValid() || (n >= protowire.FirstReservedNumber && n <= protowire.LastReservedNumber) {
+			return s.errf("proto.batch.number", "%d; give the number of the wrapper's repeated %s field (1 to %d)", b.Number, p.Message, protowire.MaxValidNumber)
+		}
 	}
 	byNumber := map[int]int{}
 	byField := map[string]int{}
@@ -529,15 +551,65 @@ func appendJSONString(b []byte, s string) []byte {
 type ProtoParser struct {
 	codec *ProtoCodec
 	json  *Parser
+	batch *ProtoBatchSpec
 }
 
 // NewProtoParser returns a ProtoParser for spec, or NewProtoCodec's error.
 func NewProtoParser(spec *Spec) (*ProtoParser, error) {
+	lo, hi := spec.EventTimeBounds()
+	return NewProtoParserLimited(spec, EventTimeLimits{MinMs: lo, MaxMs: hi, Why: "the spec's event_time_range sets them"})
+}
+
+// NewProtoParserLimited is NewProtoParser accepting the event times of lim.
+func NewProtoParserLimited(spec *Spec, lim EventTimeLimits) (*ProtoParser, error) {
 	c, err := NewProtoCodec(spec)
 	if err != nil {
 		return nil, err
 	}
-	return &ProtoParser{codec: c, json: NewParser(spec)}, nil
+	return &ProtoParser{codec: c, json: NewParserLimited(spec, lim), batch: spec.Proto.Batch}, nil
+}
+
+// Split cuts a Pub/Sub message's data into its readings: the elements of
+// the declared batch wrapper's repeated field, in order (fields of other
+// numbers are skipped, as protobuf skips unknown fields), or the whole data
+// as one reading when the spec declares no batch. Data that is not such a
+// wrapper is an error wrapping ErrMalformed.
+func (p *ProtoParser) Split(data []byte) ([]string, error) {
+	if p.batch == nil {
+		return []string{string(data)}, nil
+	}
+	var out []string
+	for b := data; len(b) > 0; {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, fmt.Errorf("%w: not a %s protobuf: %w", ErrMalformed, p.batch.Message, protowire.ParseError(n))
+		}
+		b = b[n:]
+		if num == protowire.Number(p.batch.Number) && wt == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return nil, fmt.Errorf("%w: not a %s protobuf: %w", ErrMalformed, p.batch.Message, protowire.ParseError(n))
+			}
+			out = append(out, string(v))
+			b = b[n:]
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, wt, b)
+		if n < 0 {
+			return nil, fmt.Errorf("%w: not a %s protobuf: %w", ErrMalformed, p.batch.Message, protowire.ParseError(n))
+		}
+		b = b[n:]
+	}
+	return out, nil
+}
+
+// ParseInput is Parse with a message's attributes (see Parser.ParseInput).
+func (p *ProtoParser) ParseInput(dst []Record, payload, source string, in Input) ([]Record, error) {
+	line, err := p.codec.AppendJSON(make([]byte, 0, 160), []byte(payload))
+	if err != nil {
+		return dst, err
+	}
+	return p.json.ParseInput(dst, string(line), source, in)
 }
 
 // Parse appends the record of one protobuf payload to dst. Errors wrap the

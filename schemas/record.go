@@ -78,6 +78,9 @@ var (
 	ErrInvalidField = errors.New("invalid_field")
 	ErrBadTimestamp = errors.New("bad_timestamp")
 	ErrOutOfRange   = errors.New("out_of_range")
+	// ErrUnknownField marks a reading with a payload key the spec does not
+	// read, when the spec says unknown_fields: reject.
+	ErrUnknownField = errors.New("unknown_field")
 	ErrWriteFailed  = errors.New("write_failed")
 	ErrTooLate      = errors.New("too_late")
 	// ErrTooLarge marks an input line or message over the size limit: it
@@ -89,7 +92,7 @@ var (
 	ErrInternal = errors.New("internal")
 )
 
-var reasons = []error{ErrMalformed, ErrMissingField, ErrInvalidField, ErrBadTimestamp, ErrOutOfRange, ErrWriteFailed, ErrTooLate, ErrTooLarge, ErrInternal}
+var reasons = []error{ErrMalformed, ErrMissingField, ErrInvalidField, ErrBadTimestamp, ErrOutOfRange, ErrUnknownField, ErrWriteFailed, ErrTooLate, ErrTooLarge, ErrInternal}
 
 // Reasons lists every dead-letter reason code.
 func Reasons() []string {

@@ -61,6 +61,17 @@ type Spec struct {
 	// outside it is dead-lettered (out_of_range). Default: 1970-01-01T00:00:00Z
 	// to 9999-12-31T23:59:59.999Z.
 	EventTimeRange *TimeRangeSpec `yaml:"event_time_range,omitempty"`
+	// UnknownFields is what a payload key the spec does not read does to
+	// its reading: UnknownIgnore, UnknownCount (the default: counted per
+	// key in the run's ledger) or UnknownReject (an unknown_field dead
+	// letter).
+	UnknownFields string `yaml:"unknown_fields,omitempty" jsonschema:"enum=ignore,enum=count,enum=reject,default=count"`
+	// TimestampAttributeTolerance is how far (a Go duration) a message's
+	// timestamp attribute (the launcher's --timestamp_attribute) may be from
+	// the event time of a reading it carries before the reading is counted
+	// as disagreeing (default DefaultTimestampAttributeTolerance). The
+	// payload's event time is the reading's event time either way.
+	TimestampAttributeTolerance string `yaml:"timestamp_attribute_tolerance,omitempty"`
 	// Identity names the fields that identify a series (a sensor): readings
 	// with the same identity and millisecond are one reading.
 	Identity []string     `yaml:"identity" jsonschema:"required,minItems=1,example=sensor_id"`
@@ -152,6 +163,54 @@ type FieldSpec struct {
 	// MaxLength bounds a string or bytes value in bytes; a longer value is
 	// rejected with invalid_field. Key lint uses it to bound the key length.
 	MaxLength int `yaml:"max_length,omitempty"`
+	// Unit is the unit of a timestamp field sent as a number: ms (the
+	// default), s, us or ns. An RFC 3339 string needs none.
+	Unit string `yaml:"unit,omitempty" jsonschema:"enum=ms,enum=s,enum=us,enum=ns,default=ms"`
+	// Attribute names the Pub/Sub message attribute that fills the field
+	// for each reading the message carries. The payload's own value wins
+	// when it has one, unless AttributeWins.
+	Attribute string `yaml:"attribute,omitempty" jsonschema:"example=site"`
+	// AttributeWins makes the message attribute's value win over the
+	// payload's own value of the field.
+	AttributeWins bool `yaml:"attribute_wins,omitempty"`
+}
+
+// Timestamp units a numeric timestamp field may declare.
+const (
+	UnitMillis  = "ms"
+	UnitSeconds = "s"
+	UnitMicros  = "us"
+	UnitNanos   = "ns"
+)
+
+// What a payload key the spec does not read does (Spec.UnknownFields).
+const (
+	UnknownIgnore = "ignore"
+	UnknownCount  = "count"
+	UnknownReject = "reject"
+)
+
+// DefaultTimestampAttributeTolerance is how far a message's timestamp
+// attribute may be from its readings' event times before they are counted
+// as disagreeing: a gateway stamps a message when it sends it, minutes at
+// most after the readings it batched.
+const DefaultTimestampAttributeTolerance = 10 * time.Minute
+
+// AttributeTolerance is the spec's timestamp-attribute tolerance. Call it
+// on a validated spec.
+func (s *Spec) AttributeTolerance() time.Duration {
+	if d, err := time.ParseDuration(s.TimestampAttributeTolerance); err == nil {
+		return d
+	}
+	return DefaultTimestampAttributeTolerance
+}
+
+// UnknownFieldsMode is Spec.UnknownFields with its default.
+func (s *Spec) UnknownFieldsMode() string {
+	if s.UnknownFields == "" {
+		return UnknownCount
+	}
+	return s.UnknownFields
 }
 
 // ImputeSpec fills a missing value from the nearest observed one in the same
@@ -203,6 +262,13 @@ type BigQuerySpec struct {
 	TimePartitioning *PartitionSpec `yaml:"time_partitioning,omitempty"`
 	// Clustering lists the table's clustering columns.
 	Clustering []string `yaml:"clustering,omitempty" jsonschema:"example=sensor_id"`
+	// StoresMayDiffer lets a reading whose event time BigQuery cannot take
+	// (outside a partitioned table's writable window, BigQueryPastDays
+	// back to BigQueryFutureDays ahead) land in Bigtable alone, dead-lettered
+	// by BigQuery as write_failed. By default such a reading is rejected for
+	// every sink (out_of_range or bad_timestamp, naming the window) when the
+	// run writes BigQuery, so that the two stores hold the same readings.
+	StoresMayDiffer bool `yaml:"stores_may_differ,omitempty"`
 	// PrimaryKey names the columns that identify a row: the table's
 	// PRIMARY KEY (…) NOT ENFORCED, which BigQuery's change data capture
 	// needs. With --bigquery_write_method=upsert each row replaces the one
@@ -386,6 +452,14 @@ func (s *Spec) validate() error {
 		if f.Cardinality != "" && f.Cardinality != "low" && f.Cardinality != "high" {
 			return s.errf(where+".cardinality", "%q; use low or high", f.Cardinality)
 		}
+		switch {
+		case f.Unit != "" && f.Type != TypeTimestamp:
+			return s.errf(where+".unit", "%q on a %s field; unit applies to timestamp fields sent as numbers", f.Unit, f.Type)
+		case f.Unit != "" && unitNames[f.Unit] == "":
+			return s.errf(where+".unit", "%q; use ms (the default), s, us or ns", f.Unit)
+		case f.AttributeWins && f.Attribute == "":
+			return s.errf(where+".attribute_wins", "set without attribute; name the message attribute (attribute: NAME) or drop attribute_wins")
+		}
 		if f.MaxLength < 0 || (f.MaxLength > 0 && f.Type != TypeString && f.Type != TypeBytes) {
 			return s.errf(where+".max_length", "%d; max_length is a positive byte count for string and bytes fields", f.MaxLength)
 		}
@@ -393,6 +467,16 @@ func (s *Spec) validate() error {
 	if ex := s.Explode; ex != nil {
 		if ex.Path == "" || !seen[ex.TimeField] || !seen[ex.ValueField] {
 			return s.errf("explode", "needs path, and time_field and value_field naming declared fields")
+		}
+	}
+	switch s.UnknownFields {
+	case "", UnknownIgnore, UnknownCount, UnknownReject:
+	default:
+		return s.errf("unknown_fields", "%q; use ignore, count (the default) or reject", s.UnknownFields)
+	}
+	if v := s.TimestampAttributeTolerance; v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			return s.errf("timestamp_attribute_tolerance", "%q is not a duration such as 10m", v)
 		}
 	}
 	if s.EventTime == "" {
@@ -531,6 +615,9 @@ func (s *Spec) validate() error {
 		if err := s.validateKey(bq); err != nil {
 			return err
 		}
+	}
+	if err := s.checkColumnTypes(); err != nil {
+		return err
 	}
 	names := map[string]bool{}
 	for qi := range s.Queries {

@@ -160,9 +160,43 @@ func TableMetadata(bq *schemas.BigQuerySpec) *bigquery.TableMetadata {
 // pipeline writes (the hourly rollups). Every call is retried on transient
 // errors until ctx's deadline, or Timeout without one.
 func EnsureTable(ctx context.Context, project, dataset, table string, bq *schemas.BigQuerySpec, create bool) error {
+	_, err := EnsureTableNotes(ctx, project, dataset, table, bq, create)
+	return err
+}
+
+// EnsureTableNotes is EnsureTable, also returning one warning line for
+// each column of an existing table that the spec does not write
+// (UnwrittenColumns).
+func EnsureTableNotes(ctx context.Context, project, dataset, table string, bq *schemas.BigQuerySpec, create bool) (notes []string, err error) {
 	if bq == nil {
-		return fmt.Errorf("bigquery: no table description (the spec has no bigquery section)")
+		return nil, fmt.Errorf("bigquery: no table description (the spec has no bigquery section)")
 	}
+	ref := fmt.Sprintf("%s:%s.%s", project, dataset, table)
+	err = ensureTable(ctx, project, dataset, table, bq, create, func(have bigquery.Schema) {
+		notes = UnwrittenColumns(ref, have, bq)
+	})
+	return notes, err
+}
+
+// UnwrittenColumns is a warning line for each column of table ref (its
+// schema have) that the spec's bq does not write: the rows a run writes,
+// new or rewritten (an upsert replaces a whole row), have it NULL.
+func UnwrittenColumns(ref string, have bigquery.Schema, bq *schemas.BigQuerySpec) []string {
+	written := map[string]bool{}
+	for _, c := range bq.Columns {
+		written[strings.ToLower(c.Name)] = true
+	}
+	var out []string
+	for _, f := range have {
+		if !written[strings.ToLower(f.Name)] && !f.Required {
+			out = append(out, fmt.Sprintf("warning: bigquery table %s has column %s, which the spec no longer writes: rows this run writes or rewrites will have it NULL (keep it in the spec's bigquery columns, or drop it: ALTER TABLE %s DROP COLUMN %s)",
+				ref, f.Name, sqlRef(ref), f.Name))
+		}
+	}
+	return out
+}
+
+func ensureTable(ctx context.Context, project, dataset, table string, bq *schemas.BigQuerySpec, create bool, seen func(bigquery.Schema)) error {
 	if project == "" || dataset == "" || table == "" {
 		return fmt.Errorf("bigquery: project, dataset and table are required (got %q, %q, %q)", project, dataset, table)
 	}
@@ -219,6 +253,7 @@ func EnsureTable(ctx context.Context, project, dataset, table string, bq *schema
 			return wrap("bigquery table "+ref, err)
 		}
 	}
+	seen(md.Schema)
 	// A schema update needs the table's current ETag; a concurrent change
 	// fails the precondition, so re-read and try again.
 	for attempt := 0; ; attempt++ {

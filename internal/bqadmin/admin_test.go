@@ -423,3 +423,28 @@ func hasColumn(s bigquery.Schema, name string) bool {
 	}
 	return false
 }
+
+// TestUnwrittenColumns: a NULLABLE column the spec no longer writes gets a
+// one-line warning naming the table, the column and what happens to it; a
+// written column gets none (a REQUIRED one is CheckSchema's error).
+func TestUnwrittenColumns(t *testing.T) {
+	spec := &schemas.BigQuerySpec{Table: "readings", Columns: []schemas.BQColumnSpec{
+		{Name: "sensor_id", Type: "STRING", Mode: "REQUIRED", Value: "sensor_id"},
+		{Name: "heart_rate", Type: "FLOAT64", Value: "heart_rate"},
+	}}
+	have := bigquery.Schema{
+		{Name: "sensor_id", Type: bigquery.StringFieldType, Required: true},
+		{Name: "Heart_Rate", Type: bigquery.FloatFieldType},
+		{Name: "firmware", Type: bigquery.StringFieldType},
+		{Name: "legacy_id", Type: bigquery.StringFieldType, Required: true},
+	}
+	got := UnwrittenColumns("p:ds.readings", have, spec)
+	if len(got) != 1 {
+		t.Fatalf("warnings %q; want one, for firmware", got)
+	}
+	for _, w := range []string{"p:ds.readings", "column firmware", "no longer writes", "NULL", "DROP COLUMN firmware"} {
+		if !strings.Contains(got[0], w) {
+			t.Errorf("%q does not say %q", got[0], w)
+		}
+	}
+}

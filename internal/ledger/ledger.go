@@ -81,6 +81,17 @@ var (
 	// (a Heroic line gives several), each line rejected whole, each file
 	// that could not be read to its end.
 	InputRecords = Key{"input", "records"}
+	// InputMessages counts a stream's Pub/Sub messages; each carries one
+	// or more records (InputRecords), one per line or array element.
+	InputMessages = Key{"input", "messages"}
+	// TimestampAttributeMissing and TimestampAttributeUnparseable count a
+	// stream's messages without a usable --timestamp_attribute;
+	// TimestampAttributeDisagrees counts the readings whose event time is
+	// further from their message's timestamp attribute than the spec's
+	// timestamp_attribute_tolerance.
+	TimestampAttributeMissing     = Key{"input", "timestamp_attribute_missing"}
+	TimestampAttributeUnparseable = Key{"input", "timestamp_attribute_unparseable"}
+	TimestampAttributeDisagrees   = Key{"input", "timestamp_attribute_disagrees"}
 	// InputRejected counts the input records dead-lettered before they
 	// became readings (sink parse).
 	InputRejected = Key{"input", "rejected"}
@@ -130,8 +141,17 @@ func RowsKey(sink, table string) Key { return Key{"sink/" + sink + "/" + table, 
 // dead-letter store took.
 func DeadLetterKey(sink, reason string) Key { return Key{"deadletter", sink + "." + reason} }
 
+// UnknownFieldNamespace is the namespace of the counters of payload keys
+// the spec does not read, one counter per key.
+const UnknownFieldNamespace = "fields_not_in_spec"
+
+// UnknownFieldKey counts the readings whose payload has the key name,
+// which the spec does not read.
+func UnknownFieldKey(name string) Key { return Key{UnknownFieldNamespace, name} }
+
 // stageKeys are the counters of the stages before the sinks.
-var stageKeys = []Key{InputRecords, InputRejected, TooLate, GroupRejected, Readings, Duplicates, Recovered}
+var stageKeys = []Key{InputRecords, InputMessages, InputRejected, TooLate, GroupRejected, Readings, Duplicates, Recovered,
+	TimestampAttributeMissing, TimestampAttributeUnparseable, TimestampAttributeDisagrees}
 
 // Family lists the counters a step that keeps k may come to keep too: the
 // other stage counters; every kind and outcome of k's sink table; every
@@ -174,6 +194,9 @@ type Ledger struct {
 	// open windows and writes in flight.
 	Stream bool `json:"stream"`
 
+	// Messages are a stream's Pub/Sub messages, each of one or more
+	// records.
+	Messages   int64 `json:"messages_read,omitempty"`
 	Read       int64 `json:"records_read"`
 	Readings   int64 `json:"distinct_valid_readings"`
 	Duplicates int64 `json:"duplicates_merged"`
@@ -184,6 +207,14 @@ type Ledger struct {
 	// Unfired are a stream's readings in windows that had not fired when
 	// it stopped (read, not yet built); always 0 for a batch.
 	Unfired int64 `json:"in_open_windows,omitempty"`
+
+	// FieldsNotInSpec counts, per payload key the spec does not read, the
+	// readings that had it.
+	FieldsNotInSpec map[string]int64 `json:"fields_not_in_spec,omitempty"`
+	// TimestampAttribute counts the messages whose --timestamp_attribute
+	// was missing or unparseable, and the readings whose event time
+	// disagreed with it beyond the spec's tolerance.
+	TimestampAttribute *AttributeCounts `json:"timestamp_attribute,omitempty"`
 
 	Sinks []Sink `json:"sinks"`
 
@@ -214,6 +245,13 @@ type Sink struct {
 	Other []Count `json:"other_writes,omitempty"`
 }
 
+// AttributeCounts are the timestamp attribute's problems.
+type AttributeCounts struct {
+	Missing     int64 `json:"missing"`
+	Unparseable int64 `json:"unparseable"`
+	Disagrees   int64 `json:"disagrees"`
+}
+
 // Count is one named figure.
 type Count struct {
 	What string `json:"what"`
@@ -225,6 +263,7 @@ type Count struct {
 func FromCounters(c Counters, stream bool) *Ledger {
 	l := &Ledger{
 		Stream:      stream,
+		Messages:    c[InputMessages],
 		Read:        c[InputRecords],
 		Readings:    c[Readings],
 		Duplicates:  c[Duplicates],
@@ -234,6 +273,14 @@ func FromCounters(c Counters, stream bool) *Ledger {
 	sinks := map[[2]string]*Sink{}
 	for k, n := range c {
 		switch {
+		case k.Namespace == UnknownFieldNamespace:
+			if n == 0 {
+				continue
+			}
+			if l.FieldsNotInSpec == nil {
+				l.FieldsNotInSpec = map[string]int64{}
+			}
+			l.FieldsNotInSpec[k.Name] += n
 		case k.Namespace == "deadletter":
 			sink, reason, ok := strings.Cut(k.Name, ".")
 			if !ok || n == 0 {
@@ -268,6 +315,10 @@ func FromCounters(c Counters, stream bool) *Ledger {
 		}
 		return a.Table < b.Table
 	})
+	if a := (AttributeCounts{Missing: c[TimestampAttributeMissing], Unparseable: c[TimestampAttributeUnparseable],
+		Disagrees: c[TimestampAttributeDisagrees]}); a != (AttributeCounts{}) {
+		l.TimestampAttribute = &a
+	}
 	l.Rejected = c[InputRejected] + c[TooLate] + c[GroupRejected]
 	l.check(c)
 	return l
@@ -420,6 +471,9 @@ func (l *Ledger) Unavailable() []Sink {
 
 // WriteText prints the ledger for people, one figure a line.
 func (l *Ledger) WriteText(w io.Writer) {
+	if l.Messages > 0 {
+		fmt.Fprintf(w, "  messages read:           %d (%.1f records a message)\n", l.Messages, float64(l.Read)/float64(l.Messages))
+	}
 	fmt.Fprintf(w, "  records read:            %d\n", l.Read)
 	if l.Stream {
 		// A stream's readings are final once their hour has fired; the
@@ -432,6 +486,22 @@ func (l *Ledger) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "    rejected:                %d (parse and too_late dead letters)\n", l.Rejected)
 	if l.Stream {
 		fmt.Fprintf(w, "    in open hours:           %d (read and written provisionally; final when their hour closes)\n", l.Unfired)
+	}
+	if len(l.FieldsNotInSpec) > 0 {
+		names := make([]string, 0, len(l.FieldsNotInSpec))
+		for k := range l.FieldsNotInSpec {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		parts := make([]string, len(names))
+		for i, k := range names {
+			parts[i] = fmt.Sprintf("%s %d", k, l.FieldsNotInSpec[k])
+		}
+		fmt.Fprintf(w, "  fields not in the spec:  %s (readings with the key; the spec's unknown_fields says what they do)\n", strings.Join(parts, ", "))
+	}
+	if a := l.TimestampAttribute; a != nil {
+		fmt.Fprintf(w, "  timestamp attribute:     missing %d, unparseable %d (messages); off the event time by more than the spec's tolerance %d (readings)\n",
+			a.Missing, a.Unparseable, a.Disagrees)
 	}
 	if l.Recovered > 0 {
 		fmt.Fprintf(w, "  recovered from Bigtable:   %d (readings of hours a killed run had begun)\n", l.Recovered)

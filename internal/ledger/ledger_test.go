@@ -194,3 +194,31 @@ func TestStreamTextSaysWhatIsProvisional(t *testing.T) {
 		t.Errorf("text uses the counter's name, not words:\n%s", text.String())
 	}
 }
+
+// TestMessagesAndDrift: a stream's messages, the keys not in the spec and
+// the timestamp attribute's problems are shown apart from the readings and
+// do not enter the balance.
+func TestMessagesAndDrift(t *testing.T) {
+	c := batch()
+	c[InputMessages] = 4
+	c[UnknownFieldKey("firmware_version")] = 30
+	c[UnknownFieldKey("rssi")] = 2
+	c[TimestampAttributeMissing] = 1
+	c[TimestampAttributeDisagrees] = 3
+	l := FromCounters(c, false)
+	if !l.Balanced || l.Messages != 4 || l.FieldsNotInSpec["firmware_version"] != 30 ||
+		l.TimestampAttribute == nil || *l.TimestampAttribute != (AttributeCounts{Missing: 1, Disagrees: 3}) {
+		t.Fatalf("ledger %+v", l)
+	}
+	var text bytes.Buffer
+	l.WriteText(&text)
+	for _, want := range []string{"messages read:           4 (2.5 records a message)", "fields not in the spec:  firmware_version 30, rssi 2",
+		"timestamp attribute:     missing 1, unparseable 0 (messages); off the event time by more than the spec's tolerance 3 (readings)"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	if l := FromCounters(batch(), false); l.Messages != 0 || l.FieldsNotInSpec != nil || l.TimestampAttribute != nil {
+		t.Errorf("a batch shows stream figures: %+v", l)
+	}
+}

@@ -1,6 +1,6 @@
 // Command publish publishes generated readings of a dataset spec (by
 // default the built-in default spec, schemas/specs/DEFAULT) to a Pub/Sub
-// topic in real time, one reading per message (JSON, or with --format=proto
+// topic in real time, one or (--readings_per_message) more readings per message (JSON, or with --format=proto
 // the spec's declared protobuf message), for exercising the sensorpipe
 // pipeline (locally against the Pub/Sub emulator, or on GCP). Readings come
 // from the spec's field declarations (internal/synth).
@@ -39,6 +39,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/internal/sensorclock"
@@ -59,6 +60,8 @@ type config struct {
 	spec                string
 	missingFraction     float64
 	seed                uint64
+	perMessage          int
+	batchAs             string
 }
 
 var topicRE = regexp.MustCompile(`^projects/([^/]+)/topics/([^/]+)$`)
@@ -70,7 +73,7 @@ func parseFlags(args []string) (config, error) {
 	fs.Usage = func() {}
 	fs.StringVar(&c.topic, "topic", "", "topic, projects/P/topics/T (required; with "+cli.PubSubEmulatorEnv+" set it defaults to projects/"+cli.LocalProject+"/topics/"+cli.LocalTopic+", make stream's)")
 	fs.StringVar(&c.subscription, "subscription", "", "with --create: also create this subscription, projects/P/subscriptions/S")
-	fs.Float64Var(&c.rate, "rate", 2000, "messages per second")
+	fs.Float64Var(&c.rate, "rate", 2000, "readings per second (messages per second times --readings_per_message)")
 	fs.IntVar(&c.sensors, "sensors", 100, "number of distinct identities (sensors; the values of the spec's identity fields)")
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "how long to publish")
 	fs.Float64Var(&c.badFraction, "bad_fraction", 0.01, "fraction of bad records (malformed payload, or a value beyond its declared range)")
@@ -81,6 +84,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.spec, "spec", schemas.DefaultSpecName(), "dataset spec whose readings to generate: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a YAML file")
 	fs.Float64Var(&c.missingFraction, "missing_fraction", 0.02, "fraction of the spec's optional fields sent as null")
 	fs.Uint64Var(&c.seed, "seed", 0, "random seed (0: time based)")
+	fs.IntVar(&c.perMessage, "readings_per_message", 1, "readings each message carries (1..1000): JSON as lines (NDJSON) or an array (--batch_as), proto as the spec's proto.batch wrapper; --rate counts readings")
+	fs.StringVar(&c.batchAs, "batch_as", "lines", "with --format=json and --readings_per_message above 1: lines (one reading per line) or array (a JSON array of readings; a malformed reading makes its whole message malformed)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(os.Stderr, "publish: generated readings of a dataset spec (--spec) to a Pub/Sub topic in real time.\n\n%s\n\nExit codes: 0 published, 1 Pub/Sub failed or could not be reached, 2 bad flags.\n\nFlags:\n", cli.DefaultsHelp)
@@ -128,12 +133,21 @@ func parseFlags(args []string) (config, error) {
 	if c.format != "json" && c.format != "proto" {
 		return c, fmt.Errorf("--format=%q is unknown (json or proto)", c.format)
 	}
+	if c.perMessage < 1 || c.perMessage > 1000 {
+		return c, fmt.Errorf("--readings_per_message=%d must be in 1..1000", c.perMessage)
+	}
+	if c.batchAs != "lines" && c.batchAs != "array" {
+		return c, fmt.Errorf("--batch_as=%q is unknown (lines or array)", c.batchAs)
+	}
 	spec, err := cli.LoadSpec(c.spec)
 	if err != nil {
 		return c, fmt.Errorf("--spec=%s: %w", c.spec, err)
 	}
 	if _, err := schemas.Compile(spec, schemas.CompileOptions{Format: c.format}); err != nil {
 		return c, fmt.Errorf("--spec=%s --format=%s: %w", c.spec, c.format, err)
+	}
+	if c.format == "proto" && c.perMessage > 1 && spec.Proto.Batch == nil {
+		return c, fmt.Errorf("--readings_per_message=%d --format=proto: spec %s declares no proto.batch wrapper message (proto: {batch: {message: NAME, number: N}}); add one or send one reading per message", c.perMessage, c.spec)
 	}
 	if c.seed == 0 {
 		c.seed = uint64(time.Now().UnixNano())
@@ -211,6 +225,56 @@ func (g *generator) next(now time.Time) (data []byte, attrs map[string]string, b
 		"record_id": g.runID + "-" + strconv.FormatInt(g.seq, 10),
 	}
 	return data, attrs, bad, late, nil
+}
+
+// nextMessage returns the payload and attributes of the next message, of
+// the --readings_per_message next readings, and how many of them are bad
+// and late. Its event_ts attribute is its first reading's event time.
+func (g *generator) nextMessage(now time.Time) (data []byte, attrs map[string]string, bad, late int, err error) {
+	n := g.cfg.perMessage
+	if n == 1 {
+		d, a, b, l, err := g.next(now)
+		return d, a, boolInt(b), boolInt(l), err
+	}
+	if g.cfg.format == "json" && g.cfg.batchAs == "array" {
+		data = append(data, '[')
+	}
+	for i := range n {
+		d, a, b, l, err := g.next(now)
+		if err != nil {
+			return nil, nil, 0, 0, err
+		}
+		bad, late = bad+boolInt(b), late+boolInt(l)
+		if i == 0 {
+			attrs = a
+		}
+		switch {
+		case g.cfg.format == "proto":
+			data = protowire.AppendTag(data, protowire.Number(g.syn.Spec().Proto.Batch.Number), protowire.BytesType)
+			data = protowire.AppendBytes(data, d)
+		case g.cfg.batchAs == "array":
+			if i > 0 {
+				data = append(data, ',')
+			}
+			data = append(data, d...)
+		default:
+			if i > 0 {
+				data = append(data, '\n')
+			}
+			data = append(data, d...)
+		}
+	}
+	if g.cfg.format == "json" && g.cfg.batchAs == "array" {
+		data = append(data, ']')
+	}
+	return data, attrs, bad, late, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ensure checks that the topic is reachable, creating it (and the
@@ -292,7 +356,7 @@ func run(ctx context.Context, cfg config) error {
 	defer progress.Stop()
 	var sent int64
 	lastPub, lastAt := int64(0), start
-	fmt.Printf("publishing to %s: %.0f msg/s, %d sensors, for %v (format %s)\n", cfg.topic, cfg.rate, cfg.sensors, cfg.duration, cfg.format)
+	fmt.Printf("publishing to %s: %.0f readings/s, %d a message, %d sensors, for %v (format %s)\n", cfg.topic, cfg.rate, cfg.perMessage, cfg.sensors, cfg.duration, cfg.format)
 loop:
 	for {
 		select {
@@ -310,18 +374,14 @@ loop:
 			if !now.Before(end) {
 				break loop
 			}
-			due := int64(now.Sub(start).Seconds() * cfg.rate)
+			due := int64(now.Sub(start).Seconds() * cfg.rate / float64(cfg.perMessage))
 			for ; sent < due; sent++ {
-				data, attrs, isBad, isLate, err := gen.next(time.Now())
+				data, attrs, nBad, nLate, err := gen.nextMessage(time.Now())
 				if err != nil {
 					return fmt.Errorf("encoding reading: %w", err)
 				}
-				if isBad {
-					bad.Add(1)
-				}
-				if isLate {
-					late.Add(1)
-				}
+				bad.Add(int64(nBad))
+				late.Add(int64(nLate))
 				results <- pub.Publish(ctx, &pubsub.Message{Data: data, Attributes: attrs})
 			}
 		}
@@ -331,8 +391,8 @@ loop:
 	wg.Wait()
 	elapsed := time.Since(start)
 	p := published.Load()
-	fmt.Printf("done: published=%d failed=%d bad=%d late=%d in %.1fs (%.0f msg/s)\n",
-		p, failed.Load(), bad.Load(), late.Load(), elapsed.Seconds(), float64(p)/elapsed.Seconds())
+	fmt.Printf("done: published=%d messages (%d readings each) failed=%d bad=%d late=%d readings in %.1fs (%.0f msg/s)\n",
+		p, cfg.perMessage, failed.Load(), bad.Load(), late.Load(), elapsed.Seconds(), float64(p)/elapsed.Seconds())
 	if f := failed.Load(); f > 0 {
 		e, _ := firstErr.Load().(string)
 		if p == 0 {

@@ -228,3 +228,51 @@ func TestGeneratorNeverRepeatsASensorMillisecond(t *testing.T) {
 		t.Fatalf("%d late readings of 600 with late_fraction 0.3", lates)
 	}
 }
+
+// TestReadingsPerMessage: a message of N readings splits back, as the
+// pipeline reads it, into N payloads, each parsed alone: NDJSON lines, a
+// JSON array, or the spec's proto batch wrapper.
+func TestReadingsPerMessage(t *testing.T) {
+	for _, tt := range []struct{ format, batchAs string }{{"json", "lines"}, {"json", "array"}, {"proto", "lines"}} {
+		t.Run(tt.format+" "+tt.batchAs, func(t *testing.T) {
+			cfg, err := parseFlags([]string{"--topic=projects/p/topics/t", "--format=" + tt.format, "--readings_per_message=10", "--batch_as=" + tt.batchAs, "--seed=5"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.badFraction, cfg.lateFraction = 0, 0
+			g, err := newGenerator(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec, _ := schemas.BuiltinSpec(schemas.DefaultSpecName())
+			c := schemas.MustCompile(spec, schemas.CompileOptions{Format: tt.format})
+			data, attrs, bad, late, err := g.nextMessage(time.Now())
+			if err != nil || bad != 0 || late != 0 || attrs["event_ts"] == "" || attrs["record_id"] == "" {
+				t.Fatalf("nextMessage: %v, attrs %v, bad %d, late %d", err, attrs, bad, late)
+			}
+			parts, err := c.Decoder().Split(data)
+			if err != nil || len(parts) != 10 {
+				t.Fatalf("Split: %d parts, %v; want 10", len(parts), err)
+			}
+			for i, p := range parts {
+				if recs, err := c.Decoder().ParseString(nil, p, "t"); err != nil || len(recs) != 1 {
+					t.Errorf("reading %d: %v", i, err)
+				}
+			}
+		})
+	}
+	if _, err := parseFlags([]string{"--topic=projects/p/topics/t", "--readings_per_message=0"}); err == nil {
+		t.Error("--readings_per_message=0 accepted")
+	}
+	b, err := os.ReadFile("../../schemas/specs/vitals.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	noBatch := filepath.Join(t.TempDir(), "v.yaml")
+	if err := os.WriteFile(noBatch, []byte(strings.Replace(string(b), "  batch: {message: sensorpipe.v1.Readings, number: 1}\n", "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseFlags([]string{"--topic=projects/p/topics/t", "--spec=" + noBatch, "--format=proto", "--readings_per_message=5"}); err == nil || !strings.Contains(err.Error(), "proto.batch") {
+		t.Errorf("a proto spec without a batch wrapper: %v", err)
+	}
+}

@@ -17,6 +17,8 @@
 //     every second): readings/s between the first progress line that shows
 //     them and the one where all are read. It then checks every one of them
 //     has its cells in Bigtable.
+//     With -per_message N each message carries N readings (NDJSON lines),
+//     and the phase reports the Pub/Sub bytes billed per reading.
 //  2. Latency: readings published at a steady -rate for -duration, each
 //     sensor at -rate/-sensors Hz; one sensor in -sample is sampled, so one
 //     reading in -sample, evenly over time. A sampled reading is visible
@@ -85,6 +87,7 @@ var (
 	launcherArgs = flag.String("launcher_args", "", "Extra launcher flags, space-separated (e.g. --bigquery_write_method=insert_all).")
 	outFlag      = flag.String("out", ".run/bench-stream.json", "Write the figures as JSON to this file (empty: do not).")
 	keep         = flag.Bool("keep", false, "Keep the work directory (launcher binary, dead letters).")
+	perMessage   = flag.Int("per_message", 1, "Throughput phase: readings each Pub/Sub message carries (NDJSON lines); the phase reports the read rate and the Pub/Sub bytes billed per reading (1 KB a message at least).")
 	hourCloseAt  = flag.Duration("hour_close_at", 0, "Latency phase: move the event times ahead so that the top of an hour falls this long into the phase, and its on-time firings come within the run (0: event times are the wall clock's; an hour then closes only if the run crosses one).")
 )
 
@@ -96,10 +99,18 @@ const (
 
 // Throughput is the throughput phase's figures.
 type Throughput struct {
-	Readings       int     `json:"readings"`
-	Sensors        int     `json:"sensors"`
-	PublishSeconds float64 `json:"publish_seconds"` // first Publish call to the last publish answered
-	PublishPerSec  float64 `json:"publish_readings_per_sec"`
+	Readings int `json:"readings"`
+	Sensors  int `json:"sensors"`
+	// PerMessage readings a message; Messages published; BytesPerReading
+	// and BilledBytesPerReading the messages' data and attributes, and what
+	// Pub/Sub bills for them (1 KB a message at least), per reading, for
+	// one direction (publish; a subscription's delivery is billed alike).
+	PerMessage            int     `json:"readings_per_message"`
+	Messages              int64   `json:"messages"`
+	BytesPerReading       float64 `json:"message_bytes_per_reading"`
+	BilledBytesPerReading float64 `json:"billed_bytes_per_reading"`
+	PublishSeconds        float64 `json:"publish_seconds"` // first Publish call to the last publish answered
+	PublishPerSec         float64 `json:"publish_readings_per_sec"`
 	// ReadingsPerSec is the launcher's read rate between the first progress
 	// line showing the phase's readings and the first showing all of them.
 	ReadingsPerSec float64 `json:"readings_per_sec"`
@@ -209,6 +220,8 @@ func main() {
 
 func validate() error {
 	switch {
+	case *perMessage < 1 || *perMessage > 1000:
+		return fmt.Errorf("-per_message must be in 1..1000")
 	case *readings < 0 || *tputSensors < 1 || *tputSensors > maxSensors:
 		return fmt.Errorf("-readings must be >= 0 and -throughput_sensors in 1..%d", maxSensors)
 	case *rate < 0 || *duration <= 0 || *sensors < 1 || *sensors > maxSensors:
@@ -420,16 +433,30 @@ func writeReport(rep *Report) error {
 // the launcher's read rate.
 func throughput(ctx context.Context, j *job, pub *publisher, tbl *bigtable.Table, cpu *cpuMeter) (*Throughput, error) {
 	n, S := *readings, *tputSensors
-	t := &Throughput{Readings: n, Sensors: S}
+	t := &Throughput{Readings: n, Sensors: S, PerMessage: *perMessage}
 	b0 := j.last()
 	base := b0.Read
 	failed0 := pub.failed.Load()
+	seq0, bytes0, billed0 := pub.seq.Load(), pub.bytes.Load(), pub.billed.Load()
 	c0 := cpu.take()
 	start := time.Now()
+	var batch []int
+	var times []int64
 	for i := range n {
 		s := throughputSensor0 + i%S
-		pub.send(ctx, s, pub.eventMs(s), nil)
+		if *perMessage == 1 {
+			pub.send(ctx, s, pub.eventMs(s), nil)
+			continue
+		}
+		batch, times = append(batch, s), append(times, pub.eventMs(s))
+		if len(batch) == *perMessage || i == n-1 {
+			pub.sendBatch(ctx, batch, times)
+			batch, times = batch[:0], times[:0]
+		}
 	}
+	t.Messages = pub.seq.Load() - seq0
+	t.BytesPerReading = round(float64(pub.bytes.Load()-bytes0)/float64(n), 1)
+	t.BilledBytesPerReading = round(float64(pub.billed.Load()-billed0)/float64(n), 1)
 	if err := pub.waitAnswered(ctx); err != nil {
 		return t, err
 	}
@@ -439,7 +466,8 @@ func throughput(ctx context.Context, j *job, pub *publisher, tbl *bigtable.Table
 	if t.PublishFailed > 0 {
 		return t, fmt.Errorf("%d publishes failed: %w", t.PublishFailed, pub.firstError())
 	}
-	fmt.Printf("throughput: published %d readings (%d sensors) in %.2fs = %.0f readings/s\n", n, S, t.PublishSeconds, t.PublishPerSec)
+	fmt.Printf("throughput: published %d readings (%d sensors) in %d messages of %d in %.2fs = %.0f readings/s; %.0f message bytes and %.0f Pub/Sub bytes billed a reading (1 KB a message at least)\n",
+		n, S, t.Messages, t.PerMessage, t.PublishSeconds, t.PublishPerSec, t.BytesPerReading, t.BilledBytesPerReading)
 	all, err := j.waitProgress(ctx, 3*time.Minute, "throughput readings read", func(p progressLine) bool { return p.Read >= base+int64(n) })
 	if err != nil {
 		return t, err

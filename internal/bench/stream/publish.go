@@ -38,11 +38,48 @@ func message(sensor int, eventMs int64, seq int64) *pubsub.Message {
 	}
 }
 
+// minBilledMessageBytes is the least Pub/Sub bills a message (the model
+// the throughput phase's billed bytes use: 1 KB a message at least, its
+// data and attributes when larger).
+const minBilledMessageBytes = 1000
+
+// messageSize is a message's billable size: its data and its attributes'
+// keys and values.
+func messageSize(m *pubsub.Message) int64 {
+	n := int64(len(m.Data))
+	for k, v := range m.Attributes {
+		n += int64(len(k) + len(v))
+	}
+	return n
+}
+
+// batchMessage is the readings of sensors at eventMs as one NDJSON
+// message: one line each, attribute event_ts the first reading's time and
+// a unique record_id.
+func batchMessage(sensors []int, eventMs []int64, seq int64) *pubsub.Message {
+	var data []byte
+	for i, s := range sensors {
+		if i > 0 {
+			data = append(data, '\n')
+		}
+		data = target.lines.AppendAt(data, s, eventMs[i])
+	}
+	return &pubsub.Message{
+		Data: data,
+		Attributes: map[string]string{
+			"event_ts":  strconv.FormatInt(eventMs[0], 10),
+			"record_id": "bench-" + strconv.FormatInt(seq, 10),
+		},
+	}
+}
+
 // publisher publishes readings and counts the emulator's answers.
 type publisher struct {
-	pub   *pubsub.Publisher
-	seq   atomic.Int64
-	clock sensorclock.Clock // event times of now, never repeating a sensor's millisecond
+	// bytes and billed are the messages' sizes and billed sizes so far.
+	bytes, billed atomic.Int64
+	pub           *pubsub.Publisher
+	seq           atomic.Int64
+	clock         sensorclock.Clock // event times of now, never repeating a sensor's millisecond
 	// shift moves the event times from the wall clock's (see -hour_close_at).
 	shift time.Duration
 
@@ -109,7 +146,19 @@ func (p *publisher) eventMs(sensor int) int64 {
 // send publishes sensor's reading at eventMs; onFail, if set, runs if the
 // publish fails.
 func (p *publisher) send(ctx context.Context, sensor int, eventMs int64, onFail func()) {
-	p.results <- pending{res: p.pub.Publish(ctx, message(sensor, eventMs, p.seq.Add(1))), onFail: onFail}
+	p.publish(ctx, message(sensor, eventMs, p.seq.Add(1)), onFail)
+}
+
+// sendBatch publishes the readings of sensors at eventMs as one message.
+func (p *publisher) sendBatch(ctx context.Context, sensors []int, eventMs []int64) {
+	p.publish(ctx, batchMessage(sensors, eventMs, p.seq.Add(1)), nil)
+}
+
+func (p *publisher) publish(ctx context.Context, m *pubsub.Message, onFail func()) {
+	size := messageSize(m)
+	p.bytes.Add(size)
+	p.billed.Add(max(size, minBilledMessageBytes))
+	p.results <- pending{res: p.pub.Publish(ctx, m), onFail: onFail}
 }
 
 // publishing returns the number of publishes not answered yet.

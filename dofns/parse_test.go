@@ -1,0 +1,58 @@
+package dofns
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+
+	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+func vitalsLine(sensor, ts string) string {
+	return `{"sensor_id":"` + sensor + `","timestamp":` + ts + `,"heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`
+}
+
+// TestParseMessageFnReadsEveryReading: a message's NDJSON lines and a JSON
+// array's elements are readings of their own; a bad line is one dead
+// letter beside the good ones; messages and records are counted apart, as
+// are the timestamp attribute's problems and keys not in the spec.
+func TestParseMessageFnReadsEveryReading(t *testing.T) {
+	spec, err := schemas.BuiltinSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled := schemas.MustCompile(spec, schemas.CompileOptions{})
+	at := "1772360130250"
+	msgs := []pubsubread.Message{
+		{ID: "1", Data: []byte(vitalsLine("a", at) + "\nnot json\n" + strings.Replace(vitalsLine("b", at), "{", `{"firmware_version":"2",`, 1)),
+			Attributes: map[string]string{"event_ts": at}},
+		{ID: "2", Data: []byte("[" + vitalsLine("c", at) + "," + vitalsLine("d", "1772367330250") + "]"),
+			Attributes: map[string]string{"event_ts": at}}, // d is 2h off
+		{ID: "3", Data: []byte(vitalsLine("e", at))},                                                    // no attribute
+		{ID: "4", Data: []byte(vitalsLine("f", at)), Attributes: map[string]string{"event_ts": "soon"}}, // unparseable
+	}
+	p, s := beam.NewPipelineWithRoot()
+	records, dead := beam.ParDo2(s, &ParseMessageFn{Spec: compiled, Source: "sub", TimestampAttribute: "event_ts"}, beam.CreateList(s, msgs))
+	passert.Count(s, records, "readings", 6)
+	passert.Count(s, dead, "dead letters", 1)
+	res, err := ptest.RunWithMetrics(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Metrics()
+	c := ledger.FromMetrics(&m)
+	for k, want := range map[ledger.Key]int64{
+		ledger.InputMessages: 4, ledger.InputRecords: 7, ledger.InputRejected: 1,
+		ledger.TimestampAttributeMissing: 1, ledger.TimestampAttributeUnparseable: 1, ledger.TimestampAttributeDisagrees: 1,
+		ledger.UnknownFieldKey("firmware_version"): 1,
+	} {
+		if c[k] != want {
+			t.Errorf("%v = %d; want %d", k, c[k], want)
+		}
+	}
+}
