@@ -53,13 +53,16 @@ func (f *ParseFn) Setup() error {
 // counted in the run's ledger: each reading it emits, or the line as one
 // rejected record (also when the parser could not handle it: reason
 // internal).
-func (f *ParseFn) ProcessElement(ctx context.Context, source, line string, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
+func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
+	// at may name the line's place in its file, for its dead letter; the
+	// readings keep the file's name alone (schemas.LineSource).
+	source := schemas.SourcePath(at)
 	var err error
 	max := schemas.LineLimit(f.MaxLineBytes)
 	if len(line) > max {
 		f.ctrs.inc(ctx, ledger.InputRecords, 1)
 		f.ctrs.inc(ctx, ledger.InputRejected, 1)
-		dead(deadLetter(schemas.SinkParse, schemas.Prefix(line), source, schemas.TooLarge(int64(len(line)), max)))
+		dead(deadLetter(schemas.SinkParse, schemas.Prefix(line), at, schemas.TooLarge(int64(len(line)), max)))
 		return
 	}
 	if perr := Guard(func() { err = f.parse(line, source) }); perr != nil {
@@ -68,7 +71,7 @@ func (f *ParseFn) ProcessElement(ctx context.Context, source, line string, emit 
 	if err != nil {
 		f.ctrs.inc(ctx, ledger.InputRecords, 1)
 		f.ctrs.inc(ctx, ledger.InputRejected, 1)
-		dead(deadLetter(schemas.SinkParse, line, source, err))
+		dead(deadLetter(schemas.SinkParse, line, at, err))
 		return
 	}
 	f.ctrs.inc(ctx, ledger.InputRecords, int64(len(f.buf)))

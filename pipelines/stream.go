@@ -145,7 +145,7 @@ func Stream(s beam.Scope, cfg Config, src PubSubSource) error {
 	if err != nil {
 		return err
 	}
-	records, parseDead := ParseLimited(s, cfg.Spec, cfg.MaxLineBytes, lines)
+	records, parseDead := ParseInput(s, cfg, lines)
 	dead := Ingest(s, cfg, records)
 	WriteDeadLetters(s, cfg.DeadLetter, cfg.Retry, append(dead, parseDead)...)
 	return nil
