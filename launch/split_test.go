@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,5 +203,70 @@ func TestSplitBatchesEqualOneBatch(t *testing.T) {
 				t.Errorf("dead letters\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantDead, "\n"))
 			}
 		})
+	}
+}
+
+// TestBatchAfterStreamEqualsOneBatch streams the first half of an input
+// (the acceptance readings moved to two and three hours ago, so their
+// hours close) and runs the rest as a batch into the same tables: the
+// stores then hold what one batch over the whole input leaves.
+func TestBatchAfterStreamEqualsOneBatch(t *testing.T) {
+	bt := emulators.StartBigtable(t)
+	ps := emulators.StartPubSub(t)
+	bq := bqemu.StartServerForTest(t)
+	env := append(bqEnv(bt, bq), "PUBSUB_EMULATOR_HOST="+ps)
+
+	h := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
+	ms := func(d time.Duration) int64 { return h.Add(d).UnixMilli() }
+	var all []streamMsg
+	add := func(sensor string, d time.Duration, hr any) { all = append(all, msg(line(sensor, ms(d), hr), ms(d))) }
+	add("p-1", 0, nil)
+	add("p-1", 30*time.Minute+500*time.Millisecond, 70)
+	add("p-1", time.Hour-time.Millisecond, nil)
+	add("p-1", 30*time.Minute+500*time.Millisecond, 70) // a duplicate
+	add("p-2", time.Hour, nil)
+	for i := 0; i < 40; i++ {
+		var hr any = 60 + i%10
+		if i%3 == 0 {
+			hr = nil
+		}
+		add("p-4", 20*time.Minute+time.Duration(i)*time.Second, hr)
+	}
+	payloads := func(msgs []streamMsg) []string {
+		var out []string
+		for _, m := range msgs {
+			out = append(out, m.payload)
+		}
+		return out
+	}
+	// The first half ends inside p-4's hour.
+	half := len(all) / 2
+	first, rest := all[:half], all[half:]
+
+	if r := runLauncher(t, env, batchArgs(writeLines(t, payloads(all))+"/*", "whole", "whole", t.TempDir())...); r.code != 0 {
+		t.Fatalf("one batch: exit %d\n%s", r.code, r.stderr)
+	}
+	want := captureState(t, bt, bq, "whole", "whole")
+	if r := runLauncher(t, env, batchArgs(writeLines(t, payloads(first))+"/*", "first", "first", t.TempDir())...); r.code != 0 {
+		t.Fatalf("batch of the first half: exit %d\n%s", r.code, r.stderr)
+	}
+	wantFirst := captureState(t, bt, bq, "first", "first")
+
+	f := newPubSub(t, ps, "half")
+	f.publish(t, first...)
+	job := startStream(t, env, streamArgs(f.sub, "mixed", t.TempDir(), "--allowed_lateness=6h", "--bigquery_dataset=mixed")...)
+	eventually(t, 90*time.Second, job, func() (bool, string) {
+		d := captureState(t, bt, bq, "mixed", "mixed").diff(wantFirst)
+		return d == "", "the stream's tables equal to the batch of the first half:\n" + d
+	})
+	if code := job.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("SIGTERM: exit %d\n%s", code, job.stderr.String())
+	}
+
+	if r := runLauncher(t, env, batchArgs(writeLines(t, payloads(rest))+"/*", "mixed", "mixed", t.TempDir())...); r.code != 0 {
+		t.Fatalf("batch of the rest: exit %d\n%s", r.code, r.stderr)
+	}
+	if d := captureState(t, bt, bq, "mixed", "mixed").diff(want); d != "" {
+		t.Errorf("stream then batch: not the one batch's state:\n%s", d)
 	}
 }
