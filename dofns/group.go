@@ -37,10 +37,12 @@ func init() {
 // runs (schemas.Compiled.MergeHour), so that batches that each bring part
 // of an hour, in any order, or a batch after a stream, leave what one
 // batch over all of them leaves. A window with nothing stored costs one
-// empty read. A read that fails after its bounded retries fails the
-// bundle, which the runner retries: building the hour from the batch's
-// readings alone would overwrite the stored hour's rollup and imputed
-// values with those of a part of it.
+// empty read. A read is retried as the writes are (Retry). One that still
+// fails means Bigtable is unreachable: the windows built for the next
+// retry deadline are then built from their own readings (counted as group.merge_failed, with a warning),
+// and their writes, which fail too, become write_failed dead letters,
+// whose replay merges them. Failing the bundle instead would fail the
+// run, where a store that stays down must end in dead letters and exit 3.
 type BuildRowsFn struct {
 	Spec *schemas.Compiled
 	// BigQuery turns the BigQuery outputs on.
@@ -48,11 +50,17 @@ type BuildRowsFn struct {
 	// Merge turns the read-back of stored readings on (the instance to
 	// read); the zero value builds each window from its readings alone.
 	Merge Recovery
+	// Retry bounds each read back as it bounds a write.
+	Retry RetrySettings
 
 	hour        hourBuilder
 	reader      *readBacker
 	merged      beam.Counter
 	mergedHours beam.Counter
+	mergeFailed beam.Counter
+	// downUntil is set when a read back failed: until then, windows
+	// are built without one.
+	downUntil time.Time
 }
 
 // Setup takes the compiled spec's builders and, with Merge on, opens the
@@ -64,6 +72,7 @@ func (f *BuildRowsFn) Setup(ctx context.Context) error {
 	}
 	f.merged = beam.NewCounter("group", "merged_stored")
 	f.mergedHours = beam.NewCounter("group", "merged_hours")
+	f.mergeFailed = beam.NewCounter("group", "merge_failed")
 	if !f.Merge.On() {
 		return nil
 	}
@@ -126,13 +135,18 @@ func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Wind
 	}
 	recs = kept
 	var stored []schemas.Record
-	if f.reader != nil {
+	if f.reader != nil && time.Now().Before(f.downUntil) {
+		f.mergeFailed.Inc(ctx, 1)
+	} else if f.reader != nil {
 		var skipped int
 		var err error
-		stored, skipped, err = f.reader.window(ctx, key, p.StartMs, p.EndMs)
+		policy := f.Retry.policy()
+		policy.MaxAttempts = 4
+		stored, skipped, err = f.reader.windowWithin(ctx, policy, key, p.StartMs, p.EndMs)
 		if err != nil {
-			return fmt.Errorf("merge with the stored hour %s [%s, %s): %w", key,
-				time.UnixMilli(p.StartMs).UTC().Format(time.RFC3339), time.UnixMilli(p.EndMs).UTC().Format(time.RFC3339), err)
+			f.downUntil = time.Now().Add(policy.Deadline)
+			f.mergeFailed.Inc(ctx, 1)
+			log.Warnf(ctx, "Bigtable cannot be read back (%v): the hours built in the next %v are built from the batch's readings alone; if their writes fail too, replay their write_failed dead letters once it is back", err, policy.Deadline)
 		}
 		if skipped > 0 {
 			log.Warnf(ctx, "hour %s: %d readings in Bigtable could not be rebuilt from their cells", key, skipped)

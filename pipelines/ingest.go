@@ -226,7 +226,7 @@ func Ingest(s beam.Scope, cfg Config, records beam.PCollection) []beam.PCollecti
 		rec = dofns.Recovery{Project: cfg.BigtableProject, Instance: cfg.BigtableInstance}
 	}
 	arrival := cfg.Windowing.Streaming && cfg.WriteOnArrival
-	b := buildRows(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...), rec, arrival, cfg.DiskState)
+	b := buildRows(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...), rec, arrival, cfg.DiskState, cfg.Retry)
 	dead = append(dead, b.Dead, WriteBigtable(s, cfg, b.Rows))
 	if cfg.BigQuery != nil {
 		bq := *cfg.BigQuery
@@ -296,7 +296,7 @@ type Built struct {
 // the same, and BigQuery gets each reading once (again if it changed).
 // It expects discarding panes, as Windowing.Options gives.
 func BuildRowsAndRollups(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed beam.PCollection) Built {
-	return buildRows(s, spec, withBigQuery, windowed, dofns.Recovery{}, false, false)
+	return buildRows(s, spec, withBigQuery, windowed, dofns.Recovery{}, false, false, dofns.RetrySettings{})
 }
 
 // buildRows is BuildRowsAndRollups, with the windows read back from
@@ -304,7 +304,7 @@ func BuildRowsAndRollups(s beam.Scope, spec *schemas.Compiled, withBigQuery bool
 // merged with what earlier runs stored), their state on local disk with disk, and
 // early firings that leave out what the arrival write
 // stored when arrival is set (see dofns.StreamRowsFn.ArrivalWritten).
-func buildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed beam.PCollection, rec dofns.Recovery, arrival, disk bool) Built {
+func buildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed beam.PCollection, rec dofns.Recovery, arrival, disk bool, retry dofns.RetrySettings) Built {
 	s = s.Scope("BuildRows")
 	grouped := beam.GroupByKey(s, windowed)
 	var b Built
@@ -334,7 +334,7 @@ func buildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed
 		}
 		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("Firings"), fn, panes)
 	} else {
-		fn := dofns.BuildRowsFn{Spec: spec, BigQuery: withBigQuery}
+		fn := dofns.BuildRowsFn{Spec: spec, BigQuery: withBigQuery, Retry: retry}
 		if rec.On() {
 			if _, err := schemas.NewReadBack(spec.Spec); err != nil {
 				log.Warnf(context.Background(), "a batch that splits an hour recomputes its rollup from the batch's readings only: %v", err)
