@@ -72,7 +72,7 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=40000x
 
-## bench: micro-benchmarks, the BigQuery emulator's dedup-query latency over 1M rows, and the end-to-end throughput comparison (see README).
+## bench: micro-benchmarks, the BigQuery emulator's dedup-query latency over 1M rows, and the end-to-end throughput comparison, with the batch merge's cost into empty tables and into hours already stored (see README, docs/performance.md).
 ##   BENCH_FLAGS e.g. -count 5; E2E_FLAGS e.g. -sensors 2000 -cpuprofile .run/pipeline.pprof
 bench:
 	go test -run '^$$' -bench . -benchmem $(BENCH_FLAGS) ./schemas/ ./dofns/...
@@ -91,7 +91,7 @@ bench-batching:
 	go run ./internal/bench/stream -rate 0 -per_message 100 -out .run/bench-stream-100.json $(STREAM_FLAGS)
 
 ## bench-memory: the launcher's peak RSS (pipeline side only, Bigtable; a 10-minute write retry deadline, as the emulator is the bottleneck at 3 M) on 300 k and 3 M readings from 1,000 sensors, in time order and shuffled, and on a ward's 300 k and 3 M (100 sensors; 3 M span 8.3 hours, so the local batch runs in parts of whole hours; the 1,000 sensors' 3 M are one hour, and run in shares of their identities). About 25 minutes.
-MEM_E2E := go run ./internal/bench/e2e -sides pipeline -bigquery=false -launcher_args=--write_retry_deadline=10m
+MEM_E2E := go run ./internal/bench/e2e -sides pipeline -bigquery=false -merge=false -launcher_args=--write_retry_deadline=10m
 bench-memory:
 	@mkdir -p .run
 	$(MEM_E2E) -out .run/mem-300k.json

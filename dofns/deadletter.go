@@ -139,7 +139,7 @@ func openDeadLetterSink(ctx context.Context, t schemas.DeadLetterTarget) (deadLe
 	case schemas.DeadLetterPubSub:
 		return openPubSubDeadLetters(ctx, t)
 	}
-	return &fileDeadLetters{dir: t.Path}, nil
+	return &fileDeadLetters{dir: t.Path, run: t.Run}, nil
 }
 
 // EnsureDeadLetterTarget prepares the store t before a run, so a
@@ -175,8 +175,8 @@ func EnsureDeadLetterTarget(ctx context.Context, t schemas.DeadLetterTarget) err
 // fileDeadLetters writes JSON Lines, one file per bundle, under a local
 // folder or gs:// prefix.
 type fileDeadLetters struct {
-	dir string
-	buf bytes.Buffer
+	dir, run string
+	buf      bytes.Buffer
 }
 
 func (s *fileDeadLetters) add(_ context.Context, _ schemas.DeadLetter, line []byte) error {
@@ -193,6 +193,9 @@ func (s *fileDeadLetters) flush(ctx context.Context) error {
 	name, err := DeadLetterFileName(s.dir)
 	if err != nil {
 		return err
+	}
+	if s.run != "" {
+		name = strings.Replace(name, "/deadletter-", "/deadletter-"+s.run+"-", 1)
 	}
 	fs, err := filesystem.New(ctx, name)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
@@ -18,8 +19,8 @@ import (
 func init() {
 	beam.RegisterType(reflect.TypeOf((*schemas.RowMutation)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*schemas.BQRow)(nil)).Elem())
-	register.DoFn9x0[context.Context, beam.PaneInfo, beam.Window, string, func(*schemas.Record) bool,
-		func(schemas.RowMutation), func(schemas.BQRow), func(schemas.BQRow), func(schemas.DeadLetter)](&BuildRowsFn{})
+	register.DoFn9x1[context.Context, beam.PaneInfo, beam.Window, string, func(*schemas.Record) bool,
+		func(schemas.RowMutation), func(schemas.BQRow), func(schemas.BQRow), func(schemas.DeadLetter), error](&BuildRowsFn{})
 	register.Iter1[schemas.Record]()
 	register.Emitter1[schemas.RowMutation]()
 	register.Emitter1[schemas.BQRow]()
@@ -30,50 +31,150 @@ func init() {
 // emits one mutation per Bigtable row, the BigQuery rows and the rollup.
 // The rollup cells ride in the first table's rows, at the window's end.
 // Windows that fire more than once take PaneBatchFn and StreamRowsFn.
+//
+// With Merge on, each window is first read back from Bigtable (see
+// schemas.ReadBack) and built with the readings stored there by earlier
+// runs (schemas.Compiled.MergeHour), so that batches that each bring part
+// of an hour, in any order, or a batch after a stream, leave what one
+// batch over all of them leaves. A window with nothing stored costs one
+// empty read. A read is retried as the writes are (Retry). One that still
+// fails means Bigtable is unreachable: the windows built for the next
+// retry deadline are then built from their own readings (counted as group.merge_failed, with a warning),
+// and their writes, which fail too, become write_failed dead letters,
+// whose replay merges them. Failing the bundle instead would fail the
+// run, where a store that stays down must end in dead letters and exit 3.
 type BuildRowsFn struct {
 	Spec *schemas.Compiled
 	// BigQuery turns the BigQuery outputs on.
 	BigQuery bool
+	// Merge turns the read-back of stored readings on (the instance to
+	// read); the zero value builds each window from its readings alone.
+	Merge Recovery
+	// Retry bounds each read back as it bounds a write.
+	Retry RetrySettings
 
-	hour hourBuilder
+	hour        hourBuilder
+	reader      *readBacker
+	merged      beam.Counter
+	mergedHours beam.Counter
+	mergeFailed beam.Counter
+	// downUntil is set when a read back failed: until then, windows
+	// are built without one.
+	downUntil time.Time
 }
 
-// Setup takes the compiled spec's builders.
-func (f *BuildRowsFn) Setup() error { return f.hour.setup(f.Spec) }
+// Setup takes the compiled spec's builders and, with Merge on, opens the
+// read-back's Bigtable client. A spec with no table to read back from
+// builds from the batch's readings alone (the launcher says so once).
+func (f *BuildRowsFn) Setup(ctx context.Context) error {
+	if err := f.hour.setup(f.Spec); err != nil {
+		return err
+	}
+	f.merged = beam.NewCounter("group", "merged_stored")
+	f.mergedHours = beam.NewCounter("group", "merged_hours")
+	f.mergeFailed = beam.NewCounter("group", "merge_failed")
+	if !f.Merge.On() {
+		return nil
+	}
+	r, err := openReadBacker(ctx, f.Spec, f.Merge)
+	if errors.Is(err, schemas.ErrNoReadBack) {
+		return nil
+	}
+	f.reader = r
+	return err
+}
+
+// Teardown closes the read-back's client.
+func (f *BuildRowsFn) Teardown() error {
+	if f.reader != nil {
+		return f.reader.close()
+	}
+	return nil
+}
 
 // ProcessElement builds the group's rows. A group it cannot build is
 // dead-lettered, each reading with reason internal.
-func (f *BuildRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, _ string, readings func(*schemas.Record) bool,
-	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), dead func(schemas.DeadLetter)) {
+func (f *BuildRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, key string, readings func(*schemas.Record) bool,
+	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), dead func(schemas.DeadLetter)) error {
 	var recs []schemas.Record
 	var r schemas.Record
 	for readings(&r) {
 		recs = append(recs, r)
 		r = schemas.Record{}
 	}
-	f.build(ctx, pane, w, recs, emitRow, emitBQ, emitRollup, dead)
+	return f.build(ctx, pane, w, key, recs, emitRow, emitBQ, emitRollup, dead)
 }
 
-// build builds the rows of a window fired once with recs.
-func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Window, recs []schemas.Record,
-	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), dead func(schemas.DeadLetter)) {
+// build builds the rows of a window fired once with recs, merged with the
+// identity's stored readings of the window when Merge is on.
+func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Window, key string, recs []schemas.Record,
+	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), dead func(schemas.DeadLetter)) error {
 	if len(recs) == 0 {
-		return
+		return nil
 	}
+	p := schemas.HourPane{Pane: schemas.Pane{Timing: pane.Timing.String(), Index: int64(pane.Index)}}
+	p.StartMs, p.EndMs = windowBounds(w, recs[0].EventMs)
+	// A replay writes only the sinks its records' dead letters name (a
+	// write's dead letter, the sink that failed it), and a rollup's
+	// rebuild probe brings no reading.
+	allow, rebuild := schemas.SinkSet(0), false
+	kept := recs[:0]
+	for i := range recs {
+		r := &recs[i]
+		if !schemas.IsReplay(r) {
+			allow |= schemas.AllSinks
+			kept = append(kept, *r)
+			continue
+		}
+		allow |= schemas.ReplaySinks(r)
+		if schemas.IsRebuild(r) {
+			rebuild = true
+			continue
+		}
+		kept = append(kept, *r)
+	}
+	recs = kept
+	var stored []schemas.Record
+	if f.reader != nil && time.Now().Before(f.downUntil) {
+		f.mergeFailed.Inc(ctx, 1)
+	} else if f.reader != nil {
+		var skipped int
+		var err error
+		policy := f.Retry.policy()
+		policy.MaxAttempts = 4
+		stored, skipped, err = f.reader.windowWithin(ctx, policy, key, p.StartMs, p.EndMs)
+		if err != nil {
+			f.downUntil = time.Now().Add(policy.Deadline)
+			f.mergeFailed.Inc(ctx, 1)
+			log.Warnf(ctx, "Bigtable cannot be read back (%v): the hours built in the next %v are built from the batch's readings alone; if their writes fail too, replay their write_failed dead letters once it is back", err, policy.Deadline)
+		}
+		if skipped > 0 {
+			log.Warnf(ctx, "hour %s: %d readings in Bigtable could not be rebuilt from their cells", key, skipped)
+		}
+	}
+	if len(recs) == 0 && len(stored) == 0 {
+		if rebuild {
+			log.Warnf(ctx, "hour %s [%s, %s): nothing stored to rebuild its rollup from", key,
+				time.UnixMilli(p.StartMs).UTC().Format(time.RFC3339), time.UnixMilli(p.EndMs).UTC().Format(time.RFC3339))
+		}
+		return nil
+	}
+	p.Records = recs
 	var out schemas.Firing
 	now := time.Now().UnixMilli()
-	if err := Guard(func() {
-		p := schemas.HourPane{Pane: schemas.Pane{Timing: pane.Timing.String(), Index: int64(pane.Index)}, Records: recs}
-		p.StartMs, p.EndMs = intervalBounds(w)
-		out = f.Spec.BatchHour(p, f.BigQuery, now)
-	}); err != nil {
+	if err := Guard(func() { out = f.Spec.MergeHour(p, stored, f.BigQuery, now) }); err != nil {
 		f.hour.reject(ctx, recs, err, dead)
-		return
+		return nil
 	}
 	f.hour.firings.Inc(ctx, 1)
 	f.hour.ctrs.inc(ctx, ledger.Readings, out.Readings)
 	f.hour.ctrs.inc(ctx, ledger.Duplicates, out.Dropped)
-	f.hour.emit(ctx, out, emitRow, emitBQ, emitRollup, dead)
+	if out.Merged > 0 {
+		f.merged.Inc(ctx, out.Merged)
+		f.mergedHours.Inc(ctx, 1)
+	}
+	f.hour.emitTo(ctx, out, allow, emitRow, emitBQ, emitRollup, dead)
+	return nil
 }
 
 // hourBuilder is what BuildRowsFn and StreamRowsFn share around the
@@ -99,6 +200,30 @@ func (h *hourBuilder) setup(spec *schemas.Compiled) error {
 // each counted in that table's ledger as routed and failed).
 func (h *hourBuilder) emit(ctx context.Context, out schemas.Firing, emitRow func(schemas.RowMutation),
 	emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) {
+	h.emitTo(ctx, out, schemas.AllSinks, emitRow, emitBQ, emitRollup, emitDead)
+}
+
+// emitTo is emit to the sinks of allow only (a replay's); the firing's
+// readings not routed to a sink are counted as the replay's skipped
+// (ledger.ReplaySkipped).
+func (h *hourBuilder) emitTo(ctx context.Context, out schemas.Firing, allow schemas.SinkSet, emitRow func(schemas.RowMutation),
+	emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) {
+	if allow != schemas.AllSinks {
+		for _, sink := range []string{schemas.SinkBigtable, schemas.SinkBigQuery} {
+			if !allow.Has(sink) {
+				h.ctrs.inc(ctx, ledger.ReplaySkipped(sink), out.Readings)
+			}
+		}
+		if !allow.Has(schemas.SinkBigtable) {
+			out.Rows, out.Dead = nil, nil
+		}
+		if !allow.Has(schemas.SinkBigQuery) {
+			out.BQ = nil
+		}
+		if !allow.Has(schemas.SinkBigQueryRollups) {
+			out.Rollup = nil
+		}
+	}
 	for _, rj := range out.Dead {
 		h.ctrs.sink(ctx, schemas.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Routed, 1)
 		h.ctrs.sink(ctx, schemas.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Failed, 1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -21,6 +22,8 @@ func init() {
 	beam.RegisterType(reflect.TypeOf((*schemas.DeadLetter)(nil)).Elem())
 	register.DoFn5x0[context.Context, string, string, func(beam.EventTime, string, schemas.Record), func(schemas.DeadLetter)](&ParseFn{})
 	register.DoFn4x0[context.Context, pubsubread.Message, func(beam.EventTime, string, schemas.Record), func(schemas.DeadLetter)](&ParseMessageFn{})
+	register.DoFn2x0[pubsubread.Message, func(string, string)](&MessageLinesFn{})
+	register.Emitter2[string, string]()
 	register.Emitter3[beam.EventTime, string, schemas.Record]()
 	register.Emitter1[schemas.DeadLetter]()
 }
@@ -58,13 +61,16 @@ func (f *ParseFn) Setup() error {
 // counted in the run's ledger: each reading it emits, or the line as one
 // rejected record (also when the parser could not handle it: reason
 // internal).
-func (f *ParseFn) ProcessElement(ctx context.Context, source, line string, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
+func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
+	// at may name the line's place in its file, for its dead letter; the
+	// readings keep the file's name alone (schemas.LineSource).
+	source := schemas.SourcePath(at)
 	var err error
 	max := schemas.LineLimit(f.MaxLineBytes)
 	if len(line) > max {
 		f.ctrs.inc(ctx, ledger.InputRecords, 1)
 		f.ctrs.inc(ctx, ledger.InputRejected, 1)
-		dead(deadLetter(schemas.SinkParse, schemas.Prefix(line), source, schemas.TooLarge(int64(len(line)), max)))
+		dead(deadLetter(schemas.SinkParse, schemas.Prefix(line), at, schemas.TooLarge(int64(len(line)), max)))
 		return
 	}
 	in := schemas.Input{Unknown: f.unknown.counter(ctx, &f.ctrs)}
@@ -74,7 +80,7 @@ func (f *ParseFn) ProcessElement(ctx context.Context, source, line string, emit 
 	if err != nil {
 		f.ctrs.inc(ctx, ledger.InputRecords, 1)
 		f.ctrs.inc(ctx, ledger.InputRejected, 1)
-		dead(deadLetter(schemas.SinkParse, line, source, err))
+		dead(deadLetter(schemas.SinkParse, line, at, err))
 		return
 	}
 	f.ctrs.inc(ctx, ledger.InputRecords, int64(len(f.buf)))
@@ -256,5 +262,22 @@ func (f *ParseMessageFn) compare(ctx context.Context, m pubsubread.Message, attr
 		log.Warnf(ctx, "parse: message %s: timestamp attribute %s=%s is %v from the reading's event time %s (tolerance %v, the spec's timestamp_attribute_tolerance); the reading keeps its payload's time, the watermark follows the attribute; further disagreements are counted in the ledger, not logged",
 			m.ID, f.TimestampAttribute, m.Attributes[f.TimestampAttribute], time.Duration(d)*time.Millisecond,
 			time.UnixMilli(r.EventMs).UTC().Format(time.RFC3339Nano), f.Spec.AttributeTolerance())
+	}
+}
+
+// MessageLinesFn reads Pub/Sub messages as KV<source, line>, the input of
+// a replay's dead-letter unwrapping: each non-empty line of a message is a
+// dead-letter record (the dead-letter topic carries one a message), and
+// Source, the subscription, names them all.
+type MessageLinesFn struct {
+	Source string
+}
+
+// ProcessElement emits each non-empty line of m.
+func (f *MessageLinesFn) ProcessElement(m pubsubread.Message, emit func(string, string)) {
+	for line := range strings.SplitSeq(string(m.Data), "\n") {
+		if strings.TrimSpace(line) != "" {
+			emit(f.Source, line)
+		}
 	}
 }

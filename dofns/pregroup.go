@@ -13,8 +13,8 @@ import (
 func init() {
 	register.DoFn5x0[context.Context, beam.EventTime, string, schemas.Record, func(beam.EventTime, string, HourBatch)](&PreGroupFn{})
 	register.Emitter3[beam.EventTime, string, HourBatch]()
-	register.DoFn9x0[context.Context, beam.PaneInfo, beam.Window, string, func(*HourBatch) bool,
-		func(schemas.RowMutation), func(schemas.BQRow), func(schemas.BQRow), func(schemas.DeadLetter)](&BuildBatchedRowsFn{})
+	register.DoFn9x1[context.Context, beam.PaneInfo, beam.Window, string, func(*HourBatch) bool,
+		func(schemas.RowMutation), func(schemas.BQRow), func(schemas.BQRow), func(schemas.DeadLetter), error](&BuildBatchedRowsFn{})
 	register.Iter1[HourBatch]()
 }
 
@@ -124,13 +124,13 @@ type BuildBatchedRowsFn struct {
 }
 
 // ProcessElement builds the window's rows from every batch's readings.
-func (f *BuildBatchedRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, _ string, batches func(*HourBatch) bool,
-	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), dead func(schemas.DeadLetter)) {
+func (f *BuildBatchedRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, key string, batches func(*HourBatch) bool,
+	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), dead func(schemas.DeadLetter)) error {
 	var recs []schemas.Record
 	var p HourBatch
 	for batches(&p) {
 		recs = append(recs, p.Records...)
 		p = HourBatch{}
 	}
-	f.build(ctx, pane, w, recs, emitRow, emitBQ, emitRollup, dead)
+	return f.build(ctx, pane, w, key, recs, emitRow, emitBQ, emitRollup, dead)
 }

@@ -83,12 +83,17 @@ func (r *readBacker) close() error { return r.client.Close() }
 // event times in [startMs, endMs). skipped counts readings whose cells
 // could not be rebuilt.
 func (r *readBacker) window(ctx context.Context, identity string, startMs, endMs int64) (recs []schemas.Record, skipped int, err error) {
+	return r.windowWithin(ctx, windowReadPolicy, identity, startMs, endMs)
+}
+
+// windowWithin is window under policy.
+func (r *readBacker) windowWithin(ctx context.Context, policy retry.Policy, identity string, startMs, endMs int64) (recs []schemas.Record, skipped int, err error) {
 	plan, err := r.rb.PlanWindow(identity, startMs, endMs)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read back %s: %w", r.rb.Table(), err)
 	}
 	var rows []schemas.ReadRow
-	err = r.scan(ctx, plan, startMs, endMs, windowReadPolicy, func() { rows = rows[:0] }, func(row schemas.ReadRow) {
+	err = r.scan(ctx, plan, startMs, endMs, policy, func() { rows = rows[:0] }, func(row schemas.ReadRow) {
 		rows = append(rows, row)
 	})
 	if err != nil {

@@ -186,7 +186,18 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		fn.ctrs.inc(ctx, ledger.InputRejected, 1)
 		dead(deadLetter(schemas.SinkParse, payload, path, err))
 	}
+	// The lines' numbers are known when the read starts at the file's
+	// start (a compressed file, or the first block of a plain one);
+	// otherwise their dead letters give their byte offset.
+	counting := Compressed(path) || rest.Start == 0
 	emitLine := func(off int64, line []byte, length int64) error {
+		if !Compressed(path) {
+			lineNo++
+		}
+		at := schemas.LineSource(path, 0, off)
+		if counting {
+			at = schemas.LineSource(path, int64(lineNo), off)
+		}
 		if ok, err := mine(off); err != nil || !ok {
 			return err
 		}
@@ -194,10 +205,12 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 			line, length = lines.TrimBOM(line, length)
 		}
 		if length > int64(max) {
-			reject(schemas.TooLarge(length, max), schemas.Prefix(string(line)))
+			fn.ctrs.inc(ctx, ledger.InputRecords, 1)
+			fn.ctrs.inc(ctx, ledger.InputRejected, 1)
+			dead(deadLetter(schemas.SinkParse, schemas.Prefix(string(line)), at, schemas.TooLarge(length, max)))
 			return nil
 		}
-		emit(path, string(line))
+		emit(at, string(line))
 		return nil
 	}
 	if Compressed(path) {

@@ -159,10 +159,22 @@ func deadLetters(t *testing.T, dir string) []map[string]string {
 			t.Fatal(err)
 		}
 		sc := bufio.NewScanner(fd)
+		sc.Buffer(nil, 4<<20)
 		for sc.Scan() {
-			var m map[string]string
-			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			var raw map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &raw); err != nil {
 				t.Fatalf("dead letter %s: %v", f, err)
+			}
+			// Text fields as they are, the others (line, identity,
+			// previous) as their JSON.
+			m := make(map[string]string, len(raw))
+			for k, v := range raw {
+				if s, ok := v.(string); ok {
+					m[k] = s
+				} else {
+					b, _ := json.Marshal(v)
+					m[k] = string(b)
+				}
 			}
 			out = append(out, m)
 		}

@@ -19,7 +19,8 @@
 //	2  bad flags;
 //	3  the job ran and its ledger balances, but a store stayed unavailable
 //	   past --write_retry_deadline: the records it did not take are in the
-//	   dead letter as write_failed, to re-drive or re-run.
+//	   dead letter as write_failed; the message gives the command that
+//	   replays them (docs/guide/replay.md).
 package main
 
 import (
@@ -32,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -86,7 +88,11 @@ var (
 	localPartMB    = flag.Float64("local_part_mb", 64, "A local batch (prism, direct) whose input is larger than this many MB runs as parts of about this size, one job after another, so that its memory is bounded by a part rather than by the input (prism holds every reading of a job until the job's input is read). The input is scanned once first. Parts are cut between hours where no hour read before has a reading after (input in rough event-time order splits at almost every hour); a part still larger (an hour larger than this, or shuffled input, whose hours overlap throughout) splits into shares of its identities, each reading the part's bytes and keeping the readings of its identities. Every identity's hour is built in one part, so the result is the one job's. 0: always one job. Dataflow runs one job.")
 	progressIval   = flag.Duration("progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
 	dryRunOut      = flag.String("dry_run_out", "", "With --runner=dataflow --dry_run: write the full Dataflow job (JSON, with its Beam pipeline graph under \"beamPipeline\") to this file; stdout gets a short summary.")
-	format         = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (the protobuf message the spec declares in its proto: section; see schemas.FormatNames).")
+	format         = flag.String("format", "json", "Payload format of the input lines or messages: json, or proto (the protobuf message the spec declares in its proto: section; see schemas.FormatNames); deadletter replays dead letters: each line or message is a dead-letter record whose payload is read as --replay_payload_format (see docs/guide/replay.md).")
+	replayReason   = flag.String("replay_reason", "", "With --format=deadletter: replay only the dead letters with these reasons, comma-separated (e.g. write_failed); empty: every reason.")
+	replaySink     = flag.String("replay_sink", "", "With --format=deadletter: replay only the dead letters of these sinks, comma-separated (parse, window, bigtable, bigquery, bigquery_rollups); empty: every sink. A write's dead letter (bigtable, bigquery, bigquery_rollups) is written to that sink only.")
+	replayPayload  = flag.String("replay_payload_format", "json", "With --format=deadletter: the format of the dead letters' payloads (json or proto).")
+	mergeStored    = flag.Bool("merge_stored", true, "A batch reads each sensor-hour it writes back from Bigtable and builds it with the readings earlier runs stored there, so that batches that split an hour, in any order, or a batch after a stream, leave what one batch over all the readings leaves. false builds each hour from the batch's readings only (a backfill into empty tables skips one read per sensor-hour).")
 
 	// Stream flags (--source=pubsub).
 	localStateOnDisk = flag.Bool("local_state_on_disk", true, "With --source=pubsub on any runner but Dataflow: keep each sensor-hour's state (its readings, held for the hour's final firings and then for --allowed_lateness, a day by default) in files in the run's temp folder instead of memory, about 32 bytes a vitals reading, so that the stream's memory does not grow with its readings. The files go when their hour expires, and with the run (on a job server, with the worker process). false keeps the state in memory. Ignored on Dataflow, whose state is not in the workers' memory.")
@@ -345,7 +351,17 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 			return cfg, src, usagef("--dead_letter=%s: %w", *deadLetter, err)
 		}
 	}
-	opts := schemas.CompileOptions{Format: *format}
+	payloadFormat := *format
+	var replay *pipelines.Replay
+	if *format == formatDeadLetter {
+		payloadFormat = *replayPayload
+		if replay, err = replayFilter(); err != nil {
+			return cfg, src, err
+		}
+	} else if isSet("replay_reason") || isSet("replay_sink") || isSet("replay_payload_format") {
+		return cfg, src, usagef("--replay_reason, --replay_sink and --replay_payload_format apply to --format=deadletter only")
+	}
+	opts := schemas.CompileOptions{Format: payloadFormat}
 	if *bqDataset != "" {
 		// A partitioned table takes event times within a window around
 		// the run's start; the spec's range is narrowed to it.
@@ -381,7 +397,11 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 		BigtableBatchCells: *btBatchCells,
 		MaxLineBytes:       *maxLineBytes,
 		BigtableAppProfile: *btAppProfile,
-		BigtableFlow:       flowcontrol.Settings{MaxMutations: *btMaxMuts, MaxBytes: *btMaxBytes, TargetLatency: *btLatency}}
+		BigtableFlow:       flowcontrol.Settings{MaxMutations: *btMaxMuts, MaxBytes: *btMaxBytes, TargetLatency: *btLatency},
+		Replay:             replay}
+	if cfg.DeadLetter.Kind == schemas.DeadLetterFiles {
+		cfg.DeadLetter.Run = runID
+	}
 	if *bqDataset != "" {
 		if spec.BigQuery == nil {
 			return cfg, src, usagef("--bigquery_dataset: spec %s has no bigquery section", spec.Name)
@@ -407,6 +427,7 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 	}
 	switch *source {
 	case "files":
+		cfg.Merge = *mergeStored
 		if *input == "" {
 			return cfg, src, usagef("--input is required with --source=files: give a file glob such as 'testdata/*.jsonl'")
 		}
@@ -472,7 +493,49 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 	if err := checkBigQueryNames(cfg); err != nil {
 		return cfg, src, err
 	}
+	if cfg.Merge {
+		if _, err := schemas.NewReadBack(spec); err != nil {
+			fmt.Fprintf(os.Stderr, "sensorpipe: warning: a batch that splits an hour recomputes its rollup (and imputed values) from the batch's readings only: %v\n", err)
+			cfg.Merge = false
+		}
+	}
 	return cfg, src, nil
+}
+
+// formatDeadLetter is the --format of a dead-letter replay.
+const formatDeadLetter = "deadletter"
+
+// runID names this run's dead-letter files, so that its exit message can
+// give the command that replays them alone.
+var runID = time.Now().UTC().Format("20060102T150405") + fmt.Sprintf("%04x", os.Getpid()&0xffff)
+
+// replayFilter is the replay the --replay_* flags describe.
+func replayFilter() (*pipelines.Replay, error) {
+	r := &pipelines.Replay{}
+	for _, reason := range splitList(*replayReason) {
+		if !slices.Contains(schemas.Reasons(), reason) {
+			return nil, usagef("--replay_reason=%s: %q is no reason; use %s", *replayReason, reason, strings.Join(schemas.Reasons(), ", "))
+		}
+		r.Reasons = append(r.Reasons, reason)
+	}
+	for _, sink := range splitList(*replaySink) {
+		if !slices.Contains(schemas.Sinks, sink) {
+			return nil, usagef("--replay_sink=%s: %q is no sink; use %s", *replaySink, sink, strings.Join(schemas.Sinks, ", "))
+		}
+		r.Sinks = append(r.Sinks, sink)
+	}
+	return r, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // streamSource is the Pub/Sub source the flags describe.
@@ -575,7 +638,9 @@ func run(ctx context.Context) error {
 	plan := []parts.Part{{}}
 	if streaming {
 		fmt.Fprintf(os.Stderr, "sensorpipe: streaming %s on %s; Ctrl-C or SIGTERM stops\n", *subscription, runnerName())
-	} else if local() {
+	} else if local() && cfg.Replay == nil {
+		// A replay's dead letters are not readings the scan can cut by
+		// hour; they are few, and run as one job.
 		var done func()
 		if plan, done, err = planParts(ctx, cfg); err != nil {
 			return err
@@ -797,8 +862,14 @@ func report(w io.Writer, took time.Duration, cfg pipelines.Config, res jobRun) e
 		for _, s := range down {
 			parts = append(parts, fmt.Sprintf("%s (%s) stayed unavailable: %d %s of %s not written", storeName(s.Sink), storeWhere(s.Sink), s.Unavailable, countedName(s.Sink), s.Table))
 		}
-		return exitError{exitUnavailable, fmt.Errorf("%s after retrying for --write_retry_deadline=%v; they are in the dead letter %s as write_failed: re-run the job (writes are idempotent) or re-drive them",
-			strings.Join(parts, "; "), *retryDeadline, cfg.DeadLetter)}
+		var sinks []string
+		for _, s := range down {
+			if !slices.Contains(sinks, s.Sink) {
+				sinks = append(sinks, s.Sink)
+			}
+		}
+		return exitError{exitUnavailable, fmt.Errorf("%s after retrying for --write_retry_deadline=%v; they are in the dead letter %s as write_failed: once the store is back, %s",
+			strings.Join(parts, "; "), *retryDeadline, cfg.DeadLetter, replayAdvice(cfg.DeadLetter, sinks, os.Args))}
 	}
 	return nil
 }

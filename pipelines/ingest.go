@@ -81,6 +81,27 @@ type Config struct {
 	// dofns.StreamRowsFn.DiskState). The launcher sets it on the local
 	// runners only.
 	DiskState bool
+
+	// Merge has a batch read each identity's hour back from Bigtable and
+	// build it with the readings stored there by earlier runs (see
+	// dofns.BuildRowsFn.Merge), so that batches that split an hour, in
+	// any order, or a batch after a stream, leave what one batch over all
+	// the readings leaves. A spec with no table that stores every field
+	// cannot be read back: the pipeline then logs a warning and each
+	// batch builds its hours from its own readings (the launcher says so
+	// at start).
+	Merge bool
+
+	// Replay is set when the input is dead letters to unwrap
+	// (--format=deadletter; see dofns.UnwrapDeadLetterFn).
+	Replay *Replay
+}
+
+// Replay is what a dead-letter replay takes: the filters on the dead
+// letters to replay (empty: all).
+type Replay struct {
+	Reasons []string
+	Sinks   []string
 }
 
 // BigQueryConfig is the BigQuery sink's destination.
@@ -140,6 +161,34 @@ func ParseLimited(s beam.Scope, spec *schemas.Compiled, maxLine int, lines beam.
 	return beam.ParDo2(s, &dofns.ParseFn{Spec: spec, MaxLineBytes: maxLine}, lines)
 }
 
+// ParseInput parses the lines as cfg says: a replay's (cfg.Replay)
+// unwrapped from their dead letters first (UnwrapDeadLetters), the
+// rollups' rebuild probes joining the parsed readings. The dead letters
+// are the parse's and the unwrapping's.
+func ParseInput(s beam.Scope, cfg Config, lines beam.PCollection) (records, dead beam.PCollection) {
+	if cfg.Replay == nil {
+		return ParseLimited(s, cfg.Spec, cfg.MaxLineBytes, lines)
+	}
+	payloads, probes, unwrapDead := UnwrapDeadLetters(s, cfg.Spec, *cfg.Replay, lines)
+	records, parseDead := ParseLimited(s, cfg.Spec, cfg.MaxLineBytes, payloads)
+	if !cfg.Windowing.Streaming {
+		// A stream's firings take readings only: a rollup's dead letter
+		// is replayed by a batch.
+		records = beam.Flatten(s.Scope("Replay"), records, probes)
+	}
+	return records, beam.Flatten(s.Scope("Replay"), parseDead, unwrapDead)
+}
+
+// UnwrapDeadLetters reads KV<source, line> of dead letters (a replay) as
+// KV<source, payload> for Parse, the rollups' rebuild probes as
+// KV<identity, Record>, and the dead letters of lines that are not dead
+// letters (see dofns.UnwrapDeadLetterFn).
+func UnwrapDeadLetters(s beam.Scope, spec *schemas.Compiled, r Replay, lines beam.PCollection) (payloads, probes, dead beam.PCollection) {
+	s = s.Scope("UnwrapDeadLetters")
+	fn := &dofns.UnwrapDeadLetterFn{Spec: spec, Filter: schemas.ReplayFilter{Reasons: r.Reasons, Sinks: r.Sinks}}
+	return beam.ParDo3(s, fn, lines)
+}
+
 // HourlyWindows windows readings into fixed one-hour event-time windows, the
 // UTC hours of the row keys.
 func HourlyWindows(s beam.Scope, records beam.PCollection, opts ...beam.WindowIntoOption) beam.PCollection {
@@ -173,8 +222,11 @@ func Ingest(s beam.Scope, cfg Config, records beam.PCollection) []beam.PCollecti
 		// One shuffle element per identity and hour batch, not per reading.
 		records = PreGroup(s, records)
 	}
+	if !cfg.Windowing.Streaming && cfg.Merge {
+		rec = dofns.Recovery{Project: cfg.BigtableProject, Instance: cfg.BigtableInstance}
+	}
 	arrival := cfg.Windowing.Streaming && cfg.WriteOnArrival
-	b := buildRows(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...), rec, arrival, cfg.DiskState)
+	b := buildRows(s, cfg.Spec, cfg.BigQuery != nil, HourlyWindows(s, records, cfg.Windowing.Options()...), rec, arrival, cfg.DiskState, cfg.Retry)
 	dead = append(dead, b.Dead, WriteBigtable(s, cfg, b.Rows))
 	if cfg.BigQuery != nil {
 		bq := *cfg.BigQuery
@@ -244,14 +296,15 @@ type Built struct {
 // the same, and BigQuery gets each reading once (again if it changed).
 // It expects discarding panes, as Windowing.Options gives.
 func BuildRowsAndRollups(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed beam.PCollection) Built {
-	return buildRows(s, spec, withBigQuery, windowed, dofns.Recovery{}, false, false)
+	return buildRows(s, spec, withBigQuery, windowed, dofns.Recovery{}, false, false, dofns.RetrySettings{})
 }
 
-// buildRows is BuildRowsAndRollups, with the stream's windows read back
-// from Bigtable when rec is on, their state on local disk with disk, and
+// buildRows is BuildRowsAndRollups, with the windows read back from
+// Bigtable when rec is on (a stream's at their final firing, a batch's
+// merged with what earlier runs stored), their state on local disk with disk, and
 // early firings that leave out what the arrival write
 // stored when arrival is set (see dofns.StreamRowsFn.ArrivalWritten).
-func buildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed beam.PCollection, rec dofns.Recovery, arrival, disk bool) Built {
+func buildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed beam.PCollection, rec dofns.Recovery, arrival, disk bool, retry dofns.RetrySettings) Built {
 	s = s.Scope("BuildRows")
 	grouped := beam.GroupByKey(s, windowed)
 	var b Built
@@ -280,11 +333,20 @@ func buildRows(s beam.Scope, spec *schemas.Compiled, withBigQuery bool, windowed
 			}
 		}
 		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("Firings"), fn, panes)
-	} else if typex.IsKV(windowed.Type()) && windowed.Type().Components()[1].Type() == reflect.TypeOf(dofns.HourBatch{}) {
-		fn := &dofns.BuildBatchedRowsFn{BuildRowsFn: dofns.BuildRowsFn{Spec: spec, BigQuery: withBigQuery}}
-		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, fn, grouped)
 	} else {
-		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, &dofns.BuildRowsFn{Spec: spec, BigQuery: withBigQuery}, grouped)
+		fn := dofns.BuildRowsFn{Spec: spec, BigQuery: withBigQuery, Retry: retry}
+		if rec.On() {
+			if _, err := schemas.NewReadBack(spec.Spec); err != nil {
+				log.Warnf(context.Background(), "a batch that splits an hour recomputes its rollup from the batch's readings only: %v", err)
+			} else {
+				fn.Merge = rec
+			}
+		}
+		if typex.IsKV(windowed.Type()) && windowed.Type().Components()[1].Type() == reflect.TypeOf(dofns.HourBatch{}) {
+			b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, &dofns.BuildBatchedRowsFn{BuildRowsFn: fn}, grouped)
+		} else {
+			b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, &fn, grouped)
+		}
 	}
 	return b
 }
@@ -347,7 +409,7 @@ func BatchPart(s beam.Scope, cfg Config, glob string, ranges []dofns.FileRange) 
 		return fmt.Errorf("pipelines: a batch run takes the batch windowing")
 	}
 	lines, readDead := ReadFiles(s, glob, ranges, cfg.MaxLineBytes)
-	records, parseDead := ParseLimited(s, cfg.Spec, cfg.MaxLineBytes, lines)
+	records, parseDead := ParseInput(s, cfg, lines)
 	dead := Ingest(s, cfg, records)
 	// The sinks' dead letters cross a Reshuffle (random keys, not a fixed
 	// key) so the dead-letter write runs in a stage of its own: a failed

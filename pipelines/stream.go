@@ -158,7 +158,15 @@ func Stream(s beam.Scope, cfg Config, src PubSubSource) error {
 	if err != nil {
 		return err
 	}
-	records, parseDead := ParseMessages(s, cfg.Spec, src, cfg.MaxLineBytes, msgs)
+	var records, parseDead beam.PCollection
+	if cfg.Replay != nil {
+		// A replay's messages are dead-letter records, unwrapped to the
+		// payloads they carry.
+		lines := beam.ParDo(s.Scope("ReplayLines"), &dofns.MessageLinesFn{Source: src.Subscription.String()}, msgs)
+		records, parseDead = ParseInput(s, cfg, lines)
+	} else {
+		records, parseDead = ParseMessages(s, cfg.Spec, src, cfg.MaxLineBytes, msgs)
+	}
 	dead := Ingest(s, cfg, records)
 	WriteDeadLetters(s, cfg.DeadLetter, cfg.Retry, append(dead, parseDead)...)
 	return nil

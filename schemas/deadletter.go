@@ -61,6 +61,11 @@ type DeadLetterTarget struct {
 
 	// Topic is projects/P/topics/T (DeadLetterPubSub).
 	Topic string
+
+	// Run, when set, names a run's dead-letter files
+	// (deadletter-RUN-TIME-RANDOM.jsonl), so that a replay can take that
+	// run's own dead letters. It is not part of the target's text.
+	Run string
 }
 
 // TopicProject returns the project of a Pub/Sub target's topic.

@@ -71,6 +71,9 @@ func (s *Spec) dedup(recs []Record) ([]Record, int) {
 		if c := s.compareObserved(a, b); c != 0 {
 			return c < 0
 		}
+		if ra, rb := IsReadBack(a), IsReadBack(b); ra != rb {
+			return rb // the same values: the copy read from the input wins over one read back
+		}
 		return a.Raw < b.Raw // the same values: either gives the same cells
 	})
 	kept := recs[:0]

@@ -73,6 +73,9 @@ type Firing struct {
 	// Superseded the read-back readings this firing brought from the
 	// source after all.
 	Recovered, Superseded int64
+	// Merged counts the readings stored by earlier runs that a batch's
+	// hour was merged with and wrote again (MergeHour).
+	Merged int64
 }
 
 // hourRollup is the rollup of the prepared readings in the window [start,

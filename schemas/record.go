@@ -179,6 +179,29 @@ type DeadLetter struct {
 	Error  string `json:"error"`
 	Source string `json:"source"`
 	Time   string `json:"time"`
+	// Line is the record's line in its source file, counted from 1, when
+	// known; Offset is the byte offset where the line starts, given when
+	// the line's number is not known (a block of a large file read on its
+	// own).
+	Line   int64 `json:"line,omitempty"`
+	Offset int64 `json:"offset,omitempty"`
+	// Identity (identity field name to its text), WindowStart and
+	// WindowEnd (RFC 3339, UTC) name the sensor-hour of a rollup's dead
+	// letter, so that a replay rebuilds it.
+	Identity    map[string]string `json:"identity,omitempty"`
+	WindowStart string            `json:"window_start,omitempty"`
+	WindowEnd   string            `json:"window_end,omitempty"`
+	// Previous are the failures of the record before this one, oldest
+	// first, when it was replayed from the dead letter and failed again.
+	Previous []PriorFailure `json:"previous,omitempty"`
+}
+
+// PriorFailure is an earlier failure of a replayed dead letter.
+type PriorFailure struct {
+	Reason string `json:"reason"`
+	Sink   string `json:"sink"`
+	Error  string `json:"error"`
+	Time   string `json:"time"`
 }
 
 // NewDeadLetter builds the dead letter of payload (read from source) that
@@ -192,6 +215,7 @@ func NewDeadLetter(sink, payload, source string, err error, now time.Time) DeadL
 		Source:  source,
 		Time:    now.UTC().Format(time.RFC3339Nano),
 	}
+	d.provenance(source)
 	if !utf8.ValidString(payload) {
 		d.Payload = strings.ToValidUTF8(payload, "\uFFFD")
 		d.PayloadBase64 = base64.StdEncoding.EncodeToString([]byte(payload))

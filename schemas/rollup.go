@@ -273,7 +273,7 @@ func (r *Roller) cells(ru *Rollup, withDeletes bool) (cells, deletes []Cell) {
 // Origin names the rollup for dead letters: the cells or row of a rollup
 // that cannot be written carry it as their payload.
 func (r *Roller) Origin(ru *Rollup) Origin {
-	return Origin{Raw: r.describe(ru), Source: "rollup", Kind: OriginRollup}
+	return Origin{Raw: r.describe(ru), Source: r.spec.RollupSource(ru), Kind: OriginRollup}
 }
 
 // BigQuery describes the rollup table: the identity fields, the window

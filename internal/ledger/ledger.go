@@ -112,7 +112,23 @@ var (
 	// Bigtable to finish an hour the killed run had begun: read by that
 	// run, not this one.
 	Recovered = Key{"group", "recovered"}
+
+	// Replayed counts the dead letters a replay (--format=deadletter)
+	// unwrapped and fed to the parse, or to a rollup's rebuild; each is
+	// also a record read (InputRecords) unless it is a rebuild.
+	Replayed = Key{"replay", "records"}
+	// ReplayFiltered counts the dead letters the replay's filters left
+	// out (not records read).
+	ReplayFiltered = Key{"replay", "filtered"}
+	// ReplayRebuilds counts the rollups' dead letters replayed as the
+	// rebuild of their sensor-hour.
+	ReplayRebuilds = Key{"replay", "rebuilds"}
 )
+
+// ReplaySkipped counts the readings a replay built but did not route to
+// sink, because they were dead letters of another sink's write, which sink
+// had taken.
+func ReplaySkipped(sink string) Key { return Key{"replay", "skipped." + sink} }
 
 // Outcomes of one write.
 const (
@@ -204,6 +220,14 @@ type Ledger struct {
 	Rejected int64 `json:"rejected_records"`
 	// Recovered are readings a restarted stream read back from Bigtable.
 	Recovered int64 `json:"recovered_readings,omitempty"`
+	// Replayed are the dead letters a replay unwrapped (ledger.Replayed),
+	// ReplayFiltered those its filters left out, ReplayRebuilds the
+	// rollups' among Replayed; ReplaySkipped, by sink, the readings it
+	// did not route to a sink that had taken them.
+	Replayed       int64            `json:"replayed,omitempty"`
+	ReplayFiltered int64            `json:"replay_filtered,omitempty"`
+	ReplayRebuilds int64            `json:"replay_rebuilds,omitempty"`
+	ReplaySkipped  map[string]int64 `json:"replay_skipped,omitempty"`
 	// Unfired are a stream's readings in windows that had not fired when
 	// it stopped (read, not yet built); always 0 for a batch.
 	Unfired int64 `json:"in_open_windows,omitempty"`
@@ -269,6 +293,18 @@ func FromCounters(c Counters, stream bool) *Ledger {
 		Duplicates:  c[Duplicates],
 		Recovered:   c[Recovered],
 		DeadLetters: map[string]map[string]int64{},
+
+		Replayed:       c[Replayed],
+		ReplayFiltered: c[ReplayFiltered],
+		ReplayRebuilds: c[ReplayRebuilds],
+	}
+	for _, sink := range schemas.Sinks {
+		if n := c[ReplaySkipped(sink)]; n != 0 {
+			if l.ReplaySkipped == nil {
+				l.ReplaySkipped = map[string]int64{}
+			}
+			l.ReplaySkipped[sink] = n
+		}
 	}
 	sinks := map[[2]string]*Sink{}
 	for k, n := range c {
@@ -397,9 +433,14 @@ func (l *Ledger) check(c Counters) {
 		case s.Routed < done:
 			p = append(p, fmt.Sprintf("%s %s: %s written %d + dead-lettered %d > routed %d", s.Sink, s.Table, what, s.Written, s.Failed, s.Routed))
 		}
-		if s.Sink != schemas.SinkBigQueryRollups && !l.Stream && s.Routed != l.Readings {
-			p = append(p, fmt.Sprintf("%s %s: routed %d readings of %d distinct valid readings (off by %d)",
-				s.Sink, s.Table, s.Routed, l.Readings, l.Readings-s.Routed))
+		if skipped := l.ReplaySkipped[s.Sink]; s.Sink != schemas.SinkBigQueryRollups && !l.Stream && s.Routed+skipped != l.Readings {
+			if skipped > 0 {
+				p = append(p, fmt.Sprintf("%s %s: routed %d readings and left out %d replayed for another sink, of %d distinct valid readings (off by %d)",
+					s.Sink, s.Table, s.Routed, skipped, l.Readings, l.Readings-s.Routed-skipped))
+			} else {
+				p = append(p, fmt.Sprintf("%s %s: routed %d readings of %d distinct valid readings (off by %d)",
+					s.Sink, s.Table, s.Routed, l.Readings, l.Readings-s.Routed))
+			}
 		}
 	}
 	if !l.Stream {
@@ -505,6 +546,13 @@ func (l *Ledger) WriteText(w io.Writer) {
 	}
 	if l.Recovered > 0 {
 		fmt.Fprintf(w, "  recovered from Bigtable:   %d (readings of hours a killed run had begun)\n", l.Recovered)
+	}
+	if l.Replayed > 0 || l.ReplayFiltered > 0 {
+		fmt.Fprintf(w, "  replayed dead letters:     %d (%d rollup rebuilds; %d left out by the filters)", l.Replayed, l.ReplayRebuilds, l.ReplayFiltered)
+		for _, sink := range sortedKeys(l.ReplaySkipped) {
+			fmt.Fprintf(w, "; %d readings not sent to %s, which had them", l.ReplaySkipped[sink], sink)
+		}
+		fmt.Fprintln(w)
 	}
 	for _, s := range l.Sinks {
 		what := "readings"

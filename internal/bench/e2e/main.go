@@ -72,6 +72,7 @@ var (
 	outFlag    = flag.String("out", "", "Also write the figures as JSON to this file.")
 	keep       = flag.Bool("keep", false, "Keep the work directory (input, dead letters, launcher).")
 	extraFlags = flag.String("launcher_args", "", "Extra flags for the launcher, space-separated (e.g. --local_part_mb=0 runs the input as one job).")
+	mergeBench = flag.Bool("merge", true, "Also measure the batch's merge with stored hours (exec mode): the pipeline with --merge_stored=false into empty tables, and the pipeline run twice, the second time into hours already stored.")
 	withBQ     = flag.Bool("bigquery", true, "Also run the pipeline into both sinks, Bigtable and an in-process BigQuery emulator, with each Storage Write method (storage_write, and upsert with change data capture), and report those rates.")
 )
 
@@ -113,8 +114,16 @@ type Report struct {
 	BothSink *Side         `json:"pipeline_with_bigquery,omitempty"`
 	Upsert   *Side         `json:"pipeline_with_bigquery_upsert,omitempty"`
 	Plain    *Side         `json:"plain,omitempty"`
-	Ratio    float64       `json:"ratio_pipeline_over_plain,omitempty"`
-	Time     string        `json:"time"`
+	// MergeOff is the pipeline into empty tables with --merge_stored=false
+	// (each sensor-hour built from the batch's readings only, no read
+	// back); MergeExisting the pipeline (merge on) run a second time over
+	// the same input, every hour already stored.
+	MergeOff       *Side   `json:"pipeline_merge_off,omitempty"`
+	MergeExisting  *Side   `json:"pipeline_hours_exist,omitempty"`
+	MergeCost      float64 `json:"merge_cost_empty_tables,omitempty"`
+	MergeExistCost float64 `json:"merge_cost_hours_exist,omitempty"`
+	Ratio          float64 `json:"ratio_pipeline_over_plain,omitempty"`
+	Time           string  `json:"time"`
 }
 
 func main() {
@@ -192,6 +201,46 @@ func run(ctx context.Context) error {
 		}
 		rep.Pipeline = s
 		printSide(s)
+	}
+	if *sides != "plain" && *mode == "exec" && *mergeBench {
+		// The merge's cost: the same run without it, into empty tables,
+		// and the run again with every hour already stored.
+		off, err := withEmulator(func(host string) (*Side, error) {
+			s := &Side{Name: "merge_off", PipelineMode: *mode}
+			if err := pipelineExec(ctx, s, host, work, input, filepath.Join(work, "deadletter-merge-off"), []string{"--merge_stored=false"}, nil); err != nil {
+				return nil, err
+			}
+			s.ReadingsPerSec = float64(s.Readings) / s.Seconds
+			return s, nil
+		})
+		if err != nil {
+			return fmt.Errorf("pipeline without the merge: %w", err)
+		}
+		rep.MergeOff = off
+		printSide(off)
+		exist, err := withEmulator(func(host string) (*Side, error) {
+			s := &Side{Name: "hours_exist", PipelineMode: *mode}
+			if err := pipelineExec(ctx, s, host, work, input, filepath.Join(work, "deadletter-fill"), nil, nil); err != nil {
+				return nil, err
+			}
+			s = &Side{Name: "hours_exist", PipelineMode: *mode}
+			if err := pipelineExec(ctx, s, host, work, input, filepath.Join(work, "deadletter-exist"), nil, nil); err != nil {
+				return nil, err
+			}
+			s.ReadingsPerSec = float64(s.Readings) / s.Seconds
+			return s, nil
+		})
+		if err != nil {
+			return fmt.Errorf("pipeline into hours already stored: %w", err)
+		}
+		rep.MergeExisting = exist
+		printSide(exist)
+		if rep.Pipeline != nil {
+			rep.MergeCost = rep.Pipeline.Seconds / off.Seconds
+			rep.MergeExistCost = exist.Seconds / off.Seconds
+			fmt.Printf("merge with stored hours: into empty tables %.2fx the time without it (%.1fs vs %.1fs; target <= 1.10); every hour already stored %.2fx (%.1fs)\n",
+				rep.MergeCost, rep.Pipeline.Seconds, off.Seconds, rep.MergeExistCost, exist.Seconds)
+		}
 	}
 	if *sides != "plain" && *withBQ && *mode == "exec" {
 		for _, m := range []struct {

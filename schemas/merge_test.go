@@ -1,0 +1,89 @@
+package schemas
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMergeHourAnySplitAnyOrderIsTheBatch cuts an hour's lines (with
+// duplicates that hold different fields, and missing values to impute) at
+// every pair of places into three pieces, and builds each piece as a batch
+// merged with what the pieces before it wrote (read back from the table):
+// in every order, the table ends as one batch over all the lines leaves it,
+// and the rollup is the batch's.
+func TestMergeHourAnySplitAnyOrderIsTheBatch(t *testing.T) {
+	spec, h := firingsSpec(t)
+	rb, err := NewReadBack(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := []string{
+		vitals(0, "", "36.8", "98"),
+		vitals(10*time.Minute, "70", "36.8", "98"),
+		vitals(5*time.Minute, "60", "36.8", "98"),
+		vitals(20*time.Minute, "", "36.8", "98"),
+		vitals(30*time.Minute, "80", "", "98"),
+		vitals(30*time.Minute, "80", "37.5", ""), // wins over the one before: spO2 must go
+		vitals(50*time.Minute, "90", "36.8", "98"),
+		vitals(20*time.Minute, "", "36.8", "98"), // a copy
+	}
+	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
+	want := batchTable(t, spec, h, all)
+	wantRollup := h.BatchHour(HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, all...)}, true, 1).Rollup
+	orders := [][]int{{0, 1, 2}, {2, 1, 0}, {1, 0, 2}, {2, 0, 1}}
+	for i := 1; i < len(all); i++ {
+		for j := i + 1; j < len(all); j++ {
+			pieces := [][]string{all[:i], all[i:j], all[j:]}
+			for _, order := range orders {
+				tb := table{}
+				var last Firing
+				for _, k := range order {
+					stored, skipped := rb.Records(tb.rows(t), "s", start, end)
+					if skipped > 0 {
+						t.Fatalf("%d readings not read back", skipped)
+					}
+					last = h.MergeHour(HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, pieces[k]...)}, stored, true, 1)
+					if len(last.Dead) > 0 {
+						t.Fatalf("dead letters: %v", last.Dead)
+					}
+					tb.apply(last.Rows)
+				}
+				if got := tb.String(); got != want.String() {
+					t.Errorf("cut at %d and %d, order %v:\n got %s\nwant %s", i, j, order, got, want)
+				}
+				if last.Rollup == nil || bqRollupText(last.Rollup) != bqRollupText(wantRollup) {
+					t.Errorf("cut at %d and %d, order %v: rollup %v, want %v", i, j, order, last.Rollup, wantRollup)
+				}
+			}
+		}
+	}
+}
+
+// bqRollupText is a rollup row's values, without when it was built.
+func bqRollupText(r *BQRow) string {
+	var b strings.Builder
+	for _, v := range r.Values {
+		b.Write(AppendText(nil, v))
+		b.WriteByte(',')
+	}
+	return b.String()
+}
+
+// TestMergeHourCountsTheBatchsReadingsOnly: a batch over an hour already
+// stored counts as its readings those it brings, its copies of stored
+// readings that it wins, and the stored readings it keeps as merged.
+func TestMergeHourCountsTheBatchsReadingsOnly(t *testing.T) {
+	spec, h := firingsSpec(t)
+	rb, _ := NewReadBack(spec)
+	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
+	first := []string{vitals(0, "60", "36.8", "98"), vitals(time.Minute, "61", "36.8", "98")}
+	tb := table{}
+	tb.apply(h.BatchHour(HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, first...)}, false, 1).Rows)
+	stored, _ := rb.Records(tb.rows(t), "s", start, end)
+	second := []string{vitals(time.Minute, "61", "36.8", "98"), vitals(2*time.Minute, "62", "36.8", "98")}
+	out := h.MergeHour(HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, second...)}, stored, false, 1)
+	if out.Readings != 2 || out.Merged != 1 || out.Dropped != 0 {
+		t.Errorf("readings %d, merged %d, dropped %d; want 2, 1, 0", out.Readings, out.Merged, out.Dropped)
+	}
+}

@@ -1,0 +1,131 @@
+package schemas
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseEnvelope(t *testing.T) {
+	tests := []struct {
+		name, line string
+		wantErr    bool
+		payload    string
+	}{
+		{"a parse dead letter", `{"payload":"{\"a\":1}","reason":"malformed","sink":"parse","error":"x","source":"f","time":"t","line":3}`, false, `{"a":1}`},
+		{"unknown fields are ignored", `{"payload":"p","reason":"write_failed","sink":"bigtable","later":{"x":1}}`, false, "p"},
+		{"exact bytes", `{"payload":"?","payload_base64":"/w==","reason":"malformed","sink":"parse"}`, false, "\xff"},
+		{"not JSON", `not json`, true, ""},
+		{"truncated", `{"payload": 42`, true, ""},
+		{"wrong type", `{"payload": 42, "reason":"malformed","sink":"parse"}`, true, ""},
+		{"no reason", `{"payload":"p","sink":"parse"}`, true, ""},
+		{"no sink", `{"payload":"p","reason":"malformed"}`, true, ""},
+		{"bad base64", `{"payload":"p","payload_base64":"!!","reason":"malformed","sink":"parse"}`, true, ""},
+		{"rollup with a bad hour", `{"payload":"p","reason":"write_failed","sink":"bigquery_rollups","identity":{"sensor_id":"a"},"window_start":"noon"}`, true, ""},
+		{"an array", `[]`, true, ""},
+		{"null", `null`, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := ParseEnvelope([]byte(tt.line))
+			if tt.wantErr {
+				if !errors.Is(err, ErrMalformed) {
+					t.Errorf("err %v; want one wrapping ErrMalformed", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := d.PayloadBytes(); string(b) != tt.payload {
+				t.Errorf("payload %q; want %q", b, tt.payload)
+			}
+		})
+	}
+}
+
+func FuzzParseEnvelope(f *testing.F) {
+	f.Add([]byte(`{"payload":"p","reason":"malformed","sink":"parse","identity":{"a":"b"},"window_start":"2026-01-01T00:00:00Z"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := ParseEnvelope(b)
+		if err == nil {
+			_ = ReplaySource(d)
+		}
+	})
+}
+
+// TestDeadLetterProvenance: a dead letter's place and history come from
+// its record's source.
+func TestDeadLetterProvenance(t *testing.T) {
+	spec, _ := firingsSpec(t)
+	now := time.Unix(0, 0)
+	first := NewDeadLetter(SinkParse, "x", LineSource("/in/a.jsonl", 7, 120), ErrBadTimestamp, now)
+	offset := NewDeadLetter(SinkParse, "x", LineSource("/in/big.jsonl", 0, 99), ErrMalformed, now)
+	again := NewDeadLetter(SinkParse, "x", ReplaySource(first), ErrOutOfRange, now)
+	twice := NewDeadLetter(SinkParse, "x", ReplaySource(again), ErrMalformed, now)
+	ru := Rollup{Identity: []Value{{Kind: KindString, Str: "d-3"}}, StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli()}
+	rollup := NewDeadLetter(SinkBigQueryRollups, "r", spec.RollupSource(&ru), ErrWriteFailed, now)
+	tests := []struct {
+		name string
+		got  DeadLetter
+		want string
+	}{
+		{"a line", first, "/in/a.jsonl 7 0 [] "},
+		{"an offset", offset, "/in/big.jsonl 0 99 [] "},
+		{"replayed and failed again", again, "/in/a.jsonl 7 0 [bad_timestamp/parse] "},
+		{"replayed twice", twice, "/in/a.jsonl 7 0 [bad_timestamp/parse out_of_range/parse] "},
+		{"a rollup", rollup, "rollup 0 0 [] d-3@2026-03-01T10:00:00Z"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var prev []string
+			for _, p := range tt.got.Previous {
+				prev = append(prev, p.Reason+"/"+p.Sink)
+			}
+			got := tt.got.Source + " " + itoa(tt.got.Line) + " " + itoa(tt.got.Offset) + " [" + strings.Join(prev, " ") + "] "
+			if tt.got.WindowStart != "" {
+				got += tt.got.Identity["sensor_id"] + "@" + tt.got.WindowStart
+			}
+			if got != tt.want {
+				t.Errorf("got %q; want %q", got, tt.want)
+			}
+		})
+	}
+	// A rollup's dead letter replays as the probe of its sensor-hour.
+	key, r, err := spec.RebuildProbe(rollup)
+	if err != nil || key != "d-3" || r.EventMs != ru.StartMs || !IsRebuild(&r) || ReplaySinks(&r) != SinkSetBigQueryRollups {
+		t.Errorf("probe %q %d %v %v", key, r.EventMs, err, ReplaySinks(&r))
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestReplaySinksAndFilter(t *testing.T) {
+	rec := func(sink, reason string) *Record {
+		return &Record{Source: ReplaySource(DeadLetter{Sink: sink, Reason: reason})}
+	}
+	tests := []struct {
+		name string
+		r    *Record
+		want SinkSet
+	}{
+		{"not a replay", &Record{Source: "/in/a.jsonl"}, AllSinks},
+		{"a parse dead letter", rec(SinkParse, "malformed"), AllSinks},
+		{"bigtable's write failure", rec(SinkBigtable, "write_failed"), SinkSetBigtable},
+		{"bigquery's", rec(SinkBigQuery, "write_failed"), SinkSetBigQuery},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ReplaySinks(tt.r); got != tt.want {
+				t.Errorf("got %b; want %b", got, tt.want)
+			}
+		})
+	}
+	f := ReplayFilter{Reasons: []string{"write_failed"}, Sinks: []string{SinkBigQuery}}
+	if !f.Takes(DeadLetter{Reason: "write_failed", Sink: SinkBigQuery}) || f.Takes(DeadLetter{Reason: "write_failed", Sink: SinkBigtable}) ||
+		f.Takes(DeadLetter{Reason: "malformed", Sink: SinkBigQuery}) || !(ReplayFilter{}).Takes(DeadLetter{Reason: "x", Sink: "y"}) {
+		t.Error("the filter takes the wrong dead letters")
+	}
+}
