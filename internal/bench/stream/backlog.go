@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +17,8 @@ import (
 
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/pubsub/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sensorpipe/sensorpipe/internal/bench"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
@@ -26,6 +29,7 @@ var (
 		"all in the current hour, published first to one topic with two subscriptions; the launcher (--source=pubsub, its defaults) drains one into a fresh Bigtable emulator, "+
 		"then a plain Go subscriber (the -plain_* flags) drains the other into another; readings count when their probe cell lands in Bigtable.")
 	backlogPoll    = flag.Duration("backlog_poll", 500*time.Millisecond, "-backlog: how often each side's landed probe cells are counted in its Bigtable emulator.")
+	backlogSample  = flag.Int("backlog_sample", 20, "-backlog: the polls count the landed readings of one sensor in this many (estimating the rest), and all of them once those are complete.")
 	backlogTimeout = flag.Duration("backlog_timeout", 5*time.Minute, "-backlog: the most one side may take to land every reading.")
 	cpuProfile     = flag.String("cpuprofile", "", "-backlog: save a CPU profile of the launcher (from its --debug_addr) over -cpuprofile_seconds of its drain, from its first landed reading, to this file.")
 	cpuProfileSecs = flag.Int("cpuprofile_seconds", 15, "-backlog: the length of -cpuprofile's profile.")
@@ -83,7 +87,8 @@ type BacklogSide struct {
 }
 
 // Landed is a poll's count of landed readings, Seconds after the side's
-// process started.
+// process started: estimated from the sample's rows (landingSample)
+// until the last poll, which counts them all.
 type Landed struct {
 	Seconds float64 `json:"s"`
 	Count   int64   `json:"landed"`
@@ -111,8 +116,8 @@ func runBacklog(ctx context.Context) (err error) {
 	switch {
 	case *readings < 1 || *sensors < 1 || *sensors > maxSensors:
 		return fmt.Errorf("-readings must be positive and -sensors in 1..%d", maxSensors)
-	case *backlogPoll <= 0 || *backlogTimeout <= 0:
-		return errors.New("-backlog_poll and -backlog_timeout must be positive")
+	case *backlogPoll <= 0 || *backlogTimeout <= 0 || *backlogSample < 1 || *backlogSample > *sensors:
+		return errors.New("-backlog_poll and -backlog_timeout must be positive, -backlog_sample in 1..-sensors")
 	}
 	began := time.Now()
 	rep := &Backlog{Machine: bench.ThisMachine(), Time: began.UTC().Format(time.RFC3339), Readings: *readings, Sensors: *sensors}
@@ -188,13 +193,16 @@ func runBacklog(ctx context.Context) (err error) {
 	// current hour: near its end they stop 10 s before it.
 	hourEnd := began.UTC().Truncate(time.Hour).Add(time.Hour)
 	start := time.Now()
+	ls := newLandingSample()
 	for i := range *readings {
 		s := throughputSensor0 + i%*sensors
 		at := time.Now()
 		if lim := hourEnd.Add(-10 * time.Second); at.After(lim) {
 			at = lim
 		}
-		pub.send(ctx, s, pub.clock.Next(s, at), nil)
+		ms := pub.clock.Next(s, at)
+		ls.add(s, ms)
+		pub.send(ctx, s, ms, nil)
 	}
 	if err := pub.waitAnswered(ctx); err != nil {
 		return err
@@ -234,7 +242,7 @@ func runBacklog(ctx context.Context) (err error) {
 		profiled = make(chan error, 1)
 		go func() { profiled <- fetchProfile(ctx, debug, *cpuProfile, *cpuProfileSecs) }()
 	}
-	rep.Pipeline, err = drain(ctx, "pipeline", j.cmd.Process.Pid, j.started, btPipe, ps, j.exited, onFirst)
+	rep.Pipeline, err = drain(ctx, "pipeline", j.cmd.Process.Pid, j.started, btPipe, ps, ls, j.exited, onFirst)
 	if profiled != nil {
 		if perr := <-profiled; perr != nil {
 			fmt.Printf("pipeline: CPU profile: %v\n", perr)
@@ -274,7 +282,7 @@ func runBacklog(ctx context.Context) (err error) {
 		}
 	}
 	fmt.Printf("plain: subscriber pid %d: %s\n", cmd.Process.Pid, strings.Join(cmd.Args, " "))
-	rep.Plain, err = drain(ctx, "plain", cmd.Process.Pid, plainStart, btPlain, ps, exited, nil)
+	rep.Plain, err = drain(ctx, "plain", cmd.Process.Pid, plainStart, btPlain, ps, ls, exited, nil)
 	if exitErr == nil {
 		_ = cmd.Process.Signal(os.Interrupt)
 		select {
@@ -311,14 +319,14 @@ func runBacklog(ctx context.Context) (err error) {
 // drain polls bt until all -readings readings have landed and returns
 // the side's figures; started is its process start, exited reports its
 // end; onFirst, if set, runs at the first poll that counts a reading.
-func drain(ctx context.Context, name string, pid int, started time.Time, bt, ps *bench.Emulator, exited func() error, onFirst func()) (*BacklogSide, error) {
+func drain(ctx context.Context, name string, pid int, started time.Time, bt, ps *bench.Emulator, ls *landingSample, exited func() error, onFirst func()) (*BacklogSide, error) {
 	s := &BacklogSide{Name: name}
 	c, err := bigtable.NewClient(ctx, project, instance, bench.EmulatorOption(bt.HostPort)...)
 	if err != nil {
 		return s, fmt.Errorf("bigtable client: %w", err)
 	}
 	defer c.Close()
-	cnt := &landedCounter{tbl: c.Open(target.table), rows: map[string]int64{}}
+	cnt := &landedCounter{tbl: c.Open(target.table), sample: ls, total: int64(*readings)}
 	n := int64(*readings)
 	deadline := time.Now().Add(*backlogTimeout)
 	tick := time.NewTicker(*backlogPoll)
@@ -331,9 +339,12 @@ func drain(ctx context.Context, name string, pid int, started time.Time, bt, ps 
 		if err := exited(); err != nil {
 			return s, err
 		}
-		landed, err := cnt.count(ctx)
+		landed, counted, err := cnt.count(ctx)
 		if err != nil {
 			return s, err
+		}
+		if !counted {
+			landed = min(landed, n-1) // an estimate is never all
 		}
 		now := time.Now()
 		at := Landed{Seconds: round(now.Sub(started).Seconds(), 3), Count: landed}
@@ -379,39 +390,78 @@ func drain(ctx context.Context, name string, pid int, started time.Time, bt, ps 
 	}
 }
 
-// landedCounter counts the probe cells in a table: one a reading. Cells
-// are only added, so each poll asks only for each row's cells past the
-// fewest any row had at the last poll (CellsPerRowOffsetFilter), rather
-// than for every cell again.
-type landedCounter struct {
-	tbl  *bigtable.Table
-	rows map[string]int64 // row key: its probe cells
+// landingSample is the rows whose probe cells the polls count: those of
+// one sensor in -backlog_sample, with the readings each gets. A poll
+// that reads every row copies each whole row in the emulator (every
+// cell of every column), which for a table of 200,000 readings costs
+// the emulator seconds a poll and slows the side it measures; the
+// readings are spread evenly over the sensors (round robin), so the
+// sample's share landed is the backlog's, and once the sample has all
+// its readings, a count of the whole table confirms the rest.
+type landingSample struct {
+	rows     map[string]int64 // row key: the readings published into it
+	readings int64
 }
 
-func (c *landedCounter) count(ctx context.Context) (int64, error) {
-	skip := int64(-1)
-	if len(c.rows) >= *sensors { // every row seen: all readings are in the current hour
-		for _, n := range c.rows {
-			if skip < 0 || n < skip {
-				skip = n
-			}
-		}
+func newLandingSample() *landingSample { return &landingSample{rows: map[string]int64{}} }
+
+// add notes a published reading.
+func (ls *landingSample) add(sensor int, eventMs int64) {
+	if sensor%*backlogSample != 0 {
+		return
 	}
-	skip = max(skip, 0)
-	filter := bigtable.ChainFilters(bigtable.FamilyFilter("^"+target.family+"$"), bigtable.ColumnFilter("^"+target.qualifier+"$"),
-		bigtable.CellsPerRowOffsetFilter(int(skip)), bigtable.StripValueFilter())
-	err := c.tbl.ReadRows(ctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
-		c.rows[r.Key()] = skip + int64(len(r[target.family]))
+	ls.rows[rowKey(sensor, eventMs)]++
+	ls.readings++
+}
+
+// probeFilter keeps the probe cells, without their values.
+func probeFilter() bigtable.Filter {
+	return bigtable.ChainFilters(bigtable.FamilyFilter("^"+target.family+"$"), bigtable.ColumnFilter("^"+target.qualifier+"$"), bigtable.StripValueFilter())
+}
+
+// countRows counts the probe cells in rows (all rows when rows is nil):
+// one a reading.
+func countRows(ctx context.Context, tbl *bigtable.Table, rows bigtable.RowSet) (int64, error) {
+	if rows == nil {
+		rows = bigtable.InfiniteRange("")
+	}
+	var n int64
+	err := tbl.ReadRows(ctx, rows, func(r bigtable.Row) bool {
+		n += int64(len(r[target.family]))
 		return true
-	}, bigtable.RowFilter(filter))
+	}, bigtable.RowFilter(probeFilter()))
+	if status.Code(err) == codes.NotFound {
+		return 0, nil // the side has not created its table yet
+	}
 	if err != nil {
 		return 0, fmt.Errorf("count landed readings: %w", err)
 	}
-	var total int64
-	for _, n := range c.rows {
-		total += n
+	return n, nil
+}
+
+// landedCounter estimates the readings landed in a table from the
+// sample's rows, and counts them all once the sample is complete.
+type landedCounter struct {
+	tbl    *bigtable.Table
+	sample *landingSample
+	keys   bigtable.RowList
+	total  int64 // readings published
+}
+
+// count returns the readings landed (estimated from the sample until it
+// is complete, counted after) and whether that figure is a full count.
+func (c *landedCounter) count(ctx context.Context) (int64, bool, error) {
+	if c.keys == nil {
+		for k := range c.sample.rows {
+			c.keys = append(c.keys, k)
+		}
 	}
-	return total, nil
+	n, err := countRows(ctx, c.tbl, c.keys)
+	if err != nil || n < c.sample.readings {
+		return int64(math.Round(float64(n) * float64(c.total) / float64(c.sample.readings))), false, err
+	}
+	all, err := countRows(ctx, c.tbl, nil)
+	return all, true, err
 }
 
 // fetchProfile saves a CPU profile of secs seconds from the launcher's
