@@ -321,7 +321,7 @@ func runBacklog(ctx context.Context) (err error) {
 // end; onFirst, if set, runs at the first poll that counts a reading.
 func drain(ctx context.Context, name string, pid int, started time.Time, bt, ps *bench.Emulator, ls *landingSample, exited func() error, onFirst func()) (*BacklogSide, error) {
 	s := &BacklogSide{Name: name}
-	c, err := bigtable.NewClient(ctx, project, instance, bench.EmulatorOption(bt.HostPort)...)
+	c, err := bigtable.NewClientWithConfig(ctx, project, instance, bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}}, bench.EmulatorOption(bt.HostPort)...)
 	if err != nil {
 		return s, fmt.Errorf("bigtable client: %w", err)
 	}
