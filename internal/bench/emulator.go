@@ -8,10 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
 )
 
@@ -139,12 +135,4 @@ func WatchPeakRSS(pid int) (stop func() float64) {
 		<-finished
 		return peak
 	}
-}
-
-// EmulatorOption points a Cloud client at the emulator listening on
-// hostPort, without credentials: for a process that talks to more than
-// one emulator of a kind, where the *_EMULATOR_HOST variable names one.
-func EmulatorOption(hostPort string) []option.ClientOption {
-	return []option.ClientOption{option.WithEndpoint(hostPort), option.WithoutAuthentication(),
-		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials()))}
 }

@@ -321,7 +321,10 @@ func runBacklog(ctx context.Context) (err error) {
 // end; onFirst, if set, runs at the first poll that counts a reading.
 func drain(ctx context.Context, name string, pid int, started time.Time, bt, ps *bench.Emulator, ls *landingSample, exited func() error, onFirst func()) (*BacklogSide, error) {
 	s := &BacklogSide{Name: name}
-	c, err := bigtable.NewClientWithConfig(ctx, project, instance, bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}}, bench.EmulatorOption(bt.HostPort)...)
+	// The client takes its emulator from BIGTABLE_EMULATOR_HOST (over
+	// any endpoint option); the sides are drained one after the other.
+	os.Setenv("BIGTABLE_EMULATOR_HOST", bt.HostPort)
+	c, err := bigtable.NewClientWithConfig(ctx, project, instance, bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}})
 	if err != nil {
 		return s, fmt.Errorf("bigtable client: %w", err)
 	}
@@ -339,7 +342,9 @@ func drain(ctx context.Context, name string, pid int, started time.Time, bt, ps 
 		if err := exited(); err != nil {
 			return s, err
 		}
-		landed, counted, err := cnt.count(ctx)
+		pctx, cancel := context.WithDeadline(ctx, deadline)
+		landed, counted, err := cnt.count(pctx)
+		cancel()
 		if err != nil {
 			return s, err
 		}
