@@ -15,7 +15,7 @@ INPUT ?= testdata/vitals/*
 DEAD_LETTER ?= .run/deadletter
 GO_TEST_FLAGS ?= -timeout 25m
 
-.PHONY: run test test-short doctest generate fuzz fuzz-short bench bench-batching bench-memory lint emulators stop-emulators env stream samples help
+.PHONY: run test test-short doctest generate fuzz fuzz-short bench bench-backlog bench-batching bench-memory lint emulators stop-emulators env stream samples help
 
 ## help: list every target with what it does (this list).
 help:
@@ -80,8 +80,17 @@ bench:
 	@mkdir -p .run
 	go run ./internal/bench/e2e -out .run/bench-e2e.json $(E2E_FLAGS)
 	go run ./internal/bench/stream $(STREAM_FLAGS)
+	@$(MAKE) --no-print-directory bench-backlog
 	@$(MAKE) --no-print-directory bench-batching
 	@$(MAKE) --no-print-directory bench-memory
+
+## bench-backlog: the stream against a plain subscriber, side by side: 200,000 readings of 1,000 sensors published first to a topic with two
+##   subscriptions; the launcher drains one, a plain Go subscriber (v2 Receive, 16 streams, ApplyBulk of 1,000 rows, 4 in flight) the other,
+##   each into a fresh Bigtable emulator; both rates, CPU per reading and the emulators' CPU (2-3 minutes).
+##   BACKLOG_FLAGS e.g. -readings 50000 (quick), -cpuprofile .run/stream-backlog.pprof, -launcher_args=--early_firing=2s
+bench-backlog:
+	@mkdir -p .run
+	go run ./internal/bench/stream -backlog $(BACKLOG_FLAGS)
 
 ## bench-batching: the stream's read rate and Pub/Sub bytes billed per reading with 10 and 100 readings a message
 ##   (NDJSON; make bench's stream run gives 1 a message). Throughput phase only, 100,000 readings each.

@@ -37,7 +37,6 @@ import (
 	"regexp"
 	"runtime/pprof"
 	"strings"
-	"syscall"
 	"time"
 
 	"cloud.google.com/go/bigtable"
@@ -328,13 +327,13 @@ func withEmulator(fn func(host string) (*Side, error)) (*Side, error) {
 	}
 	defer emu.Stop()
 	os.Setenv("BIGTABLE_EMULATOR_HOST", emu.HostPort)
-	cpu0 := selfCPU()
+	cpu0 := bench.SelfCPU()
 	s, err := fn(emu.HostPort)
 	if err != nil {
 		return nil, err
 	}
 	if s.CPUSeconds == 0 { // in this process
-		s.CPUSeconds = selfCPU() - cpu0
+		s.CPUSeconds = bench.SelfCPU() - cpu0
 	}
 	s.EmulatorCPU = emu.CPUSeconds()
 	s.EmulatorPID = emu.PID
@@ -622,14 +621,8 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 		if len(keys) == 0 {
 			return nil
 		}
-		errs, err := tbl.ApplyBulk(ctx, keys, muts)
-		if err != nil {
-			return fmt.Errorf("apply bulk: %w", err)
-		}
-		for _, e := range errs {
-			if e != nil {
-				return fmt.Errorf("apply bulk entry: %w", e)
-			}
+		if err := bench.ApplyBulk(ctx, tbl, keys, muts); err != nil {
+			return err
 		}
 		s.ApplyBulkCalls++
 		keys, muts = keys[:0], muts[:0]
@@ -641,20 +634,16 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 		out := compiled.BatchHour(schemas.HourPane{Records: groups[k]}, false, 0)
 		s.DeadLetters += int64(len(out.Dead))
 		for _, rm := range out.Rows {
-			next := 0
-			for _, o := range rm.Origins {
-				m := bigtable.NewMutation()
-				for _, c := range rm.Cells[next : next+o.Cells] {
-					m.Set(c.Family, c.Qualifier, bigtable.Timestamp(c.TsMicros), c.Value)
-				}
-				next += o.Cells
-				keys, muts = append(keys, rm.RowKey), append(muts, m)
+			err := bench.ReadingMutations(rm, func(key string, m *bigtable.Mutation) error {
+				keys, muts = append(keys, key), append(muts, m)
 				s.Readings++
 				if len(keys) >= *batch {
-					if err := flush(); err != nil {
-						return nil, err
-					}
+					return flush()
 				}
+				return nil
+			})
+			if err != nil {
+				return nil, err
 			}
 		}
 		delete(groups, k)
@@ -732,13 +721,4 @@ func countLines(path string) (int64, error) {
 			return n, err
 		}
 	}
-}
-
-// selfCPU is the user+system CPU this process has used, in seconds.
-func selfCPU() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }

@@ -41,9 +41,10 @@ func parseProgress(line string, at time.Time) (progressLine, bool) {
 // job is the streaming launcher running as a child process. Its stderr is
 // scanned for progress lines as they come.
 type job struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error // set before done closes
+	cmd     *exec.Cmd
+	started time.Time // just before the process started
+	done    chan struct{}
+	err     error // set before done closes
 
 	mu       sync.Mutex
 	lines    []progressLine
@@ -71,6 +72,7 @@ func startJob(bin, logPath string, env []string, args ...string) (*job, error) {
 		logFile.Close()
 		return nil, err
 	}
+	j.started = time.Now()
 	if err := j.cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("start launcher: %w", err)

@@ -42,6 +42,23 @@
 // when its hour's window closes: unless the run crosses an hour, BigQuery
 // gets no rows, and the report says so.
 //
+// With -backlog it measures instead the stream draining a backlog against
+// a plain subscriber, side by side in one run (backlog.go): -readings
+// readings (200,000 by default there) of -sensors sensors (1,000), all in
+// the current hour, are published first to one topic with two
+// subscriptions. The launcher (--source=pubsub, its defaults, Bigtable
+// only) drains one into a fresh Bigtable emulator; then this program, run
+// again as a plain Go subscriber (plainsub.go: the v2 client's Receive with
+// 16 streams, the same cells through the schemas package, ApplyBulk batches
+// of 1,000 rows with 4 in flight, acks after each write), drains the other
+// into another fresh one. A reading counts when its probe cell lands (polls
+// of each emulator, not the progress line); each side's rate and CPU per
+// reading are from its first landed reading to its last, with its Bigtable
+// emulator's and the Pub/Sub emulator's CPU over the same span.
+//
+//	go run ./internal/bench/stream -backlog                    # about 2 minutes on 2 cores
+//	go run ./internal/bench/stream -backlog -readings 50000 -cpuprofile .run/stream-backlog.pprof
+//
 // The figures, with the machine and the CPU each process used, are printed
 // and written as JSON to -out. They are benchmarks, not assertions, and on
 // a shared machine they are noisy.
@@ -73,11 +90,11 @@ import (
 )
 
 var (
-	readings     = flag.Int("readings", 100_000, "Throughput phase: readings published as fast as possible (0 skips the phase).")
+	readings     = flag.Int("readings", 100_000, "Throughput phase: readings published as fast as possible (0 skips the phase). With -backlog: the backlog's readings (default 200,000 there).")
 	tputSensors  = flag.Int("throughput_sensors", 2000, "Throughput phase: distinct sensors the readings cycle through.")
 	rate         = flag.Float64("rate", 2000, "Latency phase: readings per second, published at a steady pace (0 skips the phase).")
 	duration     = flag.Duration("duration", 60*time.Second, "Latency phase: how long to publish at -rate.")
-	sensors      = flag.Int("sensors", 2000, "Latency phase: distinct sensors, each reporting at -rate/-sensors Hz.")
+	sensors      = flag.Int("sensors", 2000, "Latency phase: distinct sensors, each reporting at -rate/-sensors Hz. With -backlog: the sensors the backlog's readings cycle through (default 1,000 there).")
 	sampleEvery  = flag.Int("sample", 10, "Latency phase: watch the readings of one sensor in this many (one reading in this many).")
 	pollers      = flag.Int("pollers", 4, "Latency phase: goroutines reading the sampled rows back from Bigtable.")
 	pollInterval = flag.Duration("poll_interval", 100*time.Millisecond, "Latency phase: how often each poller reads its rows (the latency's resolution).")
@@ -85,7 +102,7 @@ var (
 	earlyFiring  = flag.Duration("early_firing", 10*time.Second, "The launcher's --early_firing; the p99 target is this plus 2s.")
 	launcherBin  = flag.String("launcher", "", "A launcher binary to run instead of building ./launch.")
 	launcherArgs = flag.String("launcher_args", "", "Extra launcher flags, space-separated (e.g. --bigquery_write_method=insert_all).")
-	outFlag      = flag.String("out", ".run/bench-stream.json", "Write the figures as JSON to this file (empty: do not).")
+	outFlag      = flag.String("out", ".run/bench-stream.json", "Write the figures as JSON to this file (empty: do not; with -backlog the default is .run/bench-stream-backlog.json).")
 	keep         = flag.Bool("keep", false, "Keep the work directory (launcher binary, dead letters).")
 	perMessage   = flag.Int("per_message", 1, "Throughput phase: readings each Pub/Sub message carries (NDJSON lines); the phase reports the read rate and the Pub/Sub bytes billed per reading (1 KB a message at least).")
 	hourCloseAt  = flag.Duration("hour_close_at", 0, "Latency phase: move the event times ahead so that the top of an hour falls this long into the phase, and its on-time firings come within the run (0: event times are the wall clock's; an hour then closes only if the run crosses one).")
@@ -210,8 +227,19 @@ type Report struct {
 
 func main() {
 	flag.Parse()
+	if *plainSubscription != "" {
+		if err := runPlainSubscriber(); err != nil {
+			fmt.Fprintf(os.Stderr, "plain subscriber: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	run := run
+	if *backlogMode {
+		run = runBacklog
+	}
 	if err := run(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "stream: %v\n", err)
 		os.Exit(1)
@@ -414,7 +442,10 @@ func run(ctx context.Context) (err error) {
 }
 
 // writeReport writes rep as JSON to -out.
-func writeReport(rep *Report) error {
+func writeReport(rep *Report) error { return writeJSON(rep) }
+
+// writeJSON writes rep as JSON to -out.
+func writeJSON(rep any) error {
 	if *outFlag == "" {
 		return nil
 	}
@@ -784,7 +815,7 @@ type cpuMeter struct {
 
 func (m *cpuMeter) take() CPU {
 	return CPU{Seconds: float64(time.Now().UnixNano()) / 1e9, Launcher: bench.ProcessCPUSeconds(m.launcher),
-		Bigtable: m.bt.CPUSeconds(), PubSub: m.ps.CPUSeconds(), Bench: selfCPU()}
+		Bigtable: m.bt.CPUSeconds(), PubSub: m.ps.CPUSeconds(), Bench: bench.SelfCPU()}
 }
 
 // since is the CPU used since c0.
@@ -803,15 +834,6 @@ func (c CPU) String() string {
 // rssMB is a process's resident memory in MB, from /proc/<pid>/status (0
 // where that is unavailable).
 func rssMB(pid int) float64 { return round(bench.ProcStatusMB(pid, "VmRSS"), 1) }
-
-// selfCPU is the user+system CPU this process has used, in seconds.
-func selfCPU() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
 
 // bigQuery is the in-process BigQuery emulator.
 type bigQuery struct {

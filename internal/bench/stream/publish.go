@@ -98,15 +98,17 @@ type pending struct {
 	onFail func()
 }
 
-// newPublisher creates topic and sub (ack deadline 60s, as make stream
-// does) on the emulator and returns a publisher batching up to 1,000
-// messages or 10ms.
-func newPublisher(ctx context.Context, c *pubsub.Client, topic, sub string) (*publisher, error) {
+// newPublisher creates topic and its subscriptions subs (ack deadline
+// 60s, as make stream does) on the emulator and returns a publisher
+// batching up to 1,000 messages or 10ms.
+func newPublisher(ctx context.Context, c *pubsub.Client, topic string, subs ...string) (*publisher, error) {
 	if _, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
 		return nil, fmt.Errorf("create topic: %w", err)
 	}
-	if _, err := c.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic, AckDeadlineSeconds: 60}); err != nil {
-		return nil, fmt.Errorf("create subscription: %w", err)
+	for _, sub := range subs {
+		if _, err := c.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic, AckDeadlineSeconds: 60}); err != nil {
+			return nil, fmt.Errorf("create subscription: %w", err)
+		}
 	}
 	p := &publisher{pub: c.Publisher(topic), results: make(chan pending, 50_000)}
 	p.pub.PublishSettings.DelayThreshold = 10 * time.Millisecond
