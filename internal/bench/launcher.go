@@ -42,3 +42,17 @@ func moduleRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// WorkDir makes a benchmark's temporary folder named after prefix. With
+// keep it says where the folder is and leaves it; otherwise done removes it.
+func WorkDir(prefix string, keep bool) (dir string, done func(), err error) {
+	dir, err = os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	if keep {
+		fmt.Printf("work directory: %s\n", dir)
+		return dir, func() {}, nil
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
+}

@@ -150,15 +150,11 @@ func run(ctx context.Context) error {
 	if _, err := emulators.Bigtable.Find(); err != nil {
 		return fmt.Errorf("the end-to-end benchmark needs the Bigtable emulator: %w", err)
 	}
-	work, err := os.MkdirTemp("", "sensorpipe-bench-")
+	work, done, err := bench.WorkDir("sensorpipe-bench-", *keep)
 	if err != nil {
 		return err
 	}
-	if *keep {
-		fmt.Printf("work directory: %s\n", work)
-	} else {
-		defer os.RemoveAll(work)
-	}
+	defer done()
 
 	rep := Report{Machine: bench.ThisMachine(), Time: time.Now().UTC().Format(time.RFC3339)}
 	fmt.Printf("machine: %s\n", rep.Machine)

@@ -131,15 +131,11 @@ func runBacklog(ctx context.Context) (err error) {
 			err = werr
 		}
 	}()
-	work, err := os.MkdirTemp("", "sensorpipe-bench-backlog-")
+	work, done, err := bench.WorkDir("sensorpipe-bench-backlog-", *keep)
 	if err != nil {
 		return err
 	}
-	if *keep {
-		fmt.Printf("work directory: %s\n", work)
-	} else {
-		defer os.RemoveAll(work)
-	}
+	defer done()
 	self, err := os.Executable()
 	if err != nil {
 		return err

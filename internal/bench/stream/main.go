@@ -279,15 +279,11 @@ func run(ctx context.Context) (err error) {
 			err = werr
 		}
 	}()
-	work, err := os.MkdirTemp("", "sensorpipe-bench-stream-")
+	work, done, err := bench.WorkDir("sensorpipe-bench-stream-", *keep)
 	if err != nil {
 		return err
 	}
-	if *keep {
-		fmt.Printf("work directory: %s\n", work)
-	} else {
-		defer os.RemoveAll(work)
-	}
+	defer done()
 
 	// The emulators and the launcher build, at once: the Pub/Sub emulator's
 	// JVM takes seconds to start.
