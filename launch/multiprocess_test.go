@@ -128,6 +128,16 @@ func collect(t *testing.T, s sinks, dl, summary, subscription string) outcome {
 	}
 	sort.Strings(dead)
 	l := readSummary(t, summary)
+	if l.Stream {
+		// A stream rewrites an hour's rows and rollup at each of its
+		// firings, and how many firings an hour gets depends on when its
+		// readings arrived in processing time: the Bigtable rows and
+		// rollup writes count firings, not readings; same compares the
+		// cells they leave.
+		for i := range l.Sinks {
+			l.Sinks[i].Rows, l.Sinks[i].Other = 0, nil
+		}
+	}
 	lb, _ := json.Marshal(l)
 	return outcome{
 		cells:  dump(t, s.bt, "patient_vitals"),
