@@ -29,6 +29,7 @@ func init() {
 	register.DoFn9x1[context.Context, state.Provider, timers.Provider, string, PaneBatch,
 		func(schemas.RowMutation), func(schemas.BQRow), func(schemas.BQRow), func(schemas.DeadLetter), error](&StreamRowsFn{})
 	register.Emitter2[string, PaneBatch]()
+	register.Iter1[schemas.Record]()
 }
 
 // PaneBatch is one firing of one identity's window, as PaneBatchFn hands
@@ -396,7 +397,7 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 		if err != nil {
 			return fmt.Errorf("read early-firing state: %w", err)
 		}
-		if err := Guard(func() { out = f.Spec.EarlyFiring(p.hour(), (*schemas.EarlyState)(&es), f.ArrivalWritten) }); err != nil {
+		if err := ledger.Guard(func() { out = f.Spec.EarlyFiring(p.hour(), (*schemas.EarlyState)(&es), f.ArrivalWritten) }); err != nil {
 			f.hour.reject(ctx, p.Records, err, emitDead)
 			return nil
 		}
@@ -445,7 +446,7 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 		}
 		var next schemas.FinalState
 		now := time.Now()
-		if err := Guard(func() {
+		if err := ledger.Guard(func() {
 			next, out = f.Spec.FinalFiring(p.hour(), prev, recovered, schemas.FinalState(fin), final, counted, f.BigQuery, now.UnixMilli())
 		}); err != nil {
 			f.hour.reject(ctx, p.Records, err, emitDead)
@@ -461,10 +462,10 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 			}
 		}
 	}
-	f.hour.ctrs.inc(ctx, ledger.Readings, out.Readings)
-	f.hour.ctrs.inc(ctx, ledger.Duplicates, out.Dropped)
+	f.hour.ctrs.Inc(ctx, ledger.Readings, out.Readings)
+	f.hour.ctrs.Inc(ctx, ledger.Duplicates, out.Dropped)
 	// Net: a read-back reading this run brings after all is its own.
-	f.hour.ctrs.inc(ctx, ledger.Recovered, out.Recovered-out.Superseded)
+	f.hour.ctrs.Inc(ctx, ledger.Recovered, out.Recovered-out.Superseded)
 	f.recovered.superseded.Inc(ctx, out.Superseded)
 	f.recovered.bqRows.Inc(ctx, out.SentRecovered)
 	f.sent.Inc(ctx, out.Sent)

@@ -13,22 +13,22 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 func init() {
 	beam.RegisterType(reflect.TypeOf((*schemas.RowMutation)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*schemas.BQRow)(nil)).Elem())
-	register.DoFn9x1[context.Context, beam.PaneInfo, beam.Window, string, func(*schemas.Record) bool,
-		func(schemas.RowMutation), func(schemas.BQRow), func(schemas.BQRow), func(schemas.DeadLetter), error](&BuildRowsFn{})
-	register.Iter1[schemas.Record]()
 	register.Emitter1[schemas.RowMutation]()
 	register.Emitter1[schemas.BQRow]()
 }
 
-// BuildRowsFn takes all the readings of one identity in one event-time
-// window, fired once (the batch windowing), drops duplicates, imputes, and
-// emits one mutation per Bigtable row, the BigQuery rows and the rollup.
+// BuildRowsFn is the batch's hour builder, which BuildBatchedRowsFn runs
+// on each grouped window: it takes all the readings of one identity in one
+// event-time window, fired once (the batch windowing), drops duplicates,
+// imputes, and emits one mutation per Bigtable row, the BigQuery rows and
+// the rollup.
 // The rollup cells ride in the first table's rows, at the window's end.
 // Windows that fire more than once take PaneBatchFn and StreamRowsFn.
 //
@@ -51,7 +51,7 @@ type BuildRowsFn struct {
 	// read); the zero value builds each window from its readings alone.
 	Merge Recovery
 	// Retry bounds each read back as it bounds a write.
-	Retry RetrySettings
+	Retry retry.Settings
 
 	hour        hourBuilder
 	reader      *readBacker
@@ -92,19 +92,6 @@ func (f *BuildRowsFn) Teardown() error {
 	return nil
 }
 
-// ProcessElement builds the group's rows. A group it cannot build is
-// dead-lettered, each reading with reason internal.
-func (f *BuildRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, key string, readings func(*schemas.Record) bool,
-	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), dead func(schemas.DeadLetter)) error {
-	var recs []schemas.Record
-	var r schemas.Record
-	for readings(&r) {
-		recs = append(recs, r)
-		r = schemas.Record{}
-	}
-	return f.build(ctx, pane, w, key, recs, emitRow, emitBQ, emitRollup, dead)
-}
-
 // build builds the rows of a window fired once with recs, merged with the
 // identity's stored readings of the window when Merge is on.
 func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Window, key string, recs []schemas.Record,
@@ -140,7 +127,7 @@ func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Wind
 	} else if f.reader != nil {
 		var skipped int
 		var err error
-		policy := f.Retry.policy()
+		policy := f.Retry.Policy()
 		policy.MaxAttempts = 4
 		stored, skipped, err = f.reader.windowWithin(ctx, policy, key, p.StartMs, p.EndMs)
 		if err != nil {
@@ -162,13 +149,13 @@ func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Wind
 	p.Records = recs
 	var out schemas.Firing
 	now := time.Now().UnixMilli()
-	if err := Guard(func() { out = f.Spec.MergeHour(p, stored, f.BigQuery, now) }); err != nil {
+	if err := ledger.Guard(func() { out = f.Spec.MergeHour(p, stored, f.BigQuery, now) }); err != nil {
 		f.hour.reject(ctx, recs, err, dead)
 		return nil
 	}
 	f.hour.firings.Inc(ctx, 1)
-	f.hour.ctrs.inc(ctx, ledger.Readings, out.Readings)
-	f.hour.ctrs.inc(ctx, ledger.Duplicates, out.Dropped)
+	f.hour.ctrs.Inc(ctx, ledger.Readings, out.Readings)
+	f.hour.ctrs.Inc(ctx, ledger.Duplicates, out.Dropped)
 	if out.Merged > 0 {
 		f.merged.Inc(ctx, out.Merged)
 		f.mergedHours.Inc(ctx, 1)
@@ -183,7 +170,7 @@ func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Wind
 type hourBuilder struct {
 	rowCount beam.Counter
 	firings  beam.Counter
-	ctrs     counters
+	ctrs     ledger.Recorder
 }
 
 func (h *hourBuilder) setup(spec *schemas.Compiled) error {
@@ -211,7 +198,7 @@ func (h *hourBuilder) emitTo(ctx context.Context, out schemas.Firing, allow sche
 	if allow != schemas.AllSinks {
 		for _, sink := range []string{schemas.SinkBigtable, schemas.SinkBigQuery} {
 			if !allow.Has(sink) {
-				h.ctrs.inc(ctx, ledger.ReplaySkipped(sink), out.Readings)
+				h.ctrs.Inc(ctx, ledger.ReplaySkipped(sink), out.Readings)
 			}
 		}
 		if !allow.Has(schemas.SinkBigtable) {
@@ -225,8 +212,8 @@ func (h *hourBuilder) emitTo(ctx context.Context, out schemas.Firing, allow sche
 		}
 	}
 	for _, rj := range out.Dead {
-		h.ctrs.sink(ctx, schemas.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Routed, 1)
-		h.ctrs.sink(ctx, schemas.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Failed, 1)
+		h.ctrs.Sink(ctx, schemas.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Routed, 1)
+		h.ctrs.Sink(ctx, schemas.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Failed, 1)
 		emitDead(deadLetter(schemas.SinkBigtable, rj.Origin.Raw, rj.Origin.Source, fmt.Errorf("table %s: %w", rj.Table, rj.Err)))
 	}
 	for _, m := range out.Rows {
@@ -244,7 +231,7 @@ func (h *hourBuilder) emitTo(ctx context.Context, out schemas.Firing, allow sche
 // reject dead-letters readings the grouping could not build (reason
 // internal, sink window), counting them as rejected in the ledger.
 func (h *hourBuilder) reject(ctx context.Context, recs []schemas.Record, err error, dead func(schemas.DeadLetter)) {
-	h.ctrs.inc(ctx, ledger.GroupRejected, int64(len(recs)))
+	h.ctrs.Inc(ctx, ledger.GroupRejected, int64(len(recs)))
 	for _, r := range recs {
 		dead(deadLetter(schemas.SinkWindow, r.Raw, r.Source, err))
 	}

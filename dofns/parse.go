@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -12,7 +11,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
+	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -21,8 +20,7 @@ func init() {
 	beam.RegisterType(reflect.TypeOf((*schemas.Record)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*schemas.DeadLetter)(nil)).Elem())
 	register.DoFn5x0[context.Context, string, string, func(beam.EventTime, string, schemas.Record), func(schemas.DeadLetter)](&ParseFn{})
-	register.DoFn4x0[context.Context, pubsubread.Message, func(beam.EventTime, string, schemas.Record), func(schemas.DeadLetter)](&ParseMessageFn{})
-	register.DoFn2x0[pubsubread.Message, func(string, string)](&MessageLinesFn{})
+	register.DoFn4x0[context.Context, pubsubio.Message, func(beam.EventTime, string, schemas.Record), func(schemas.DeadLetter)](&ParseMessageFn{})
 	register.Emitter2[string, string]()
 	register.Emitter3[beam.EventTime, string, schemas.Record]()
 	register.Emitter1[schemas.DeadLetter]()
@@ -41,7 +39,7 @@ type ParseFn struct {
 	parser  schemas.Decoder
 	builder *schemas.Builder
 	buf     []schemas.Record
-	ctrs    counters
+	ctrs    ledger.Recorder
 	unknown unknownKeys
 }
 
@@ -68,22 +66,22 @@ func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func
 	var err error
 	max := schemas.LineLimit(f.MaxLineBytes)
 	if len(line) > max {
-		f.ctrs.inc(ctx, ledger.InputRecords, 1)
-		f.ctrs.inc(ctx, ledger.InputRejected, 1)
+		f.ctrs.Inc(ctx, ledger.InputRecords, 1)
+		f.ctrs.Inc(ctx, ledger.InputRejected, 1)
 		dead(deadLetter(schemas.SinkParse, schemas.Prefix(line), at, schemas.TooLarge(int64(len(line)), max)))
 		return
 	}
 	in := schemas.Input{Unknown: f.unknown.counter(ctx, &f.ctrs)}
-	if perr := Guard(func() { err = f.parse(line, source, in) }); perr != nil {
+	if perr := ledger.Guard(func() { err = f.parse(line, source, in) }); perr != nil {
 		err = perr
 	}
 	if err != nil {
-		f.ctrs.inc(ctx, ledger.InputRecords, 1)
-		f.ctrs.inc(ctx, ledger.InputRejected, 1)
+		f.ctrs.Inc(ctx, ledger.InputRecords, 1)
+		f.ctrs.Inc(ctx, ledger.InputRejected, 1)
 		dead(deadLetter(schemas.SinkParse, line, at, err))
 		return
 	}
-	f.ctrs.inc(ctx, ledger.InputRecords, int64(len(f.buf)))
+	f.ctrs.Inc(ctx, ledger.InputRecords, int64(len(f.buf)))
 	for i := range f.buf {
 		r := f.buf[i]
 		emit(mtime.FromMilliseconds(r.EventMs), f.Spec.IdentityKey(&r), r)
@@ -126,7 +124,7 @@ type unknownKeys map[string]bool
 
 // counter returns the Unknown callback of a schemas.Input that counts into
 // ctrs.
-func (u *unknownKeys) counter(ctx context.Context, ctrs *counters) func(string) {
+func (u *unknownKeys) counter(ctx context.Context, ctrs *ledger.Recorder) func(string) {
 	return func(key string) {
 		if *u == nil {
 			*u = unknownKeys{}
@@ -138,7 +136,7 @@ func (u *unknownKeys) counter(ctx context.Context, ctrs *counters) func(string) 
 				(*u)[key] = true
 			}
 		}
-		ctrs.inc(ctx, ledger.UnknownFieldKey(key), 1)
+		ctrs.Inc(ctx, ledger.UnknownFieldKey(key), 1)
 	}
 }
 
@@ -170,7 +168,7 @@ type ParseMessageFn struct {
 	builder   *schemas.Builder
 	tolerance int64
 	buf       []schemas.Record
-	ctrs      counters
+	ctrs      ledger.Recorder
 	unknown   unknownKeys
 	logged    bool
 }
@@ -186,11 +184,11 @@ func (f *ParseMessageFn) Setup() error {
 }
 
 // ProcessElement splits m into its readings and parses each.
-func (f *ParseMessageFn) ProcessElement(ctx context.Context, m pubsubread.Message, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
-	f.ctrs.inc(ctx, ledger.InputMessages, 1)
+func (f *ParseMessageFn) ProcessElement(ctx context.Context, m pubsubio.Message, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
+	f.ctrs.Inc(ctx, ledger.InputMessages, 1)
 	reject := func(payload string, err error) {
-		f.ctrs.inc(ctx, ledger.InputRecords, 1)
-		f.ctrs.inc(ctx, ledger.InputRejected, 1)
+		f.ctrs.Inc(ctx, ledger.InputRecords, 1)
+		f.ctrs.Inc(ctx, ledger.InputRejected, 1)
 		dead(deadLetter(schemas.SinkParse, payload, f.Source, err))
 	}
 	if max := schemas.LineLimit(f.MaxLineBytes); len(m.Data) > max {
@@ -200,7 +198,7 @@ func (f *ParseMessageFn) ProcessElement(ctx context.Context, m pubsubread.Messag
 	attrMs, attrOK := f.attributeTime(ctx, m)
 	var parts []string
 	var err error
-	if perr := Guard(func() { parts, err = f.parser.Split(m.Data) }); perr != nil {
+	if perr := ledger.Guard(func() { parts, err = f.parser.Split(m.Data) }); perr != nil {
 		err = perr
 	}
 	if err != nil {
@@ -209,14 +207,14 @@ func (f *ParseMessageFn) ProcessElement(ctx context.Context, m pubsubread.Messag
 	}
 	in := schemas.Input{Attributes: m.Attributes, Unknown: f.unknown.counter(ctx, &f.ctrs)}
 	for _, part := range parts {
-		if perr := Guard(func() { f.buf, err = parsePayload(f.parser, f.builder, f.buf[:0], part, f.Source, in) }); perr != nil {
+		if perr := ledger.Guard(func() { f.buf, err = parsePayload(f.parser, f.builder, f.buf[:0], part, f.Source, in) }); perr != nil {
 			err = perr
 		}
 		if err != nil {
 			reject(part, err)
 			continue
 		}
-		f.ctrs.inc(ctx, ledger.InputRecords, int64(len(f.buf)))
+		f.ctrs.Inc(ctx, ledger.InputRecords, int64(len(f.buf)))
 		for i := range f.buf {
 			r := f.buf[i]
 			if attrOK {
@@ -229,18 +227,18 @@ func (f *ParseMessageFn) ProcessElement(ctx context.Context, m pubsubread.Messag
 
 // attributeTime is the message's timestamp attribute, counting it when
 // missing or unparseable.
-func (f *ParseMessageFn) attributeTime(ctx context.Context, m pubsubread.Message) (int64, bool) {
+func (f *ParseMessageFn) attributeTime(ctx context.Context, m pubsubio.Message) (int64, bool) {
 	if f.TimestampAttribute == "" {
 		return 0, false
 	}
 	v, ok := m.Attributes[f.TimestampAttribute]
 	if !ok {
-		f.ctrs.inc(ctx, ledger.TimestampAttributeMissing, 1)
+		f.ctrs.Inc(ctx, ledger.TimestampAttributeMissing, 1)
 		return 0, false
 	}
-	ms, err := pubsubread.ParseEventTime(v)
+	ms, err := pubsubio.ParseEventTime(v)
 	if err != nil {
-		f.ctrs.inc(ctx, ledger.TimestampAttributeUnparseable, 1)
+		f.ctrs.Inc(ctx, ledger.TimestampAttributeUnparseable, 1)
 		return 0, false
 	}
 	return ms, true
@@ -248,7 +246,7 @@ func (f *ParseMessageFn) attributeTime(ctx context.Context, m pubsubread.Message
 
 // compare counts a reading whose event time is further from its message's
 // timestamp attribute than the tolerance, and logs the first.
-func (f *ParseMessageFn) compare(ctx context.Context, m pubsubread.Message, attrMs int64, r *schemas.Record) {
+func (f *ParseMessageFn) compare(ctx context.Context, m pubsubio.Message, attrMs int64, r *schemas.Record) {
 	d := r.EventMs - attrMs
 	if d < 0 {
 		d = -d
@@ -256,28 +254,11 @@ func (f *ParseMessageFn) compare(ctx context.Context, m pubsubread.Message, attr
 	if d <= f.tolerance {
 		return
 	}
-	f.ctrs.inc(ctx, ledger.TimestampAttributeDisagrees, 1)
+	f.ctrs.Inc(ctx, ledger.TimestampAttributeDisagrees, 1)
 	if !f.logged {
 		f.logged = true
 		log.Warnf(ctx, "parse: message %s: timestamp attribute %s=%s is %v from the reading's event time %s (tolerance %v, the spec's timestamp_attribute_tolerance); the reading keeps its payload's time, the watermark follows the attribute; further disagreements are counted in the ledger, not logged",
 			m.ID, f.TimestampAttribute, m.Attributes[f.TimestampAttribute], time.Duration(d)*time.Millisecond,
 			time.UnixMilli(r.EventMs).UTC().Format(time.RFC3339Nano), f.Spec.AttributeTolerance())
-	}
-}
-
-// MessageLinesFn reads Pub/Sub messages as KV<source, line>, the input of
-// a replay's dead-letter unwrapping: each non-empty line of a message is a
-// dead-letter record (the dead-letter topic carries one a message), and
-// Source, the subscription, names them all.
-type MessageLinesFn struct {
-	Source string
-}
-
-// ProcessElement emits each non-empty line of m.
-func (f *MessageLinesFn) ProcessElement(m pubsubread.Message, emit func(string, string)) {
-	for line := range strings.SplitSeq(string(m.Data), "\n") {
-		if strings.TrimSpace(line) != "" {
-			emit(f.Source, line)
-		}
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
-	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
+	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -28,7 +28,7 @@ func TestParseMessageFnReadsEveryReading(t *testing.T) {
 	}
 	compiled := schemas.MustCompile(spec, schemas.CompileOptions{})
 	at := "1772360130250"
-	msgs := []pubsubread.Message{
+	msgs := []pubsubio.Message{
 		{ID: "1", Data: []byte(vitalsLine("a", at) + "\nnot json\n" + strings.Replace(vitalsLine("b", at), "{", `{"firmware_version":"2",`, 1)),
 			Attributes: map[string]string{"event_ts": at}},
 		{ID: "2", Data: []byte("[" + vitalsLine("c", at) + "," + vitalsLine("d", "1772367330250") + "]"),

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -63,7 +64,7 @@ func openReadBacker(ctx context.Context, spec *schemas.Compiled, rec Recovery) (
 	if err != nil {
 		return nil, err
 	}
-	c, err := NewBigtableClient(ctx, rec.Project, rec.Instance)
+	c, err := bigtableio.NewClient(ctx, rec.Project, rec.Instance)
 	if err != nil {
 		return nil, err
 	}

@@ -34,24 +34,24 @@ type UnwrapDeadLetterFn struct {
 	Spec   *schemas.Compiled
 	Filter schemas.ReplayFilter
 
-	ctrs counters
+	ctrs ledger.Recorder
 }
 
 // ProcessElement unwraps one dead letter.
 func (f *UnwrapDeadLetterFn) ProcessElement(ctx context.Context, at, line string, emit func(string, string),
 	probe func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
-	f.ctrs.register(ctx, ledger.Replayed)
+	f.ctrs.Register(ctx, ledger.Replayed)
 	if len(line) == 0 {
 		return // a blank line, as the parse skips it
 	}
 	reject := func(err error) {
-		f.ctrs.inc(ctx, ledger.InputRecords, 1)
-		f.ctrs.inc(ctx, ledger.InputRejected, 1)
+		f.ctrs.Inc(ctx, ledger.InputRecords, 1)
+		f.ctrs.Inc(ctx, ledger.InputRejected, 1)
 		dead(deadLetter(schemas.SinkParse, line, at, err))
 	}
 	var d schemas.DeadLetter
 	var err error
-	if perr := Guard(func() { d, err = schemas.ParseEnvelope([]byte(line)) }); perr != nil {
+	if perr := ledger.Guard(func() { d, err = schemas.ParseEnvelope([]byte(line)) }); perr != nil {
 		err = perr
 	}
 	if err != nil {
@@ -59,7 +59,7 @@ func (f *UnwrapDeadLetterFn) ProcessElement(ctx context.Context, at, line string
 		return
 	}
 	if !f.Filter.Takes(d) {
-		f.ctrs.inc(ctx, ledger.ReplayFiltered, 1)
+		f.ctrs.Inc(ctx, ledger.ReplayFiltered, 1)
 		return
 	}
 	if d.IsRollup() {
@@ -68,8 +68,8 @@ func (f *UnwrapDeadLetterFn) ProcessElement(ctx context.Context, at, line string
 			reject(err)
 			return
 		}
-		f.ctrs.inc(ctx, ledger.Replayed, 1)
-		f.ctrs.inc(ctx, ledger.ReplayRebuilds, 1)
+		f.ctrs.Inc(ctx, ledger.Replayed, 1)
+		f.ctrs.Inc(ctx, ledger.ReplayRebuilds, 1)
 		probe(mtime.FromMilliseconds(r.EventMs), key, r)
 		return
 	}
@@ -78,6 +78,6 @@ func (f *UnwrapDeadLetterFn) ProcessElement(ctx context.Context, at, line string
 		reject(errors.Join(schemas.ErrMalformed, err))
 		return
 	}
-	f.ctrs.inc(ctx, ledger.Replayed, 1)
+	f.ctrs.Inc(ctx, ledger.Replayed, 1)
 	emit(schemas.ReplaySource(d), string(payload))
 }

@@ -8,9 +8,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	pubsubpb "google.golang.org/genproto/googleapis/pubsub/v1"
 
-	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -18,8 +16,6 @@ import (
 func init() {
 	register.DoFn6x0[context.Context, beam.EventTime, string, schemas.Record, func(string, schemas.Record), func(schemas.DeadLetter)](&TooLateFn{})
 	register.DoFn4x0[context.Context, string, schemas.Record, func(schemas.RowMutation)](&ArrivalRowsFn{})
-	register.DoFn2x0[*pubsubpb.PubsubMessage, func(pubsubread.Message)](&FromPubsubMessageFn{})
-	register.Emitter1[pubsubread.Message]()
 	register.Emitter2[string, schemas.Record]()
 	register.Emitter2[string, string]()
 }
@@ -31,7 +27,7 @@ func init() {
 // lateness), so they are caught before windowing.
 //
 // Why the wall clock is enough: a stream source's watermark does not pass
-// wall time (pubsubread holds it at the earliest recent event time, and
+// wall time (pubsubio holds it at the earliest recent event time, and
 // moves it to wall time only when idle), and an element in flight holds the
 // watermark downstream of it. So the grouping's watermark, when a reading
 // that passed this check reaches it, is at most the wall-clock time of that
@@ -42,13 +38,13 @@ type TooLateFn struct {
 	AllowedLateness time.Duration
 	Margin          time.Duration
 
-	ctrs counters
+	ctrs ledger.Recorder
 }
 
 // StartBundle registers the too_late counter before the first one.
 // (Beam wants StartBundle to take ProcessElement's emitters.)
 func (f *TooLateFn) StartBundle(ctx context.Context, _ func(string, schemas.Record), _ func(schemas.DeadLetter)) {
-	f.ctrs.register(ctx, ledger.TooLate)
+	f.ctrs.Register(ctx, ledger.TooLate)
 }
 
 // ProcessElement passes on-time and allowed-late readings and dead-letters
@@ -60,7 +56,7 @@ func (f *TooLateFn) ProcessElement(ctx context.Context, et beam.EventTime, key s
 		emit(key, r)
 		return
 	}
-	f.ctrs.inc(ctx, ledger.TooLate, 1)
+	f.ctrs.Inc(ctx, ledger.TooLate, 1)
 	closed := time.UnixMilli(schemas.WindowEnd(r.EventMs, f.WindowSize)).Add(f.AllowedLateness).UTC()
 	dead(deadLetter(schemas.SinkWindow, r.Raw, r.Source, fmt.Errorf("%w: event time %s is in a window closed since %s (allowed lateness %v)",
 		schemas.ErrTooLate, time.UnixMilli(r.EventMs).UTC().Format(time.RFC3339Nano), closed.Format(time.RFC3339), f.AllowedLateness)))
@@ -99,20 +95,4 @@ func (f *ArrivalRowsFn) ProcessElement(_ context.Context, _ string, r schemas.Re
 	for _, m := range muts {
 		emit(m)
 	}
-}
-
-// FromPubsubMessageFn turns a message read by Beam's pubsubio (on
-// Dataflow, with its attributes) into the pubsubread.Message the local
-// reader emits, so that one ParseMessageFn reads both alike.
-type FromPubsubMessageFn struct{}
-
-// ProcessElement emits m as a pubsubread.Message; its event time is its
-// publish time, as the local reader gives a message without a timestamp
-// attribute.
-func (f *FromPubsubMessageFn) ProcessElement(m *pubsubpb.PubsubMessage, emit func(pubsubread.Message)) {
-	if m == nil {
-		return
-	}
-	pt := m.GetPublishTime().AsTime().UnixMilli()
-	emit(pubsubread.Message{ID: m.GetMessageId(), Data: m.GetData(), Attributes: m.GetAttributes(), PublishTime: pt, EventTime: pt})
 }

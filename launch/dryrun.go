@@ -157,7 +157,7 @@ func writeDryRunSummary(w io.Writer, cfg pipelines.Config, job dryRunJob, graph 
 	}
 	fmt.Fprintf(w, "  job:        %s (%s), %s\n", kind, job.Type, where)
 	fmt.Fprintf(w, "  spec:       %s\n", cfg.Spec.Name)
-	if cfg.Windowing.Streaming {
+	if streaming() {
 		src := "Pub/Sub " + *subscription
 		if *timestampAttr != "" {
 			src += ", event time from attribute " + *timestampAttr
@@ -317,7 +317,7 @@ func sinkLines(cfg pipelines.Config, p *pipepb.Pipeline) []string {
 	for _, t := range cfg.Spec.Bigtable.Tables {
 		tables = append(tables, t.Name)
 	}
-	lines := []string{fmt.Sprintf("Bigtable %s/%s: %s%s", cfg.BigtableProject, cfg.BigtableInstance, strings.Join(tables, ", "), steps("bigtable.Write"))}
+	lines := []string{fmt.Sprintf("Bigtable %s/%s: %s%s", cfg.Bigtable.Project, cfg.Bigtable.Instance, strings.Join(tables, ", "), steps("bigtable.Write"))}
 	if bq := cfg.BigQuery; bq != nil {
 		what := bq.Table
 		if cfg.Spec.Rollup != nil {

@@ -8,8 +8,7 @@ import (
 
 	"golang.org/x/oauth2/google"
 
-	"github.com/sensorpipe/sensorpipe/dofns"
-	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
+	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -59,16 +58,16 @@ type endpoint struct {
 // failed bundle per stage; here it is one line naming the variable or the
 // endpoint and the fix.
 func checkEndpoints(ctx context.Context, cfg pipelines.Config) error {
-	rest, restSet := cli.Emulator(bqadmin.EmulatorHostEnv)
-	storage, storageSet := cli.Emulator(bqadmin.StorageEmulatorHostEnv)
-	storageWrites := cfg.BigQuery != nil && cfg.BigQuery.WriteMethod != dofns.WriteInsertAll
+	rest, restSet := cli.Emulator(bigqueryio.EmulatorHostEnv)
+	storage, storageSet := cli.Emulator(bigqueryio.StorageEmulatorHostEnv)
+	storageWrites := cfg.BigQuery != nil && cfg.BigQuery.WriteMethod != bigqueryio.WriteInsertAll
 	switch {
 	case storageWrites && restSet && !storageSet:
 		return fmt.Errorf("%s is not set while %s=%s is: the BigQuery sink's Storage Write API would go to bigquerystorage.googleapis.com:443 without credentials; export %s=%s (eval \"$(make env)\" sets every emulator variable)",
-			bqadmin.StorageEmulatorHostEnv, bqadmin.EmulatorHostEnv, rest, bqadmin.StorageEmulatorHostEnv, localBigQueryStorageHost)
+			bigqueryio.StorageEmulatorHostEnv, bigqueryio.EmulatorHostEnv, rest, bigqueryio.StorageEmulatorHostEnv, localBigQueryStorageHost)
 	case cfg.BigQuery != nil && storageSet && !restSet:
 		return fmt.Errorf("%s is not set while %s=%s is: the BigQuery tables would be checked at bigquery.googleapis.com without credentials; export %s=%s (eval \"$(make env)\" sets every emulator variable)",
-			bqadmin.EmulatorHostEnv, bqadmin.StorageEmulatorHostEnv, storage, bqadmin.EmulatorHostEnv, cli.LocalBigQueryHost)
+			bigqueryio.EmulatorHostEnv, bigqueryio.StorageEmulatorHostEnv, storage, bigqueryio.EmulatorHostEnv, cli.LocalBigQueryHost)
 	}
 	var cloud []endpoint
 	if _, ok := cli.Emulator(cli.BigtableEmulatorEnv); !ok {
@@ -80,7 +79,7 @@ func checkEndpoints(ctx context.Context, cfg pipelines.Config) error {
 	if storageWrites && !storageSet {
 		cloud = append(cloud, endpoint{"BigQuery Storage Write", "bigquerystorage.googleapis.com:443"})
 	}
-	if _, ok := cli.Emulator(cli.PubSubEmulatorEnv); !ok && (cfg.Windowing.Streaming || cfg.DeadLetter.Kind == schemas.DeadLetterPubSub) {
+	if _, ok := cli.Emulator(cli.PubSubEmulatorEnv); !ok && (streaming() || cfg.DeadLetter.Kind == schemas.DeadLetterPubSub) {
 		cloud = append(cloud, endpoint{"Pub/Sub", "pubsub.googleapis.com:443"})
 	}
 	if strings.HasPrefix(*input, "gs://") || strings.HasPrefix(cfg.DeadLetter.Path, "gs://") {

@@ -77,8 +77,8 @@ func TestJobErrorIsOneLineWithItsCause(t *testing.T) {
 		name, msg, want string
 	}{
 		{"prism's chain", "job failed: worker failed\n" + long + "\ncaused by:\nbigtable: table \"x\" not found", "job failed: worker failed: bigtable: table \"x\" not found"},
-		{"a job server's chain", "job job-001 failed:\nbundle inst004 failed:\n" + long + "\n\tcaused by:\nDoFn[UID:4, Name: dofns.BigtableWriteFn] failed:\nbigtable client for p/i: no credentials",
-			"job job-001 failed: DoFn[UID:4, Name: dofns.BigtableWriteFn] failed: bigtable client for p/i: no credentials"},
+		{"a job server's chain", "job job-001 failed:\nbundle inst004 failed:\n" + long + "\n\tcaused by:\nDoFn[UID:4, Name: bigtableio.WriteFn] failed:\nbigtable client for p/i: no credentials",
+			"job job-001 failed: DoFn[UID:4, Name: bigtableio.WriteFn] failed: bigtable client for p/i: no credentials"},
 		{"a job server's message", "job go-job-1 failed:\nprocess bundle failed: open input: permission denied", "job go-job-1 failed: process bundle failed: open input: permission denied"},
 		{"one line", "connecting to job service: context deadline exceeded", "job failed: connecting to job service: context deadline exceeded"},
 		{"inline cause", "job failed: caused by: boom", "job failed: boom"},

@@ -11,7 +11,7 @@ import (
 // after a processor's first bundle, so prism's finalize call for later
 // bundles finds none and the harness logs an ERROR for most streaming
 // bundles. Our Pub/Sub source carries its acks in the residual restriction
-// and does not depend on those callbacks (see dofns/pubsubread).
+// and does not depend on those callbacks (see dofns/pubsubio).
 var knownNoise = []string{"couldn't find plan in finalizing map"}
 
 // quietHandler drops knownNoise below debug level and passes the rest on.

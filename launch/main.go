@@ -45,11 +45,12 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
 
-	"github.com/sensorpipe/sensorpipe/dofns"
-	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
-	"github.com/sensorpipe/sensorpipe/internal/btadmin"
+	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio/flowcontrol"
+	"github.com/sensorpipe/sensorpipe/dofns/fileio"
+	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/cli"
-	"github.com/sensorpipe/sensorpipe/internal/flowcontrol"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/parts"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
@@ -74,11 +75,11 @@ var (
 	btTimeout      = flag.Duration("bigtable_timeout", 0, "Deprecated: use --startup_timeout.")
 	retryDeadline  = flag.Duration("write_retry_deadline", retry.DefaultDeadline, "How long a write to Bigtable, BigQuery or the dead letter is retried while its store fails transiently (UNAVAILABLE, timeouts, quota). Past it, the records go to the dead letter as write_failed and the run exits 3.")
 	summaryJSON    = flag.String("summary_json", "", "Also write the run's ledger (the summary's figures) as JSON to this file.")
-	attemptTimeout = flag.Duration("write_attempt_timeout", dofns.DefaultAttemptTimeout, "The longest one write call (an ApplyBulk batch, an AppendRows or insertAll request) may wait for its answer before it is abandoned and retried, within --write_retry_deadline. Each attempt's own timeout comes from the latency of the calls that answered: 4x their p99, at least 1s (5s until 16 have answered), doubled for each retry of the call, at most this.")
+	attemptTimeout = flag.Duration("write_attempt_timeout", retry.DefaultAttemptTimeout, "The longest one write call (an ApplyBulk batch, an AppendRows or insertAll request) may wait for its answer before it is abandoned and retried, within --write_retry_deadline. Each attempt's own timeout comes from the latency of the calls that answered: 4x their p99, at least 1s (5s until 16 have answered), doubled for each retry of the call, at most this.")
 	maxLineBytes   = flag.Int("max_line_bytes", schemas.DefaultMaxLineBytes, "Longest input line or Pub/Sub message, in bytes (default 1 MiB, a tenth of a Bigtable cell's limit); a longer one goes to the dead letter as too_large with its first 1 KiB, and is never held whole in memory.")
-	btBatchCells   = flag.Int("bigtable_batch_cells", dofns.DefaultBatchCells, "Cells per Bigtable ApplyBulk batch (the client sends a batch as MutateRows requests of at most 100,000 mutations); up to 4 batches are in flight per bundle, and in a batch at most 4 batches' cells per worker process, whatever the bundles it runs side by side.")
-	bqReqBytes     = flag.Int("bigquery_request_bytes", dofns.DefaultBQRequestBytes, "Bytes of rows per BigQuery AppendRows or insertAll request (BigQuery's limit is 10 MB).")
-	bqBufBytes     = flag.Int("bigquery_buffer_bytes", dofns.DefaultBQBufferedBytes, "Memory each BigQuery Storage Write writer (one per worker thread) gives to rows BigQuery has not yet acknowledged: their encodings and the records kept for their dead letters. AppendRows requests are cut smaller to fit 8 in flight; a stream's hour closing sends all of the hour's readings at once.")
+	btBatchCells   = flag.Int("bigtable_batch_cells", bigtableio.DefaultBatchCells, "Cells per Bigtable ApplyBulk batch (the client sends a batch as MutateRows requests of at most 100,000 mutations); up to 4 batches are in flight per bundle, and in a batch at most 4 batches' cells per worker process, whatever the bundles it runs side by side.")
+	bqReqBytes     = flag.Int("bigquery_request_bytes", bigqueryio.DefaultBQRequestBytes, "Bytes of rows per BigQuery AppendRows or insertAll request (BigQuery's limit is 10 MB).")
+	bqBufBytes     = flag.Int("bigquery_buffer_bytes", bigqueryio.DefaultBQBufferedBytes, "Memory each BigQuery Storage Write writer (one per worker thread) gives to rows BigQuery has not yet acknowledged: their encodings and the records kept for their dead letters. AppendRows requests are cut smaller to fit 8 in flight; a stream's hour closing sends all of the hour's readings at once.")
 	bqProject      = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project when given; with BIGQUERY_EMULATOR_HOST set, local-project).")
 	bqDataset      = flag.String("bigquery_dataset", "", "BigQuery dataset; empty turns the BigQuery sink off.")
 	bqTable        = flag.String("bigquery_table", "", "BigQuery table (default: the one the spec's bigquery section names).")
@@ -305,30 +306,40 @@ func localPath(path string) bool {
 
 // config validates the flags and builds the pipeline configuration and, for
 // a stream, its source: each flag is parsed here, once.
-func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSource, err error) {
+// graph is the graph the flags describe: a batch's options, or a
+// stream's.
+type graph struct {
+	batch  pipelines.BatchOptions
+	stream pipelines.StreamOptions
+}
+
+// streaming reports whether the flags describe a stream.
+func streaming() bool { return *source == "pubsub" }
+
+func config(ctx context.Context) (cfg pipelines.Config, g graph, err error) {
 	if flag.NArg() > 0 {
-		return cfg, src, usagef("unexpected argument %q: every option is a --flag", flag.Arg(0))
+		return cfg, g, usagef("unexpected argument %q: every option is a --flag", flag.Arg(0))
 	}
 	if jobServer() && runnerName() != "prism" && runnerName() != "PrismRunner" && *jobopts.Endpoint == "" {
-		return cfg, src, usagef("--runner=%s submits to a Beam job server: give its --endpoint=HOST:PORT", runnerName())
+		return cfg, g, usagef("--runner=%s submits to a Beam job server: give its --endpoint=HOST:PORT", runnerName())
 	}
 	spec, err := cli.LoadSpec(*specFlag)
 	if err != nil {
-		return cfg, src, usagef("--spec: %w", err)
+		return cfg, g, usagef("--spec: %w", err)
 	}
 	if *btTable != "" {
 		if err := spec.RenameTable(spec.Bigtable.Tables[0].Name, *btTable); err != nil {
-			return cfg, src, cli.Usage(err)
+			return cfg, g, cli.Usage(err)
 		}
 	}
 	btGiven := *btProject // as given: a defaulted one is no BigQuery default
 	project, instance, err := cli.Bigtable(*btProject, *btInstance)
 	if err != nil {
-		return cfg, src, cli.Usage(err)
+		return cfg, g, cli.Usage(err)
 	}
 	*btProject, *btInstance = project, instance
 	if *btMaxMuts < 0 || *btMaxBytes < 0 || *btLatency < 0 {
-		return cfg, src, usagef("--bigtable_max_outstanding_mutations, --bigtable_max_outstanding_bytes and --bigtable_target_latency must not be negative (0 turns each off)")
+		return cfg, g, usagef("--bigtable_max_outstanding_mutations, --bigtable_max_outstanding_bytes and --bigtable_target_latency must not be negative (0 turns each off)")
 	}
 	dlProject := *bqProject
 	if dlProject == "" {
@@ -336,19 +347,19 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 	}
 	if *bqDataset != "" {
 		if *bqProject, err = cli.BigQueryProject(*bqProject, btGiven); err != nil {
-			return cfg, src, cli.Usage(err)
+			return cfg, g, cli.Usage(err)
 		}
 		dlProject = *bqProject
 	}
 	dl, err := validateDeadLetter(*deadLetter, dlProject, workersSeeDisk())
 	if err != nil {
-		return cfg, src, cli.Usage(err)
+		return cfg, g, cli.Usage(err)
 	}
 	if dl.Kind == schemas.DeadLetterFiles && localPath(dl.Path) {
 		// The workers may run in another working directory: they get
 		// the folder the preflight creates and the summary names.
 		if dl.Path, err = filepath.Abs(dl.Path); err != nil {
-			return cfg, src, usagef("--dead_letter=%s: %w", *deadLetter, err)
+			return cfg, g, usagef("--dead_letter=%s: %w", *deadLetter, err)
 		}
 	}
 	payloadFormat := *format
@@ -356,10 +367,10 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 	if *format == formatDeadLetter {
 		payloadFormat = *replayPayload
 		if replay, err = replayFilter(); err != nil {
-			return cfg, src, err
+			return cfg, g, err
 		}
 	} else if isSet("replay_reason") || isSet("replay_sink") || isSet("replay_payload_format") {
-		return cfg, src, usagef("--replay_reason, --replay_sink and --replay_payload_format apply to --format=deadletter only")
+		return cfg, g, usagef("--replay_reason, --replay_sink and --replay_payload_format apply to --format=deadletter only")
 	}
 	opts := schemas.CompileOptions{Format: payloadFormat}
 	if *bqDataset != "" {
@@ -370,43 +381,41 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 	compiled, err := schemas.Compile(spec, opts)
 	switch {
 	case errors.Is(err, schemas.ErrFormat):
-		return cfg, src, usagef("--format: %w", err)
+		return cfg, g, usagef("--format: %w", err)
 	case err != nil:
-		return cfg, src, usagef("--spec: %w", err)
+		return cfg, g, usagef("--spec: %w", err)
 	}
 	if *retryDeadline <= 0 {
-		return cfg, src, usagef("--write_retry_deadline=%v: give a positive duration such as 2m", *retryDeadline)
+		return cfg, g, usagef("--write_retry_deadline=%v: give a positive duration such as 2m", *retryDeadline)
 	}
 	if *attemptTimeout <= 0 {
-		return cfg, src, usagef("--write_attempt_timeout=%v: give a positive duration such as 30s", *attemptTimeout)
+		return cfg, g, usagef("--write_attempt_timeout=%v: give a positive duration such as 30s", *attemptTimeout)
 	}
 	if *maxLineBytes < 1<<10 || *maxLineBytes > 100<<20 {
-		return cfg, src, usagef("--max_line_bytes=%d: give 1024..104857600", *maxLineBytes)
+		return cfg, g, usagef("--max_line_bytes=%d: give 1024..104857600", *maxLineBytes)
 	}
 	if *btBatchCells <= 0 || *btBatchCells > 100_000 {
-		return cfg, src, usagef("--bigtable_batch_cells=%d: give 1..100000", *btBatchCells)
+		return cfg, g, usagef("--bigtable_batch_cells=%d: give 1..100000", *btBatchCells)
 	}
 	if *bqReqBytes < 1<<10 || *bqReqBytes > 10<<20 {
-		return cfg, src, usagef("--bigquery_request_bytes=%d: give 1024..10485760 (BigQuery takes at most 10 MB a request)", *bqReqBytes)
+		return cfg, g, usagef("--bigquery_request_bytes=%d: give 1024..10485760 (BigQuery takes at most 10 MB a request)", *bqReqBytes)
 	}
 	if *bqBufBytes < 1<<20 || *bqBufBytes > 1<<30 {
-		return cfg, src, usagef("--bigquery_buffer_bytes=%d: give 1048576..1073741824", *bqBufBytes)
+		return cfg, g, usagef("--bigquery_buffer_bytes=%d: give 1048576..1073741824", *bqBufBytes)
 	}
-	cfg = pipelines.Config{Spec: compiled, BigtableProject: *btProject, BigtableInstance: *btInstance, DeadLetter: dl,
-		Retry:              dofns.RetrySettings{Deadline: *retryDeadline, AttemptTimeout: *attemptTimeout},
-		BigtableBatchCells: *btBatchCells,
-		MaxLineBytes:       *maxLineBytes,
-		BigtableAppProfile: *btAppProfile,
-		BigtableFlow:       flowcontrol.Settings{MaxMutations: *btMaxMuts, MaxBytes: *btMaxBytes, TargetLatency: *btLatency},
-		Replay:             replay}
+	cfg = pipelines.Config{Spec: compiled, DeadLetter: dl, Runner: runnerName(), Replay: replay,
+		Bigtable: bigtableio.Config{Project: *btProject, Instance: *btInstance, AppProfile: *btAppProfile, BatchCells: *btBatchCells,
+			Flow: flowcontrol.Settings{MaxMutations: *btMaxMuts, MaxBytes: *btMaxBytes, TargetLatency: *btLatency}},
+		Retry:        retry.Settings{Deadline: *retryDeadline, AttemptTimeout: *attemptTimeout},
+		MaxLineBytes: *maxLineBytes}
 	if cfg.DeadLetter.Kind == schemas.DeadLetterFiles {
 		cfg.DeadLetter.Run = runID
 	}
 	if *bqDataset != "" {
 		if spec.BigQuery == nil {
-			return cfg, src, usagef("--bigquery_dataset: spec %s has no bigquery section", spec.Name)
+			return cfg, g, usagef("--bigquery_dataset: spec %s has no bigquery section", spec.Name)
 		}
-		bq := &pipelines.BigQueryConfig{Project: *bqProject, Dataset: *bqDataset, Table: *bqTable, WriteMethod: *bqMethod, MaxRequestBytes: *bqReqBytes,
+		bq := &bigqueryio.Config{Project: *bqProject, Dataset: *bqDataset, Table: *bqTable, WriteMethod: *bqMethod, MaxRequestBytes: *bqReqBytes,
 			MaxBufferedBytes: *bqBufBytes}
 		if bq.Project == "" {
 			bq.Project = *btProject
@@ -415,91 +424,93 @@ func config(ctx context.Context) (cfg pipelines.Config, src pipelines.PubSubSour
 			bq.Table = spec.BigQuery.Table
 		}
 		switch bq.WriteMethod {
-		case dofns.WriteUpsert:
+		case bigqueryio.WriteUpsert:
 			if len(spec.BigQuery.PrimaryKey) == 0 {
-				return cfg, src, usagef("--bigquery_write_method=upsert: spec %s has no bigquery primary_key; add one (e.g. primary_key: [reading_id]) or use --bigquery_write_method=storage_write", spec.Name)
+				return cfg, g, usagef("--bigquery_write_method=upsert: spec %s has no bigquery primary_key; add one (e.g. primary_key: [reading_id]) or use --bigquery_write_method=storage_write", spec.Name)
 			}
-		case dofns.WriteStorageWrite, dofns.WriteInsertAll:
+		case bigqueryio.WriteStorageWrite, bigqueryio.WriteInsertAll:
 		default:
-			return cfg, src, usagef("--bigquery_write_method=%q: use upsert, storage_write or insert_all", bq.WriteMethod)
+			return cfg, g, usagef("--bigquery_write_method=%q: use upsert, storage_write or insert_all", bq.WriteMethod)
 		}
 		cfg.BigQuery = bq
 	}
 	switch *source {
 	case "files":
-		cfg.Merge = *mergeStored
+		g.batch.MergeStored = *mergeStored
 		if *input == "" {
-			return cfg, src, usagef("--input is required with --source=files: give a file glob such as 'testdata/*.jsonl'")
+			return cfg, g, usagef("--input is required with --source=files: give a file glob such as 'testdata/*.jsonl'")
 		}
 		for _, name := range streamFlags {
 			if isSet(name) {
-				return cfg, src, usagef("--%s applies to --source=pubsub only", name)
+				return cfg, g, usagef("--%s applies to --source=pubsub only", name)
 			}
 		}
 		if localPath(*input) {
 			if !workersSeeDisk() {
-				return cfg, src, remoteDiskError("--input", *input)
+				return cfg, g, remoteDiskError("--input", *input)
 			}
 			// The workers may run in another working directory.
 			abs, err := filepath.Abs(*input)
 			if err != nil {
-				return cfg, src, usagef("--input=%s: %w", *input, err)
+				return cfg, g, usagef("--input=%s: %w", *input, err)
 			}
 			*input = abs
 		}
 		if localPath(*input) || local() {
 			if inputMatched, err = checkInput(ctx, *input); err != nil {
-				return cfg, src, cli.Usage(err)
+				return cfg, g, cli.Usage(err)
 			}
 		}
 	case "pubsub":
 		if *input != "" {
-			return cfg, src, usagef("--input applies to --source=files only; a stream reads --subscription")
+			return cfg, g, usagef("--input applies to --source=files only; a stream reads --subscription")
 		}
 		if *subscription == "" {
-			return cfg, src, usagef("--subscription is required with --source=pubsub: give projects/P/subscriptions/S")
+			return cfg, g, usagef("--subscription is required with --source=pubsub: give projects/P/subscriptions/S")
 		}
-		if src, err = streamSource(); err != nil {
-			return cfg, src, cli.Usage(err)
+		if g.stream.Source, err = streamSource(); err != nil {
+			return cfg, g, cli.Usage(err)
 		}
 		if *earlyFiring <= 0 || *lateFiring <= 0 || *allowedLateness < 0 {
-			return cfg, src, usagef("--early_firing and --late_firing must be positive, --allowed_lateness not negative")
+			return cfg, g, usagef("--early_firing and --late_firing must be positive, --allowed_lateness not negative")
 		}
 		if *ackDeadline != 0 && (*ackDeadline < 10*time.Second || *ackDeadline > 600*time.Second) {
-			return cfg, src, usagef("--pubsub_ack_deadline=%v: use 10s..600s", *ackDeadline)
+			return cfg, g, usagef("--pubsub_ack_deadline=%v: use 10s..600s", *ackDeadline)
 		}
-		cfg.Windowing = pipelines.Windowing{Streaming: true, EarlyFiring: *earlyFiring, LateFiring: *lateFiring, AllowedLateness: *allowedLateness}
+		g.stream.Windowing = pipelines.Windowing{EarlyFiring: *earlyFiring, LateFiring: *lateFiring, AllowedLateness: *allowedLateness}
 		if *allowedLateness == 0 {
 			// 0 is a valid lateness (late readings are all too_late);
 			// the pipelines' zero means "default", so say 1ms.
-			cfg.Windowing.AllowedLateness = time.Millisecond
+			g.stream.Windowing.AllowedLateness = time.Millisecond
 		}
-		// Runners but Dataflow (prism, direct, a job server's) keep
-		// windows in their memory: write each reading's own cells before
-		// its message is acknowledged.
-		cfg.WriteOnArrival = !dataflow()
-		// ... and read each window back from Bigtable at its final firing,
-		// for what a killed or stopped run held.
-		cfg.Recover = !dataflow()
-		// ... and keep the hours' state on the workers' disk, not in
-		// memory.
-		cfg.DiskState = !dataflow() && *localStateOnDisk
+		if !dataflow() {
+			// Runners but Dataflow (prism, direct, a job server's) keep
+			// windows in their memory: write each reading's own cells
+			// before its message is acknowledged, read each window back
+			// from Bigtable at its final firing, for what a killed or
+			// stopped run held, and keep the hours' state on the workers'
+			// disk, not in memory.
+			cfg.Local = &pipelines.LocalRunner{WriteOnArrival: true, Recover: true, DiskState: *localStateOnDisk}
+		}
 	default:
-		return cfg, src, usagef("--source=%q: use files or pubsub", *source)
+		return cfg, g, usagef("--source=%q: use files or pubsub", *source)
 	}
 	if err := cfg.Check(); err != nil {
-		return cfg, src, cli.Usage(err)
+		return cfg, g, cli.Usage(err)
+	}
+	if err := g.stream.Windowing.Check(); err != nil {
+		return cfg, g, cli.Usage(err)
 	}
 	if err := checkBigQueryNames(cfg); err != nil {
-		return cfg, src, err
+		return cfg, g, err
 	}
-	if cfg.Merge {
+	if g.batch.MergeStored {
 		if _, err := schemas.NewReadBack(spec); err != nil {
 			fmt.Fprintf(os.Stderr, "sensorpipe: warning: a batch that splits an hour recomputes its rollup (and imputed values) from the batch's readings only: %v\n", err)
-			cfg.Merge = false
+			g.batch.MergeStored = false
 		}
 	}
-	return cfg, src, nil
+	return cfg, g, nil
 }
 
 // formatDeadLetter is the --format of a dead-letter replay.
@@ -539,12 +550,12 @@ func splitList(v string) []string {
 }
 
 // streamSource is the Pub/Sub source the flags describe.
-func streamSource() (pipelines.PubSubSource, error) {
+func streamSource() (pubsubio.Config, error) {
 	sub, err := schemas.ParseSubscription(*subscription)
 	if err != nil {
-		return pipelines.PubSubSource{}, fmt.Errorf("--subscription: %w", err)
+		return pubsubio.Config{}, fmt.Errorf("--subscription: %w", err)
 	}
-	return pipelines.PubSubSource{
+	return pubsubio.Config{
 		Subscription:       sub,
 		TimestampAttribute: *timestampAttr,
 		IDAttribute:        *idAttr,
@@ -588,7 +599,7 @@ func checkInput(ctx context.Context, glob string) (matched, error) {
 }
 
 func run(ctx context.Context) error {
-	cfg, src, err := config(ctx)
+	cfg, g, err := config(ctx)
 	if err != nil {
 		return err
 	}
@@ -601,19 +612,20 @@ func run(ctx context.Context) error {
 	case *dryRunOut != "" && !dryRun():
 		return usagef("--dry_run_out=%s is the file a dry run writes its job to: add --dry_run (and --runner=dataflow)", *dryRunOut)
 	case !dryRun():
-		if err := preflight(ctx, cfg, src); err != nil {
+		if err := preflight(ctx, cfg, g.stream.Source); err != nil {
 			return err
 		}
 	}
 	start := time.Now()
-	streaming := cfg.Windowing.Streaming
-	build := func(ranges []dofns.FileRange) (*beam.Pipeline, error) {
+	build := func(ranges []fileio.FileRange) (*beam.Pipeline, error) {
 		p, s := beam.NewPipelineWithRoot()
 		return p, buildPipeline(func() error {
-			if streaming {
-				return pipelines.Stream(s, cfg, src)
+			if streaming() {
+				return pipelines.Stream(s, cfg, g.stream)
 			}
-			return pipelines.BatchPart(s, cfg, *input, ranges)
+			opts := g.batch
+			opts.Input, opts.Ranges = *input, ranges
+			return pipelines.Batch(s, cfg, opts)
 		})
 	}
 	if dataflow() || dryRun() {
@@ -630,13 +642,13 @@ func run(ctx context.Context) error {
 		if res.Err != nil {
 			return jobError(res.Err)
 		}
-		if res.Counters != nil && !streaming {
+		if res.Counters != nil && !streaming() {
 			return report(os.Stdout, time.Since(start), cfg, res)
 		}
 		return nil
 	}
 	plan := []parts.Part{{}}
-	if streaming {
+	if streaming() {
 		fmt.Fprintf(os.Stderr, "sensorpipe: streaming %s on %s; Ctrl-C or SIGTERM stops\n", *subscription, runnerName())
 	} else if local() && cfg.Replay == nil {
 		// A replay's dead letters are not readings the scan can cut by
@@ -674,7 +686,7 @@ func run(ctx context.Context) error {
 		res = runPipeline(ctx, p, *progressIval, func(c ledger.Counters) {
 			now := time.Now()
 			c = before.Plus(c)
-			fmt.Fprintln(os.Stderr, progressLine(cfg, prev, c, now.Sub(prevAt), now.Sub(start)))
+			fmt.Fprintln(os.Stderr, progressLine(cfg.Spec, streaming(), prev, c, now.Sub(prevAt), now.Sub(start)))
 			prev, prevAt = c, now
 		})
 		if res.Err != nil && !res.Stopped {
@@ -698,7 +710,7 @@ func run(ctx context.Context) error {
 	if err := report(os.Stdout, time.Since(start), cfg, res); err != nil {
 		return err
 	}
-	if *printRows > 0 && !streaming {
+	if *printRows > 0 && !streaming() {
 		if err := showRows(ctx, cfg, *printRows); err != nil {
 			return err
 		}
@@ -796,10 +808,10 @@ func dryRun() bool {
 	return f != nil && f.Value.String() == "true"
 }
 
-// progressLine is a progress line from the runner's counters: totals, and
-// the read rate over the last interval.
-func progressLine(cfg pipelines.Config, prev, cur ledger.Counters, interval, elapsed time.Duration) string {
-	l := ledger.FromCounters(cur, cfg.Windowing.Streaming)
+// progressLine is a progress line from the runner's counters (a stream's
+// with stream set): totals, and the read rate over the last interval.
+func progressLine(spec *schemas.Compiled, stream bool, prev, cur ledger.Counters, interval, elapsed time.Duration) string {
+	l := ledger.FromCounters(cur, stream)
 	rate := 0.0
 	if interval > 0 {
 		rate = float64(cur[ledger.InputRecords]-prev[ledger.InputRecords]) / interval.Seconds()
@@ -813,14 +825,14 @@ func progressLine(cfg pipelines.Config, prev, cur ledger.Counters, interval, ela
 			}
 		}
 		switch {
-		case s.Sink == schemas.SinkBigtable && s.Table == cfg.Spec.Bigtable.Tables[0].Name:
+		case s.Sink == schemas.SinkBigtable && s.Table == spec.Bigtable.Tables[0].Name:
 			written += n
 			provisional += early
 		case s.Sink == schemas.SinkBigQuery:
 			bq += n
 		}
 	}
-	if cfg.Windowing.Streaming {
+	if stream {
 		// A stream writes a reading on arrival and again, final, when its
 		// hour closes: say which is which, so that more writes than reads
 		// does not read like a count gone wrong.
@@ -835,8 +847,8 @@ func progressLine(cfg pipelines.Config, prev, cur ledger.Counters, interval, ela
 // returns the error that sets the exit code: the ledger does not balance
 // (1), or a store stayed unavailable (3).
 func report(w io.Writer, took time.Duration, cfg pipelines.Config, res jobRun) error {
-	l := ledger.FromCounters(res.Counters, cfg.Windowing.Streaming)
-	if cfg.Windowing.Streaming {
+	l := ledger.FromCounters(res.Counters, streaming())
+	if streaming() {
 		fmt.Fprintf(w, "sensorpipe: %s stream stopped after %v\n", runnerName(), took.Round(time.Millisecond))
 	} else {
 		fmt.Fprintf(w, "sensorpipe: %s run finished in %v\n", runnerName(), took.Round(time.Millisecond))
@@ -851,7 +863,7 @@ func report(w io.Writer, took time.Duration, cfg pipelines.Config, res jobRun) e
 	switch {
 	case res.Counters == nil:
 		return exitError{exitFailed, fmt.Errorf("the runner reported no counters: the run's ledger cannot be checked")}
-	case !cfg.Windowing.Streaming && !res.Stopped && l.Read == 0 && inputMatched.bytes > 0:
+	case !streaming() && !res.Stopped && l.Read == 0 && inputMatched.bytes > 0:
 		return exitError{exitFailed, fmt.Errorf("--input=%s matched %d files (%d bytes) at launch, but the job read no records from them: its workers did not see them (on %s, give a path every worker can read, such as gs://BUCKET/...)",
 			*input, inputMatched.files, inputMatched.bytes, runnerName())}
 	case !l.Balanced:
@@ -883,9 +895,9 @@ func storeName(sink string) string {
 
 func storeWhere(sink string) string {
 	if sink == schemas.SinkBigtable {
-		return btadmin.Where()
+		return bigtableio.Where()
 	}
-	return bqadmin.WriterEndpoint()
+	return bigqueryio.WriterEndpoint()
 }
 
 func countedName(sink string) string {
@@ -913,7 +925,7 @@ func writeJSON(path string, l *ledger.Ledger) error {
 
 // showRows prints the first n rows of the first table, cbt-style.
 func showRows(ctx context.Context, cfg pipelines.Config, n int) error {
-	c, err := dofns.NewBigtableClientProfile(ctx, cfg.BigtableProject, cfg.BigtableInstance, cfg.BigtableAppProfile)
+	c, err := bigtableio.NewClientProfile(ctx, cfg.Bigtable.Project, cfg.Bigtable.Instance, cfg.Bigtable.AppProfile)
 	if err != nil {
 		return err
 	}

@@ -10,10 +10,10 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 
-	"github.com/sensorpipe/sensorpipe/dofns"
-	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
-	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
-	"github.com/sensorpipe/sensorpipe/internal/btadmin"
+	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
+	"github.com/sensorpipe/sensorpipe/dofns/deadletterio"
+	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -34,7 +34,7 @@ func startupTimeout() time.Duration {
 // subscription of a stream, and the BigQuery dataset and tables. Transient
 // errors are retried within --startup_timeout. Each failure is one line
 // naming the flag and the fix.
-func preflight(ctx context.Context, cfg pipelines.Config, src pipelines.PubSubSource) error {
+func preflight(ctx context.Context, cfg pipelines.Config, src pubsubio.Config) error {
 	limit := startupTimeout()
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -44,11 +44,11 @@ func preflight(ctx context.Context, cfg pipelines.Config, src pipelines.PubSubSo
 	if err := checkDeadLetter(ctx, cfg.DeadLetter); err != nil {
 		return err
 	}
-	if err := btadmin.EnsureTables(ctx, cfg.BigtableProject, cfg.BigtableInstance, cfg.Spec.Spec, *createTables, limit); err != nil {
-		return fmt.Errorf("--bigtable_project=%s --bigtable_instance=%s: %w", cfg.BigtableProject, cfg.BigtableInstance, err)
+	if err := bigtableio.EnsureTables(ctx, cfg.Bigtable.Project, cfg.Bigtable.Instance, cfg.Spec.Spec, *createTables, limit); err != nil {
+		return fmt.Errorf("--bigtable_project=%s --bigtable_instance=%s: %w", cfg.Bigtable.Project, cfg.Bigtable.Instance, err)
 	}
-	if cfg.Windowing.Streaming {
-		if err := pubsubread.CheckSubscription(ctx, src.Subscription); err != nil {
+	if streaming() {
+		if err := pubsubio.CheckSubscription(ctx, src.Subscription); err != nil {
 			return fmt.Errorf("--subscription: %w", err)
 		}
 	}
@@ -58,7 +58,7 @@ func preflight(ctx context.Context, cfg pipelines.Config, src pipelines.PubSubSo
 			if i == 0 {
 				name = bq.Table // --bigquery_table may rename the readings table
 			}
-			notes, err := bqadmin.EnsureTableNotes(ctx, bq.Project, bq.Dataset, name, t, *createTables)
+			notes, err := bigqueryio.EnsureTableNotes(ctx, bq.Project, bq.Dataset, name, t, *createTables)
 			if err != nil {
 				return fmt.Errorf("--bigquery_dataset=%s: %w", bq.Dataset, err)
 			}
@@ -67,8 +67,8 @@ func preflight(ctx context.Context, cfg pipelines.Config, src pipelines.PubSubSo
 			}
 			// Upserts replace rows by the table's primary key: a table
 			// made without it must get it first.
-			if bq.WriteMethod == dofns.WriteUpsert {
-				if err := bqadmin.EnsurePrimaryKey(ctx, bq.Project, bq.Dataset, name, t); err != nil {
+			if bq.WriteMethod == bigqueryio.WriteUpsert {
+				if err := bigqueryio.EnsurePrimaryKey(ctx, bq.Project, bq.Dataset, name, t); err != nil {
 					return fmt.Errorf("--bigquery_dataset=%s: %w", bq.Dataset, err)
 				}
 			}
@@ -89,7 +89,7 @@ func checkDeadLetter(ctx context.Context, t schemas.DeadLetterTarget) error {
 		if t.Kind == schemas.DeadLetterFiles {
 			return listPrefix(ctx, t.Path)
 		}
-		return dofns.EnsureDeadLetterTarget(ctx, t)
+		return deadletterio.EnsureTarget(ctx, t)
 	})
 	if err != nil {
 		return fmt.Errorf("--dead_letter=%s: %w", t, err)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
-	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -32,16 +31,14 @@ func TestStreamProgressSaysWhatIsProvisional(t *testing.T) {
 		ledger.SinkKey(schemas.SinkBigtable, table, schemas.OriginProvisional, ledger.Written):  904,
 		ledger.SinkKey(schemas.SinkBigQuery, "readings", schemas.OriginReading, ledger.Written): 53,
 	}
-	stream := pipelines.Config{Spec: compiled, Windowing: pipelines.Windowing{Streaming: true}}
-	got := progressLine(stream, ledger.Counters{}, cur, 30*time.Second, 30*time.Second)
+	got := progressLine(compiled, true, ledger.Counters{}, cur, 30*time.Second, 30*time.Second)
 	for _, want := range []string{"read 952 (882 in open hours, provisional; 53 final, their hour closed; 17 rejected)",
 		"Bigtable 904 provisional writes, 53 final", "BigQuery 53 final"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("stream progress %q lacks %q", got, want)
 		}
 	}
-	batch := pipelines.Config{Spec: compiled}
-	if got := progressLine(batch, ledger.Counters{}, cur, 30*time.Second, 30*time.Second); !strings.Contains(got, "read 952, written 957 (bigquery 53)") {
+	if got := progressLine(compiled, false, ledger.Counters{}, cur, 30*time.Second, 30*time.Second); !strings.Contains(got, "read 952, written 957 (bigquery 53)") {
 		t.Errorf("batch progress %q; want read and written", got)
 	}
 }

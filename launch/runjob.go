@@ -15,6 +15,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
 	// Every runner --runner may name (dataflow, direct, ...), registered
 	// as beamx.Run has them.
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"

@@ -16,9 +16,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
-	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
+	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
-	"github.com/sensorpipe/sensorpipe/internal/btadmin"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/spill"
@@ -49,17 +49,17 @@ func TestStreamStateOnDiskConvergesToBatch(t *testing.T) {
 		failEvery int64
 	}{{"disk", 0}, {"faults", 2}}
 	for _, instance := range []string{"disk", "faults", "batch"} {
-		if err := btadmin.EnsureTables(ctx, "p", instance, spec.Spec, true, time.Minute); err != nil {
+		if err := bigtableio.EnsureTables(ctx, "p", instance, spec.Spec, true, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
 	bq := bqemu.StartServerForTest(t)
-	t.Setenv(bqadmin.EmulatorHostEnv, strings.TrimPrefix(bq.RESTEndpoint, "http://"))
-	t.Setenv(bqadmin.StorageEmulatorHostEnv, bq.GRPCAddr)
+	t.Setenv(bigqueryio.EmulatorHostEnv, strings.TrimPrefix(bq.RESTEndpoint, "http://"))
+	t.Setenv(bigqueryio.StorageEmulatorHostEnv, bq.GRPCAddr)
 	roller := spec.Roller()
 	for _, ds := range []string{"disk", "faults", "batch"} {
 		for _, tbl := range []*schemas.BigQuerySpec{spec.BigQuery, roller.BigQuery()} {
-			if err := bqadmin.EnsureTable(ctx, "p", ds, tbl.Table, tbl, true); err != nil {
+			if err := bigqueryio.EnsureTable(ctx, "p", ds, tbl.Table, tbl, true); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -130,18 +130,18 @@ func runDiskStream(t *testing.T, host string, bq *bqemu.TestServer, spec *schema
 	con.AdvanceWatermarkToInfinity()                                     // expiry
 
 	p, s := beam.NewPipelineWithRoot()
-	records, parseDead := Parse(s, spec, beam.ParDo(s, keyByTestSource, teststream.Create(s, con)))
-	bqCfg := func(ds string) *BigQueryConfig {
-		return &BigQueryConfig{Project: "p", Dataset: ds, Table: spec.BigQuery.Table, WriteMethod: "upsert"}
+	bqCfg := func(ds string) *bigqueryio.Config {
+		return &bigqueryio.Config{Project: "p", Dataset: ds, Table: spec.BigQuery.Table, WriteMethod: "upsert"}
 	}
-	cfg := Config{Spec: spec, BigtableProject: "p", BigtableInstance: name, DeadLetter: schemas.DeadLetterTarget{Path: t.TempDir()},
-		Windowing: StreamWindowing(10*time.Second, 0), WriteOnArrival: true, Recover: true, DiskState: true, BigQuery: bqCfg(name)}
-	dead := Ingest(s, cfg, records)
+	cfg := Config{Spec: spec, Bigtable: bigtableio.Config{Project: "p", Instance: name}, DeadLetter: schemas.DeadLetterTarget{Path: t.TempDir()},
+		Local: &LocalRunner{WriteOnArrival: true, Recover: true, DiskState: true}, BigQuery: bqCfg(name)}
+	records, parseDead := parseLines(s, cfg, beam.ParDo(s, keyByTestSource, teststream.Create(s, con)), false)
+	dead := ingestStream(s, cfg, Windowing{EarlyFiring: 10 * time.Second}, records)
 
-	batchRecords, _ := Parse(s.Scope("batch"), spec, beam.ParDo(s, keyByTestSource, beam.Create(s, a, b, c, f, d, d, g, eA, eB)))
-	batchCfg := Config{Spec: spec, BigtableProject: "p", BigtableInstance: "batch", DeadLetter: schemas.DeadLetterTarget{Path: t.TempDir()},
+	batchCfg := Config{Spec: spec, Bigtable: bigtableio.Config{Project: "p", Instance: "batch"}, DeadLetter: schemas.DeadLetterTarget{Path: t.TempDir()},
 		BigQuery: bqCfg("batch")}
-	dead = append(dead, Ingest(s.Scope("batch"), batchCfg, batchRecords)...)
+	batchRecords, _ := parseLines(s.Scope("batch"), batchCfg, beam.ParDo(s, keyByTestSource, beam.Create(s, a, b, c, f, d, d, g, eA, eB)), true)
+	dead = append(dead, ingestBatch(s.Scope("batch"), batchCfg, false, batchRecords)...)
 	for i, d := range append(dead, parseDead) {
 		passert.Empty(s.Scope(fmt.Sprint("dead", i)), beam.WindowInto(s, window.NewGlobalWindows(), d))
 	}

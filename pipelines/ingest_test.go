@@ -2,7 +2,6 @@ package pipelines
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -14,13 +13,13 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
+	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/internal/loopback"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
-func TestMain(m *testing.M) {
-	os.Exit(loopback.Run(func() int { return ptest.MainRetWithDefault(m, "prism") }))
-}
+func TestMain(m *testing.M) { loopback.TestMain(m) }
 
 func init() {
 	register.Function1x1(rowSummary)
@@ -117,8 +116,10 @@ func TestBuildRowsGroupsByHourImputesAndDeadLetters(t *testing.T) {
 		`oops`,
 		vitalsLine("d", `"2026-03-01T10:00:00Z"`, "999"),
 	))
-	records, parseDead := Parse(s, spec, lines)
-	rows, bqRows, buildDead := BuildRows(s, spec, true, HourlyWindows(s, records))
+	cfg := Config{Spec: spec, BigQuery: &bigqueryio.Config{}}
+	records, parseDead := parseLines(s, cfg, lines, true)
+	b := buildBatch(s, cfg, false, records)
+	rows, bqRows, buildDead := b.Rows, b.BQRows, b.Dead
 	// passert compares in the global window.
 	global := func(c beam.PCollection) beam.PCollection { return beam.WindowInto(s, window.NewGlobalWindows(), c) }
 	rows, bqRows, buildDead = global(rows), global(bqRows), global(buildDead)
@@ -152,15 +153,19 @@ func TestConfigCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
+	bt, dl := bigtableio.Config{Project: "p", Instance: "i"}, schemas.DeadLetterTarget{Path: "d"}
 	tests := []struct {
 		name string
 		cfg  Config
 		ok   bool
 	}{
-		{"complete", Config{Spec: spec, BigtableProject: "p", BigtableInstance: "i", DeadLetter: schemas.DeadLetterTarget{Path: "d"}}, true},
-		{"no spec", Config{BigtableProject: "p", BigtableInstance: "i", DeadLetter: schemas.DeadLetterTarget{Path: "d"}}, false},
-		{"no instance", Config{Spec: spec, BigtableProject: "p", DeadLetter: schemas.DeadLetterTarget{Path: "d"}}, false},
-		{"no dead letter", Config{Spec: spec, BigtableProject: "p", BigtableInstance: "i"}, false},
+		{"complete", Config{Spec: spec, Bigtable: bt, DeadLetter: dl}, true},
+		{"no spec", Config{Bigtable: bt, DeadLetter: dl}, false},
+		{"no instance", Config{Spec: spec, Bigtable: bigtableio.Config{Project: "p"}, DeadLetter: dl}, false},
+		{"no dead letter", Config{Spec: spec, Bigtable: bt}, false},
+		{"local-runner options on prism", Config{Spec: spec, Bigtable: bt, DeadLetter: dl, Runner: "prism", Local: &LocalRunner{WriteOnArrival: true}}, true},
+		{"local-runner options on a job server", Config{Spec: spec, Bigtable: bt, DeadLetter: dl, Runner: "universal", Local: &LocalRunner{DiskState: true}}, true},
+		{"local-runner options on Dataflow", Config{Spec: spec, Bigtable: bt, DeadLetter: dl, Runner: "dataflow", Local: &LocalRunner{Recover: true}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,8 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
 
-	"github.com/sensorpipe/sensorpipe/dofns"
-	"github.com/sensorpipe/sensorpipe/internal/btadmin"
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
 	"github.com/sensorpipe/sensorpipe/internal/readpath"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -37,7 +36,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 	}
 	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
 	for _, instance := range []string{"restart", "batch"} {
-		if err := btadmin.EnsureTables(ctx, "p", instance, spec.Spec, true, time.Minute); err != nil {
+		if err := bigtableio.EnsureTables(ctx, "p", instance, spec.Spec, true, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,7 +69,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 	b, roller := spec.Builder(), spec.Roller()
 	write := func(instance string, muts []schemas.RowMutation) {
 		t.Helper()
-		c, err := dofns.NewBigtableClient(ctx, "p", instance)
+		c, err := bigtableio.NewClient(ctx, "p", instance)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,10 +127,10 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 	con.AdvanceWatermarkToInfinity()
 
 	pipe, s := beam.NewPipelineWithRoot()
-	records, parseDead := Parse(s, spec, beam.ParDo(s, keyByTestSource, teststream.Create(s, con)))
-	cfg := Config{Spec: spec, BigtableProject: "p", BigtableInstance: "restart", DeadLetter: schemas.DeadLetterTarget{Path: t.TempDir()},
-		Windowing: StreamWindowing(10*time.Second, 0), WriteOnArrival: true, Recover: true}
-	dead := Ingest(s, cfg, records)
+	cfg := Config{Spec: spec, Bigtable: bigtableio.Config{Project: "p", Instance: "restart"}, DeadLetter: schemas.DeadLetterTarget{Path: t.TempDir()},
+		Local: &LocalRunner{WriteOnArrival: true, Recover: true}}
+	records, parseDead := parseLines(s, cfg, beam.ParDo(s, keyByTestSource, teststream.Create(s, con)), false)
+	dead := ingestStream(s, cfg, Windowing{EarlyFiring: 10 * time.Second}, records)
 	for i, d := range append(dead, parseDead) {
 		passert.Empty(s.Scope(fmt.Sprint("dead", i)), beam.WindowInto(s, window.NewGlobalWindows(), d))
 	}

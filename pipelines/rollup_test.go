@@ -9,6 +9,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
+	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -46,8 +47,9 @@ func TestBatchRollups(t *testing.T) {
 		vitalsLine("a", `"2026-03-01T10:59:59.999Z"`, "90"), // duplicate
 		vitalsLine("b", `"2026-03-01T11:30:00Z"`, "null"),
 	))
-	records, _ := Parse(s, spec, lines)
-	built := BuildRowsAndRollups(s, spec, true, HourlyWindows(s, records))
+	cfg := Config{Spec: spec, BigQuery: &bigqueryio.Config{}}
+	records, _ := parseLines(s, cfg, lines, true)
+	built := buildBatch(s, cfg, false, records)
 	global := func(c beam.PCollection) beam.PCollection { return beam.WindowInto(s, window.NewGlobalWindows(), c) }
 	passert.Equals(s, global(beam.ParDo(s, hourlyCells, built.Rows)),
 		"patient_vitals/a#2026-03-01T10: hourly:battery_level_last@1772362800000000=87 hourly:body_temperature_max@1772362800000000=36.8 "+

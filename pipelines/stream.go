@@ -1,15 +1,20 @@
 package pipelines
 
 import (
+	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window/trigger"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/pubsubio"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
-	"github.com/sensorpipe/sensorpipe/dofns/pubsubread"
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
+	"github.com/sensorpipe/sensorpipe/dofns/deadletterio"
+	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -21,34 +26,30 @@ const (
 	DefaultAllowedLateness = 24 * time.Hour
 )
 
-// Windowing is how readings are grouped into fixed one-hour event-time
-// windows and when a window fires. The zero value is the batch windowing:
-// Beam's default trigger, one firing per window once the input is read.
+// StreamOptions are what a stream reads and when its hours fire.
+type StreamOptions struct {
+	// Source is the subscription and how to read it (pubsubio.Config;
+	// Dataflow set reads with Beam's pubsubio).
+	Source pubsubio.Config
+	// Windowing is when an hour fires (zero values: the defaults).
+	Windowing Windowing
+}
+
+// Windowing is when a stream's one-hour event-time windows fire: an
+// early firing every EarlyFiring of processing time while the window is
+// open, an on-time firing when the watermark passes its end, and a late
+// firing LateFiring after late readings arrive, for AllowedLateness after
+// the end. Panes discard: each firing holds the readings that arrived
+// since the one before, and the row builder keeps the window's state (see
+// dofns.StreamRowsFn). Readings later than that are dead-lettered as
+// too_late before windowing. Zero values take the defaults.
 type Windowing struct {
-	// Streaming turns on the stream trigger: an early firing every
-	// EarlyFiring of processing time while the window is open, an on-time
-	// firing when the watermark passes its end, and a late firing
-	// LateFiring after late readings arrive, for AllowedLateness after
-	// the end. Panes discard: each firing holds the readings that arrived
-	// since the one before, and the row builder keeps the window's state
-	// (see BuildRowsAndRollups). Readings later than that are
-	// dead-lettered as too_late before windowing.
-	Streaming       bool
 	EarlyFiring     time.Duration
 	LateFiring      time.Duration
 	AllowedLateness time.Duration
 }
 
-// StreamWindowing is the stream windowing with the given early-firing
-// period and allowed lateness (zero values take the defaults).
-func StreamWindowing(earlyFiring, allowedLateness time.Duration) Windowing {
-	return Windowing{Streaming: true, EarlyFiring: earlyFiring, AllowedLateness: allowedLateness}.withDefaults()
-}
-
 func (w Windowing) withDefaults() Windowing {
-	if !w.Streaming {
-		return w
-	}
 	if w.EarlyFiring == 0 {
 		w.EarlyFiring = DefaultEarlyFiring
 	}
@@ -64,8 +65,6 @@ func (w Windowing) withDefaults() Windowing {
 // Check reports durations that cannot work.
 func (w Windowing) Check() error {
 	switch {
-	case !w.Streaming && (w.EarlyFiring != 0 || w.LateFiring != 0 || w.AllowedLateness != 0):
-		return fmt.Errorf("pipelines: early firing, late firing and allowed lateness apply to streams only")
 	case w.EarlyFiring < 0 || w.LateFiring < 0 || w.AllowedLateness < 0:
 		return fmt.Errorf("pipelines: early firing, late firing and allowed lateness must not be negative")
 	case w.EarlyFiring != 0 && w.EarlyFiring < time.Millisecond, w.LateFiring != 0 && w.LateFiring < time.Millisecond:
@@ -74,15 +73,12 @@ func (w Windowing) Check() error {
 	return nil
 }
 
-// Options are the beam.WindowInto options of the windowing.
+// options are the beam.WindowInto options of the windowing.
 //
-// The stream trigger is AfterEndOfWindow with early and late firings that
-// repeat AfterProcessingTime: never AfterCount or OrFinally, whose panes
-// prism mishandles (apache/beam#31153).
-func (w Windowing) Options() []beam.WindowIntoOption {
-	if !w.Streaming {
-		return nil
-	}
+// The trigger is AfterEndOfWindow with early and late firings that repeat
+// AfterProcessingTime: never AfterCount or OrFinally, whose panes prism
+// mishandles (apache/beam#31153).
+func (w Windowing) options() []beam.WindowIntoOption {
 	w = w.withDefaults()
 	tr := trigger.AfterEndOfWindow().
 		EarlyFiring(trigger.Repeat(trigger.AfterProcessingTime().PlusDelay(w.EarlyFiring))).
@@ -90,71 +86,16 @@ func (w Windowing) Options() []beam.WindowIntoOption {
 	return []beam.WindowIntoOption{beam.Trigger(tr), beam.AllowedLateness(w.AllowedLateness), beam.PanesDiscard()}
 }
 
-// PubSubSource is a stream's source.
-type PubSubSource struct {
-	// Subscription is the subscription, parsed once by the launcher.
-	Subscription schemas.Subscription
-	// TimestampAttribute names the attribute holding the event time (epoch
-	// milliseconds); empty uses the publish time. The parsed reading's own
-	// timestamp field is its event time in the rows either way.
-	TimestampAttribute string
-	// IDAttribute names an attribute with a unique record id, for
-	// deduplicating redeliveries.
-	IDAttribute string
-	// Dataflow reads with Beam's pubsubio, which only Dataflow runs;
-	// otherwise with pubsubread, which honours PUBSUB_EMULATOR_HOST.
-	Dataflow bool
-	// AckDeadline is pubsubread's lease extension (0: its default).
-	AckDeadline time.Duration
-}
-
-// ReadPubSub reads the subscription's messages (pubsubread.Message), the
-// input of ParseMessages.
-//
-// Locally, pubsubread stamps each message with its timestamp attribute
-// (the publish time when it has none or cannot be read) and holds the
-// watermark at it. On Dataflow, pubsubio reads each message with its
-// attributes at its publish time, and is not given the timestamp
-// attribute: its native source would not take a message that lacks it.
-// On both, ParseMessages stamps each reading with its payload's event time
-// and counts a missing, unparseable or disagreeing attribute alike.
-func ReadPubSub(s beam.Scope, src PubSubSource) (beam.PCollection, error) {
-	s = s.Scope("ReadPubSub")
-	if src.Dataflow {
-		msgs := pubsubio.Read(s, src.Subscription.Project, pubsubio.ReadOptions{
-			Subscription:   src.Subscription.ID,
-			IDAttribute:    src.IDAttribute,
-			WithAttributes: true,
-		})
-		return beam.ParDo(s, &dofns.FromPubsubMessageFn{}, msgs), nil
-	}
-	return pubsubread.TryRead(s, pubsubread.Config{
-		Subscription:       src.Subscription,
-		TimestampAttribute: src.TimestampAttribute,
-		IDAttribute:        src.IDAttribute,
-		AckDeadline:        src.AckDeadline,
-	})
-}
-
-// ParseMessages turns Pub/Sub messages into KV<identity, Record> stamped
-// with event time, one per reading a message carries, and the dead letters
-// of the readings that fail validation (dofns.ParseMessageFn).
-func ParseMessages(s beam.Scope, spec *schemas.Compiled, src PubSubSource, maxLine int, msgs beam.PCollection) (records, dead beam.PCollection) {
-	s = s.Scope("Parse")
-	return beam.ParDo2(s, &dofns.ParseMessageFn{Spec: spec, MaxLineBytes: maxLine, Source: src.Subscription.String(),
-		TimestampAttribute: src.TimestampAttribute}, msgs)
-}
-
-// Stream builds the streaming pipeline: Pub/Sub in, the same Ingest as
-// Batch with the stream windowing, every rejected record in the dead letter.
-func Stream(s beam.Scope, cfg Config, src PubSubSource) error {
-	if !cfg.Windowing.Streaming {
-		cfg.Windowing = StreamWindowing(0, 0)
-	}
+// Stream builds the streaming graph: Pub/Sub in, Bigtable (and BigQuery)
+// out, every rejected record in the dead letter.
+func Stream(s beam.Scope, cfg Config, opts StreamOptions) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	msgs, err := ReadPubSub(s, src)
+	if err := opts.Windowing.Check(); err != nil {
+		return err
+	}
+	msgs, err := pubsubio.ReadMessages(s, opts.Source)
 	if err != nil {
 		return err
 	}
@@ -162,12 +103,90 @@ func Stream(s beam.Scope, cfg Config, src PubSubSource) error {
 	if cfg.Replay != nil {
 		// A replay's messages are dead-letter records, unwrapped to the
 		// payloads they carry.
-		lines := beam.ParDo(s.Scope("ReplayLines"), &dofns.MessageLinesFn{Source: src.Subscription.String()}, msgs)
-		records, parseDead = ParseInput(s, cfg, lines)
+		lines := beam.ParDo(s.Scope("ReplayLines"), &pubsubio.MessageLinesFn{Source: opts.Source.Subscription.String()}, msgs)
+		records, parseDead = parseLines(s, cfg, lines, false)
 	} else {
-		records, parseDead = ParseMessages(s, cfg.Spec, src, cfg.MaxLineBytes, msgs)
+		records, parseDead = beam.ParDo2(s.Scope("Parse"), &dofns.ParseMessageFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes,
+			Source: opts.Source.Subscription.String(), TimestampAttribute: opts.Source.TimestampAttribute}, msgs)
 	}
-	dead := Ingest(s, cfg, records)
-	WriteDeadLetters(s, cfg.DeadLetter, cfg.Retry, append(dead, parseDead)...)
+	dead := ingestStream(s, cfg, opts.Windowing, records)
+	deadletterio.Write(s, cfg.DeadLetter, cfg.Retry, append(dead, parseDead)...)
 	return nil
+}
+
+// ingestStream dead-letters the readings too late for their hour, writes
+// the others' own cells on arrival (cfg.Local.WriteOnArrival), fires each
+// identity-hour as w says, and writes the sinks. It returns the too_late,
+// builder's and sinks' dead letters.
+func ingestStream(s beam.Scope, cfg Config, w Windowing, records beam.PCollection) []beam.PCollection {
+	s = s.Scope("Ingest")
+	local := LocalRunner{}
+	if cfg.Local != nil {
+		local = *cfg.Local
+	}
+	onTime, late := tooLate(s, w, records)
+	dead := []beam.PCollection{late}
+	bt, _ := cfg.sinks()
+	if local.WriteOnArrival {
+		arrival := beam.ParDo(s.Scope("WriteOnArrival"), &dofns.ArrivalRowsFn{Spec: cfg.Spec}, onTime)
+		dead = append(dead, bigtableio.Write(s.Scope("WriteOnArrival"), bt, arrival))
+	}
+	b := buildStream(s, cfg, w, local, onTime)
+	return append(dead, writeSinks(s, cfg, b, bt)...)
+}
+
+// tooLate passes the stream's readings that can still join their window
+// and dead-letters the others with reason too_late (see dofns.TooLateFn
+// for why a wall-clock check before windowing is sound).
+func tooLate(s beam.Scope, w Windowing, records beam.PCollection) (onTime, dead beam.PCollection) {
+	w = w.withDefaults()
+	return beam.ParDo2(s.Scope("TooLate"), &dofns.TooLateFn{WindowSize: time.Hour, AllowedLateness: w.AllowedLateness, Margin: tooLateMargin}, records)
+}
+
+// tooLateMargin is how far ahead of the wall clock the too_late check
+// looks: a reading whose window closes within it is dead-lettered rather
+// than risk the runner dropping it silently after the check.
+const tooLateMargin = 30 * time.Second
+
+// buildStream windows the readings by hour with w's trigger, groups each
+// firing's readings by identity and hour, and builds each firing's rows.
+// The firings meet their window's state in the global window, keyed by
+// identity and window (dofns.StreamRowsFn keeps the window's readings in
+// state, so each firing costs what it brings): early ones write their new
+// readings provisionally imputed, the on-time one re-imputes the window
+// and rewrites what that moved, late ones the same, and BigQuery gets each
+// reading once (again if it changed).
+//
+// The stateful steps' names (Ingest/BuildRows/CoGBK,
+// Ingest/BuildRows/dofns.PaneBatchFn, Ingest/BuildRows/Firings'1/...) are
+// what a running Dataflow stream is updated by: keep them.
+func buildStream(s beam.Scope, cfg Config, w Windowing, local LocalRunner, records beam.PCollection) built {
+	w = w.withDefaults()
+	windowed := hourlyWindows(s, records, w.options()...)
+	s = s.Scope("BuildRows")
+	grouped := beam.GroupByKey(s, windowed)
+	panes := beam.ParDo(s, dofns.PaneBatchFn{}, grouped)
+	panes = beam.WindowInto(s.Scope("Firings"), window.NewGlobalWindows(), panes)
+	fn := dofns.NewStreamRowsFn(cfg.Spec, cfg.BigQuery != nil, w.AllowedLateness)
+	fn.ArrivalWritten = local.WriteOnArrival
+	if local.DiskState {
+		fn.DiskState = true
+		fn.SpillRun = fmt.Sprintf("%x", rand.Uint64())
+	}
+	if local.Recover {
+		if _, err := schemas.NewReadBack(cfg.Spec.Spec); err != nil {
+			log.Warnf(context.Background(), "a window held in memory by a run that is killed or stopped will be finished from the readings the next run sees only: %v", err)
+		} else {
+			// At start-up, a probe for each window that holds readings
+			// in Bigtable; each is read back at its final firing.
+			rec := dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}
+			fn.Recovery = rec
+			probes := beam.ParDo(s.Scope("Recover"), &dofns.RecoverWindowsFn{Spec: cfg.Spec, Recovery: rec, WindowSize: time.Hour, AllowedLateness: w.AllowedLateness},
+				beam.Impulse(s.Scope("Recover")))
+			panes = beam.Flatten(s.Scope("Firings"), panes, probes)
+		}
+	}
+	var b built
+	b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("Firings"), fn, panes)
+	return b
 }

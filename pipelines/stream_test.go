@@ -16,16 +16,19 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
 
-	"github.com/sensorpipe/sensorpipe/internal/bqadmin"
+	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
-	"github.com/sensorpipe/sensorpipe/internal/btadmin"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 func init() {
 	register.Function1x1(finalTiming)
+	register.Function1x1(bqDeadText)
 }
+
+func bqDeadText(d schemas.DeadLetter) string { return d.Reason + ": " + d.Error + " " + d.Payload }
 
 // finalTiming reports whether a rollup summary is of an on-time or late
 // firing.
@@ -78,25 +81,25 @@ func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	t.Setenv("BIGTABLE_EMULATOR_HOST", host)
 	spec := vitalsWithOptionalValues(t)
 	for _, instance := range []string{"stream", "batch"} {
-		if err := btadmin.EnsureTables(context.Background(), "p", instance, spec.Spec, true, time.Minute); err != nil {
+		if err := bigtableio.EnsureTables(context.Background(), "p", instance, spec.Spec, true, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// BigQuery, written with upserts: the stream's readings and rollups land
 	// in dataset stream, the batch's in dataset batch.
 	bq := bqemu.StartServerForTest(t)
-	t.Setenv(bqadmin.EmulatorHostEnv, strings.TrimPrefix(bq.RESTEndpoint, "http://"))
-	t.Setenv(bqadmin.StorageEmulatorHostEnv, bq.GRPCAddr)
+	t.Setenv(bigqueryio.EmulatorHostEnv, strings.TrimPrefix(bq.RESTEndpoint, "http://"))
+	t.Setenv(bigqueryio.StorageEmulatorHostEnv, bq.GRPCAddr)
 	roller := spec.Roller()
 	for _, ds := range []string{"stream", "batch"} {
 		for _, tbl := range []*schemas.BigQuerySpec{spec.BigQuery, roller.BigQuery()} {
-			if err := bqadmin.EnsureTable(context.Background(), "p", ds, tbl.Table, tbl, true); err != nil {
+			if err := bigqueryio.EnsureTable(context.Background(), "p", ds, tbl.Table, tbl, true); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	upserts := func(ds string) (readings, rollups BigQueryConfig) {
-		readings = BigQueryConfig{Project: "p", Dataset: ds, Table: spec.BigQuery.Table, WriteMethod: "upsert"}
+	upserts := func(ds string) (readings, rollups bigqueryio.Config) {
+		readings = bigqueryio.Config{Project: "p", Dataset: ds, Table: spec.BigQuery.Table, WriteMethod: "upsert"}
 		rollups = readings
 		rollups.Table = roller.BigQuery().Table
 		return readings, rollups
@@ -131,22 +134,23 @@ func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 
 	p, s := beam.NewPipelineWithRoot()
 	lines := beam.ParDo(s, keyByTestSource, teststream.Create(s, con))
-	records, parseDead := Parse(s, spec, lines)
-	w := StreamWindowing(10*time.Second, 0)
-	onTime, tooLate := DeadLetterTooLate(s, w, records)
-	built := BuildRowsAndRollups(s, spec, true, HourlyWindows(s, onTime, w.Options()...))
+	cfg := Config{Spec: spec, BigQuery: &bigqueryio.Config{}}
+	records, parseDead := parseLines(s, cfg, lines, false)
+	w := Windowing{EarlyFiring: 10 * time.Second}
+	onTime, late := tooLate(s, w, records)
+	built := buildStream(s, cfg, w, LocalRunner{}, onTime)
 	global := func(c beam.PCollection) beam.PCollection { return beam.WindowInto(s, window.NewGlobalWindows(), c) }
 
 	passert.Count(s, global(parseDead), "parse dead letters", 0)
-	passert.Equals(s, global(beam.ParDo(s, deadReason, tooLate)), "too_late in.jsonl")
+	passert.Equals(s, global(beam.ParDo(s, deadReason, late)), "too_late in.jsonl")
 	passert.Empty(s, global(built.Dead))
-	passert.Empty(s, WriteBigtable(s.Scope("stream"), Config{BigtableProject: "p", BigtableInstance: "stream"}, built.Rows))
+	passert.Empty(s, bigtableio.Write(s.Scope("stream"), bigtableio.Config{Project: "p", Instance: "stream"}, built.Rows))
 
 	// The batch pipeline, for the same (on-time and late) readings.
 	batchLines := beam.ParDo(s, keyByTestSource, beam.Create(s, a, b, c, d, dDup, eA, eB))
-	batchRecords, _ := Parse(s, spec, batchLines)
-	batch := BuildRowsAndRollups(s.Scope("batch"), spec, true, HourlyWindows(s, batchRecords))
-	passert.Empty(s, WriteBigtable(s.Scope("batch"), Config{BigtableProject: "p", BigtableInstance: "batch"}, batch.Rows))
+	batchRecords, _ := parseLines(s.Scope("batch"), cfg, batchLines, true)
+	batch := buildBatch(s.Scope("batch"), cfg, false, batchRecords)
+	passert.Empty(s, bigtableio.Write(s.Scope("batch"), bigtableio.Config{Project: "p", Instance: "batch"}, batch.Rows))
 
 	// BigQuery: every reading, and each batch row among those sent (the
 	// last one sent for a reading is its batch row; which that is depends
@@ -166,10 +170,10 @@ func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	streamReadings, streamRollups := upserts("stream")
 	batchReadings, batchRollups := upserts("batch")
 	for _, dead := range []beam.PCollection{
-		WriteBigQuery(s.Scope("stream"), streamReadings, schemas.SinkBigQuery, spec.BigQuery, built.BQRows),
-		WriteBigQuery(s.Scope("stream.rollups"), streamRollups, schemas.SinkBigQueryRollups, roller.BigQuery(), built.Rollups),
-		WriteBigQuery(s.Scope("batch"), batchReadings, schemas.SinkBigQuery, spec.BigQuery, batch.BQRows),
-		WriteBigQuery(s.Scope("batch.rollups"), batchRollups, schemas.SinkBigQueryRollups, roller.BigQuery(), batch.Rollups),
+		bigqueryio.Write(s.Scope("stream"), streamReadings, schemas.SinkBigQuery, spec.BigQuery, built.BQRows),
+		bigqueryio.Write(s.Scope("stream.rollups"), streamRollups, schemas.SinkBigQueryRollups, roller.BigQuery(), built.Rollups),
+		bigqueryio.Write(s.Scope("batch"), batchReadings, schemas.SinkBigQuery, spec.BigQuery, batch.BQRows),
+		bigqueryio.Write(s.Scope("batch.rollups"), batchRollups, schemas.SinkBigQueryRollups, roller.BigQuery(), batch.Rollups),
 	} {
 		passert.Empty(s, global(beam.ParDo(s, bqDeadText, dead)))
 	}

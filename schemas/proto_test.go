@@ -113,7 +113,7 @@ func rfc3339(s string) func(*vreading) {
 	return func(r *vreading) { r.RFC3339, r.EpochMs = &s, nil }
 }
 
-// recordParser is what ParseFn needs of a parser (dofns.Decoder).
+// recordParser is what ParseFn needs of a parser (schemas.Decoder).
 type recordParser interface {
 	Parse(dst []Record, payload []byte, source string) ([]Record, error)
 }

@@ -27,6 +27,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 )
 
 // ownerFile, in a run's folder, holds the id of the process that made it.
@@ -94,4 +97,11 @@ func Run(fn func() int) int {
 	}
 	defer restore()
 	return fn()
+}
+
+// TestMain is a package's TestMain for pipeline tests: it runs them on
+// prism, unless --runner says otherwise, inside one Private folder, and
+// exits with their code.
+func TestMain(m *testing.M) {
+	os.Exit(Run(func() int { return ptest.MainRetWithDefault(m, "prism") }))
 }

@@ -42,7 +42,8 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 
-	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/dofns/fileio"
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/lines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -55,7 +56,7 @@ type File struct {
 
 // Compressed reports whether the run reads the file as one unit: a part
 // then holds all of it or none.
-func (f File) Compressed() bool { return dofns.Compressed(f.Path) }
+func (f File) Compressed() bool { return fileio.Compressed(f.Path) }
 
 // Span is where one hour's readings lie in the input: the offsets of the
 // first and the last line holding one, counted through the files in order
@@ -68,7 +69,7 @@ type Span struct {
 type Part struct {
 	// Ranges are the byte ranges of the files to read (lines that start in
 	// them); empty means every file whole.
-	Ranges []dofns.FileRange
+	Ranges []fileio.FileRange
 	// Bytes is the part's size in the input: the bytes it reads.
 	Bytes int64
 	// Share and Shares, when Shares > 1, say that the part writes only
@@ -173,7 +174,7 @@ func Scan(ctx context.Context, files []File, spec *schemas.Compiled, opts ScanOp
 				// A line that does not parse, or makes the decoder panic,
 				// has no reading: the run dead-letters it as ParseFn does.
 				var err error
-				if perr := dofns.Guard(func() { recs, err = dec.ParseString(recs, line, f.Path) }); perr != nil || err != nil {
+				if perr := ledger.Guard(func() { recs, err = dec.ParseString(recs, line, f.Path) }); perr != nil || err != nil {
 					recs = recs[:0]
 				}
 			}
@@ -241,7 +242,7 @@ func IdentityHash(key string) byte {
 // each line of f, the line, and whether it is whole: not over maxLine bytes
 // (a longer one is cut there).
 func scanFile(ctx context.Context, f File, maxLine int, fn func(off, size int64, line string, whole bool)) error {
-	rd, err := dofns.OpenInput(ctx, f.Path)
+	rd, err := fileio.OpenInput(ctx, f.Path)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", f.Path, err)
 	}
@@ -345,10 +346,10 @@ func part(files []File, from, to, total int64) Part {
 		switch {
 		case f.Compressed():
 			if base >= from && base < to || base == total && to == total {
-				p.Ranges = append(p.Ranges, dofns.FileRange{Path: f.Path, Start: 0, End: max(f.Size, 1)})
+				p.Ranges = append(p.Ranges, fileio.FileRange{Path: f.Path, Start: 0, End: max(f.Size, 1)})
 			}
 		case start < end:
-			p.Ranges = append(p.Ranges, dofns.FileRange{Path: f.Path, Start: start, End: end})
+			p.Ranges = append(p.Ranges, fileio.FileRange{Path: f.Path, Start: start, End: end})
 		}
 		base += f.Size
 	}
@@ -409,7 +410,7 @@ func Share(files []File, plan []Part, index map[string]string, target int64) []P
 const ShareDivisor = 2
 
 // indexed reports whether every range's file has an index.
-func indexed(ranges []dofns.FileRange, index map[string]string) bool {
+func indexed(ranges []fileio.FileRange, index map[string]string) bool {
 	for _, r := range ranges {
 		if index[r.Path] == "" {
 			return false

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 	"github.com/sensorpipe/sensorpipe/internal/lines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -44,9 +44,9 @@ func TestPlan(t *testing.T) {
 			files: one, target: 50,
 			spans: map[int64]Span{0: {0, 30}, hour: {35, 45}, 2 * hour: {60, 90}},
 			want: []Part{
-				{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 35}}, Bytes: 35},
-				{Ranges: []dofns.FileRange{{Path: "a", Start: 35, End: 60}}, Bytes: 25},
-				{Ranges: []dofns.FileRange{{Path: "a", Start: 60, End: 100}}, Bytes: 40},
+				{Ranges: []fileio.FileRange{{Path: "a", Start: 0, End: 35}}, Bytes: 35},
+				{Ranges: []fileio.FileRange{{Path: "a", Start: 35, End: 60}}, Bytes: 25},
+				{Ranges: []fileio.FileRange{{Path: "a", Start: 60, End: 100}}, Bytes: 40},
 			},
 		},
 		{
@@ -56,8 +56,8 @@ func TestPlan(t *testing.T) {
 			// hour 2 at 52: the first place to cut is hour 3 at 80.
 			spans: map[int64]Span{0: {0, 70}, hour: {35, 60}, 2 * hour: {52, 75}, 3 * hour: {80, 95}},
 			want: []Part{
-				{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 80}}, Bytes: 80},
-				{Ranges: []dofns.FileRange{{Path: "a", Start: 80, End: 100}}, Bytes: 20},
+				{Ranges: []fileio.FileRange{{Path: "a", Start: 0, End: 80}}, Bytes: 80},
+				{Ranges: []fileio.FileRange{{Path: "a", Start: 80, End: 100}}, Bytes: 20},
 			},
 		},
 		{
@@ -71,9 +71,9 @@ func TestPlan(t *testing.T) {
 			files: one, target: 20,
 			spans: map[int64]Span{0: {0, 5}, hour: {10, 70}, 2 * hour: {80, 90}},
 			want: []Part{
-				{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 10}}, Bytes: 10},
-				{Ranges: []dofns.FileRange{{Path: "a", Start: 10, End: 80}}, Bytes: 70},
-				{Ranges: []dofns.FileRange{{Path: "a", Start: 80, End: 100}}, Bytes: 20},
+				{Ranges: []fileio.FileRange{{Path: "a", Start: 0, End: 10}}, Bytes: 10},
+				{Ranges: []fileio.FileRange{{Path: "a", Start: 10, End: 80}}, Bytes: 70},
+				{Ranges: []fileio.FileRange{{Path: "a", Start: 80, End: 100}}, Bytes: 20},
 			},
 		},
 		{
@@ -85,10 +85,10 @@ func TestPlan(t *testing.T) {
 			// 75.
 			spans: map[int64]Span{0: {0, 15}, hour: {20, 35}, 2 * hour: {40, 70}, 3 * hour: {75, 95}},
 			want: []Part{
-				{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 20}}, Bytes: 20},
-				{Ranges: []dofns.FileRange{{Path: "a", Start: 20, End: 40}}, Bytes: 20},
-				{Ranges: []dofns.FileRange{{Path: "b.gz", Start: 0, End: 20}, {Path: "c", Start: 0, End: 15}}, Bytes: 35},
-				{Ranges: []dofns.FileRange{{Path: "c", Start: 15, End: 40}}, Bytes: 25},
+				{Ranges: []fileio.FileRange{{Path: "a", Start: 0, End: 20}}, Bytes: 20},
+				{Ranges: []fileio.FileRange{{Path: "a", Start: 20, End: 40}}, Bytes: 20},
+				{Ranges: []fileio.FileRange{{Path: "b.gz", Start: 0, End: 20}, {Path: "c", Start: 0, End: 15}}, Bytes: 35},
+				{Ranges: []fileio.FileRange{{Path: "c", Start: 15, End: 40}}, Bytes: 25},
 			},
 		},
 		{
@@ -97,8 +97,8 @@ func TestPlan(t *testing.T) {
 			target: 50,
 			spans:  map[int64]Span{0: {0, 40}, hour: {50, 90}},
 			want: []Part{
-				{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 50}}, Bytes: 50},
-				{Ranges: []dofns.FileRange{{Path: "a", Start: 50, End: 100}, {Path: "z.gz", Start: 0, End: 1}}, Bytes: 50},
+				{Ranges: []fileio.FileRange{{Path: "a", Start: 0, End: 50}}, Bytes: 50},
+				{Ranges: []fileio.FileRange{{Path: "a", Start: 50, End: 100}, {Path: "z.gz", Start: 0, End: 1}}, Bytes: 50},
 			},
 		},
 	} {
@@ -222,29 +222,29 @@ func TestShare(t *testing.T) {
 		{
 			name:  "parts within the target stay as they are",
 			index: index, target: 80,
-			plan: []Part{{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 60}}, Bytes: 60}},
-			want: []Part{{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 60}}, Bytes: 60}},
+			plan: []Part{{Ranges: []fileio.FileRange{{Path: "a", Start: 0, End: 60}}, Bytes: 60}},
+			want: []Part{{Ranges: []fileio.FileRange{{Path: "a", Start: 0, End: 60}}, Bytes: 60}},
 		},
 		{
 			name:  "a part over the target: ceil(2 bytes/target) shares, each reading its ranges",
 			index: index, target: 50,
 			plan: []Part{
-				{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 20}}, Bytes: 20},
-				{Ranges: []dofns.FileRange{{Path: "a", Start: 20, End: 80}}, Bytes: 60},
+				{Ranges: []fileio.FileRange{{Path: "a", Start: 0, End: 20}}, Bytes: 20},
+				{Ranges: []fileio.FileRange{{Path: "a", Start: 20, End: 80}}, Bytes: 60},
 			},
-			want: append([]Part{{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 20}}, Bytes: 20}},
-				shares(Part{Ranges: []dofns.FileRange{{Path: "a", Start: 20, End: 80, Index: "/x/0.index"}}, Bytes: 60}, 3)...),
+			want: append([]Part{{Ranges: []fileio.FileRange{{Path: "a", Start: 0, End: 20}}, Bytes: 20}},
+				shares(Part{Ranges: []fileio.FileRange{{Path: "a", Start: 20, End: 80, Index: "/x/0.index"}}, Bytes: 60}, 3)...),
 		},
 		{
 			name:  "the whole input as one part (shuffled): every file, in shares",
 			index: index, target: 100,
 			plan: []Part{{Bytes: 130}},
-			want: shares(Part{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 100, Index: "/x/0.index"}, {Path: "b.gz", Start: 0, End: 30, Index: "/x/1.index"}}, Bytes: 130}, 3),
+			want: shares(Part{Ranges: []fileio.FileRange{{Path: "a", Start: 0, End: 100, Index: "/x/0.index"}, {Path: "b.gz", Start: 0, End: 30, Index: "/x/1.index"}}, Bytes: 130}, 3),
 		},
 		{
 			name:  "at most one share per hash byte",
 			index: index, target: 1,
-			plan: []Part{{Ranges: []dofns.FileRange{{Path: "a", Start: 0, End: 100}}, Bytes: 1000}},
+			plan: []Part{{Ranges: []fileio.FileRange{{Path: "a", Start: 0, End: 100}}, Bytes: 1000}},
 		},
 		{
 			name:  "a file without an index: the part stays whole",

@@ -28,6 +28,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
 	"github.com/sensorpipe/sensorpipe/internal/cli"
+
 	// Query jobs run on the embedded SQL engine.
 	_ "github.com/sensorpipe/sensorpipe/internal/bqemu/sqlengine"
 )

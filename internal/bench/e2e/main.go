@@ -42,13 +42,13 @@ import (
 	"cloud.google.com/go/bigtable"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+
 	// -pipeline=inprocess runs on prism in this process.
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 
-	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/internal/bench"
 	"github.com/sensorpipe/sensorpipe/internal/bqemu"
-	"github.com/sensorpipe/sensorpipe/internal/btadmin"
 	"github.com/sensorpipe/sensorpipe/internal/emulators"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/pipelines"
@@ -484,14 +484,14 @@ func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
 	if err != nil {
 		return err
 	}
-	if err := btadmin.EnsureTables(ctx, project, instance, spec, true, 10*time.Second); err != nil {
+	if err := bigtableio.EnsureTables(ctx, project, instance, spec, true, 10*time.Second); err != nil {
 		return err
 	}
 	compiled, err := schemas.Compile(spec, schemas.CompileOptions{})
 	if err != nil {
 		return err
 	}
-	cfg := pipelines.Config{Spec: compiled, BigtableProject: project, BigtableInstance: instance, DeadLetter: schemas.DeadLetterTarget{Path: dead}}
+	cfg := pipelines.Config{Spec: compiled, Bigtable: bigtableio.Config{Project: project, Instance: instance}, DeadLetter: schemas.DeadLetterTarget{Path: dead}}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -511,7 +511,7 @@ func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
 	}
 	start := time.Now()
 	p, root := beam.NewPipelineWithRoot()
-	if err := pipelines.Batch(root, cfg, input); err != nil {
+	if err := pipelines.Batch(root, cfg, pipelines.BatchOptions{Input: input}); err != nil {
 		return err
 	}
 	pr, err := beam.Run(ctx, "prism", p)
@@ -542,7 +542,7 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := btadmin.EnsureTables(ctx, project, instance, spec, true, 10*time.Second); err != nil {
+	if err := bigtableio.EnsureTables(ctx, project, instance, spec, true, 10*time.Second); err != nil {
 		return nil, err
 	}
 	compiled, err := schemas.Compile(spec, schemas.CompileOptions{})
@@ -564,7 +564,7 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 	}
 
 	start := time.Now()
-	client, err := dofns.NewBigtableClient(ctx, project, instance)
+	client, err := bigtableio.NewClient(ctx, project, instance)
 	if err != nil {
 		return nil, err
 	}
@@ -662,7 +662,7 @@ func floorDiv(a, b int64) int64 {
 
 // countCells reads table back and counts its rows and cells.
 func countCells(ctx context.Context, table string) (rows, cells int64, err error) {
-	c, err := dofns.NewBigtableClient(ctx, project, instance)
+	c, err := bigtableio.NewClient(ctx, project, instance)
 	if err != nil {
 		return 0, 0, err
 	}

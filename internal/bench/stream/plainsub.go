@@ -15,9 +15,8 @@ import (
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/pubsub/v2"
 
-	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/internal/bench"
-	"github.com/sensorpipe/sensorpipe/internal/btadmin"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -68,10 +67,10 @@ func runPlainSubscriber() error {
 		return err
 	}
 	// The table, as the launcher's start-up makes it.
-	if err := btadmin.EnsureTables(ctx, project, instance, target.spec, true, 10*time.Second); err != nil {
+	if err := bigtableio.EnsureTables(ctx, project, instance, target.spec, true, 10*time.Second); err != nil {
 		return err
 	}
-	btc, err := dofns.NewBigtableClient(ctx, project, instance)
+	btc, err := bigtableio.NewClient(ctx, project, instance)
 	if err != nil {
 		return err
 	}

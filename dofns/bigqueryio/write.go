@@ -1,0 +1,281 @@
+package bigqueryio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"google.golang.org/api/googleapi"
+
+	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/internal/retry"
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+func init() {
+	register.DoFn3x1[context.Context, schemas.BQRow, func(schemas.DeadLetter), error](&WriteFn{})
+}
+
+// BigQuery write methods.
+const (
+	// WriteStorageWrite appends protobuf rows to the table's default stream
+	// with the Storage Write API: committed on append, at least once.
+	WriteStorageWrite = "storage_write"
+	// WriteInsertAll streams rows with tabledata.insertAll, each with its
+	// reading_id as insertId so BigQuery drops retried duplicates (best
+	// effort).
+	WriteInsertAll = "insert_all"
+	// WriteUpsert is WriteStorageWrite with BigQuery's change data
+	// capture: each row carries _CHANGE_TYPE=UPSERT and its
+	// _CHANGE_SEQUENCE_NUMBER (BQRow.Seq), so it replaces the row with its
+	// primary key unless that one is newer. The table needs the spec's
+	// primary key.
+	WriteUpsert = "upsert"
+
+	// DefaultWriteMethod is the write method of a Config or WriteFn that
+	// names none, and the launcher's --bigquery_write_method default:
+	// one row per reading however often it is written.
+	DefaultWriteMethod = WriteUpsert
+)
+
+// Defaults of WriteFn's settings.
+const (
+	// DefaultBQRequestBytes keeps an AppendRows request under BigQuery's
+	// 10 MB limit with room for the request's own fields.
+	DefaultBQRequestBytes = 9 << 20
+	// DefaultInsertAllRows is the rows per insertAll request BigQuery
+	// recommends.
+	DefaultInsertAllRows = 500
+	// DefaultBQInflight is how many AppendRows requests a bundle keeps in
+	// flight before it waits for the oldest.
+	DefaultBQInflight = 8
+	// DefaultBQBufferedBytes is the memory a Storage Write writer gives
+	// to the rows BigQuery has not yet answered for.
+	DefaultBQBufferedBytes = 32 << 20
+)
+
+// WriteFn writes BigQuery rows, without any GroupByKey: each DoFn
+// instance opens its own writer in Setup.
+//
+// It encodes each row as a protobuf message of the descriptor derived from
+// the spec (schemas.BQEncoder), which checks its values, and hands it to the
+// write method's bqWriter: storageWriter (bq_storage.go) for WriteUpsert and
+// WriteStorageWrite, insertAllWriter (bq_insertall.go) for WriteInsertAll.
+//
+// Transient errors are retried under the retry policy (internal/retry: a
+// timeout per attempt, so an answer that never comes cannot hang the
+// bundle, backoff with jitter, and a total deadline). Rows the server
+// rejects go to the dead letter as write_failed with the server's message
+// (sink Sink), and the other rows of their request are sent again, so the
+// rest of the bundle lands; rows still failing at the deadline go there
+// too. Each row is counted in the run's ledger (routed, written, failed).
+//
+// It emits dead letters from FinishBundle, which Beam Go does in the
+// global window, so its input must be in the global window:
+// Write puts it there.
+type WriteFn struct {
+	Project string
+	Dataset string
+	Table   string
+	// Sink names the sink in dead letters and the ledger:
+	// schemas.SinkBigQuery (default) or schemas.SinkBigQueryRollups.
+	Sink string
+	// WriteMethod is WriteUpsert (DefaultWriteMethod), WriteStorageWrite or
+	// WriteInsertAll.
+	WriteMethod string
+	// Schema gives the table's columns; BQRow.Values follow them.
+	Schema *schemas.BigQuerySpec
+	// Retry is the retry policy's settings (zero: a 2-minute deadline).
+	Retry retry.Settings
+	// MaxRequestBytes caps one request's encoded rows (default 9 MB).
+	MaxRequestBytes int
+	// MaxInsertRows caps one insertAll request's rows (default 500).
+	MaxInsertRows int
+	// MaxInflight caps the AppendRows requests in flight (default 8).
+	MaxInflight int
+	// MaxBufferedBytes caps the memory of the AppendRows requests in
+	// flight and the one being filled: the rows' encodings and the
+	// payloads kept for their dead letters (default 32 MB). Requests are
+	// cut smaller than MaxRequestBytes to fit.
+	MaxBufferedBytes int
+
+	enc     *schemas.BQEncoder
+	ref     string // project:dataset.table, for messages
+	w       bqWriter
+	scratch []byte
+	ctrs    ledger.Recorder
+	// down opens when a request exhausts its deadline, and closes when
+	// one lands: while BigQuery is down, requests get one attempt each.
+	down *retry.Breaker
+	// latency is the worker's latencies of this write method's calls,
+	// which set the attempts' timeouts (retry.Latency).
+	latency *retry.Latency
+}
+
+// bqWriter is one write method: it takes a bundle's rows and reports each
+// one's outcome through the DoFn's landed and reject.
+type bqWriter interface {
+	// add takes one row and its protobuf encoding, and may send a request.
+	add(ctx context.Context, row schemas.BQRow, encoded []byte, dead func(schemas.DeadLetter)) error
+	// flush sends what is left and waits until every row has landed or
+	// been dead-lettered. Only a cancelled context is an error.
+	flush(ctx context.Context, dead func(schemas.DeadLetter)) error
+	// reset drops the rows of a failed bundle: the runner retries it.
+	reset()
+	close() error
+}
+
+// NewWriteFn returns a writer of spec's rows to project:dataset.table.
+func NewWriteFn(project, dataset, table, method string, schema *schemas.BigQuerySpec) *WriteFn {
+	return &WriteFn{Project: project, Dataset: dataset, Table: table, WriteMethod: method, Schema: schema}
+}
+
+// Setup compiles the row encoder and opens the write method's writer. Both
+// writers honour the emulator variables (see ClientOptions and
+// WriterOptions).
+func (f *WriteFn) Setup(ctx context.Context) error {
+	if f.Sink == "" {
+		f.Sink = schemas.SinkBigQuery
+	}
+	if f.WriteMethod == "" {
+		f.WriteMethod = DefaultWriteMethod
+	}
+	f.down = &retry.Breaker{}
+	f.latency = retry.LatencyOf("bigquery " + f.WriteMethod + " " + f.Project)
+	if f.MaxRequestBytes <= 0 {
+		f.MaxRequestBytes = DefaultBQRequestBytes
+	}
+	if f.MaxInsertRows <= 0 {
+		f.MaxInsertRows = DefaultInsertAllRows
+	}
+	if f.MaxInflight <= 0 {
+		f.MaxInflight = DefaultBQInflight
+	}
+	if f.MaxBufferedBytes <= 0 {
+		f.MaxBufferedBytes = DefaultBQBufferedBytes
+	}
+	if f.Schema == nil {
+		return fmt.Errorf("bigquery write: no table schema")
+	}
+	enc, err := schemas.NewBQEncoder(f.Schema)
+	if err != nil {
+		return fmt.Errorf("bigquery write: %w", err)
+	}
+	f.enc = enc
+	f.ref = fmt.Sprintf("%s:%s.%s", f.Project, f.Dataset, f.Table)
+	switch f.WriteMethod {
+	case WriteUpsert:
+		if len(f.Schema.PrimaryKey) == 0 {
+			return fmt.Errorf("bigquery write to %s: the %s method needs a primary key: add primary_key to the spec's bigquery section, or use %s", f.ref, WriteUpsert, WriteStorageWrite)
+		}
+		return f.open(openStorageWriter(ctx, f, true))
+	case WriteStorageWrite:
+		return f.open(openStorageWriter(ctx, f, false))
+	case WriteInsertAll:
+		return f.open(openInsertAllWriter(ctx, f))
+	}
+	return fmt.Errorf("bigquery write: unknown write method %q: use %s, %s or %s", f.WriteMethod, WriteUpsert, WriteStorageWrite, WriteInsertAll)
+}
+
+// open keeps w, the writer Setup opened, unless opening it failed.
+func (f *WriteFn) open(w bqWriter, err error) error {
+	if err != nil {
+		return err
+	}
+	f.w = w
+	return nil
+}
+
+// StartBundle registers the table's ledger counters before the first
+// write (see ledger.Recorder.Register). Beam wants StartBundle to take
+// ProcessElement's emitters.
+func (f *WriteFn) StartBundle(ctx context.Context, _ func(schemas.DeadLetter)) {
+	f.ctrs.Register(ctx, ledger.RowsKey(f.Sink, f.Table))
+}
+
+// Teardown closes the writer.
+func (f *WriteFn) Teardown() error {
+	if f.w == nil {
+		return nil
+	}
+	err := f.w.close()
+	f.w = nil
+	return err
+}
+
+// ProcessElement encodes row and hands it to the writer. A row whose values
+// the table cannot hold is dead-lettered.
+func (f *WriteFn) ProcessElement(ctx context.Context, row schemas.BQRow, dead func(schemas.DeadLetter)) (err error) {
+	defer f.resetOnError(&err)
+	f.ctrs.Sink(ctx, f.Sink, f.Table, row.Origin.Kind, ledger.Routed, 1)
+	if perr := ledger.Guard(func() { f.scratch, err = f.enc.Append(f.scratch[:0], row.Values) }); perr != nil {
+		err = perr
+	}
+	if err != nil {
+		f.reject(ctx, row.Origin, err, dead)
+		return nil
+	}
+	return f.w.add(ctx, row, f.scratch, dead)
+}
+
+// FinishBundle sends what is left and waits for every write, so the bundle
+// commits only once each row has landed or been dead-lettered.
+func (f *WriteFn) FinishBundle(ctx context.Context, dead func(schemas.DeadLetter)) (err error) {
+	defer f.resetOnError(&err)
+	return f.w.flush(ctx, dead)
+}
+
+// policy is the retry policy of one request.
+func (f *WriteFn) policy() retry.Policy {
+	p := f.Retry.Policy()
+	p.Latency = f.latency
+	return f.down.Policy(p)
+}
+
+// resetOnError drops the bundle's pending and in-flight rows when it fails:
+// the runner retries the whole bundle, so this instance must not settle
+// them again in its next bundle.
+func (f *WriteFn) resetOnError(err *error) {
+	if *err != nil {
+		f.w.reset()
+	}
+}
+
+// landed counts the rows of origins as written.
+func (f *WriteFn) landed(ctx context.Context, origins []schemas.Origin) {
+	f.down.Record(nil)
+	for _, o := range origins {
+		f.ctrs.Sink(ctx, f.Sink, f.Table, o.Kind, ledger.Written, 1)
+	}
+	f.ctrs.Inc(ctx, ledger.RowsKey(f.Sink, f.Table), int64(len(origins)))
+}
+
+// reject dead-letters one row as write_failed (internal when the row could
+// not be handled) with the server's message.
+func (f *WriteFn) reject(ctx context.Context, o schemas.Origin, cause error, dead func(schemas.DeadLetter)) {
+	f.ctrs.Sink(ctx, f.Sink, f.Table, o.Kind, ledger.Failed, 1)
+	if errors.Is(cause, retry.ErrExhausted) {
+		f.down.Record(cause)
+		f.ctrs.Sink(ctx, f.Sink, f.Table, o.Kind, ledger.Unavailable, 1)
+	}
+	err := cause
+	if !errors.Is(err, schemas.ErrInternal) {
+		err = fmt.Errorf("%w: bigquery table %s: %w", schemas.ErrWriteFailed, f.ref, cause)
+	}
+	dead(schemas.NewDeadLetter(f.Sink, o.Raw, o.Source, err, time.Now()))
+}
+
+// tooLarge reports whether a request was rejected for its size, so that
+// smaller requests may pass.
+func tooLarge(err error) bool {
+	var ge *googleapi.Error
+	if errors.As(err, &ge) && ge.Code == http.StatusRequestEntityTooLarge {
+		return true
+	}
+	m := strings.ToLower(err.Error())
+	return strings.Contains(m, "too large") || strings.Contains(m, "larger than")
+}

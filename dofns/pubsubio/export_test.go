@@ -1,0 +1,19 @@
+package pubsubio
+
+// SetAfterAck installs a hook called after every successful acknowledgement
+// of messages whose bundle was committed (finalization callback or checkpoint). Call it before running pipelines.
+func SetAfterAck(f func(sub string, n int)) { afterAck = f }
+
+// PendingBundles is how many bundles' acks the readers of subscription sub
+// hold for acknowledgement (see pending).
+func PendingBundles(sub string) int {
+	subscribersMu.Lock()
+	defer subscribersMu.Unlock()
+	n := 0
+	for _, s := range subscribers {
+		if s.leases.sub == sub {
+			n += s.pending.len()
+		}
+	}
+	return n
+}

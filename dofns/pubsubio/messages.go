@@ -1,0 +1,74 @@
+package pubsubio
+
+import (
+	"strings"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	beampubsubio "github.com/apache/beam/sdks/v2/go/pkg/beam/io/pubsubio"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	pubsubpb "google.golang.org/genproto/googleapis/pubsub/v1"
+)
+
+func init() {
+	register.DoFn2x0[*pubsubpb.PubsubMessage, func(Message)](&FromPubsubMessageFn{})
+	register.DoFn2x0[Message, func(string, string)](&MessageLinesFn{})
+	register.Emitter1[Message]()
+	register.Emitter2[string, string]()
+}
+
+// ReadMessages reads cfg.Subscription's messages as PCollection<Message>,
+// the input of the parse (dofns.ParseMessageFn).
+//
+// Locally (cfg.Dataflow unset), Read stamps each message with its
+// timestamp attribute (the publish time when it has none or cannot be
+// read) and holds the watermark at it. On Dataflow, Beam's pubsubio reads
+// each message with its attributes at its publish time, and is not given
+// the timestamp attribute: its native source would not take a message
+// that lacks it. On both, the parse stamps each reading with its
+// payload's event time and counts a missing, unparseable or disagreeing
+// attribute alike.
+func ReadMessages(s beam.Scope, cfg Config) (beam.PCollection, error) {
+	if !cfg.Dataflow {
+		return TryRead(s, cfg)
+	}
+	s = s.Scope("ReadPubSub")
+	msgs := beampubsubio.Read(s, cfg.Subscription.Project, beampubsubio.ReadOptions{
+		Subscription:   cfg.Subscription.ID,
+		IDAttribute:    cfg.IDAttribute,
+		WithAttributes: true,
+	})
+	return beam.ParDo(s, &FromPubsubMessageFn{}, msgs), nil
+}
+
+// FromPubsubMessageFn turns a message read by Beam's pubsubio (on
+// Dataflow, with its attributes) into the Message the local reader emits,
+// so that one parse reads both alike.
+type FromPubsubMessageFn struct{}
+
+// ProcessElement emits m as a Message; its event time is its publish
+// time, as the local reader gives a message without a timestamp
+// attribute.
+func (f *FromPubsubMessageFn) ProcessElement(m *pubsubpb.PubsubMessage, emit func(Message)) {
+	if m == nil {
+		return
+	}
+	pt := m.GetPublishTime().AsTime().UnixMilli()
+	emit(Message{ID: m.GetMessageId(), Data: m.GetData(), Attributes: m.GetAttributes(), PublishTime: pt, EventTime: pt})
+}
+
+// MessageLinesFn reads messages as KV<source, line>, the input of a
+// replay's dead-letter unwrapping: each non-empty line of a message is a
+// dead-letter record (the dead-letter topic carries one a message), and
+// Source, the subscription, names them all.
+type MessageLinesFn struct {
+	Source string
+}
+
+// ProcessElement emits each non-empty line of m.
+func (f *MessageLinesFn) ProcessElement(m Message, emit func(string, string)) {
+	for line := range strings.SplitSeq(string(m.Data), "\n") {
+		if strings.TrimSpace(line) != "" {
+			emit(f.Source, line)
+		}
+	}
+}

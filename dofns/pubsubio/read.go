@@ -1,0 +1,511 @@
+// Package pubsubio is an unbounded Google Cloud Pub/Sub source for Beam Go
+// pipelines on runners that execute the Go SDK's splittable DoFns themselves,
+// notably the local prism runner (Beam's own pubsubio only works on
+// Dataflow, where the runner reads Pub/Sub natively).
+//
+// Read pulls a subscription with synchronous Pull from a splittable DoFn
+// that checkpoints itself with sdf.ResumeProcessingIn after every short
+// bundle. Messages are acknowledged only once the runner has durably
+// committed the bundle that emitted them: in a bundle-finalization callback,
+// or (because the Go SDK runs those only for the first bundle of a reused
+// bundle processor) by the next bundle, which resumes the checkpoint that
+// carries their ack IDs. Until then their ack deadlines are extended in the
+// background. A crash therefore loses nothing: unacknowledged messages are
+// redelivered (delivery is at-least-once; Config.IDAttribute enables
+// best-effort deduplication).
+//
+// Each message is emitted with its event time: the value of
+// Config.TimestampAttribute (epoch milliseconds or RFC 3339) when set, else
+// its publish time. The output watermark is held by a manual watermark
+// estimator at the earliest on-time event time read in the last bundle, never
+// moves backwards, and advances to wall time once the subscription has been
+// idle for Config.IdleAdvance.
+package pubsubio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+func init() {
+	register.DoFn6x2[
+		context.Context, *watermarkEstimator, beam.BundleFinalization, *sdf.LockRTracker, []byte,
+		func(beam.EventTime, Message), sdf.ProcessContinuation, error,
+	]((*readFn)(nil))
+	register.Emitter2[beam.EventTime, Message]()
+	beam.RegisterType(reflect.TypeOf((*Message)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*Restriction)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*WatermarkState)(nil)).Elem())
+}
+
+// Defaults for Config fields left zero.
+const (
+	DefaultIdleAdvance          = 3 * time.Second
+	DefaultMaxMessagesPerBundle = 1000
+	DefaultAckDeadline          = 60 * time.Second
+	DefaultFinalizeTimeout      = 5 * time.Minute
+)
+
+const (
+	// maxPullBatch is the most messages asked for in one Pull.
+	maxPullBatch = 1000
+	// pullTimeout bounds one (blocking) Pull call; a timeout means "nothing now".
+	pullTimeout = time.Second
+	// maxBundleDuration bounds how long one bundle keeps pulling.
+	maxBundleDuration = 2 * time.Second
+	// idleResumeDelay is how long the reader sleeps after an empty pull.
+	idleResumeDelay = 250 * time.Millisecond
+	// idleLag is how far behind wall time the idle watermark stays, for
+	// messages published just before an empty pull returned.
+	idleLag = time.Second
+)
+
+// afterAck, when set (by tests only), is called after n messages of
+// committed bundles have been acknowledged.
+var afterAck func(sub string, n int)
+
+// Config configures Read.
+type Config struct {
+	// Subscription is the subscription to read (schemas.ParseSubscription).
+	Subscription schemas.Subscription
+	// TimestampAttribute, if set, names the attribute holding each message's
+	// event time, as epoch milliseconds (RFC 3339 is accepted too). Messages
+	// where it is missing or unparseable carry their publish time and a
+	// non-empty Message.TimestampError. If empty, the publish time is used.
+	TimestampAttribute string
+	// IDAttribute optionally names an attribute with a unique record id, used
+	// for best-effort deduplication of redeliveries.
+	IDAttribute string
+	// IdleAdvance is how long the subscription must be idle before the
+	// watermark advances to wall time (default DefaultIdleAdvance).
+	IdleAdvance time.Duration
+	// MaxMessagesPerBundle caps the messages emitted by one bundle
+	// (default DefaultMaxMessagesPerBundle).
+	MaxMessagesPerBundle int
+
+	// AckDeadline is the lease requested each time the ack deadline of a
+	// message awaiting finalization is extended (default DefaultAckDeadline,
+	// 10s..600s).
+	AckDeadline time.Duration
+	// FinalizeTimeout is how long an emitted message waits for its bundle to
+	// be finalized before its lease is released so that Pub/Sub redelivers it
+	// (the bundle presumably failed). Default DefaultFinalizeTimeout.
+	FinalizeTimeout time.Duration
+
+	// Dataflow has ReadMessages read with Beam's pubsubio, which only
+	// Dataflow runs (natively); the local reader's settings above, but
+	// Subscription and IDAttribute, then do not apply.
+	Dataflow bool
+}
+
+// Message is one Pub/Sub message as emitted by Read.
+type Message struct {
+	// ID is the Pub/Sub message id.
+	ID string
+	// Data is the message payload.
+	Data []byte
+	// Attributes are the message attributes (nil if none).
+	Attributes map[string]string
+	// PublishTime is the publish time, epoch milliseconds.
+	PublishTime int64
+	// EventTime is the element's event timestamp, epoch milliseconds.
+	EventTime int64
+	// TimestampError is non-empty when Config.TimestampAttribute was set but
+	// missing or unparseable on this message; EventTime is then PublishTime.
+	TimestampError string
+}
+
+// withDefaults validates cfg and fills in defaults.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Subscription.Project == "" || cfg.Subscription.ID == "" {
+		return cfg, errors.New("pubsubio: no subscription: give Config.Subscription (schemas.ParseSubscription)")
+	}
+	if cfg.IdleAdvance < 0 || cfg.MaxMessagesPerBundle < 0 || cfg.AckDeadline < 0 || cfg.FinalizeTimeout < 0 {
+		return cfg, errors.New("pubsubio: negative durations or sizes are not allowed")
+	}
+	if cfg.IdleAdvance == 0 {
+		cfg.IdleAdvance = DefaultIdleAdvance
+	}
+	if cfg.MaxMessagesPerBundle == 0 {
+		cfg.MaxMessagesPerBundle = DefaultMaxMessagesPerBundle
+	}
+	if cfg.AckDeadline == 0 {
+		cfg.AckDeadline = DefaultAckDeadline
+	}
+	if cfg.AckDeadline < 10*time.Second || cfg.AckDeadline > 600*time.Second {
+		return cfg, fmt.Errorf("pubsubio: AckDeadline %v outside 10s..600s", cfg.AckDeadline)
+	}
+	if cfg.FinalizeTimeout == 0 {
+		cfg.FinalizeTimeout = DefaultFinalizeTimeout
+	}
+	return cfg, nil
+}
+
+// Read returns an unbounded PCollection<Message> read from cfg.Subscription,
+// each element timestamped with its event time. It panics if cfg is invalid
+// (at pipeline construction time); see TryRead.
+func Read(s beam.Scope, cfg Config) beam.PCollection {
+	out, err := TryRead(s, cfg)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// TryRead is Read, returning an error instead of panicking on invalid cfg.
+func TryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return beam.PCollection{}, err
+	}
+	s = s.Scope("pubsubio.Read")
+	imp := beam.Impulse(s)
+	outs, err := beam.TryParDo(s, &readFn{
+		Subscription:         cfg.Subscription.String(),
+		TimestampAttribute:   cfg.TimestampAttribute,
+		IDAttribute:          cfg.IDAttribute,
+		IdleAdvance:          cfg.IdleAdvance,
+		MaxMessagesPerBundle: cfg.MaxMessagesPerBundle,
+		AckDeadline:          cfg.AckDeadline,
+		FinalizeTimeout:      cfg.FinalizeTimeout,
+	}, imp)
+	if err != nil {
+		return beam.PCollection{}, err
+	}
+	return outs[0], nil
+}
+
+// readFn is the splittable DoFn behind Read.
+type readFn struct {
+	Subscription         string
+	TimestampAttribute   string
+	IDAttribute          string
+	IdleAdvance          time.Duration
+	MaxMessagesPerBundle int
+	AckDeadline          time.Duration
+	FinalizeTimeout      time.Duration
+
+	key string      // of the shared subscriber
+	sub *subscriber // shared per process and subscription
+
+	messages  beam.Counter
+	badTS     beam.Counter
+	dups      beam.Counter
+	acked     beam.Counter
+	ackErrors beam.Counter
+}
+
+// Setup attaches the instance to the process's shared subscriber for the
+// subscription (client, honouring PUBSUB_EMULATOR_HOST, and lease keeper).
+func (fn *readFn) Setup(ctx context.Context) error {
+	key, sub, err := acquireSubscriber(ctx, fn.Subscription, fn.AckDeadline, fn.FinalizeTimeout)
+	if err != nil {
+		return err
+	}
+	fn.key, fn.sub = key, sub
+	ns := "pubsubio"
+	fn.messages = beam.NewCounter(ns, "messages")
+	fn.badTS = beam.NewCounter(ns, "timestamp_errors")
+	fn.dups = beam.NewCounter(ns, "duplicates_dropped")
+	fn.acked = beam.NewCounter(ns, "acked")
+	fn.ackErrors = beam.NewCounter(ns, "ack_errors")
+	return nil
+}
+
+// Teardown detaches from the shared subscriber; the last instance releases
+// any messages still held and closes the client.
+func (fn *readFn) Teardown(ctx context.Context) error {
+	if fn.sub == nil {
+		return nil
+	}
+	fn.sub = nil
+	return releaseSubscriber(ctx, fn.key)
+}
+
+// CreateInitialRestriction starts at the first pull.
+func (fn *readFn) CreateInitialRestriction(_ []byte) Restriction { return Restriction{} }
+
+// SplitRestriction does not split: one reader per subscription.
+func (fn *readFn) SplitRestriction(_ []byte, rest Restriction) []Restriction {
+	return []Restriction{rest}
+}
+
+// RestrictionSize is unknown for a stream; report a constant.
+func (fn *readFn) RestrictionSize(_ []byte, rest Restriction) float64 {
+	if rest.Done {
+		return 0
+	}
+	return 1
+}
+
+// CreateTracker wraps the restriction tracker in a LockRTracker.
+func (fn *readFn) CreateTracker(rest Restriction) *sdf.LockRTracker {
+	return sdf.NewLockRTracker(newTracker(rest))
+}
+
+// TruncateRestriction stops reading when the pipeline is drained (the
+// pending acknowledgements are still made).
+func (fn *readFn) TruncateRestriction(rt *sdf.LockRTracker, _ []byte) Restriction {
+	r, _ := restriction(rt)
+	r.Done = true
+	return r
+}
+
+// restriction is rt's restriction; ok is false when rt holds another type
+// (never, as CreateTracker makes it), so nothing here can panic.
+func restriction(rt *sdf.LockRTracker) (Restriction, bool) {
+	r, ok := rt.GetRestriction().(Restriction)
+	return r, ok
+}
+
+// InitialWatermarkEstimatorState starts the watermark at the impulse's time.
+func (fn *readFn) InitialWatermarkEstimatorState(et beam.EventTime, _ Restriction, _ []byte) WatermarkState {
+	return WatermarkState{WatermarkMs: et.Milliseconds()}
+}
+
+// CreateWatermarkEstimator restores the manual watermark estimator.
+func (fn *readFn) CreateWatermarkEstimator(st WatermarkState) *watermarkEstimator {
+	return &watermarkEstimator{state: st}
+}
+
+// WatermarkEstimatorState saves the estimator's state into the residual.
+func (fn *readFn) WatermarkEstimatorState(we *watermarkEstimator) WatermarkState {
+	return we.state
+}
+
+// ackCommitted acknowledges the messages of a committed bundle. It never
+// fails: at worst Pub/Sub redelivers (at-least-once); errors are logged.
+// If all is false only messages this process still holds are acknowledged
+// (so that the two acknowledgement paths do not both ack).
+func (fn *readFn) ackCommitted(ctx context.Context, acks, ids []string, all bool) {
+	if len(acks) == 0 {
+		return
+	}
+	var n int
+	var err error
+	if all {
+		n, err = fn.sub.leases.ackAll(fn.sub.ctx, acks)
+	} else {
+		n, err = fn.sub.leases.ackHeld(fn.sub.ctx, acks)
+	}
+	if err != nil {
+		log.Warnf(ctx, "pubsubio: %v (messages will be redelivered)", err)
+		fn.ackErrors.Inc(ctx, int64(n))
+		return
+	}
+	fn.acked.Inc(ctx, int64(n))
+	if len(ids) > 0 {
+		fn.sub.seen.record(ids, time.Now())
+	}
+	if afterAck != nil && n > 0 {
+		afterAck(fn.Subscription, n)
+	}
+}
+
+// ProcessElement runs one short bundle. It first acknowledges the messages of
+// the previous bundle, whose checkpoint it resumes (the residual only exists
+// because the runner committed that bundle). It then pulls until the bundle
+// is full, its time is up, or the subscription is empty, emits the messages,
+// registers their acknowledgement for bundle finalization and in the
+// checkpoint, updates the watermark and asks to be resumed.
+func (fn *readFn) ProcessElement(
+	ctx context.Context,
+	we *watermarkEstimator,
+	bf beam.BundleFinalization,
+	rt *sdf.LockRTracker,
+	_ []byte,
+	emit func(beam.EventTime, Message),
+) (sdf.ProcessContinuation, error) {
+	start := time.Now()
+	rest, ok := restriction(rt)
+	if !ok {
+		return sdf.StopProcessing(), fmt.Errorf("pubsubio: restriction %T is not a pubsubio.Restriction", rt.GetRestriction())
+	}
+	fn.ackCommitted(ctx, rest.PendingAcks, rest.PendingIDs, true)
+	if len(rest.PendingAcks) > 0 {
+		fn.sub.pending.take(rest.PendingAcks[0]) // acked: its callback has nothing left to do
+	}
+	if we.state.LastMessageMs == 0 {
+		we.state.LastMessageMs = start.UnixMilli()
+	}
+	var (
+		emittedAcks []string // ack IDs to ack once this bundle is committed
+		emittedIDs  []string // IDAttribute values, recorded when acked
+		dupAcks     []string // redeliveries of acked messages: ack at once
+		bundleIDs   = map[string]bool{}
+		minOnTime   = int64(mtime.MaxTimestamp)
+		emitted     int
+		full        bool
+		stopped     bool
+	)
+
+	for emitted < fn.MaxMessagesPerBundle && time.Since(start) < maxBundleDuration {
+		cur, _ := restriction(rt)
+		next := cur.Pulls + 1
+		if !rt.TryClaim(next) {
+			stopped = true // truncated (drain)
+			break
+		}
+		resp, err := fn.pull(ctx, min(fn.MaxMessagesPerBundle-emitted, maxPullBatch))
+		if err != nil {
+			// The bundle fails and its output is discarded: release what it
+			// pulled so that it is redelivered promptly.
+			if nerr := fn.sub.leases.nack(fn.sub.ctx, emittedAcks); nerr != nil {
+				log.Warnf(ctx, "pubsubio: %v", nerr)
+			}
+			return sdf.StopProcessing(), err
+		}
+		msgs := resp.GetReceivedMessages()
+		if len(msgs) == 0 {
+			break
+		}
+		now := time.Now()
+		ackIDs := make([]string, 0, len(msgs))
+		for _, rm := range msgs {
+			ackIDs = append(ackIDs, rm.GetAckId())
+		}
+		fn.sub.leases.add(now, ackIDs)
+		we.state.LastMessageMs = now.UnixMilli()
+		for _, rm := range msgs {
+			m := fn.convert(rm.GetMessage())
+			if fn.IDAttribute != "" {
+				if id := m.Attributes[fn.IDAttribute]; id != "" {
+					if bundleIDs[id] || fn.sub.seen.contains(id, now) {
+						dupAcks = append(dupAcks, rm.GetAckId())
+						fn.dups.Inc(ctx, 1)
+						continue
+					}
+					bundleIDs[id] = true
+					emittedIDs = append(emittedIDs, id)
+				}
+			}
+			if m.TimestampError != "" {
+				fn.badTS.Inc(ctx, 1)
+			}
+			emit(mtime.FromMilliseconds(m.EventTime), m)
+			emittedAcks = append(emittedAcks, rm.GetAckId())
+			emitted++
+			// Messages already behind the watermark are late whatever we do;
+			// only on-time ones may hold the watermark back.
+			if m.EventTime >= we.state.WatermarkMs && m.EventTime < minOnTime {
+				minOnTime = m.EventTime
+			}
+		}
+		fn.messages.Inc(ctx, int64(len(msgs)))
+		if emitted >= fn.MaxMessagesPerBundle {
+			full = true
+		}
+	}
+
+	// Duplicates of already acknowledged messages emit nothing: ack them now.
+	if len(dupAcks) > 0 {
+		if _, err := fn.sub.leases.ackHeld(fn.sub.ctx, dupAcks); err != nil {
+			log.Warnf(ctx, "pubsubio: acking duplicates: %v", err)
+		}
+	}
+
+	// Path 1: bundle finalization. Never fail it: the runner has committed
+	// the bundle and cannot redo it. (A callback is registered even for
+	// empty bundles: prism finalizes every bundle of a stage that requests
+	// finalization, and the Go harness logs an error for a bundle without
+	// callbacks.)
+	// The callback holds only the bundle's key (see pending).
+	acks, ids := emittedAcks, emittedIDs
+	key := fn.sub.pending.hold(acks, ids, time.Now())
+	bf.RegisterCallback(fn.FinalizeTimeout, func() error {
+		if acks, ids, ok := fn.sub.pending.take(key); ok {
+			fn.ackCommitted(context.Background(), acks, ids, false)
+		}
+		return nil
+	})
+	// Path 2: the checkpoint. The Go SDK (v2.77) runs the finalization
+	// callbacks only for the first bundle of each reused bundle processor, so
+	// the ack IDs also travel in the residual restriction, which the runner
+	// commits atomically with this bundle's output; the next bundle acks them.
+	if !stopped {
+		rt.Mu.Lock()
+		if t, ok := rt.Rt.(*tracker); ok {
+			t.checkpoint(acks, ids)
+		}
+		rt.Mu.Unlock()
+	} else if len(acks) > 0 {
+		// No residual follows a drained reader: release for redelivery.
+		fn.sub.pending.take(key)
+		if err := fn.sub.leases.nack(fn.sub.ctx, acks); err != nil {
+			log.Warnf(ctx, "pubsubio: %v", err)
+		}
+	}
+
+	now := time.Now()
+	switch {
+	case minOnTime != int64(mtime.MaxTimestamp):
+		we.UpdateWatermark(minOnTime)
+	case now.Sub(time.UnixMilli(we.state.LastMessageMs)) >= fn.IdleAdvance:
+		we.UpdateWatermark(now.Add(-idleLag).UnixMilli())
+	}
+	if stopped {
+		return sdf.StopProcessing(), nil
+	}
+	if full || time.Since(start) >= maxBundleDuration {
+		return sdf.ResumeProcessingIn(0), nil // more is probably waiting
+	}
+	return sdf.ResumeProcessingIn(idleResumeDelay), nil
+}
+
+// pull performs one synchronous Pull. A pull that times out without messages
+// is not an error.
+func (fn *readFn) pull(ctx context.Context, max int) (*pubsubpb.PullResponse, error) {
+	pctx, cancel := context.WithTimeout(ctx, pullTimeout)
+	defer cancel()
+	resp, err := fn.sub.client.Pull(pctx, &pubsubpb.PullRequest{Subscription: fn.Subscription, MaxMessages: int32(max)})
+	if err == nil {
+		return resp, nil
+	}
+	if ctx.Err() == nil && (pctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded) {
+		return &pubsubpb.PullResponse{}, nil
+	}
+	return nil, fmt.Errorf("pubsubio: pulling %s: %w", fn.Subscription, err)
+}
+
+// convert turns a Pub/Sub message into a Message, resolving its event time.
+func (fn *readFn) convert(pm *pubsubpb.PubsubMessage) Message {
+	m := Message{
+		ID:          pm.GetMessageId(),
+		Data:        pm.GetData(),
+		Attributes:  pm.GetAttributes(),
+		PublishTime: pm.GetPublishTime().AsTime().UnixMilli(),
+	}
+	if pm.GetPublishTime() == nil {
+		m.PublishTime = time.Now().UnixMilli()
+	}
+	m.EventTime = m.PublishTime
+	if fn.TimestampAttribute == "" {
+		return m
+	}
+	v, ok := m.Attributes[fn.TimestampAttribute]
+	if !ok {
+		m.TimestampError = fmt.Sprintf("timestamp attribute %q missing", fn.TimestampAttribute)
+		return m
+	}
+	et, err := ParseEventTime(v)
+	if err != nil {
+		m.TimestampError = fmt.Sprintf("timestamp attribute %q: %v", fn.TimestampAttribute, err)
+		return m
+	}
+	m.EventTime = et
+	return m
+}

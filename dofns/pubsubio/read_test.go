@@ -1,0 +1,483 @@
+package pubsubio_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+
+	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
+	"github.com/sensorpipe/sensorpipe/internal/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/loopback"
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+const project = "test-project"
+
+func init() {
+	register.DoFn3x0[context.Context, beam.EventTime, pubsubio.Message]((*recordFn)(nil))
+	register.DoFn1x2[pubsubio.Message, string, string]((*keyByOneFn)(nil))
+	register.DoFn3x0[beam.Window, string, func(*string) bool]((*recordPaneFn)(nil))
+	register.Iter1[string]()
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(loopback.Run(func() int { return ptest.MainRet(m) }))
+}
+
+// ---------------------------------------------------------------------------
+// Package-level, thread-safe record of what the sinks saw (prism runs the SDK
+// harness in-process in loopback mode, so sinks and test share memory).
+
+type seen struct {
+	ElementTime int64 // element timestamp, epoch ms
+	Msg         pubsubio.Message
+}
+
+type pane struct {
+	WindowEnd int64
+	IDs       []string
+}
+
+// store is what the pipelines' sinks saw, shared with them through the
+// process (the loopback worker runs in the test binary). resetStore starts
+// each TestRead afresh, so the test can run again in one binary (-count).
+var store struct {
+	sync.Mutex
+	elems   map[string][]seen // run -> elements
+	panes   map[string][]pane // run -> fired panes
+	acked   map[string]int    // subscription -> acked by finalization callbacks
+	release chan struct{}     // unblocks sinks configured to block (see recordFn.BlockOnBatch)
+}
+
+// resetStore empties the store and returns a function that releases the
+// blocked sinks.
+func resetStore() (release func()) {
+	store.Lock()
+	defer store.Unlock()
+	store.elems, store.panes, store.acked = map[string][]seen{}, map[string][]pane{}, map[string]int{}
+	ch := make(chan struct{})
+	store.release = ch
+	return func() { close(ch) }
+}
+
+func elemsOf(run string) []seen {
+	store.Lock()
+	defer store.Unlock()
+	return append([]seen(nil), store.elems[run]...)
+}
+
+func panesOf(run string) []pane {
+	store.Lock()
+	defer store.Unlock()
+	return append([]pane(nil), store.panes[run]...)
+}
+
+func ackedOn(sub string) int {
+	store.Lock()
+	defer store.Unlock()
+	return store.acked[sub]
+}
+
+// recordFn records every element. If BlockOnBatch is set, it blocks forever
+// (until the test binary releases it) on the first message whose "batch"
+// attribute equals it, so that the bundle holding it can never finish.
+type recordFn struct {
+	Run          string
+	BlockOnBatch string
+}
+
+func (fn *recordFn) ProcessElement(ctx context.Context, et beam.EventTime, m pubsubio.Message) {
+	store.Lock()
+	store.elems[fn.Run] = append(store.elems[fn.Run], seen{ElementTime: et.Milliseconds(), Msg: m})
+	store.Unlock()
+	if fn.BlockOnBatch != "" && m.Attributes["batch"] == fn.BlockOnBatch {
+		store.Lock()
+		release := store.release
+		store.Unlock()
+		<-release
+	}
+}
+
+type keyByOneFn struct{}
+
+func (*keyByOneFn) ProcessElement(m pubsubio.Message) (string, string) { return "all", m.ID }
+
+type recordPaneFn struct{ Run string }
+
+func (fn *recordPaneFn) ProcessElement(w beam.Window, _ string, ids func(*string) bool) {
+	p := pane{WindowEnd: w.MaxTimestamp().Milliseconds()}
+	var id string
+	for ids(&id) {
+		p.IDs = append(p.IDs, id)
+	}
+	store.Lock()
+	store.panes[fn.Run] = append(store.panes[fn.Run], p)
+	store.Unlock()
+}
+
+// ---------------------------------------------------------------------------
+// Emulator and pipeline helpers.
+
+type env struct {
+	topics *pubsub.TopicAdminClient
+	subs   *pubsub.SubscriptionAdminClient
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	topics, err := pubsub.NewTopicAdminClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { topics.Close() })
+	subs, err := pubsub.NewSubscriptionAdminClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { subs.Close() })
+	return &env{topics: topics, subs: subs}
+}
+
+// create makes a topic and a subscription with a 10s ack deadline (the
+// minimum), returning their names.
+func (e *env) create(t *testing.T, name string) (topic, sub string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topic = fmt.Sprintf("projects/%s/topics/%s", project, name)
+	sub = fmt.Sprintf("projects/%s/subscriptions/%s", project, name)
+	if _, err := e.topics.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		t.Fatalf("CreateTopic: %v", err)
+	}
+	if _, err := e.subs.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic, AckDeadlineSeconds: 10}); err != nil {
+		t.Fatalf("CreateSubscription: %v", err)
+	}
+	return topic, sub
+}
+
+func (e *env) publish(t *testing.T, topic string, msgs []*pubsubpb.PubsubMessage) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.topics.Publish(ctx, &pubsubpb.PublishRequest{Topic: topic, Messages: msgs}); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+}
+
+// redelivered pulls (without acking) until a message is delivered or the
+// lease of every message a stopped reader may have held has run out, ackBy
+// (its ack deadline after the stop): a message still unacked by then is
+// redelivered at once. Pub/Sub defines absence by that deadline, so the
+// wait ends at it, or at the first message, which is the failure.
+func (e *env) redelivered(t *testing.T, sub string, ackBy time.Time) []*pubsubpb.ReceivedMessage {
+	t.Helper()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := e.subs.Pull(ctx, &pubsubpb.PullRequest{Subscription: sub, MaxMessages: 100})
+		cancel()
+		if err == nil && len(resp.GetReceivedMessages()) > 0 {
+			return resp.GetReceivedMessages()
+		}
+		if time.Now().After(ackBy) {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond) // the polling interval
+	}
+}
+
+// startPipeline runs the pipeline built by build on prism until the returned
+// stop function (also registered as a cleanup) cancels it.
+func startPipeline(t *testing.T, build func(s beam.Scope)) (stop func()) {
+	t.Helper()
+	p, s := beam.NewPipelineWithRoot()
+	build(s)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := prism.Execute(ctx, p)
+		done <- err
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				t.Logf("pipeline stopped: %v", err)
+			case <-time.After(30 * time.Second):
+				t.Logf("pipeline did not return within 30s of cancellation")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func idsOf(es []seen) map[string]seen {
+	m := map[string]seen{}
+	for _, e := range es {
+		m[e.Msg.Attributes["rid"]] = e
+	}
+	return m
+}
+
+// ---------------------------------------------------------------------------
+
+func TestRead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: starts the Pub/Sub emulator (a JVM) and streaming prism pipelines; run without -short")
+	}
+	hostPort := emulators.StartPubSub(t)
+	t.Setenv("PUBSUB_EMULATOR_HOST", hostPort)
+	t.Cleanup(resetStore())
+	pubsubio.SetAfterAck(func(sub string, n int) {
+		store.Lock()
+		store.acked[sub] += n
+		store.Unlock()
+	})
+	e := newEnv(t)
+
+	t.Run("ReadTimestampsAndAck", func(t *testing.T) { testReadTimestampsAndAck(t, e) })
+	t.Run("IdleWatermarkFiresWindow", func(t *testing.T) { testIdleWatermark(t, e) })
+	t.Run("RestartRedeliversUnfinalized", func(t *testing.T) { testRestart(t, e) })
+}
+
+// testReadTimestampsAndAck: every message arrives once with the right event
+// timestamp, is acked by a finalization callback, and the subscription is
+// empty afterwards (a fresh Pull past the ack deadline returns nothing).
+func testReadTimestampsAndAck(t *testing.T, e *env) {
+	topic, sub := e.create(t, "basic")
+	const run = "basic"
+	cfg := pubsubio.Config{
+		Subscription:       mustSub(t, sub),
+		TimestampAttribute: "event_ts",
+		IDAttribute:        "rid",
+		IdleAdvance:        time.Second,
+		AckDeadline:        10 * time.Second,
+		FinalizeTimeout:    5 * time.Second,
+	}
+	stop := startPipeline(t, func(s beam.Scope) {
+		msgs := pubsubio.Read(s, cfg)
+		beam.ParDo0(s, &recordFn{Run: run}, msgs)
+	})
+
+	const n = 50
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	var batch []*pubsubpb.PubsubMessage
+	want := map[string]int64{} // rid -> expected event time; -1: publish time + error
+	for i := 0; i < n; i++ {
+		rid := fmt.Sprintf("m%03d", i)
+		attrs := map[string]string{"rid": rid}
+		switch {
+		case i == 0:
+			want[rid] = -1 // no timestamp attribute
+		case i == 1:
+			attrs["event_ts"] = "not-a-time"
+			want[rid] = -1
+		case i == 2:
+			ts := base.Add(2 * time.Second)
+			attrs["event_ts"] = ts.UTC().Format(time.RFC3339Nano)
+			want[rid] = ts.UnixMilli()
+		default:
+			ts := base.Add(time.Duration(i) * time.Second)
+			attrs["event_ts"] = strconv.FormatInt(ts.UnixMilli(), 10)
+			want[rid] = ts.UnixMilli()
+		}
+		batch = append(batch, &pubsubpb.PubsubMessage{Data: []byte(rid), Attributes: attrs})
+	}
+	// In five batches a second apart: a bundle processor that finalized a
+	// bundle then runs the next ones, whose finalization callbacks the Go
+	// SDK never runs (see pending), so the checkpoint path acks them.
+	for i := 0; i < n; i += n / 5 {
+		e.publish(t, topic, batch[i:i+n/5])
+		time.Sleep(time.Second)
+	}
+
+	waitFor(t, "all messages to be read", 60*time.Second, func() bool { return len(idsOf(elemsOf(run))) == n })
+	got := idsOf(elemsOf(run))
+	for rid, w := range want {
+		g := got[rid]
+		if w == -1 {
+			if g.Msg.TimestampError == "" {
+				t.Errorf("%s: TimestampError is empty, want an error", rid)
+			}
+			if g.ElementTime != g.Msg.PublishTime || g.Msg.EventTime != g.Msg.PublishTime {
+				t.Errorf("%s: element time %d / EventTime %d, want publish time %d", rid, g.ElementTime, g.Msg.EventTime, g.Msg.PublishTime)
+			}
+			continue
+		}
+		if g.Msg.TimestampError != "" {
+			t.Errorf("%s: unexpected TimestampError %q", rid, g.Msg.TimestampError)
+		}
+		if g.ElementTime != w || g.Msg.EventTime != w {
+			t.Errorf("%s: element time %d / EventTime %d, want %d", rid, g.ElementTime, g.Msg.EventTime, w)
+		}
+		if string(g.Msg.Data) != rid || g.Msg.ID == "" {
+			t.Errorf("%s: bad message %+v", rid, g.Msg)
+		}
+	}
+	if len(elemsOf(run)) != n {
+		t.Errorf("read %d elements, want %d (duplicates?)", len(elemsOf(run)), n)
+	}
+
+	// (a) acks happen in finalization callbacks ...
+	waitFor(t, "all messages to be acked on finalization", 30*time.Second, func() bool { return ackedOn(sub) >= n })
+	// Every bundle's acks were let go by the path that acked them: none is
+	// kept for a finalization callback the SDK never runs.
+	waitFor(t, "no bundle's acks to be held once all are acked", 10*time.Second, func() bool { return pubsubio.PendingBundles(sub) == 0 })
+	stop()
+	// ... and the emulator agrees: nothing is redelivered once the 10s ack
+	// deadline of the stopped run's leases has passed.
+	if left := e.redelivered(t, sub, time.Now().Add(cfg.AckDeadline+time.Second)); len(left) > 0 {
+		t.Errorf("%d messages redelivered after the pipeline acked everything", len(left))
+	}
+}
+
+// testIdleWatermark: messages with old event times fall into one one-minute
+// window; the default trigger fires it only when the watermark passes the
+// window end, which happens when the idle subscription advances it.
+func testIdleWatermark(t *testing.T, e *env) {
+	topic, sub := e.create(t, "idle")
+	const run = "idle"
+	startPipeline(t, func(s beam.Scope) {
+		msgs := pubsubio.Read(s, pubsubio.Config{
+			Subscription:       mustSub(t, sub),
+			TimestampAttribute: "event_ts",
+			IdleAdvance:        time.Second,
+		})
+		w := beam.WindowInto(s, window.NewFixedWindows(time.Minute), msgs)
+		keyed := beam.ParDo(s, &keyByOneFn{}, w)
+		beam.ParDo0(s, &recordPaneFn{Run: run}, beam.GroupByKey(s, keyed))
+	})
+
+	const n = 20
+	winStart := time.Now().Add(-10 * time.Minute).Truncate(time.Minute)
+	var batch []*pubsubpb.PubsubMessage
+	for i := 0; i < n; i++ {
+		ts := winStart.Add(time.Duration(i) * time.Second)
+		batch = append(batch, &pubsubpb.PubsubMessage{
+			Data:       []byte("x"),
+			Attributes: map[string]string{"event_ts": strconv.FormatInt(ts.UnixMilli(), 10)},
+		})
+	}
+	e.publish(t, topic, batch)
+
+	waitFor(t, "the window to fire", 60*time.Second, func() bool { return len(panesOf(run)) > 0 })
+	ps := panesOf(run)
+	wantEnd := int64(mtime.FromTime(winStart.Add(time.Minute))) - 1
+	if len(ps) != 1 || ps[0].WindowEnd != wantEnd || len(ps[0].IDs) != n {
+		t.Errorf("fired panes = %+v, want one pane ending at %d with %d messages", ps, wantEnd, n)
+	}
+}
+
+// testRestart: run 1 emits and finalizes batch A, then blocks inside the
+// bundle that emitted batch B, so B is never finalized; run 1 is cancelled.
+// Run 2 must receive all of B (redelivered: nothing lost) and none of A
+// (acked after its bundle was finalized).
+func testRestart(t *testing.T, e *env) {
+	topic, sub := e.create(t, "restart")
+	cfg := pubsubio.Config{
+		Subscription:    mustSub(t, sub),
+		IDAttribute:     "rid",
+		IdleAdvance:     time.Second,
+		AckDeadline:     10 * time.Second,
+		FinalizeTimeout: 5 * time.Second, // how long a dead run holds leases
+	}
+	mk := func(b string, n int) []*pubsubpb.PubsubMessage {
+		var out []*pubsubpb.PubsubMessage
+		for i := 0; i < n; i++ {
+			out = append(out, &pubsubpb.PubsubMessage{
+				Data:       []byte(b),
+				Attributes: map[string]string{"rid": fmt.Sprintf("%s%03d", b, i), "batch": b},
+			})
+		}
+		return out
+	}
+	const nA, nB = 10, 10
+	const run1, run2 = "restart-1", "restart-2"
+
+	stop1 := startPipeline(t, func(s beam.Scope) {
+		beam.ParDo0(s, &recordFn{Run: run1, BlockOnBatch: "B"}, pubsubio.Read(s, cfg))
+	})
+	e.publish(t, topic, mk("A", nA))
+	waitFor(t, "run 1 to read batch A", 60*time.Second, func() bool { return len(elemsOf(run1)) >= nA })
+	waitFor(t, "batch A to be acked on finalization", 30*time.Second, func() bool { return ackedOn(sub) >= nA })
+
+	e.publish(t, topic, mk("B", nB))
+	waitFor(t, "run 1 to start on batch B", 30*time.Second, func() bool { return len(elemsOf(run1)) > nA })
+	stop1() // the bundle holding B is stuck in the sink: it is never finalized
+	if got := ackedOn(sub); got != nA {
+		t.Errorf("acked %d messages before the restart, want %d (batch B must not be acked)", got, nA)
+	}
+
+	startPipeline(t, func(s beam.Scope) {
+		beam.ParDo0(s, &recordFn{Run: run2}, pubsubio.Read(s, cfg))
+	})
+	waitFor(t, "run 2 to receive all of batch B", 60*time.Second, func() bool {
+		got := idsOf(elemsOf(run2))
+		for i := 0; i < nB; i++ {
+			if _, ok := got[fmt.Sprintf("B%03d", i)]; !ok {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, "batch B to be acked by run 2", 30*time.Second, func() bool { return ackedOn(sub) >= nA+nB })
+	// Would any of A show up? Run 1 leased A before B, with the same ack
+	// deadline, so an A it failed to ack was due for redelivery no later
+	// than B, which run 2 has received. A marker batch C, published now and
+	// waited for in full, shows that run 2 has pulled past every message
+	// that was due: no sleep, a condition.
+	const nC = 3
+	e.publish(t, topic, mk("C", nC))
+	waitFor(t, "run 2 to receive the marker batch C", 60*time.Second, func() bool {
+		got := idsOf(elemsOf(run2))
+		for i := 0; i < nC; i++ {
+			if _, ok := got[fmt.Sprintf("C%03d", i)]; !ok {
+				return false
+			}
+		}
+		return true
+	})
+	for rid := range idsOf(elemsOf(run2)) {
+		if rid[0] == 'A' {
+			t.Errorf("run 2 received %s, which run 1 had acked", rid)
+		}
+	}
+}
+
+// mustSub parses a subscription name, as the launcher does once.
+func mustSub(t *testing.T, name string) schemas.Subscription {
+	t.Helper()
+	sub, err := schemas.ParseSubscription(name)
+	if err != nil {
+		t.Fatalf("ParseSubscription(%q): %v", name, err)
+	}
+	return sub
+}

@@ -1,0 +1,47 @@
+package pubsubio
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+)
+
+// Event times outside [minEventMs, maxEventMs] (years 1000..9999) are
+// rejected as unparseable: they are certainly bad data, and far-out values
+// would collide with Beam's timestamp sentinels.
+var (
+	minEventMs = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	maxEventMs = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC).UnixMilli()
+)
+
+// ParseEventTime parses a timestamp attribute value: epoch milliseconds
+// (an integer, optionally signed), or an RFC 3339 timestamp (fractional
+// seconds allowed). It returns epoch milliseconds.
+func ParseEventTime(v string) (int64, error) {
+	s := strings.TrimSpace(v)
+	if s == "" {
+		return 0, fmt.Errorf("empty timestamp")
+	}
+	var ms int64
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		ms = n
+	} else if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		ms = t.UnixMilli()
+	} else {
+		return 0, fmt.Errorf("timestamp %q is neither epoch milliseconds nor RFC 3339", truncate(v, 64))
+	}
+	if ms < minEventMs || ms > maxEventMs || ms < int64(mtime.MinTimestamp) || ms > int64(mtime.MaxTimestamp) {
+		return 0, fmt.Errorf("timestamp %q is out of range", truncate(v, 64))
+	}
+	return ms, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,75 @@
+package pubsubio
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestParseEventTime(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"1795312276318", 1795312276318, true},
+		{"2026-11-22T10:15:30.123Z", 1795342530123, true},
+		{"2026-11-22T11:15:30+01:00", 1795342530000, true},
+		{"", 0, false},
+		{"yesterday", 0, false},
+		{"99999999999999999", 0, false},
+	} {
+		got, err := ParseEventTime(c.in)
+		if (err == nil) != c.ok || (c.ok && got != c.want) {
+			t.Errorf("ParseEventTime(%q) = %d, %v; want %d, ok=%v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
+
+func TestTrackerSplitsOnlyAtCheckpoint(t *testing.T) {
+	tr := newTracker(Restriction{Pulls: 3})
+	if !tr.TryClaim(int64(4)) {
+		t.Fatal("claim 4 failed")
+	}
+	if _, r, _ := tr.TrySplit(0.5); r != nil {
+		t.Fatalf("runner split while running gave residual %v", r)
+	}
+	tr.checkpoint([]string{"a"}, []string{"id-a"})
+	p, r, err := tr.TrySplit(0)
+	if err != nil || r == nil {
+		t.Fatalf("checkpoint split: %v, %v", r, err)
+	}
+	if !p.(Restriction).Done || !tr.IsDone() || tr.TryClaim(int64(5)) {
+		t.Errorf("primary %+v not done", p)
+	}
+	if res := r.(Restriction); res.Pulls != 4 || res.Done || len(res.PendingAcks) != 1 {
+		t.Errorf("residual = %+v", res)
+	}
+}
+
+// TestPendingHoldsEachBundleUntilOnePathTakesIt: a bundle's acks are taken
+// once, by whichever path comes first, and a bundle neither path takes is
+// forgotten after maxAge.
+func TestPendingHoldsEachBundleUntilOnePathTakesIt(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	p := newPending(time.Minute)
+	if key := p.hold(nil, nil, t0); key != "" || p.len() != 0 {
+		t.Fatalf("an empty bundle is held under %q (%d held)", key, p.len())
+	}
+	a := p.hold([]string{"a1", "a2"}, []string{"r1", "r2"}, t0)
+	b := p.hold([]string{"b1"}, nil, t0.Add(30*time.Second))
+	if acks, ids, ok := p.take(a); !ok || fmt.Sprint(acks, ids) != "[a1 a2] [r1 r2]" {
+		t.Errorf("take(%q) = %v %v %v; want [a1 a2] [r1 r2] true", a, acks, ids, ok)
+	}
+	if _, _, ok := p.take(a); ok {
+		t.Errorf("bundle %q taken twice", a)
+	}
+	// Past a minute, a held bundle is forgotten when the next is held.
+	c := p.hold([]string{"c1"}, nil, t0.Add(91*time.Second))
+	if _, _, ok := p.take(b); ok {
+		t.Errorf("bundle %q held for 61s was not forgotten", b)
+	}
+	if _, _, ok := p.take(c); !ok || p.len() != 0 {
+		t.Errorf("bundle %q not held, or %d left", c, p.len())
+	}
+}

@@ -1,0 +1,90 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+// Recorder keeps the Beam counters of the run's ledger (this package
+// names them) that one DoFn keeps, made on first use. Beam metrics are the
+// ledger's only source: the runner reports them, so the ledger is the
+// runner's account, locally and on Dataflow.
+type Recorder map[Key]beam.Counter
+
+func (c *Recorder) Inc(ctx context.Context, k Key, n int64) {
+	if n == 0 {
+		return
+	}
+	c.Register(ctx, k)
+	(*c)[k].Inc(ctx, n)
+}
+
+// Register makes the counters of k's family (Family) and, the first
+// time, reports them all at zero, so that the runner knows each before
+// several bundles first count it at once. A DoFn whose first count may
+// come in many bundles at once (a dead letter when a store dies) registers
+// in StartBundle, before it has anything to count.
+//
+// Not on the direct runner: it keeps one metrics store for the whole run
+// and, of two cells of one counter, only the first, so a zero cell made
+// here would hide the counts of a later bundle. It has no short ids, and
+// so no race to avoid.
+func (c *Recorder) Register(ctx context.Context, k Key) {
+	if _, ok := (*c)[k]; ok {
+		return
+	}
+	if *c == nil {
+		*c = Recorder{}
+	}
+	zero := metrics.GetBundleID(ctx) != "direct"
+	for _, fk := range append(Family(k), k) {
+		if _, ok := (*c)[fk]; !ok {
+			(*c)[fk] = beam.NewCounter(fk.Namespace, fk.Name)
+			if zero {
+				(*c)[fk].Inc(ctx, 0)
+			}
+		}
+	}
+}
+
+// Sink counts a write of kind to sink's table with outcome.
+func (c *Recorder) Sink(ctx context.Context, sink, table string, kind schemas.OriginKind, outcome string, n int64) {
+	c.Inc(ctx, SinkKey(sink, table, kind, outcome), n)
+}
+
+// Guard runs fn and turns a panic into an error wrapping
+// schemas.ErrInternal, naming where it happened, so a record that reaches
+// code that cannot handle it is dead-lettered (reason internal) instead of
+// crashing its bundle.
+func Guard(fn func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: panic: %v%s", schemas.ErrInternal, r, panicSite())
+		}
+	}()
+	fn()
+	return nil
+}
+
+// panicSite names the first sensorpipe function on the panicking stack.
+func panicSite() string {
+	pcs := make([]uintptr, 32)
+	n := runtime.Callers(3, pcs)
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		if strings.Contains(f.Function, "sensorpipe/") && !strings.Contains(f.Function, "ledger.Guard") && !strings.Contains(f.Function, "ledger.panicSite") {
+			return fmt.Sprintf(" (at %s, %s:%d)", f.Function, f.File[strings.LastIndex(f.File, "/")+1:], f.Line)
+		}
+		if !more {
+			return ""
+		}
+	}
+}

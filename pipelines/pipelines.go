@@ -1,0 +1,189 @@
+// Package pipelines builds sensorpipe's two graphs from the edges
+// (dofns/fileio, dofns/pubsubio, dofns/bigtableio, dofns/bigqueryio,
+// dofns/deadletterio) and the core transforms (dofns): Batch, files in,
+// and Stream, Pub/Sub in. Both parse, window by the UTC hour of event
+// time, build each identity-hour's rows, and write Bigtable, BigQuery
+// and the dead letter; they differ in how an hour is grouped and fired.
+//
+//	Batch:  fileio.Read → parse → Ingest{PreGroup → HourlyWindows → BuildRows{GBK → BuildBatchedRowsFn}} → sinks
+//	Stream: pubsubio.ReadMessages → parse → Ingest{TooLate → [arrival write] → HourlyWindows(triggered) → BuildRows{GBK → PaneBatchFn → StreamRowsFn}} → sinks
+package pipelines
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+
+	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
+	"github.com/sensorpipe/sensorpipe/internal/retry"
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+// Config is what both graphs take: the spec, where they write, and how.
+type Config struct {
+	// Spec is the dataset spec, compiled once by the caller (its options
+	// name the payload format); nothing here checks it again.
+	Spec *schemas.Compiled
+
+	// Bigtable is the Bigtable sink (its Retry is set from Retry).
+	Bigtable bigtableio.Config
+	// BigQuery is the BigQuery sink, nil when it is off (its Retry is set
+	// from Retry, its Table defaults to the spec's).
+	BigQuery *bigqueryio.Config
+
+	// DeadLetter is where rejected records go: a folder, a gs:// prefix,
+	// a BigQuery table or a Pub/Sub topic (schemas.ParseDeadLetterTarget,
+	// run once by the launcher).
+	DeadLetter schemas.DeadLetterTarget
+
+	// Retry is the sinks', read-backs' and dead-letter writers' retry
+	// policy (zero: retry.Policy's defaults).
+	Retry retry.Settings
+
+	// MaxLineBytes limits an input line or message; longer ones are
+	// dead-lettered as too_large (0: schemas.DefaultMaxLineBytes).
+	MaxLineBytes int
+
+	// Replay is set when the input is dead letters to unwrap
+	// (--format=deadletter; see dofns.UnwrapDeadLetterFn).
+	Replay *Replay
+
+	// Runner names the runner the graph is for, as --runner does ("" is
+	// the local default, prism). Check refuses Local on Dataflow.
+	Runner string
+
+	// Local are a stream's options for runners that keep its windows in
+	// their workers' memory: every runner but Dataflow, whose state is
+	// durable. nil: none.
+	Local *LocalRunner
+}
+
+// LocalRunner are the options of a stream whose windows live in its
+// workers' memory (prism, direct, a job server's workers): a killed or
+// stopped run loses them, and these make up for it.
+type LocalRunner struct {
+	// WriteOnArrival writes each reading's observed cells to Bigtable in
+	// the bundle that reads it, before the windowed firings (see
+	// dofns.ArrivalRowsFn), so that what is acknowledged is stored.
+	WriteOnArrival bool
+	// Recover reads each window back from Bigtable at its final firing,
+	// so that a window a killed or stopped run held in memory is imputed
+	// and rolled up from every reading it got, not only those the new run
+	// sees (see dofns.StreamRowsFn and dofns.RecoverWindowsFn). It relies
+	// on WriteOnArrival. A spec with no table that stores every field
+	// cannot be read back: the stream then logs a warning and runs
+	// without.
+	Recover bool
+	// DiskState keeps the hours' state (the readings held for their final
+	// firings, for the allowed lateness) in files on the workers' local
+	// disk instead of the runner's memory (see dofns.StreamRowsFn.DiskState).
+	DiskState bool
+}
+
+// Replay is what a dead-letter replay takes: the filters on the dead
+// letters to replay (empty: all).
+type Replay struct {
+	Reasons []string
+	Sinks   []string
+}
+
+// Check reports a configuration that cannot run: a missing spec, store or
+// dead-letter location, or local-runner options on Dataflow. The spec
+// itself was checked when it was compiled.
+func (c Config) Check() error {
+	switch {
+	case c.Spec == nil:
+		return fmt.Errorf("pipelines: no compiled dataset spec (schemas.Compile)")
+	case c.Bigtable.Project == "" || c.Bigtable.Instance == "":
+		return fmt.Errorf("pipelines: bigtable project and instance are required")
+	case c.DeadLetter == (schemas.DeadLetterTarget{}):
+		return fmt.Errorf("pipelines: a dead-letter location is required")
+	case c.Local != nil && IsDataflow(c.Runner):
+		return fmt.Errorf("pipelines: the local-runner options (arrival writes, recovery, disk state) are for runners that keep windows in their workers' memory, not %s, whose state is durable: leave Config.Local nil", c.Runner)
+	}
+	return nil
+}
+
+// IsDataflow reports whether runner names Dataflow.
+func IsDataflow(runner string) bool {
+	return runner == "dataflow" || runner == "DataflowRunner"
+}
+
+// sinks returns cfg's sink configurations with the run's retry policy.
+func (c Config) sinks() (bigtableio.Config, *bigqueryio.Config) {
+	bt := c.Bigtable
+	bt.Retry = c.Retry
+	if c.BigQuery == nil {
+		return bt, nil
+	}
+	bq := *c.BigQuery
+	bq.Retry = c.Retry
+	return bt, &bq
+}
+
+// parseLines parses KV<source, line> into KV<identity, Record> stamped
+// with event time, with the parse's dead letters (dofns.ParseFn); a
+// replay's lines (cfg.Replay) are unwrapped from their dead letters first
+// (dofns.UnwrapDeadLetterFn), and with withProbes the rollups' rebuild
+// probes join the parsed readings (a stream's firings take readings only:
+// a rollup's dead letter is replayed by a batch).
+func parseLines(s beam.Scope, cfg Config, lines beam.PCollection, withProbes bool) (records, dead beam.PCollection) {
+	if cfg.Replay == nil {
+		return beam.ParDo2(s.Scope("Parse"), &dofns.ParseFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes}, lines)
+	}
+	fn := &dofns.UnwrapDeadLetterFn{Spec: cfg.Spec, Filter: schemas.ReplayFilter{Reasons: cfg.Replay.Reasons, Sinks: cfg.Replay.Sinks}}
+	payloads, probes, unwrapDead := beam.ParDo3(s.Scope("UnwrapDeadLetters"), fn, lines)
+	records, parseDead := beam.ParDo2(s.Scope("Parse"), &dofns.ParseFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes}, payloads)
+	if withProbes {
+		records = beam.Flatten(s.Scope("Replay"), records, probes)
+	}
+	return records, beam.Flatten(s.Scope("Replay"), parseDead, unwrapDead)
+}
+
+// hourlyWindows windows readings into fixed one-hour event-time windows,
+// the UTC hours of the row keys.
+func hourlyWindows(s beam.Scope, records beam.PCollection, opts ...beam.WindowIntoOption) beam.PCollection {
+	return beam.WindowInto(s.Scope("HourlyWindows"), window.NewFixedWindows(time.Hour), records, opts...)
+}
+
+// built is what an hour builder gives the sinks.
+type built struct {
+	// Rows are Bigtable RowMutations: the readings each firing writes or
+	// rewrites, with the rollup cells in the first table's rows.
+	Rows beam.PCollection
+	// BQRows are BigQuery rows of the readings, each sent once per window
+	// (a stream's again only when a late firing changes its imputed
+	// values).
+	BQRows beam.PCollection
+	// Rollups are BigQuery rows of the rollup table, one per window (a
+	// stream's per on-time or late firing; empty without BigQuery or a
+	// rollup section).
+	Rollups beam.PCollection
+	// Dead are the records that could not be built.
+	Dead beam.PCollection
+}
+
+// writeSinks writes b's rows to Bigtable and, when configured, BigQuery
+// (the readings, and the rollups when the spec has them), and returns the
+// sinks' dead letters and the builder's.
+func writeSinks(s beam.Scope, cfg Config, b built, bt bigtableio.Config) []beam.PCollection {
+	_, bq := cfg.sinks()
+	dead := []beam.PCollection{b.Dead, bigtableio.Write(s, bt, b.Rows)}
+	if bq == nil {
+		return dead
+	}
+	if bq.Table == "" {
+		bq.Table = cfg.Spec.BigQuery.Table
+	}
+	dead = append(dead, bigqueryio.Write(s, *bq, schemas.SinkBigQuery, cfg.Spec.BigQuery, b.BQRows))
+	if roller := cfg.Spec.Roller(); roller != nil {
+		rollups := *bq
+		rollups.Table = roller.BigQuery().Table
+		dead = append(dead, bigqueryio.Write(s.Scope("rollups"), rollups, schemas.SinkBigQueryRollups, roller.BigQuery(), b.Rollups))
+	}
+	return dead
+}
