@@ -76,10 +76,10 @@ fuzz-short:
 ##   BENCH_FLAGS e.g. -count 5; E2E_FLAGS e.g. -sensors 2000 -cpuprofile .run/pipeline.pprof
 bench:
 	go test -run '^$$' -bench . -benchmem $(BENCH_FLAGS) ./schemas/ ./dofns/...
-	go test -run '^$$' -bench BenchmarkDedupQuery1M -benchtime 3x $(BENCH_FLAGS) ./internal/bqemu/sqlengine/
+	go test -run '^$$' -bench BenchmarkDedupQuery1M -benchtime 3x $(BENCH_FLAGS) ./launch/bqemulator/bqemu/sqlengine/
 	@mkdir -p .run
-	go run ./internal/bench/e2e -out .run/bench-e2e.json $(E2E_FLAGS)
-	go run ./internal/bench/stream $(STREAM_FLAGS)
+	go run ./launch/bench/e2e -out .run/bench-e2e.json $(E2E_FLAGS)
+	go run ./launch/bench/stream $(STREAM_FLAGS)
 	@$(MAKE) --no-print-directory bench-backlog
 	@$(MAKE) --no-print-directory bench-batching
 	@$(MAKE) --no-print-directory bench-memory
@@ -90,17 +90,17 @@ bench:
 ##   BACKLOG_FLAGS e.g. -readings 50000 (quick), -cpuprofile .run/stream-backlog.pprof, -launcher_args=--early_firing=2s
 bench-backlog:
 	@mkdir -p .run
-	go run ./internal/bench/stream -backlog $(BACKLOG_FLAGS)
+	go run ./launch/bench/stream -backlog $(BACKLOG_FLAGS)
 
 ## bench-batching: the stream's read rate and Pub/Sub bytes billed per reading with 10 and 100 readings a message
 ##   (NDJSON; make bench's stream run gives 1 a message). Throughput phase only, 100,000 readings each.
 bench-batching:
 	@mkdir -p .run
-	go run ./internal/bench/stream -rate 0 -per_message 10 -out .run/bench-stream-10.json $(STREAM_FLAGS)
-	go run ./internal/bench/stream -rate 0 -per_message 100 -out .run/bench-stream-100.json $(STREAM_FLAGS)
+	go run ./launch/bench/stream -rate 0 -per_message 10 -out .run/bench-stream-10.json $(STREAM_FLAGS)
+	go run ./launch/bench/stream -rate 0 -per_message 100 -out .run/bench-stream-100.json $(STREAM_FLAGS)
 
 ## bench-memory: the launcher's peak RSS (pipeline side only, Bigtable; a 10-minute write retry deadline, as the emulator is the bottleneck at 3 M) on 300 k and 3 M readings from 1,000 sensors, in time order and shuffled, and on a ward's 300 k and 3 M (100 sensors; 3 M span 8.3 hours, so the local batch runs in parts of whole hours; the 1,000 sensors' 3 M are one hour, and run in shares of their identities). About 25 minutes.
-MEM_E2E := go run ./internal/bench/e2e -sides pipeline -bigquery=false -merge=false -launcher_args=--write_retry_deadline=10m
+MEM_E2E := go run ./launch/bench/e2e -sides pipeline -bigquery=false -merge=false -launcher_args=--write_retry_deadline=10m
 bench-memory:
 	@mkdir -p .run
 	$(MEM_E2E) -out .run/mem-300k.json

@@ -19,7 +19,7 @@ func init() {
 	// Registered functions are called through generated shims; without
 	// this Beam calls each coder through reflect.Value.Call, which cost
 	// 0.31 s of 8.7 s CPU (3.5 %) in a 300 k-reading batch (profile of
-	// internal/bench/e2e -cpuprofile). Registered before the coders use them.
+	// launch/bench/e2e -cpuprofile). Registered before the coders use them.
 	register.Function1x1(encodeRecord)
 	register.Function1x2(schemas.DecodeRecord)
 	register.Function1x1(encodePaneBatch)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/sensorpipe/sensorpipe/internal/synth"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/synth"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sensorpipe/sensorpipe/internal/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 )
 
 // vitalsLine is a vitals reading with the given sensor id and raw JSON

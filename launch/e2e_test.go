@@ -18,11 +18,11 @@ import (
 
 	"cloud.google.com/go/bigquery"
 
-	"github.com/sensorpipe/sensorpipe/internal/bqemu"
+	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	// Queries (bq query, the Go client's) run on the emulator's SQL engine.
-	_ "github.com/sensorpipe/sensorpipe/internal/bqemu/sqlengine"
-	"github.com/sensorpipe/sensorpipe/internal/emulators"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
+	_ "github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu/sqlengine"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 

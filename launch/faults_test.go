@@ -16,11 +16,11 @@ import (
 	"cloud.google.com/go/bigquery"
 	"cloud.google.com/go/bigtable"
 
-	"github.com/sensorpipe/sensorpipe/internal/bench"
-	"github.com/sensorpipe/sensorpipe/internal/bqemu"
-	"github.com/sensorpipe/sensorpipe/internal/emulators"
-	"github.com/sensorpipe/sensorpipe/internal/faultproxy"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/faultproxy"
+	"github.com/sensorpipe/sensorpipe/launch/bench"
+	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 

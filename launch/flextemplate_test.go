@@ -14,6 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 )
 
 // metadataPath is the Flex Template metadata that mirrors the launcher's
@@ -291,5 +294,39 @@ func TestFlexTemplateRegexes(t *testing.T) {
 				t.Errorf("regexes %q accept %q: %v; want %v", p.Regexes, tt.value, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestFlexTemplateDefaultsAreTheFlags: each parameter whose help gives a
+// literal default ("Default: 30s.") gives the launcher flag's own default,
+// which is the edge's (bigqueryio.DefaultWriteMethod,
+// bigtableio.DefaultBatchCells, retry.DefaultAttemptTimeout, ...): one
+// default per setting, whoever reads it.
+func TestFlexTemplateDefaultsAreTheFlags(t *testing.T) {
+	literal := regexp.MustCompile(`Default: ([A-Za-z0-9_.\-]+?)[.]?(?:\s|$)`)
+	checked := 0
+	for _, p := range readMetadata(t).Parameters {
+		m := literal.FindStringSubmatch(p.HelpText)
+		f := flag.Lookup(p.Name)
+		if m == nil || f == nil || m[1] == "the" || flag.Lookup(m[1]) != nil { // "Default: bigtable_project": another flag's value
+			continue
+		}
+		got, want := m[1], f.DefValue
+		if d, err := time.ParseDuration(got); err == nil {
+			if w, err := time.ParseDuration(want); err == nil && d == w {
+				checked++
+				continue
+			}
+		}
+		if got != want {
+			t.Errorf("%s: the template's help says Default: %s; the flag's default is %s", metadataPath, got, want)
+		}
+		checked++
+	}
+	if flag.Lookup("bigquery_write_method").DefValue != bigqueryio.DefaultWriteMethod {
+		t.Errorf("--bigquery_write_method defaults to %s; the sink's default is %s", flag.Lookup("bigquery_write_method").DefValue, bigqueryio.DefaultWriteMethod)
+	}
+	if checked < 10 {
+		t.Fatalf("only %d parameters give a literal default; the pattern no longer reads the template", checked)
 	}
 }

@@ -52,8 +52,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
-	"github.com/sensorpipe/sensorpipe/internal/parts"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
+	"github.com/sensorpipe/sensorpipe/launch/parts"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -65,8 +65,8 @@ var (
 	btProject      = flag.String("bigtable_project", "", "Bigtable project id (required; with BIGTABLE_EMULATOR_HOST set it defaults to local-project, the project make run writes).")
 	btInstance     = flag.String("bigtable_instance", "", "Bigtable instance id (required; with BIGTABLE_EMULATOR_HOST set it defaults to local-instance).")
 	btAppProfile   = flag.String("bigtable_app_profile", "", "Bigtable app profile the writes use (default: the instance's default profile). Give backfills a single-cluster profile of their own so they do not slow serving reads.")
-	btMaxMuts      = flag.Int64("bigtable_max_outstanding_mutations", 200_000, "Flow control: the most Bigtable mutations (cells written or deleted) in flight per worker process; further writes wait (0: no cap).")
-	btMaxBytes     = flag.Int64("bigtable_max_outstanding_bytes", 128<<20, "Flow control: the most Bigtable request bytes in flight per worker process; further writes wait (0: no cap).")
+	btMaxMuts      = flag.Int64("bigtable_max_outstanding_mutations", bigtableio.DefaultFlow.MaxMutations, "Flow control: the most Bigtable mutations (cells written or deleted) in flight per worker process; further writes wait (0: no cap).")
+	btMaxBytes     = flag.Int64("bigtable_max_outstanding_bytes", bigtableio.DefaultFlow.MaxBytes, "Flow control: the most Bigtable request bytes in flight per worker process; further writes wait (0: no cap).")
 	btLatency      = flag.Duration("bigtable_target_latency", 0, "Flow control: a MutateRows latency to steer toward; the per-worker mutation cap then adapts between 1% and 100% of --bigtable_max_outstanding_mutations as Bigtable slows or recovers (0: off). RESOURCE_EXHAUSTED always cuts the cap and pauses writes.")
 	btTable        = flag.String("bigtable_table", "", "Bigtable table for the spec's first table (default: the name the spec gives it).")
 	deadLetter     = flag.String("dead_letter", "", "Where rejected records go, each with its payload and reason (required): "+schemas.DeadLetterTargetForms+".")
@@ -83,7 +83,7 @@ var (
 	bqProject      = flag.String("bigquery_project", "", "BigQuery project (default: --bigtable_project when given; with BIGQUERY_EMULATOR_HOST set, local-project).")
 	bqDataset      = flag.String("bigquery_dataset", "", "BigQuery dataset; empty turns the BigQuery sink off.")
 	bqTable        = flag.String("bigquery_table", "", "BigQuery table (default: the one the spec's bigquery section names).")
-	bqMethod       = flag.String("bigquery_write_method", "upsert", "upsert: Storage Write API default stream with change data capture (_CHANGE_TYPE=UPSERT on the spec's primary key): one row per reading, the newest winning; storage_write: the same stream without CDC (at least once); insert_all: tabledata.insertAll with insertId = reading_id (best-effort dedup).")
+	bqMethod       = flag.String("bigquery_write_method", bigqueryio.DefaultWriteMethod, "upsert: Storage Write API default stream with change data capture (_CHANGE_TYPE=UPSERT on the spec's primary key): one row per reading, the newest winning; storage_write: the same stream without CDC (at least once); insert_all: tabledata.insertAll with insertId = reading_id (best-effort dedup).")
 	printRows      = flag.Int("print_rows", 0, "After a local batch run, print this many rows of the first table.")
 	logLevel       = flag.String("log_level", "warn", "Runner and SDK log level: debug, info, warn or error.")
 	localPartMB    = flag.Float64("local_part_mb", 64, "A local batch (prism, direct) whose input is larger than this many MB runs as parts of about this size, one job after another, so that its memory is bounded by a part rather than by the input (prism holds every reading of a job until the job's input is read). The input is scanned once first. Parts are cut between hours where no hour read before has a reading after (input in rough event-time order splits at almost every hour); a part still larger (an hour larger than this, or shuffled input, whose hours overlap throughout) splits into shares of its identities, each reading the part's bytes and keeping the readings of its identities. Every identity's hour is built in one part, so the result is the one job's. 0: always one job. Dataflow runs one job.")
@@ -103,7 +103,7 @@ var (
 	earlyFiring      = flag.Duration("early_firing", pipelines.DefaultEarlyFiring, "With --source=pubsub: how often an open hour fires early (processing time).")
 	lateFiring       = flag.Duration("late_firing", pipelines.DefaultLateFiring, "With --source=pubsub: how long after a late reading its hour fires again.")
 	allowedLateness  = flag.Duration("allowed_lateness", pipelines.DefaultAllowedLateness, "With --source=pubsub: how long after its end an hour still takes late readings; later ones go to the dead letter as too_late.")
-	ackDeadline      = flag.Duration("pubsub_ack_deadline", 0, "With --source=pubsub on any runner but Dataflow: the lease kept on messages until their bundle commits (10s..600s; 0: 60s). After a crash, unacknowledged messages return this long after.")
+	ackDeadline      = flag.Duration("pubsub_ack_deadline", 0, "With --source=pubsub on any runner but Dataflow: the lease kept on messages until their bundle commits (10s..600s; 0: "+pubsubio.DefaultAckDeadline.String()+"). After a crash, unacknowledged messages return this long after.")
 )
 
 // streamFlags are the flags that only apply to --source=pubsub.
@@ -719,7 +719,7 @@ func run(ctx context.Context) error {
 }
 
 // planParts cuts a local batch's input into parts of about --local_part_mb
-// each (internal/parts): of whole hours where its hours allow, and of
+// each (launch/parts): of whole hours where its hours allow, and of
 // shares of its identities where an hour, or hours that overlap, are
 // larger. It says how it cut it. The line indexes that shares read go in
 // a folder that done removes.

@@ -17,17 +17,17 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 
-	"github.com/sensorpipe/sensorpipe/internal/bqemu"
-	"github.com/sensorpipe/sensorpipe/internal/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
+	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 )
 
-// testBootPath is where testBoot builds internal/testboot: one per test
+// testBootPath is where testBoot builds internal/testrig/testboot: one per test
 // binary.
 func testBootPath() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("sensorpipe-testboot-%d", os.Getpid()))
 }
 
-// testBoot builds the PROCESS environment's boot (internal/testboot) once
+// testBoot builds the PROCESS environment's boot (internal/testrig/testboot) once
 // per test binary and returns its path.
 func testBoot(t *testing.T) string {
 	t.Helper()
@@ -35,7 +35,7 @@ func testBoot(t *testing.T) string {
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}
-	out, err := exec.Command("go", "build", "-o", bin, "../internal/testboot").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "../internal/testrig/testboot").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build testboot: %v\n%s", err, out)
 	}

@@ -15,8 +15,8 @@ import (
 
 	"cloud.google.com/go/bigquery"
 
-	"github.com/sensorpipe/sensorpipe/internal/bqemu"
-	"github.com/sensorpipe/sensorpipe/internal/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
+	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 )
 
 // partsInput writes six hours of readings from five sensors every 20 s,

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sensorpipe/sensorpipe/internal/bqemu"
-	"github.com/sensorpipe/sensorpipe/internal/emulators"
-	"github.com/sensorpipe/sensorpipe/internal/faultproxy"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/faultproxy"
+	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 

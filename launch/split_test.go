@@ -16,8 +16,8 @@ import (
 
 	"cloud.google.com/go/bigquery"
 
-	"github.com/sensorpipe/sensorpipe/internal/bqemu"
-	"github.com/sensorpipe/sensorpipe/internal/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
+	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 )
 
 // storeState is what a run leaves in the stores: every Bigtable cell, the

@@ -16,8 +16,8 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
-	"github.com/sensorpipe/sensorpipe/internal/bqemu"
-	"github.com/sensorpipe/sensorpipe/internal/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
+	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 )
 
 // streamJob is a streaming launcher running as a subprocess.

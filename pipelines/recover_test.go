@@ -14,8 +14,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
 
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
-	"github.com/sensorpipe/sensorpipe/internal/emulators"
-	"github.com/sensorpipe/sensorpipe/internal/readpath"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
+	"github.com/sensorpipe/sensorpipe/launch/readside/readpath"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 

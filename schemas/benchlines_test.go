@@ -6,8 +6,8 @@ import (
 )
 
 // The benchmarks' input lines: vitals readings as the benchmarks have always
-// measured them (they were internal/bench's; internal/bench now generates
-// any spec's readings through internal/synth, which imports this package,
+// measured them (they were launch/bench's; launch/bench now generates
+// any spec's readings through internal/testrig/synth, which imports this package,
 // so the lines live here and the figures stay comparable).
 
 // benchStart is the first event time of the lines: the start of a UTC hour.

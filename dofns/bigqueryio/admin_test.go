@@ -10,8 +10,8 @@ import (
 
 	"cloud.google.com/go/bigquery"
 
-	"github.com/sensorpipe/sensorpipe/internal/bqemu"
-	_ "github.com/sensorpipe/sensorpipe/internal/bqemu/sqlengine"
+	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
+	_ "github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu/sqlengine"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 

@@ -15,16 +15,23 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 )
 
+// DefaultFlow is the flow control the launcher gives a run
+// (--bigtable_max_outstanding_mutations and _bytes): about what one
+// worker's ApplyBulk batches hold in flight without Bigtable pushing
+// back. A Config's zero Flow has no caps.
+var DefaultFlow = flowcontrol.Settings{MaxMutations: 200_000, MaxBytes: 128 << 20}
+
 // Config is where and how Write writes. Its zero values take the
-// defaults: DefaultBatchCells, the instance's default app profile, retry
-// and flow control's own defaults.
+// defaults: DefaultBatchCells, the instance's default app profile, the
+// retry policy's defaults, and no flow-control caps.
 type Config struct {
 	Project  string
 	Instance string
 	// AppProfile is the app profile the writes use ("" is the instance's
 	// default), e.g. a single-cluster profile for backfills.
 	AppProfile string
-	// Flow caps and paces each worker's outstanding writes.
+	// Flow caps and paces each worker's outstanding writes (zero: no
+	// caps; DefaultFlow is the launcher's).
 	Flow flowcontrol.Settings
 	// BatchCells is the cells of one ApplyBulk batch (0:
 	// DefaultBatchCells).

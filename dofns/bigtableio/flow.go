@@ -16,7 +16,7 @@ import (
 )
 
 // applyBulk is one attempt of WriteFn's ApplyBulk under the
-// worker's flow controller (internal/flowcontrol): it waits until the
+// worker's flow controller (dofns/bigtableio/flowcontrol): it waits until the
 // entries' mutations and bytes fit under the worker's caps and no
 // push-back pause runs, then applies them under the attempt's context (so
 // the wait does not eat the attempt's timeout), and reports the call's

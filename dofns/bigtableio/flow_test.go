@@ -15,9 +15,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio/flowcontrol"
-	"github.com/sensorpipe/sensorpipe/internal/emulators"
-	"github.com/sensorpipe/sensorpipe/internal/faultproxy"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/faultproxy"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -254,7 +254,7 @@ func TestWorkerBoundsCellsInFlightAcrossInstances(t *testing.T) {
 
 // TestFlowControlBacksOffOnResourceExhausted fails the first three
 // MutateRows calls with RESOURCE_EXHAUSTED at the fault proxy
-// (internal/faultproxy) in front of the emulator: the flow controller
+// (internal/testrig/faultproxy) in front of the emulator: the flow controller
 // counts the push-backs, cuts the worker's mutation limit (x0.7) and
 // pauses the writes; the sink retries and every row lands, with no dead
 // letter.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio/flowcontrol"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/internal/registry"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -137,7 +138,7 @@ func (f *WriteFn) Setup(ctx context.Context) error {
 	f.budget = int64(f.MaxInflight) * int64(f.BatchCells)
 	f.inflight = semaphore.NewWeighted(f.budget)
 	if f.WorkerBudget {
-		f.inflight = workerCells(fmt.Sprintf("%s/%d", target, f.budget), f.budget)
+		f.inflight = workerCells(target, f.budget)
 	}
 	f.down = &retry.Breaker{}
 	f.latency = retry.LatencyOf("bigtable MutateRows " + target)
@@ -151,27 +152,24 @@ func (f *WriteFn) Setup(ctx context.Context) error {
 	return nil
 }
 
-var (
-	budgetsMu sync.Mutex
-	budgets   = map[string]*semaphore.Weighted{}
-)
-
-// workerCells returns the worker process's semaphore of the cells in
-// flight for key (a Bigtable target and the budget), creating it with
-// budget on first use. Bounded per instance only, the batches of prism's
+// cellBudgets are the worker process's semaphores of the cells in flight,
+// one per Bigtable target and budget, kept for the life of the process
+// (registry.Get). Bounded per instance only, the batches of prism's
 // side-by-side bundles (5 in a local batch), each holding its cells as
 // client mutations (about 240 bytes a cell), reached 700,000 cells (172
 // MB) in a 300,000-reading run of 15,000-cell rows. It counts cells, not
 // batches, since a batch holds as many cells as its rows bring.
-func workerCells(key string, budget int64) *semaphore.Weighted {
-	budgetsMu.Lock()
-	defer budgetsMu.Unlock()
-	w, ok := budgets[key]
-	if !ok {
-		w = semaphore.NewWeighted(budget)
-		budgets[key] = w
-	}
-	return w
+var cellBudgets registry.Registry[budgetKey, *semaphore.Weighted]
+
+type budgetKey struct {
+	target string
+	cells  int64
+}
+
+// workerCells returns the worker process's semaphore of budget cells in
+// flight to target.
+func workerCells(target string, budget int64) *semaphore.Weighted {
+	return cellBudgets.Get(budgetKey{target, budget}, func() *semaphore.Weighted { return semaphore.NewWeighted(budget) })
 }
 
 // NewClient opens a data client with client-side metrics export off

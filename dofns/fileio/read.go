@@ -123,7 +123,7 @@ type FileRange struct {
 	Path       string
 	Start, End int64
 	// Index is the path of the file's line index, which holds each line's
-	// identity hash (internal/parts.Scan); it is read when Shares > 1.
+	// identity hash (launch/parts.Scan); it is read when Shares > 1.
 	Index         string
 	Share, Shares int
 }

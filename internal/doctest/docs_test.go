@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sensorpipe/sensorpipe/internal/bqemu"
+	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	// The emulator answers queries through its SQL engine.
-	_ "github.com/sensorpipe/sensorpipe/internal/bqemu/sqlengine"
-	"github.com/sensorpipe/sensorpipe/internal/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
+	_ "github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu/sqlengine"
 )
 
 // blockTimeout bounds one example; the first go run of the launcher

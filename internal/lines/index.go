@@ -24,7 +24,7 @@ func Share(h byte, shares int) int {
 // and each line's size, so that a reader of any byte range of the file can
 // find the byte of each line it reads. On disk: per line, its size in the
 // file (end included) as a uvarint, then its byte. The batch's local parts
-// (internal/parts) keep each line's identity hash in it.
+// (launch/parts) keep each line's identity hash in it.
 
 // IndexWriter writes one file's index.
 type IndexWriter struct {

@@ -1,5 +1,5 @@
 // Package lines reads the lines of an input file the one way the batch
-// source and the local run's planner (internal/parts) both need: LF or CRLF
+// source and the local run's planner (launch/parts) both need: LF or CRLF
 // ends, a cap on the bytes kept of a line, and a file's UTF-8 byte-order
 // mark dropped; and a file's line index (index.go), which the planner
 // writes and the source reads to keep one share of a file's lines.

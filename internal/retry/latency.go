@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/internal/registry"
 )
 
 // The attempt-timeout rule (see the package doc for why).
@@ -75,21 +77,14 @@ func (l *Latency) Timeout(attempt int, ceiling time.Duration) time.Duration {
 	return base
 }
 
-var (
-	latenciesMu sync.Mutex
-	latencies   = map[string]*Latency{}
-)
+// latencies are the process's Latencies, one per name, kept for the life
+// of the process (registry.Get): a Latency only measures, and every
+// writer of the same store and method learns from the calls of all.
+var latencies registry.Registry[string, *Latency]
 
 // LatencyOf is this process's Latency of the calls named key (e.g.
 // "bigtable MutateRows p/i"): every writer of the same store and method
 // in a worker process learns from the calls of all of them.
 func LatencyOf(key string) *Latency {
-	latenciesMu.Lock()
-	defer latenciesMu.Unlock()
-	l := latencies[key]
-	if l == nil {
-		l = &Latency{}
-		latencies[key] = l
-	}
-	return l
+	return latencies.Get(key, func() *Latency { return &Latency{} })
 }

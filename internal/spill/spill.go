@@ -26,6 +26,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/sensorpipe/sensorpipe/internal/registry"
 )
 
 // Store is a folder of spilled blobs. Its methods are safe for concurrent
@@ -66,25 +68,21 @@ type part struct {
 // file is rewritten.
 const compactMin = 4 << 20
 
-var (
-	storesMu sync.Mutex
-	stores   = map[string]*Store{}
-)
+// stores are the process's stores, one per folder, kept for the life of
+// the process (registry.Get): the folder is the process's own
+// (loopback.Private), and pipelines that share it keep their keys apart
+// by their own prefix (dofns.StreamRowsFn.SpillRun).
+var stores registry.Registry[string, *Store]
 
 // In returns the process's store in dir (made if missing), the same one
 // for every call with that dir.
 func In(dir string) (*Store, error) {
-	storesMu.Lock()
-	defer storesMu.Unlock()
-	if s, ok := stores[dir]; ok {
-		return s, nil
-	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("spill folder: %w", err)
 	}
-	s := &Store{dir: dir, groups: map[string]*group{}, index: map[string]*entry{}}
-	stores[dir] = s
-	return s, nil
+	return stores.Get(dir, func() *Store {
+		return &Store{dir: dir, groups: map[string]*group{}, index: map[string]*entry{}}
+	}), nil
 }
 
 // Put stores data as key's value, in group's file, replacing what key

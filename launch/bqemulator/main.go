@@ -26,11 +26,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sensorpipe/sensorpipe/internal/bqemu"
 	"github.com/sensorpipe/sensorpipe/internal/cli"
+	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 
 	// Query jobs run on the embedded SQL engine.
-	_ "github.com/sensorpipe/sensorpipe/internal/bqemu/sqlengine"
+	_ "github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu/sqlengine"
 )
 
 // main exits 0 after a clean stop (SIGINT, SIGTERM), 2 on bad flags or

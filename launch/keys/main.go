@@ -18,7 +18,7 @@ import (
 	"strings"
 
 	"github.com/sensorpipe/sensorpipe/internal/cli"
-	"github.com/sensorpipe/sensorpipe/internal/keys"
+	"github.com/sensorpipe/sensorpipe/launch/readside/keys"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 

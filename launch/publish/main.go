@@ -3,7 +3,7 @@
 // topic in real time, one or (--readings_per_message) more readings per message (JSON, or with --format=proto
 // the spec's declared protobuf message), for exercising the sensorpipe
 // pipeline (locally against the Pub/Sub emulator, or on GCP). Readings come
-// from the spec's field declarations (internal/synth).
+// from the spec's field declarations (internal/testrig/synth).
 //
 //	go run ./launch/publish --topic=projects/P/topics/T --rate=2000 --sensors=100 \
 //	    --duration=60s --bad_fraction=0.01 --late_fraction=0.01 --late_by=2h [--create] [--format=proto] [--spec=NAME|FILE]
@@ -43,7 +43,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/internal/sensorclock"
-	"github.com/sensorpipe/sensorpipe/internal/synth"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/synth"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -155,7 +155,7 @@ func parseFlags(args []string) (config, error) {
 	return c, nil
 }
 
-// generator makes the spec's readings (internal/synth) at the wall clock.
+// generator makes the spec's readings (internal/testrig/synth) at the wall clock.
 type generator struct {
 	cfg   config
 	rng   *rand.Rand

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sensorpipe/sensorpipe/internal/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 

@@ -33,7 +33,7 @@ import (
 	"cloud.google.com/go/bigtable"
 
 	"github.com/sensorpipe/sensorpipe/internal/cli"
-	"github.com/sensorpipe/sensorpipe/internal/readpath"
+	"github.com/sensorpipe/sensorpipe/launch/readside/readpath"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 

@@ -43,6 +43,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/internal/registry"
 )
 
 // Settings configure a Controller. The zero value caps nothing and never
@@ -336,21 +338,21 @@ func (d *decaying) update(v float64, now time.Time) {
 	d.weight += w
 }
 
-var (
-	workersMu sync.Mutex
-	workers   = map[string]*Controller{}
-)
+// workers are the process's controllers, one per Bigtable target and
+// settings, kept for the life of the process (registry.Get): every DoFn
+// instance of a worker with the same target and settings shares one, so
+// the caps hold per worker process; a pipeline with other settings gets
+// its own.
+var workers registry.Registry[workerKey, *Controller]
 
-// ForWorker returns the process-wide controller for key (a Bigtable
-// project, instance and app profile), creating it with s on first use: the
+type workerKey struct {
+	target string
+	s      Settings
+}
+
+// ForWorker returns the process-wide controller for target (a Bigtable
+// project, instance and app profile) and s, creating it on first use: the
 // caps hold per worker process, however many DoFn instances it runs.
-func ForWorker(key string, s Settings) *Controller {
-	workersMu.Lock()
-	defer workersMu.Unlock()
-	c, ok := workers[key]
-	if !ok {
-		c = New(s)
-		workers[key] = c
-	}
-	return c
+func ForWorker(target string, s Settings) *Controller {
+	return workers.Get(workerKey{target, s}, func() *Controller { return New(s) })
 }

@@ -256,11 +256,15 @@ func waitForStat(t *testing.T, cond func() bool) {
 	}
 }
 
-func TestForWorkerSharesOneController(t *testing.T) {
+func TestForWorkerSharesOneControllerPerTargetAndSettings(t *testing.T) {
 	a := ForWorker("p/i/test-shared", Settings{MaxMutations: 5})
-	b := ForWorker("p/i/test-shared", Settings{MaxMutations: 99})
+	b := ForWorker("p/i/test-shared", Settings{MaxMutations: 5})
+	other := ForWorker("p/i/test-shared", Settings{MaxMutations: 99})
 	c := ForWorker("p/i/test-other", Settings{MaxMutations: 5})
-	if a != b || a == c {
-		t.Errorf("ForWorker: same key gave %p and %p, other key %p; want one per key", a, b, c)
+	if a != b {
+		t.Errorf("ForWorker: the same target and settings gave %p and %p; want one controller", a, b)
+	}
+	if other == a || c == a {
+		t.Errorf("ForWorker: other settings gave %p, another target %p, both sharing %p; want each its own", other, c, a)
 	}
 }
