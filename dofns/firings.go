@@ -254,7 +254,7 @@ func (f *StreamRowsFn) Setup(ctx context.Context) error {
 	}
 	r, err := openReadBacker(ctx, f.Spec, f.Recovery)
 	if errors.Is(err, schemas.ErrNoReadBack) {
-		// The pipeline says so when it is built (pipelines.Stream).
+		// The launcher says so at start.
 		return nil
 	}
 	f.reader = r

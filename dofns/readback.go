@@ -2,6 +2,7 @@ package dofns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -199,16 +200,17 @@ type RecoverWindowsFn struct {
 	found, skipped beam.Counter
 }
 
-// Setup opens the Bigtable client.
+// Setup opens the Bigtable client. A spec with no table to read back
+// from has nothing to recover (the launcher says so at start).
 func (f *RecoverWindowsFn) Setup(ctx context.Context) error {
 	f.found = beam.NewCounter("recover", "windows_found")
 	f.skipped = beam.NewCounter("recover", "readings_skipped")
 	r, err := openReadBacker(ctx, f.Spec, f.Recovery)
-	if err != nil {
-		return err
+	if errors.Is(err, schemas.ErrNoReadBack) {
+		return nil
 	}
 	f.reader = r
-	return nil
+	return err
 }
 
 // Teardown closes the client.
@@ -222,6 +224,9 @@ func (f *RecoverWindowsFn) Teardown() error {
 // ProcessElement scans the windows that have not closed yet (their end
 // plus the allowed lateness is ahead of the clock) and emits their probes.
 func (f *RecoverWindowsFn) ProcessElement(ctx context.Context, _ []byte, emit func(string, PaneBatch)) error {
+	if f.reader == nil {
+		return nil
+	}
 	now := time.Now().UnixMilli()
 	size := f.WindowSize
 	if size <= 0 {

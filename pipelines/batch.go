@@ -1,16 +1,13 @@
 package pipelines
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/dofns/deadletterio"
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
-	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // BatchOptions are what a batch reads and how it meets what is stored.
@@ -27,8 +24,8 @@ type BatchOptions struct {
 	// dofns.BuildRowsFn.Merge), so that batches that split an hour, in
 	// any order, or a batch after a stream, leave what one batch over all
 	// the readings leaves. A spec with no table that stores every field
-	// cannot be read back: the batch then logs a warning and builds each
-	// hour from its own readings.
+	// cannot be read back: the batch then builds each hour from its own
+	// readings (the launcher warns of it at start).
 	MergeStored bool
 }
 
@@ -66,11 +63,12 @@ func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 // sinks. It returns the builder's and the sinks' dead letters.
 func ingestBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) []beam.PCollection {
 	s = s.Scope("Ingest")
+	b := buildBatch(s, cfg, merge, records)
 	bt, _ := cfg.sinks()
 	// A batch's bundles run side by side: bound the cells in flight per
 	// worker process, not per bundle.
 	bt.WorkerBudget = true
-	return writeSinks(s, cfg, buildBatch(s, cfg, merge, records), bt)
+	return writeSinks(s, cfg, b, bt)
 }
 
 // buildBatch packs the readings into one element per identity and hour
@@ -85,11 +83,7 @@ func buildBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) 
 	grouped := beam.GroupByKey(s, windowed)
 	fn := dofns.BuildRowsFn{Spec: cfg.Spec, BigQuery: cfg.BigQuery != nil, Retry: cfg.Retry}
 	if merge {
-		if _, err := schemas.NewReadBack(cfg.Spec.Spec); err != nil {
-			log.Warnf(context.Background(), "a batch that splits an hour recomputes its rollup from the batch's readings only: %v", err)
-		} else {
-			fn.Merge = dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}
-		}
+		fn.Merge = dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}
 	}
 	var b built
 	b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, &dofns.BuildBatchedRowsFn{BuildRowsFn: fn}, grouped)

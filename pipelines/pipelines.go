@@ -75,8 +75,8 @@ type LocalRunner struct {
 	// and rolled up from every reading it got, not only those the new run
 	// sees (see dofns.StreamRowsFn and dofns.RecoverWindowsFn). It relies
 	// on WriteOnArrival. A spec with no table that stores every field
-	// cannot be read back: the stream then logs a warning and runs
-	// without.
+	// cannot be read back: the stream then runs without (the launcher
+	// warns of it at start).
 	Recover bool
 	// DiskState keeps the hours' state (the readings held for their final
 	// firings, for the allowed lateness) in files on the workers' local

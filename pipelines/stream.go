@@ -1,7 +1,6 @@
 package pipelines
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -9,13 +8,11 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window/trigger"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/dofns/deadletterio"
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
-	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // Stream windowing defaults (the launcher's --early_firing,
@@ -174,17 +171,13 @@ func buildStream(s beam.Scope, cfg Config, w Windowing, local LocalRunner, recor
 		fn.SpillRun = fmt.Sprintf("%x", rand.Uint64())
 	}
 	if local.Recover {
-		if _, err := schemas.NewReadBack(cfg.Spec.Spec); err != nil {
-			log.Warnf(context.Background(), "a window held in memory by a run that is killed or stopped will be finished from the readings the next run sees only: %v", err)
-		} else {
-			// At start-up, a probe for each window that holds readings
-			// in Bigtable; each is read back at its final firing.
-			rec := dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}
-			fn.Recovery = rec
-			probes := beam.ParDo(s.Scope("Recover"), &dofns.RecoverWindowsFn{Spec: cfg.Spec, Recovery: rec, WindowSize: time.Hour, AllowedLateness: w.AllowedLateness},
-				beam.Impulse(s.Scope("Recover")))
-			panes = beam.Flatten(s.Scope("Firings"), panes, probes)
-		}
+		// At start-up, a probe for each window that holds readings in
+		// Bigtable; each is read back at its final firing.
+		rec := dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}
+		fn.Recovery = rec
+		probes := beam.ParDo(s.Scope("Recover"), &dofns.RecoverWindowsFn{Spec: cfg.Spec, Recovery: rec, WindowSize: time.Hour, AllowedLateness: w.AllowedLateness},
+			beam.Impulse(s.Scope("Recover")))
+		panes = beam.Flatten(s.Scope("Firings"), panes, probes)
 	}
 	var b built
 	b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("Firings"), fn, panes)
