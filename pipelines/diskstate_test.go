@@ -25,7 +25,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
-// TestStreamStateOnDiskConvergesToBatch runs a local stream (Ingest as
+// TestStreamStateOnDiskConvergesToBatch runs a local stream (ingestStream as
 // the launcher runs it on prism: written on arrival, read back, each
 // sensor-hour's state on local disk) through early, on-time and late
 // firings, with TestStream, into the Bigtable emulator and our BigQuery

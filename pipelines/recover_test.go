@@ -19,7 +19,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
-// TestStreamRecoversWhatAKilledRunWrote starts a stream (Ingest with
+// TestStreamRecoversWhatAKilledRunWrote starts a stream (ingestStream with
 // Recover, on prism, against the Bigtable emulator) on a table that a
 // killed run left behind: readings written on arrival and provisionally
 // imputed by early firings, with provisional rollups, and no final firing.

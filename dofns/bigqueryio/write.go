@@ -63,8 +63,8 @@ const (
 //
 // It encodes each row as a protobuf message of the descriptor derived from
 // the spec (schemas.BQEncoder), which checks its values, and hands it to the
-// write method's bqWriter: storageWriter (bq_storage.go) for WriteUpsert and
-// WriteStorageWrite, insertAllWriter (bq_insertall.go) for WriteInsertAll.
+// write method's bqWriter: storageWriter (storage.go) for WriteUpsert and
+// WriteStorageWrite, insertAllWriter (insertall.go) for WriteInsertAll.
 //
 // Transient errors are retried under the retry policy (internal/retry: a
 // timeout per attempt, so an answer that never comes cannot hang the

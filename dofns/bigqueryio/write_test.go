@@ -53,7 +53,7 @@ func deadSummary(d schemas.DeadLetter) string {
 
 // startBigQuery starts an in-process emulator, points the environment at it
 // (the DoFn runs in this process on prism) and creates the vitals table
-// with bqadmin, as a launch would.
+// with EnsureTable, as a launch would.
 func startBigQuery(t *testing.T, table string) (*bigquery.Client, *schemas.Spec) {
 	t.Helper()
 	ts := bqemu.StartServerForTest(t)

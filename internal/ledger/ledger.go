@@ -172,7 +172,7 @@ var stageKeys = []Key{InputRecords, InputMessages, InputRejected, TooLate, Group
 // Family lists the counters a step that keeps k may come to keep too: the
 // other stage counters; every kind and outcome of k's sink table; every
 // sink and reason of the dead letters. A step registers the whole family
-// at its first count (dofns/ledger.go), so that a counter first counted
+// at its first count (Recorder.Register), so that a counter first counted
 // by several bundles at once (every bundle's write_failed when a store
 // dies) is already known to the runner. Prism (v2.77) keeps one payload
 // of a counter it does not know yet while it asks the worker what it is,
