@@ -21,7 +21,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden previews in testdata/golden")
 
-var root = filepath.Join("..", "..")
+var root = filepath.Join("..", "..", "..")
 
 // TestPreviewGolden previews every built-in spec's sample input and
 // compares the output with testdata/golden/<spec>.preview.jsonl. It also

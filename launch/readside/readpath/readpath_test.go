@@ -158,7 +158,7 @@ func TestMainQueriesReadOnlyTheirRows(t *testing.T) {
 	}
 	defer client.Close()
 
-	samples := filepath.Join("..", "..", "testdata", "samples")
+	samples := filepath.Join("..", "..", "..", "testdata", "samples")
 	tests := []struct {
 		spec, sample string
 		where        map[string]string
@@ -301,7 +301,7 @@ func TestSaltedQueryUsesOneRangePerBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := loadSample(t, spec, filepath.Join("..", "..", "testdata", "samples", "user_events.jsonl"))
+	recs := loadSample(t, spec, filepath.Join("..", "..", "..", "testdata", "samples", "user_events.jsonl"))
 	writeRows(ctx, t, admin, client, spec, recs)
 	q := Query{Table: "user_events_by_type", Where: map[string]string{"event_type": "login"}, Since: 24 * time.Hour, Now: mustTime(t, "2026-03-01T12:00:00Z")}
 	res, err := Read(ctx, opener(client), spec, q)

@@ -76,7 +76,7 @@ func TestBQCLI(t *testing.T) {
 		}
 	})
 	t.Run("query with the querying guide's SQL", func(t *testing.T) {
-		b, err := os.ReadFile("../../../docs/guide/querying.md")
+		b, err := os.ReadFile("../../../../docs/guide/querying.md")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -315,7 +315,7 @@ func TestJobs(t *testing.T) {
 // TestDocsQueries runs every ```sql block of docs/guide/querying.md against the
 // emulator: what the docs tell users to run must run here.
 func TestDocsQueries(t *testing.T) {
-	b, err := os.ReadFile("../../../docs/guide/querying.md")
+	b, err := os.ReadFile("../../../../docs/guide/querying.md")
 	if err != nil {
 		t.Fatal(err)
 	}
