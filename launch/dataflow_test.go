@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -275,6 +276,37 @@ func TestDataflowDryRunStreaming(t *testing.T) {
 	})
 	checkGraph(t, out.pipeline)
 	checkSummary(t, out, "JOB_TYPE_STREAMING", "source:     Pub/Sub "+sub, "at the watermark", "allowed lateness")
+	t.Run("README's transform_name_mapping", func(t *testing.T) {
+		checkNameMapping(t, out.pipeline)
+	})
+}
+
+// checkNameMapping holds the README's --transform_name_mapping to the
+// stream's graph: every new name is a step of it, and no old one is, so an
+// update with that mapping finds each renamed step.
+func checkNameMapping(t *testing.T, p *pipepb.Pipeline) {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)MAPPING=\$\(cat <<'EOF'\n(\{.*?\})\nEOF\n`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("README.md gives no MAPPING=$(cat <<'EOF' {...} EOF) for --transform_name_mapping")
+	}
+	var mapping map[string]string
+	if err := json.Unmarshal(m[1], &mapping); err != nil {
+		t.Fatalf("README.md's --transform_name_mapping: %v", err)
+	}
+	names := transformNames(p)
+	for old, renamed := range mapping {
+		if !slices.Contains(names, renamed) {
+			t.Errorf("the mapping renames %q to %q, which is no step of the stream", old, renamed)
+		}
+		if slices.Contains(names, old) {
+			t.Errorf("the mapping renames %q, which is still a step of the stream", old)
+		}
+	}
 }
 
 // TestDryRunFlagsAreUsage: --dry_run on a local runner, and --dry_run_out
