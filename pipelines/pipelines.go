@@ -102,14 +102,14 @@ func (c Config) Check() error {
 		return fmt.Errorf("pipelines: bigtable project and instance are required")
 	case c.DeadLetter == (schemas.DeadLetterTarget{}):
 		return fmt.Errorf("pipelines: a dead-letter location is required")
-	case c.Local != nil && IsDataflow(c.Runner):
+	case c.Local != nil && isDataflow(c.Runner):
 		return fmt.Errorf("pipelines: the local-runner options (arrival writes, recovery, disk state) are for runners that keep windows in their workers' memory, not %s, whose state is durable: leave Config.Local nil", c.Runner)
 	}
 	return nil
 }
 
-// IsDataflow reports whether runner names Dataflow.
-func IsDataflow(runner string) bool {
+// isDataflow reports whether runner names Dataflow.
+func isDataflow(runner string) bool {
 	return runner == "dataflow" || runner == "DataflowRunner"
 }
 
