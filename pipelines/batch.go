@@ -64,11 +64,10 @@ func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 func ingestBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) []beam.PCollection {
 	s = s.Scope("Ingest")
 	b := buildBatch(s, cfg, merge, records)
-	bt, _ := cfg.sinks()
 	// A batch's bundles run side by side: bound the cells in flight per
 	// worker process, not per bundle.
-	bt.WorkerBudget = true
-	return writeSinks(s, cfg, b, bt)
+	cfg.Bigtable.WorkerBudget = true
+	return writeSinks(s, cfg, b)
 }
 
 // buildBatch packs the readings into one element per identity and hour

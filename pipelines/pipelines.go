@@ -170,8 +170,8 @@ type built struct {
 // writeSinks writes b's rows to Bigtable and, when configured, BigQuery
 // (the readings, and the rollups when the spec has them), and returns the
 // sinks' dead letters and the builder's.
-func writeSinks(s beam.Scope, cfg Config, b built, bt bigtableio.Config) []beam.PCollection {
-	_, bq := cfg.sinks()
+func writeSinks(s beam.Scope, cfg Config, b built) []beam.PCollection {
+	bt, bq := cfg.sinks()
 	dead := []beam.PCollection{b.Dead, bigtableio.Write(s, bt, b.Rows)}
 	if bq == nil {
 		return dead

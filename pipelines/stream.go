@@ -123,13 +123,13 @@ func ingestStream(s beam.Scope, cfg Config, w Windowing, records beam.PCollectio
 	}
 	onTime, late := tooLate(s, w, records)
 	dead := []beam.PCollection{late}
-	bt, _ := cfg.sinks()
 	if local.WriteOnArrival {
+		bt, _ := cfg.sinks()
 		arrival := beam.ParDo(s.Scope("WriteOnArrival"), &dofns.ArrivalRowsFn{Spec: cfg.Spec}, onTime)
 		dead = append(dead, bigtableio.Write(s.Scope("WriteOnArrival"), bt, arrival))
 	}
 	b := buildStream(s, cfg, w, local, onTime)
-	return append(dead, writeSinks(s, cfg, b, bt)...)
+	return append(dead, writeSinks(s, cfg, b)...)
 }
 
 // tooLate passes the stream's readings that can still join their window
