@@ -304,8 +304,6 @@ func localPath(path string) bool {
 	return !strings.Contains(path, "://")
 }
 
-// config validates the flags and builds the pipeline configuration and, for
-// a stream, its source: each flag is parsed here, once.
 // graph is the graph the flags describe: a batch's options, or a
 // stream's.
 type graph struct {
@@ -316,6 +314,8 @@ type graph struct {
 // streaming reports whether the flags describe a stream.
 func streaming() bool { return *source == "pubsub" }
 
+// config validates the flags and builds the pipeline configuration and the
+// graph's options: each flag is parsed here, once.
 func config(ctx context.Context) (cfg pipelines.Config, g graph, err error) {
 	if flag.NArg() > 0 {
 		return cfg, g, usagef("unexpected argument %q: every option is a --flag", flag.Arg(0))
