@@ -7,13 +7,11 @@ func SetAfterAck(f func(sub string, n int)) { afterAck = f }
 // PendingBundles is how many bundles' acks the readers of subscription sub
 // hold for acknowledgement (see pending).
 func PendingBundles(sub string) int {
-	subscribersMu.Lock()
-	defer subscribersMu.Unlock()
 	n := 0
-	for _, s := range subscribers {
-		if s.leases.sub == sub {
+	subscribers.Each(func(k subscriberKey, s *subscriber) {
+		if k.sub == sub {
 			n += s.pending.len()
 		}
-	}
+	})
 	return n
 }

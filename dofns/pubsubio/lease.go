@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sensorpipe/sensorpipe/internal/registry"
+
 	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
@@ -239,75 +241,69 @@ type subscriber struct {
 	pending *pending
 	ctx     context.Context // for acks and lease RPCs; outlives bundles
 	cancel  context.CancelFunc
-	refs    int
 }
 
-var (
-	subscribersMu sync.Mutex
-	subscribers   = map[string]*subscriber{}
-)
+// subscribers are the process's shared subscribers, one per server,
+// subscription, id attribute and lease settings: made by the first reader
+// instance's Setup (acquireSubscriber), shared by every instance with the
+// same settings, and closed by the last one's Teardown (releaseSubscriber),
+// which hands the messages still held back for redelivery.
+var subscribers registry.Registry[subscriberKey, *subscriber]
+
+type subscriberKey struct {
+	host, sub, idAttribute string
+	extend, maxHold        time.Duration
+}
 
 // acquireSubscriber returns the shared subscriber for sub, creating it if
 // needed. Pair with releaseSubscriber.
-func acquireSubscriber(ctx context.Context, sub string, extend, maxHold time.Duration) (string, *subscriber, error) {
-	host := os.Getenv("PUBSUB_EMULATOR_HOST")
-	key := fmt.Sprintf("%s|%s|%v|%v", host, sub, extend, maxHold)
-	subscribersMu.Lock()
-	defer subscribersMu.Unlock()
-	if s, ok := subscribers[key]; ok {
-		s.refs++
-		return key, s, nil
-	}
+func acquireSubscriber(ctx context.Context, sub, idAttribute string, extend, maxHold time.Duration) (subscriberKey, *subscriber, error) {
+	key := subscriberKey{os.Getenv("PUBSUB_EMULATOR_HOST"), sub, idAttribute, extend, maxHold}
+	s, err := subscribers.Acquire(key, func() (*subscriber, error) { return newSubscriber(ctx, key) })
+	return key, s, err
+}
+
+// newSubscriber opens key's client and starts its lease keeper.
+func newSubscriber(ctx context.Context, key subscriberKey) (*subscriber, error) {
 	client, err := pubsub.NewSubscriptionAdminClient(ctx)
 	if err != nil {
-		return "", nil, fmt.Errorf("pubsubio: creating subscriber client: %w", err)
+		return nil, fmt.Errorf("pubsubio: creating subscriber client: %w", err)
 	}
 	// The subscription's own ack deadline is the lease a pulled message starts
 	// with. Reading it needs pubsub.subscriptions.get, which a pure subscriber
 	// may lack: fall back to the 10s minimum, which is always safe.
 	initial := 10 * time.Second
 	gctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-	info, err := client.GetSubscription(gctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub})
+	info, err := client.GetSubscription(gctx, &pubsubpb.GetSubscriptionRequest{Subscription: key.sub})
 	cancel()
 	switch {
 	case err == nil && info.GetAckDeadlineSeconds() > 0:
 		initial = time.Duration(info.GetAckDeadlineSeconds()) * time.Second
 	case status.Code(err) == codes.NotFound:
 		client.Close()
-		return "", nil, fmt.Errorf("pubsubio: subscription %s: %w", sub, err)
+		return nil, fmt.Errorf("pubsubio: subscription %s: %w", key.sub, err)
 	case err != nil:
-		log.Warnf(ctx, "pubsubio: cannot read subscription %s (%v); assuming a 10s ack deadline", sub, err)
+		log.Warnf(ctx, "pubsubio: cannot read subscription %s (%v); assuming a 10s ack deadline", key.sub, err)
 	}
 	s := &subscriber{
 		client:  client,
-		leases:  newLeases(client, sub, initial, extend, maxHold),
-		seen:    seenFor(host, sub),
-		pending: newPending(maxHold),
-		refs:    1,
+		leases:  newLeases(client, key.sub, initial, key.extend, key.maxHold),
+		seen:    seenFor(key.host, key.sub, key.idAttribute),
+		pending: newPending(key.maxHold),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.leases.run(s.ctx)
-	subscribers[key] = s
-	return key, s, nil
+	return s, nil
 }
 
 // releaseSubscriber drops a reference; the last one releases held messages
 // for redelivery and closes the client.
-func releaseSubscriber(ctx context.Context, key string) error {
-	subscribersMu.Lock()
-	s, ok := subscribers[key]
-	if ok {
-		s.refs--
-		if s.refs > 0 {
-			ok = false
-		} else {
-			delete(subscribers, key)
-		}
-	}
-	subscribersMu.Unlock()
-	if !ok {
-		return nil
-	}
+func releaseSubscriber(ctx context.Context, key subscriberKey) error {
+	return subscribers.Release(key, func(s *subscriber) error { return s.close(ctx) })
+}
+
+// close releases held messages for redelivery and closes the client.
+func (s *subscriber) close(ctx context.Context) error {
 	s.cancel()
 	if s.leases.count() > 0 {
 		rctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)

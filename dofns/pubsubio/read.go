@@ -199,8 +199,8 @@ type readFn struct {
 	AckDeadline          time.Duration
 	FinalizeTimeout      time.Duration
 
-	key string      // of the shared subscriber
-	sub *subscriber // shared per process and subscription
+	key subscriberKey // of the shared subscriber
+	sub *subscriber   // shared per process and subscription
 
 	messages  beam.Counter
 	badTS     beam.Counter
@@ -212,7 +212,7 @@ type readFn struct {
 // Setup attaches the instance to the process's shared subscriber for the
 // subscription (client, honouring PUBSUB_EMULATOR_HOST, and lease keeper).
 func (fn *readFn) Setup(ctx context.Context) error {
-	key, sub, err := acquireSubscriber(ctx, fn.Subscription, fn.AckDeadline, fn.FinalizeTimeout)
+	key, sub, err := acquireSubscriber(ctx, fn.Subscription, fn.IDAttribute, fn.AckDeadline, fn.FinalizeTimeout)
 	if err != nil {
 		return err
 	}

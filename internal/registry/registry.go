@@ -96,6 +96,16 @@ func (r *Registry[K, V]) Get(key K, make func() V) V {
 	return v
 }
 
+// Each calls fn with each key and value the registry holds, under its
+// lock: fn must not call the registry.
+func (r *Registry[K, V]) Each(fn func(K, V)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, s := range r.m {
+		fn(k, s.v)
+	}
+}
+
 // Len reports how many values the registry holds.
 func (r *Registry[K, V]) Len() int {
 	r.mu.Lock()
