@@ -3,13 +3,13 @@
 // notably the local prism runner (Beam's own pubsubio only works on
 // Dataflow, where the runner reads Pub/Sub natively).
 //
-// Read pulls a subscription with synchronous Pull, a few pulls in flight at
-// once while a backlog lasts, from a splittable DoFn that checkpoints itself
-// with sdf.ResumeProcessingIn after every short bundle. Messages are acknowledged only once the runner has durably
-// committed the bundle that emitted them: in a bundle-finalization callback,
-// or (because the Go SDK runs those only for the first bundle of a reused
-// bundle processor) by the next bundle, which resumes the checkpoint that
-// carries their ack IDs. Until then their ack deadlines are extended in the
+// Read pulls a subscription with synchronous Pull (a few pulls in flight at
+// once while a backlog lasts) from a splittable DoFn that checkpoints itself
+// with sdf.ResumeProcessingIn after every short bundle. Messages are
+// acknowledged only once the runner has durably committed the bundle that
+// emitted them: in a bundle-finalization callback, or (because the Go SDK
+// runs those only for the first bundle of a reused bundle processor) by the
+// next bundle, which resumes the checkpoint that carries their ack IDs. Until then their ack deadlines are extended in the
 // background. A crash therefore loses nothing: unacknowledged messages are
 // redelivered (delivery is at-least-once; Config.IDAttribute enables
 // best-effort deduplication).
