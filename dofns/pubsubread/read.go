@@ -371,12 +371,13 @@ func (fn *readFn) ProcessElement(
 		results   = make(chan pulled, maxPullsInFlight)
 		inFlight  int // pulls started and not yet handled
 		requested int // messages asked for by the pulls in flight
+		received  int // messages of the pull being handled, not yet emitted
 		busy      bool
 		idle      bool  // a pull came back empty: start no more
 		pullErr   error // the first failed pull: start no more
 	)
 	start1 := func() bool {
-		room := fn.MaxMessagesPerBundle - emitted - requested
+		room := fn.MaxMessagesPerBundle - emitted - received - requested
 		limit := 1
 		if busy {
 			limit = maxPullsInFlight
@@ -430,8 +431,10 @@ func (fn *readFn) ProcessElement(
 			continue
 		}
 		busy = true
+		received = len(msgs)
 		for start1() { // the next pulls run while these are emitted
 		}
+		received = 0
 		we.state.LastMessageMs = now.UnixMilli()
 		for _, rm := range msgs {
 			m := fn.convert(rm.GetMessage())
