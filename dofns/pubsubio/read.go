@@ -3,13 +3,13 @@
 // notably the local prism runner (Beam's own pubsubio only works on
 // Dataflow, where the runner reads Pub/Sub natively).
 //
-// Read pulls a subscription with synchronous Pull from a splittable DoFn
-// that checkpoints itself with sdf.ResumeProcessingIn after every short
-// bundle. Messages are acknowledged only once the runner has durably
-// committed the bundle that emitted them: in a bundle-finalization callback,
-// or (because the Go SDK runs those only for the first bundle of a reused
-// bundle processor) by the next bundle, which resumes the checkpoint that
-// carries their ack IDs. Until then their ack deadlines are extended in the
+// Read pulls a subscription with synchronous Pull (a few pulls in flight at
+// once while a backlog lasts) from a splittable DoFn that checkpoints itself
+// with sdf.ResumeProcessingIn after every short bundle. Messages are
+// acknowledged only once the runner has durably committed the bundle that
+// emitted them: in a bundle-finalization callback, or (because the Go SDK
+// runs those only for the first bundle of a reused bundle processor) by the
+// next bundle, which resumes the checkpoint that carries their ack IDs. Until then their ack deadlines are extended in the
 // background. A crash therefore loses nothing: unacknowledged messages are
 // redelivered (delivery is at-least-once; Config.IDAttribute enables
 // best-effort deduplication).
@@ -53,9 +53,15 @@ func init() {
 }
 
 // Defaults for Config fields left zero.
+//
+// DefaultMaxMessagesPerBundle is large because each bundle the reader
+// commits has a cost downstream that does not depend on its size: prism
+// (Beam v2.77) re-examines every element a triggered GroupByKey holds each
+// time a bundle adds to it. A bundle of a live stream ends well before it
+// is full: at its first empty pull, or after maxBundleDuration.
 const (
 	DefaultIdleAdvance          = 3 * time.Second
-	DefaultMaxMessagesPerBundle = 1000
+	DefaultMaxMessagesPerBundle = 4000
 	DefaultAckDeadline          = 60 * time.Second
 	DefaultFinalizeTimeout      = 5 * time.Minute
 )
@@ -69,6 +75,11 @@ const (
 	maxBundleDuration = 2 * time.Second
 	// idleResumeDelay is how long the reader sleeps after an empty pull.
 	idleResumeDelay = 250 * time.Millisecond
+	// maxPullsInFlight is the most pulls one bundle has in flight at once.
+	// The Pub/Sub emulator returns at most 100 messages a pull, and has
+	// been seen to stall a pull for a minute with 8 in flight on one
+	// subscription.
+	maxPullsInFlight = 4
 	// idleLag is how far behind wall time the idle watermark stays, for
 	// messages published just before an empty pull returned.
 	idleLag = time.Second
@@ -353,32 +364,82 @@ func (fn *readFn) ProcessElement(
 		stopped     bool
 	)
 
-	for emitted < fn.MaxMessagesPerBundle && time.Since(start) < maxBundleDuration {
+	// Up to maxPullsInFlight pulls run at once, so that pulling overlaps
+	// with emitting (and with the downstream work that emitting runs) and
+	// a backlog is read with several requests in flight, as the client
+	// library's streaming subscriber reads with several streams. A pull is
+	// claimed before it starts, so everything it returns belongs to this
+	// bundle, even when it returns after the bundle's time is up. Until a
+	// pull returns messages, one pull at a time: an idle subscription costs
+	// one request per resumption, as with a single reader.
+	var (
+		results   = make(chan pulled, maxPullsInFlight)
+		inFlight  int // pulls started and not yet handled
+		requested int // messages asked for by the pulls in flight
+		received  int // messages of the pull being handled, not yet emitted
+		busy      bool
+		idle      bool  // a pull came back empty: start no more
+		pullErr   error // the first failed pull: start no more
+	)
+	start1 := func() bool {
+		room := fn.MaxMessagesPerBundle - emitted - received - requested
+		limit := 1
+		if busy {
+			limit = maxPullsInFlight
+		}
+		if stopped || idle || pullErr != nil || inFlight >= limit || room <= 0 || time.Since(start) >= maxBundleDuration {
+			return false
+		}
 		cur, _ := restriction(rt)
-		next := cur.Pulls + 1
-		if !rt.TryClaim(next) {
+		if !rt.TryClaim(cur.Pulls + 1) {
 			stopped = true // truncated (drain)
-			break
+			return false
 		}
-		resp, err := fn.pull(ctx, min(fn.MaxMessagesPerBundle-emitted, maxPullBatch))
-		if err != nil {
-			// The bundle fails and its output is discarded: release what it
-			// pulled so that it is redelivered promptly.
-			if nerr := fn.sub.leases.nack(fn.sub.ctx, emittedAcks); nerr != nil {
-				log.Warnf(ctx, "pubsubio: %v", nerr)
+		n := min(room, maxPullBatch)
+		if busy {
+			n = min(n, max(1, fn.MaxMessagesPerBundle/maxPullsInFlight))
+		}
+		inFlight++
+		requested += n
+		go func() {
+			resp, err := fn.pull(ctx, n)
+			results <- pulled{resp: resp, err: err, asked: n}
+		}()
+		return true
+	}
+	for start1() {
+	}
+	var unhandled []string // ack IDs pulled after a pull failed: released below
+	for inFlight > 0 {
+		r := <-results
+		inFlight--
+		requested -= r.asked
+		if r.err != nil {
+			if pullErr == nil {
+				pullErr = r.err
 			}
-			return sdf.StopProcessing(), err
+			continue
 		}
-		msgs := resp.GetReceivedMessages()
-		if len(msgs) == 0 {
-			break
-		}
+		msgs := r.resp.GetReceivedMessages()
 		now := time.Now()
 		ackIDs := make([]string, 0, len(msgs))
 		for _, rm := range msgs {
 			ackIDs = append(ackIDs, rm.GetAckId())
 		}
 		fn.sub.leases.add(now, ackIDs)
+		if pullErr != nil {
+			unhandled = append(unhandled, ackIDs...)
+			continue
+		}
+		if len(msgs) == 0 {
+			idle = true
+			continue
+		}
+		busy = true
+		received = len(msgs)
+		for start1() { // the next pulls run while these are emitted
+		}
+		received = 0
 		we.state.LastMessageMs = now.UnixMilli()
 		for _, rm := range msgs {
 			m := fn.convert(rm.GetMessage())
@@ -409,6 +470,17 @@ func (fn *readFn) ProcessElement(
 		if emitted >= fn.MaxMessagesPerBundle {
 			full = true
 		}
+		for start1() { // the room that these left
+		}
+	}
+	if pullErr != nil {
+		// The bundle fails and its output is discarded: release what it
+		// pulled so that it is redelivered promptly.
+		release := append(append(emittedAcks, dupAcks...), unhandled...)
+		if nerr := fn.sub.leases.nack(fn.sub.ctx, release); nerr != nil {
+			log.Warnf(ctx, "pubsubio: %v", nerr)
+		}
+		return sdf.StopProcessing(), pullErr
 	}
 
 	// Duplicates of already acknowledged messages emit nothing: ack them now.
@@ -464,6 +536,13 @@ func (fn *readFn) ProcessElement(
 		return sdf.ResumeProcessingIn(0), nil // more is probably waiting
 	}
 	return sdf.ResumeProcessingIn(idleResumeDelay), nil
+}
+
+// pulled is what one pull of a bundle returned.
+type pulled struct {
+	resp  *pubsubpb.PullResponse
+	err   error
+	asked int
 }
 
 // pull performs one synchronous Pull. A pull that times out without messages

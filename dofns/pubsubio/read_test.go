@@ -31,6 +31,7 @@ func init() {
 	register.DoFn1x2[pubsubio.Message, string, string]((*keyByOneFn)(nil))
 	register.DoFn3x0[beam.Window, string, func(*string) bool]((*recordPaneFn)(nil))
 	register.Iter1[string]()
+	register.DoFn1x0[pubsubio.Message]((*bundleSizeFn)(nil))
 }
 
 func TestMain(m *testing.M) {
@@ -59,6 +60,7 @@ var store struct {
 	elems   map[string][]seen // run -> elements
 	panes   map[string][]pane // run -> fired panes
 	acked   map[string]int    // subscription -> acked by finalization callbacks
+	bundles map[string][]int  // run -> messages of each bundle (bundleSizeFn)
 	release chan struct{}     // unblocks sinks configured to block (see recordFn.BlockOnBatch)
 }
 
@@ -68,6 +70,7 @@ func resetStore() (release func()) {
 	store.Lock()
 	defer store.Unlock()
 	store.elems, store.panes, store.acked = map[string][]seen{}, map[string][]pane{}, map[string]int{}
+	store.bundles = map[string][]int{}
 	ch := make(chan struct{})
 	store.release = ch
 	return func() { close(ch) }
@@ -109,6 +112,37 @@ func (fn *recordFn) ProcessElement(ctx context.Context, et beam.EventTime, m pub
 		store.Unlock()
 		<-release
 	}
+}
+
+// bundleSizeFn records the number of messages of each bundle it sees
+// (fused with the reader, so the reader's bundles).
+type bundleSizeFn struct {
+	Run string
+	n   int
+}
+
+func (fn *bundleSizeFn) StartBundle() { fn.n = 0 }
+
+func (fn *bundleSizeFn) ProcessElement(m pubsubio.Message) {
+	fn.n++
+	store.Lock()
+	store.elems[fn.Run] = append(store.elems[fn.Run], seen{Msg: m})
+	store.Unlock()
+}
+
+func (fn *bundleSizeFn) FinishBundle() {
+	if fn.n == 0 {
+		return
+	}
+	store.Lock()
+	store.bundles[fn.Run] = append(store.bundles[fn.Run], fn.n)
+	store.Unlock()
+}
+
+func bundlesOf(run string) []int {
+	store.Lock()
+	defer store.Unlock()
+	return append([]int(nil), store.bundles[run]...)
 }
 
 type keyByOneFn struct{}
@@ -266,6 +300,7 @@ func TestRead(t *testing.T) {
 	t.Run("ReadTimestampsAndAck", func(t *testing.T) { testReadTimestampsAndAck(t, e) })
 	t.Run("IdleWatermarkFiresWindow", func(t *testing.T) { testIdleWatermark(t, e) })
 	t.Run("RestartRedeliversUnfinalized", func(t *testing.T) { testRestart(t, e) })
+	t.Run("BacklogInBundlesNoLargerThanTheCap", func(t *testing.T) { testBacklog(t, e) })
 }
 
 // testReadTimestampsAndAck: every message arrives once with the right event
@@ -354,6 +389,54 @@ func testReadTimestampsAndAck(t *testing.T, e *env) {
 	stop()
 	// ... and the emulator agrees: nothing is redelivered once the 10s ack
 	// deadline of the stopped run's leases has passed.
+	if left := e.redelivered(t, sub, time.Now().Add(cfg.AckDeadline+time.Second)); len(left) > 0 {
+		t.Errorf("%d messages redelivered after the pipeline acked everything", len(left))
+	}
+}
+
+// testBacklog: a backlog larger than a pull's answer (the emulator gives at
+// most 100 messages a pull), read with several pulls in flight, arrives
+// once, in bundles no larger than MaxMessagesPerBundle, all acked.
+func testBacklog(t *testing.T, e *env) {
+	topic, sub := e.create(t, "backlog")
+	const (
+		run = "backlog"
+		n   = 1200
+		cap = 300
+	)
+	var batch []*pubsubpb.PubsubMessage
+	for i := 0; i < n; i++ {
+		rid := fmt.Sprintf("b%04d", i)
+		batch = append(batch, &pubsubpb.PubsubMessage{Data: []byte(rid), Attributes: map[string]string{"rid": rid}})
+	}
+	for i := 0; i < n; i += 400 {
+		e.publish(t, topic, batch[i:i+400])
+	}
+	cfg := pubsubio.Config{
+		Subscription:         mustSub(t, sub),
+		IDAttribute:          "rid",
+		MaxMessagesPerBundle: cap,
+		AckDeadline:          10 * time.Second,
+		FinalizeTimeout:      5 * time.Second,
+	}
+	stop := startPipeline(t, func(s beam.Scope) {
+		beam.ParDo0(s, &bundleSizeFn{Run: run}, pubsubio.Read(s, cfg))
+	})
+	waitFor(t, "the backlog to be read", 60*time.Second, func() bool { return len(idsOf(elemsOf(run))) == n })
+	if got := len(elemsOf(run)); got != n {
+		t.Errorf("read %d elements, want %d (duplicates?)", got, n)
+	}
+	sizes := bundlesOf(run)
+	total, largest := 0, 0
+	for _, b := range sizes {
+		total += b
+		largest = max(largest, b)
+	}
+	if largest > cap || total != n {
+		t.Errorf("bundles %v: %d messages, the largest %d; want %d, none over %d", sizes, total, largest, n, cap)
+	}
+	waitFor(t, "all messages to be acked", 30*time.Second, func() bool { return ackedOn(sub) >= n })
+	stop()
 	if left := e.redelivered(t, sub, time.Now().Add(cfg.AckDeadline+time.Second)); len(left) > 0 {
 		t.Errorf("%d messages redelivered after the pipeline acked everything", len(left))
 	}
