@@ -394,12 +394,12 @@ func TestBigQueryAnswersLost(t *testing.T) {
 	}
 }
 
-// TestBigQueryRejectionsAreDeadLettersForBigQuery runs the heroic
-// command: the sample is dated 2011, outside BigQuery's partition window,
-// so BigQuery rejects every reading. The run must exit 0 with Bigtable
-// written, each rejection a write_failed dead letter for bigquery with
-// BigQuery's message, and a balanced ledger. (It used to crash: the sink's
-// end-of-bundle dead letters met the hourly window's coder.)
+// TestBigQueryRejectionsAreDeadLettersForBigQuery runs the heroic_metrics
+// sample, dated 2011, outside BigQuery's partition window, so BigQuery
+// rejects every reading. The run must exit 0 with Bigtable written, each
+// rejection a write_failed dead letter for bigquery with BigQuery's
+// message, and a balanced ledger: the sink's end-of-bundle dead letters
+// are in the global window, whatever window its rows came in.
 func TestBigQueryRejectionsAreDeadLettersForBigQuery(t *testing.T) {
 	bt := emulators.StartBigtable(t)
 	bq := bqemu.StartServerForTest(t)
