@@ -23,19 +23,26 @@ type progressLine struct {
 	Read, Written, BigQuery, Dead int64
 }
 
-var progressRE = regexp.MustCompile(`^progress\s+(\d+)s: read (\d+), written (\d+) \(bigquery (\d+)\), dead-lettered (\d+)`)
+// The launcher's progress lines: a stream's counts its provisional and
+// final Bigtable writes apart (launch's progressLine); a batch's counts
+// them together.
+var (
+	streamProgressRE = regexp.MustCompile(`^progress\s+(\d+)s: read (\d+) \(.*?\); Bigtable (\d+) provisional writes, (\d+) final; BigQuery (\d+) final; dead-lettered (\d+)`)
+	batchProgressRE  = regexp.MustCompile(`^progress\s+(\d+)s: read (\d+), written (\d+) \(bigquery (\d+)\), dead-lettered (\d+)`)
+)
 
-// parseProgress parses a launcher progress line (internal/progress.Line).
+// parseProgress parses a launcher progress line, a stream's or a batch's.
+// Written is every Bigtable write of the first table's readings,
+// provisional and final.
 func parseProgress(line string, at time.Time) (progressLine, bool) {
-	m := progressRE.FindStringSubmatch(line)
-	if m == nil {
-		return progressLine{}, false
+	num := func(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
+	if m := streamProgressRE.FindStringSubmatch(line); m != nil {
+		return progressLine{At: at, Read: num(m[2]), Written: num(m[3]) + num(m[4]), BigQuery: num(m[5]), Dead: num(m[6])}, true
 	}
-	var v [4]int64
-	for i := range v {
-		v[i], _ = strconv.ParseInt(m[i+2], 10, 64)
+	if m := batchProgressRE.FindStringSubmatch(line); m != nil {
+		return progressLine{At: at, Read: num(m[2]), Written: num(m[3]), BigQuery: num(m[4]), Dead: num(m[5])}, true
 	}
-	return progressLine{At: at, Read: v[0], Written: v[1], BigQuery: v[2], Dead: v[3]}, true
+	return progressLine{}, false
 }
 
 // job is the streaming launcher running as a child process. Its stderr is
