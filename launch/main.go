@@ -504,12 +504,16 @@ func config(ctx context.Context) (cfg pipelines.Config, g graph, err error) {
 	if err := checkBigQueryNames(cfg); err != nil {
 		return cfg, g, err
 	}
+	readBack := cfg.Local != nil && cfg.Local.Recover
+	if !g.batch.MergeStored && !readBack {
+		return cfg, g, nil
+	}
 	if _, err := schemas.NewReadBack(spec); err != nil {
 		switch {
 		case g.batch.MergeStored:
 			fmt.Fprintf(os.Stderr, "sensorpipe: warning: a batch that splits an hour recomputes its rollup (and imputed values) from the batch's readings only: %v\n", err)
 			g.batch.MergeStored = false
-		case cfg.Local != nil && cfg.Local.Recover:
+		case readBack:
 			fmt.Fprintf(os.Stderr, "sensorpipe: warning: a window held in memory by a run that is killed or stopped will be finished from the readings the next run sees only: %v\n", err)
 			cfg.Local.Recover = false
 		}
