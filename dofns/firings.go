@@ -25,11 +25,10 @@ import (
 func init() {
 	beam.RegisterType(reflect.TypeOf((*EarlyState)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*FinalState)(nil)).Elem())
-	register.DoFn5x0[beam.PaneInfo, beam.Window, string, func(*schemas.Record) bool, func(string, PaneBatch)](&PaneBatchFn{})
+	register.DoFn5x0[beam.PaneInfo, beam.Window, string, func(*HourBatch) bool, func(string, PaneBatch)](&PaneBatchFn{})
 	register.DoFn9x1[context.Context, state.Provider, timers.Provider, string, PaneBatch,
 		func(schemas.RowMutation), func(schemas.BQRow), func(schemas.BQRow), func(schemas.DeadLetter), error](&StreamRowsFn{})
 	register.Emitter2[string, PaneBatch]()
-	register.Iter1[schemas.Record]()
 }
 
 // PaneBatch is one firing of one identity's window, as PaneBatchFn hands
@@ -52,13 +51,14 @@ type PaneBatch struct {
 // window start, the key of StreamRowsFn's state.
 type PaneBatchFn struct{}
 
-// ProcessElement emits the firing's readings with its window and pane.
-func (PaneBatchFn) ProcessElement(pane beam.PaneInfo, w beam.Window, key string, readings func(*schemas.Record) bool, emit func(string, PaneBatch)) {
+// ProcessElement emits the firing's readings, which come packed in
+// PreGroupFn's batches, with its window and pane.
+func (PaneBatchFn) ProcessElement(pane beam.PaneInfo, w beam.Window, key string, batches func(*HourBatch) bool, emit func(string, PaneBatch)) {
 	p := PaneBatch{Timing: pane.Timing, Index: int64(pane.Index)}
-	var r schemas.Record
-	for readings(&r) {
-		p.Records = append(p.Records, r)
-		r = schemas.Record{}
+	var b HourBatch
+	for batches(&b) {
+		p.Records = append(p.Records, b.Records...)
+		b = HourBatch{}
 	}
 	if len(p.Records) == 0 {
 		return

@@ -34,10 +34,10 @@ type HourBatch struct {
 	Records []schemas.Record
 }
 
-// PreGroupFn packs a batch's readings, KV<identity, Record> in the global
-// window, into HourBatches of one identity's readings of one hour, stamped
-// with the hour's start, before the hourly GroupByKey (HourlyWindows puts
-// each batch in its hour's window by that timestamp). The shuffle then
+// PreGroupFn packs readings, KV<identity, Record>, into HourBatches of one
+// identity's readings of one hour, stamped with the hour's start, before
+// the hourly GroupByKey (HourlyWindows puts each batch in its hour's window
+// by that timestamp). The shuffle then
 // carries one element per batch instead of one per reading: each element
 // costs the runner and the SDK harness the same whatever its size
 // (encoded, sent to the runner, stored, re-bundled and sent back), and that
@@ -46,9 +46,14 @@ type HourBatch struct {
 // A batch is sent when it holds MaxReadings readings, every batch when the
 // instance holds MaxBuffered readings, and the rest at the bundle's end, so
 // its memory is bounded whatever the bundle's size. The grouping after it
-// sees the same readings, so the rows are the same (BuildBatchedRowsFn).
-// For batches only: a stream's windows fire early, and a reading must not
-// wait for its bundle's end.
+// sees the same readings, so the rows are the same (BuildBatchedRowsFn,
+// and a stream's PaneBatchFn).
+//
+// In a stream a reading waits for its bundle's end at most, which the
+// Pub/Sub reader bounds (pubsubio: two seconds of pulling), and the
+// triggered GroupByKey holds a batch where it held a reading: prism
+// (Beam v2.77) re-examines every element such a grouping holds each time
+// a bundle adds to it, so fewer elements cost it less.
 type PreGroupFn struct {
 	// Window is the windows' size (default an hour).
 	Window time.Duration

@@ -276,35 +276,33 @@ func TestDataflowDryRunStreaming(t *testing.T) {
 	})
 	checkGraph(t, out.pipeline)
 	checkSummary(t, out, "JOB_TYPE_STREAMING", "source:     Pub/Sub "+sub, "at the watermark", "allowed lateness")
-	t.Run("README's transform_name_mapping", func(t *testing.T) {
-		checkNameMapping(t, out.pipeline)
+	t.Run("README's stateful steps", func(t *testing.T) {
+		checkStatefulSteps(t, out.pipeline)
 	})
 }
 
-// checkNameMapping holds the README's --transform_name_mapping to the
-// stream's graph: every new name is a step of it, and no old one is, so an
-// update with that mapping finds each renamed step.
-func checkNameMapping(t *testing.T, p *pipepb.Pipeline) {
+// checkStatefulSteps holds the README's list of the stream's stateful
+// steps (its "Updating a running Dataflow stream" section), by which
+// Dataflow matches a running stream on update, to the stream's graph:
+// each is a step of it.
+func checkStatefulSteps(t *testing.T, p *pipepb.Pipeline) {
 	t.Helper()
 	b, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?s)MAPPING=\$\(cat <<'EOF'\n(\{.*?\})\nEOF\n`).FindSubmatch(b)
-	if m == nil {
-		t.Fatal("README.md gives no MAPPING=$(cat <<'EOF' {...} EOF) for --transform_name_mapping")
+	sec := regexp.MustCompile(`(?s)### Updating a running Dataflow stream\n(.*?)\n#`).FindSubmatch(b)
+	if sec == nil {
+		t.Fatal(`README.md has no "### Updating a running Dataflow stream" section`)
 	}
-	var mapping map[string]string
-	if err := json.Unmarshal(m[1], &mapping); err != nil {
-		t.Fatalf("README.md's --transform_name_mapping: %v", err)
+	steps := regexp.MustCompile("(?m)^- `(Ingest/[^`]+)`").FindAllSubmatch(sec[1], -1)
+	if len(steps) < 3 {
+		t.Fatalf("README.md's update section lists %d stateful steps (- `Ingest/...`); want the grouping, PaneBatchFn and StreamRowsFn", len(steps))
 	}
 	names := transformNames(p)
-	for old, renamed := range mapping {
-		if !slices.Contains(names, renamed) {
-			t.Errorf("the mapping renames %q to %q, which is no step of the stream", old, renamed)
-		}
-		if slices.Contains(names, old) {
-			t.Errorf("the mapping renames %q, which is still a step of the stream", old)
+	for _, m := range steps {
+		if !slices.Contains(names, string(m[1])) {
+			t.Errorf("README.md lists %q as a stateful step, which is no step of the stream", m[1])
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
-	"github.com/sensorpipe/sensorpipe/dofns/deadletterio"
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 )
 
@@ -53,7 +52,7 @@ func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 	for i, d := range dead {
 		sinkDead = append(sinkDead, beam.Reshuffle(s.Scope(fmt.Sprintf("deadletter.Detach%d", i)), d))
 	}
-	deadletterio.Write(s, cfg.DeadLetter, cfg.Retry, append(sinkDead, readDead, parseDead)...)
+	writeDeadLetters(s, cfg, append(sinkDead, readDead, parseDead)...)
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
+	"github.com/sensorpipe/sensorpipe/dofns/deadletterio"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -106,6 +107,18 @@ func (c Config) Check() error {
 		return fmt.Errorf("pipelines: the local-runner options (arrival writes, recovery, disk state) are for runners that keep windows in their workers' memory, not %s, whose state is durable: leave Config.Local nil", c.Runner)
 	}
 	return nil
+}
+
+// writeDeadLetters writes each PCollection of dead letters to the
+// configured target: on Dataflow with deadletterio.Write, elsewhere with
+// deadletterio.WriteReporting, which keeps prism from busy-waiting while
+// a stage's sinks finish their writes.
+func writeDeadLetters(s beam.Scope, cfg Config, dead ...beam.PCollection) {
+	if isDataflow(cfg.Runner) {
+		deadletterio.Write(s, cfg.DeadLetter, cfg.Retry, dead...)
+		return
+	}
+	deadletterio.WriteReporting(s, cfg.DeadLetter, cfg.Retry, dead...)
 }
 
 // isDataflow reports whether runner names Dataflow.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
-	"github.com/sensorpipe/sensorpipe/dofns/deadletterio"
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 )
 
@@ -107,7 +106,7 @@ func Stream(s beam.Scope, cfg Config, opts StreamOptions) error {
 			Source: opts.Source.Subscription.String(), TimestampAttribute: opts.Source.TimestampAttribute}, msgs)
 	}
 	dead := ingestStream(s, cfg, opts.Windowing, records)
-	deadletterio.Write(s, cfg.DeadLetter, cfg.Retry, append(dead, parseDead)...)
+	writeDeadLetters(s, cfg, append(dead, parseDead)...)
 	return nil
 }
 
@@ -145,8 +144,10 @@ func tooLate(s beam.Scope, w Windowing, records beam.PCollection) (onTime, dead 
 // than risk the runner dropping it silently after the check.
 const tooLateMargin = 30 * time.Second
 
-// buildStream windows the readings by hour with w's trigger, groups each
-// firing's readings by identity and hour, and builds each firing's rows.
+// buildStream packs each bundle's readings by identity and hour
+// (dofns.PreGroupFn, as the batch does), windows them by hour with w's
+// trigger, groups each firing's batches by identity and hour, and builds
+// each firing's rows.
 // The firings meet their window's state in the global window, keyed by
 // identity and window (dofns.StreamRowsFn keeps the window's readings in
 // state, so each firing costs what it brings): early ones write their new
@@ -154,12 +155,14 @@ const tooLateMargin = 30 * time.Second
 // and rewrites what that moved, late ones the same, and BigQuery gets each
 // reading once (again if it changed).
 //
-// The stateful steps' names (Ingest/BuildRows/CoGBK,
-// Ingest/BuildRows/dofns.PaneBatchFn, Ingest/BuildRows/Firings'1/...) are
-// what a running Dataflow stream is updated by: keep them.
+// The stateful steps' names and coders (Ingest/BuildRows/CoGBK, which
+// groups HourBatches, Ingest/BuildRows/dofns.PaneBatchFn,
+// Ingest/BuildRows/Firings'1/...) are what a running Dataflow stream is
+// updated by: keep them.
 func buildStream(s beam.Scope, cfg Config, w Windowing, local LocalRunner, records beam.PCollection) built {
 	w = w.withDefaults()
-	windowed := hourlyWindows(s, records, w.options()...)
+	batches := beam.ParDo(s.Scope("PreGroup"), &dofns.PreGroupFn{}, records)
+	windowed := hourlyWindows(s, batches, w.options()...)
 	s = s.Scope("BuildRows")
 	grouped := beam.GroupByKey(s, windowed)
 	panes := beam.ParDo(s, dofns.PaneBatchFn{}, grouped)

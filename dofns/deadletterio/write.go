@@ -33,6 +33,9 @@ import (
 
 func init() {
 	register.DoFn2x1[context.Context, schemas.DeadLetter, error](&WriteFn{})
+	register.DoFn3x1[context.Context, schemas.DeadLetter, func(int64), error](&ReportingWriteFn{})
+	register.Emitter1[int64]()
+	register.Function1x0(discardReport)
 }
 
 // WriteFn writes dead letters to Target, parsed once by the
@@ -458,3 +461,40 @@ func payloadBytes(d schemas.DeadLetter) []byte {
 	}
 	return b
 }
+
+// ReportingWriteFn is WriteFn with an output: at the end of each bundle
+// in which it made dead letters durable, it emits how many. WriteReporting
+// says what the output is for.
+type ReportingWriteFn struct {
+	WriteFn
+}
+
+// StartBundle is WriteFn's. (Beam Go wants StartBundle to take
+// ProcessElement's emitters.)
+func (f *ReportingWriteFn) StartBundle(ctx context.Context, _ func(int64)) {
+	f.WriteFn.StartBundle(ctx)
+}
+
+// ProcessElement is WriteFn's: it emits nothing.
+func (f *ReportingWriteFn) ProcessElement(ctx context.Context, d schemas.DeadLetter, _ func(int64)) error {
+	return f.WriteFn.ProcessElement(ctx, d)
+}
+
+// FinishBundle is WriteFn's, then emits the count of dead letters it made
+// durable, if any.
+func (f *ReportingWriteFn) FinishBundle(ctx context.Context, emit func(int64)) error {
+	var n int64
+	for _, c := range f.count {
+		n += c
+	}
+	if err := f.WriteFn.FinishBundle(ctx); err != nil {
+		return err
+	}
+	if n > 0 {
+		emit(n)
+	}
+	return nil
+}
+
+// discardReport drops a ReportingWriteFn's count: the ledger has it.
+func discardReport(int64) {}
