@@ -70,11 +70,22 @@ func (f *TooLateFn) ProcessElement(ctx context.Context, et beam.EventTime, key s
 // commits. Writing each reading's observed cells in that same bundle makes
 // "acknowledged" imply "in Bigtable", so a killed launcher loses no reading:
 // an unacknowledged one is redelivered, and the write is idempotent.
+//
+// It builds a bundle's readings together, at the bundle's end or every
+// ArrivalBatch readings: one mutation per row (a sensor's hour) rather
+// than one per reading, so the writer sends, and Bigtable applies, a
+// fraction of the entries. The writer after it, in the same bundle,
+// writes them before the bundle commits.
 type ArrivalRowsFn struct {
 	Spec *schemas.Compiled
 
 	builder *schemas.Builder
+	held    []schemas.Record
 }
+
+// ArrivalBatch is the most readings ArrivalRowsFn holds before it builds
+// their rows.
+const ArrivalBatch = 4096
 
 // Setup takes the compiled spec's row builder.
 func (f *ArrivalRowsFn) Setup() error {
@@ -85,14 +96,39 @@ func (f *ArrivalRowsFn) Setup() error {
 	return nil
 }
 
-// ProcessElement emits r's observed cells.
+// StartBundle starts with nothing held. (Beam Go wants StartBundle to
+// take ProcessElement's emitter.)
+func (f *ArrivalRowsFn) StartBundle(context.Context, func(schemas.RowMutation)) {
+	f.held = f.held[:0]
+}
+
+// ProcessElement holds r, and builds the rows of what it holds once that
+// is ArrivalBatch readings.
 func (f *ArrivalRowsFn) ProcessElement(_ context.Context, _ string, r schemas.Record, emit func(schemas.RowMutation)) {
-	// Rejected records never pass Parse. The firings write the reading
-	// again, with its imputed values: this write is provisional.
 	// With the imputed fields' flags of the values it has (false), so
 	// that an early firing need not write it again (ArrivalWritten).
-	muts, _ := f.builder.Build([]schemas.Record{f.Spec.ArrivalRecord(r)}, false, func(int) schemas.OriginKind { return schemas.OriginProvisional })
+	f.held = append(f.held, f.Spec.ArrivalRecord(r))
+	if len(f.held) >= ArrivalBatch {
+		f.flush(emit)
+	}
+}
+
+// FinishBundle builds the rows of the readings left.
+func (f *ArrivalRowsFn) FinishBundle(_ context.Context, emit func(schemas.RowMutation)) {
+	f.flush(emit)
+}
+
+// flush emits the held readings' observed cells, one mutation per row.
+// Rejected records never pass Parse. The firings write the readings
+// again, with their imputed values: this write is provisional.
+func (f *ArrivalRowsFn) flush(emit func(schemas.RowMutation)) {
+	if len(f.held) == 0 {
+		return
+	}
+	muts, _ := f.builder.Build(f.held, false, func(int) schemas.OriginKind { return schemas.OriginProvisional })
 	for _, m := range muts {
 		emit(m)
 	}
+	clear(f.held)
+	f.held = f.held[:0]
 }

@@ -56,12 +56,16 @@ func init() {
 //
 // DefaultMaxMessagesPerBundle is large because each bundle the reader
 // commits has a cost downstream that does not depend on its size: prism
-// (Beam v2.77) re-examines every element a triggered GroupByKey holds each
-// time a bundle adds to it. A bundle of a live stream ends well before it
-// is full: at its first empty pull, or after maxBundleDuration.
+// (Beam v2.77) schedules and persists each stage's bundle, and
+// re-examines every element a triggered GroupByKey holds each time a
+// bundle adds to it. Draining a backlog, bundles of 8,000 messages rather
+// than 4,000 cut the launcher's CPU a reading by a sixth (97 to 82 µs in
+// make bench-backlog); a bundle seldom reaches it, as it stops pulling
+// after maxBundleDuration. A bundle of a live stream ends well before it
+// is full: at its first empty pull.
 const (
 	DefaultIdleAdvance          = 3 * time.Second
-	DefaultMaxMessagesPerBundle = 4000
+	DefaultMaxMessagesPerBundle = 8000
 	DefaultAckDeadline          = 60 * time.Second
 	DefaultFinalizeTimeout      = 5 * time.Minute
 )
