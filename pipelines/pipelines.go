@@ -111,8 +111,8 @@ func (c Config) Check() error {
 
 // writeDeadLetters writes each PCollection of dead letters to the
 // configured target: on Dataflow with deadletterio.Write, elsewhere with
-// deadletterio.WriteReporting, which keeps prism from busy-waiting while
-// a stage's sinks finish their writes.
+// deadletterio.WriteReporting, which keeps prism from busy-waiting
+// through the bundles of a stage that ends in sinks.
 func writeDeadLetters(s beam.Scope, cfg Config, dead ...beam.PCollection) {
 	if isDataflow(cfg.Runner) {
 		deadletterio.Write(s, cfg.DeadLetter, cfg.Retry, dead...)

@@ -27,15 +27,14 @@ func Write(s beam.Scope, target schemas.DeadLetterTarget, policy retry.Settings,
 // of dead letters it made durable, into a step that discards it behind a
 // fusion break (beam.Reshuffle, which prism turns into just that).
 //
-// Every stage with a sink ends in a dead-letter writer, so the count
-// gives each such stage a data output that closes only after its sinks
-// and writers have finished the bundle. prism (Beam v2.77) busy-waits on a
-// bundle whose data outputs have all closed, or that has none, until the
-// SDK reports the bundle done; a sink waits for its writes in FinishBundle,
-// after its stage's other outputs closed, so without this prism spun a
-// core for as long as the writes took (docs/upstream/prism-busy-wait.md).
-// The writers stay fused with their producers: a bundle still commits
-// only once its dead letters are durable.
+// A stage whose every branch ends in a sink and a dead-letter writer has
+// no data output, and prism (Beam v2.77) busy-waits through each of its
+// bundles: it selects on the bundle's outputs-done channel, closed from
+// the start, until the SDK reports the bundle done, spinning a core for as
+// long as the sinks wait for their writes
+// (docs/upstream/prism-busy-wait.md). The count is such a stage's data
+// output. The writers stay fused with their producers: a bundle still
+// commits only once its dead letters are durable.
 func WriteReporting(s beam.Scope, target schemas.DeadLetterTarget, policy retry.Settings, dead ...beam.PCollection) {
 	s = s.Scope("deadletter.Write")
 	for _, d := range dead {
