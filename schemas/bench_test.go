@@ -33,6 +33,7 @@ package schemas
 
 import (
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"testing"
 
@@ -212,6 +213,33 @@ func BenchmarkMutations(b *testing.B) {
 		}
 	}
 	perReading(b, groupSize, &ms)
+}
+
+// BenchmarkMutationsManyRows builds the mutations of readings spread
+// over many rows, as a stream's arrival write builds a bundle's (4,096
+// readings of 1,000 sensors, about four a row); one op is one call. Its
+// B/op is what the rows' buffers reserve.
+func BenchmarkMutationsManyRows(b *testing.B) {
+	const readings, sensors = 4096, 1000
+	_, p, bld, lines := benchInputs(b)
+	one := parseGroup(b, p, bld, nil, lines)
+	recs := make([]Record, readings)
+	for i := range recs {
+		r := one[i%len(one)]
+		r.Values = append([]Value(nil), r.Values...)
+		r.Values[0] = Value{Kind: KindString, Str: fmt.Sprintf("sensor-%04d", i%sensors)}
+		recs[i] = r
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportAllocs()
+	for b.Loop() {
+		muts, rej := bld.Mutations(recs)
+		if len(muts) < sensors || len(rej) != 0 {
+			b.Fatalf("%d mutations, %d rejected", len(muts), len(rej))
+		}
+	}
+	perReading(b, readings, &ms)
 }
 
 // BenchmarkParseKeyMutation is the whole per-reading path of the pipeline's

@@ -266,10 +266,18 @@ func (b *Builder) mutations(recs []Record, deletes bool, kind func(i int) Origin
 			last = idx
 			m := &out[idx]
 			if m.Cells == nil {
-				// Rows usually hold many readings (a sensor's hour) or
-				// one (a key with the event millisecond); start modest.
-				m.Cells = make([]Cell, 0, min(len(recs), 64)*len(t.columns))
-				m.Origins = make([]Origin, 0, min(len(recs), 64))
+				// A row holds many readings (an hour's group, one sensor's
+				// hour) or few (a key with the event millisecond; a
+				// bundle's arrival writes of many sensors): room for 64
+				// in the first row, and in a later one for as many as the
+				// rows before it held on average, so that a call over
+				// many rows does not reserve 64 readings for each.
+				n := min(len(recs), 64)
+				if idx > 0 {
+					n = min(n, max(1, ri/idx))
+				}
+				m.Cells = make([]Cell, 0, n*len(t.columns))
+				m.Origins = make([]Origin, 0, n)
 			}
 			var dels *[]Cell
 			if deletes {
