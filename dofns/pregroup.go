@@ -50,7 +50,7 @@ type HourBatch struct {
 // and a stream's PaneBatchFn).
 //
 // In a stream a reading waits for its bundle's end at most, which the
-// Pub/Sub reader bounds (pubsubio: two seconds of pulling), and the
+// Pub/Sub reader bounds (pubsubio: four seconds of pulling), and the
 // triggered GroupByKey holds a batch where it held a reading: prism
 // (Beam v2.77) re-examines every element such a grouping holds each time
 // a bundle adds to it, so fewer elements cost it less.
