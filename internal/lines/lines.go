@@ -8,7 +8,9 @@ package lines
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"errors"
+	"hash"
 	"io"
 )
 
@@ -29,6 +31,40 @@ type Reader struct {
 	rd  *bufio.Reader
 	max int
 	buf []byte
+
+	// hashLong, when set, hashes each line longer than max as it is read
+	// (Sum), so that a line too long to keep can be named exactly.
+	hashLong bool
+	h        hash.Hash
+	pend     []byte // a hashed line's last bytes, held until its end is known
+	sum      []byte
+}
+
+// HashLong makes Next hash every line longer than max, end excluded, with
+// SHA-256 as it streams by (Sum); the lines kept whole are not hashed.
+func (lr *Reader) HashLong() {
+	lr.hashLong = true
+	lr.h = sha256.New()
+}
+
+// Sum is the SHA-256 of the last line Next returned, end excluded, when
+// HashLong is set and the line was longer than max; else nil.
+func (lr *Reader) Sum() []byte { return lr.sum }
+
+// hashLine adds b, the next bytes of a long line, to its hash, holding the
+// last two back: they may be the line's CRLF or LF end.
+func (lr *Reader) hashLine(b []byte) {
+	if len(b) >= 2 {
+		lr.h.Write(lr.pend)
+		lr.h.Write(b[:len(b)-2])
+		lr.pend = append(lr.pend[:0], b[len(b)-2:]...)
+		return
+	}
+	lr.pend = append(lr.pend, b...)
+	if n := len(lr.pend); n > 2 {
+		lr.h.Write(lr.pend[:n-2])
+		lr.pend = append(lr.pend[:0], lr.pend[n-2:]...)
+	}
 }
 
 // NewReader reads lines from r through a buffer of bufSize bytes, keeping
@@ -47,6 +83,8 @@ func (lr *Reader) Discard(n int) (int, error) { return lr.rd.Discard(n) }
 // end of the input err is io.EOF, with the last line if it had no end.
 func (lr *Reader) Next() (line []byte, length, size int64, err error) {
 	lr.buf = lr.buf[:0]
+	lr.sum = nil
+	hashing := false
 	var last [2]byte // the line's last two bytes, end included
 	for {
 		chunk, err := lr.rd.ReadSlice('\n')
@@ -56,8 +94,22 @@ func (lr *Reader) Next() (line []byte, length, size int64, err error) {
 		} else if n == 1 {
 			last = [2]byte{last[1], chunk[0]}
 		}
+		kept := 0
 		if keep := lr.max - len(lr.buf); keep > 0 {
-			lr.buf = append(lr.buf, chunk[:min(len(chunk), keep)]...)
+			kept = min(len(chunk), keep)
+			lr.buf = append(lr.buf, chunk[:kept]...)
+		}
+		switch {
+		case hashing:
+			lr.hashLine(chunk)
+		case lr.hashLong && size > int64(lr.max):
+			// The line has passed max: hash it from its start (the
+			// bytes kept, then the rest of this chunk).
+			hashing = true
+			lr.h.Reset()
+			lr.pend = lr.pend[:0]
+			lr.hashLine(lr.buf)
+			lr.hashLine(chunk[kept:])
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
@@ -68,6 +120,11 @@ func (lr *Reader) Next() (line []byte, length, size int64, err error) {
 			if size > 1 && last[0] == '\r' {
 				length--
 			}
+		}
+		if hashing && length > int64(lr.max) {
+			// Of the held-back bytes, those before the line's end.
+			lr.h.Write(lr.pend[:length-(size-int64(len(lr.pend)))])
+			lr.sum = lr.h.Sum(nil)
 		}
 		line = lr.buf[:min(int64(len(lr.buf)), length)]
 		return line, length, size, err

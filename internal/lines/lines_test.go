@@ -1,6 +1,8 @@
 package lines
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"strings"
@@ -44,5 +46,48 @@ func TestLineReader(t *testing.T) {
 				t.Fatalf("lines %q; want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestHashLong shows that a line longer than max is hashed whole, end
+// excluded, whichever way the buffer cuts it and however it ends, and
+// that the lines kept whole are not.
+func TestHashLong(t *testing.T) {
+	long := strings.Repeat("abcdefghij", 7) // 70 bytes
+	tests := []struct {
+		name, input string
+		want        []string // each line's hashed text, "-" for none
+	}{
+		{"LF", "short\n" + long + "\nx\n", []string{"-", long, "-"}},
+		{"CRLF", long + "\r\n" + long + "1\r\n", []string{long, long + "1"}},
+		{"no end", "ok\n" + long, []string{"-", long}},
+		{"CR inside", long + "\rz\n", []string{long + "\rz"}},
+		{"max and CRLF", "0123456789\r\n", []string{"-"}},
+		{"just past max", "0123456789a\n", []string{"0123456789a"}},
+	}
+	for _, tt := range tests {
+		for _, bufSize := range []int{16, 17, 33, 4096} {
+			t.Run(fmt.Sprintf("%s/buffer %d", tt.name, bufSize), func(t *testing.T) {
+				lr := NewReader(strings.NewReader(tt.input), bufSize, 10)
+				lr.HashLong()
+				for i, want := range tt.want {
+					_, _, _, err := lr.Next()
+					got := "-"
+					if s := lr.Sum(); s != nil {
+						got = hex.EncodeToString(s)
+					}
+					if want != "-" {
+						h := sha256.Sum256([]byte(want))
+						want = hex.EncodeToString(h[:])
+					}
+					if got != want {
+						t.Errorf("line %d: sum %s; want %s", i+1, got, want)
+					}
+					if err != nil && err != io.EOF {
+						t.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
