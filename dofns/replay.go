@@ -3,11 +3,13 @@ package dofns
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -30,9 +32,20 @@ func init() {
 // malformed, sink parse), counted as a record read and rejected. The dead
 // letters replayed and those the filter leaves out are counted apart
 // (ledger.Replayed, ledger.ReplayFiltered).
+//
+// A dead letter whose sink the run does not write (Sinks) is rejected the
+// same way, naming its sink, once the filter has taken it.
 type UnwrapDeadLetterFn struct {
 	Spec   *schemas.Compiled
 	Filter schemas.ReplayFilter
+	// Sinks are the run's sinks (schemas.Sinks that it writes); empty:
+	// any.
+	Sinks []string
+	// MaxLineBytes is the run's --max_line_bytes: a too_large dead letter
+	// of a file (schemas.DeadLetter.Length) no longer than it is read
+	// back from the file (fileio.ReadRecord); a longer one stays
+	// too_large.
+	MaxLineBytes int
 
 	ctrs ledger.Recorder
 }
@@ -62,6 +75,10 @@ func (f *UnwrapDeadLetterFn) ProcessElement(ctx context.Context, at, line string
 		f.ctrs.Inc(ctx, ledger.ReplayFiltered, 1)
 		return
 	}
+	if err := schemas.CheckSinkOfRun(d, f.Sinks); err != nil {
+		reject(err)
+		return
+	}
 	if d.IsRollup() {
 		key, r, err := f.Spec.RebuildProbe(d)
 		if err != nil {
@@ -73,6 +90,10 @@ func (f *UnwrapDeadLetterFn) ProcessElement(ctx context.Context, at, line string
 		probe(mtime.FromMilliseconds(r.EventMs), key, r)
 		return
 	}
+	if d.Reason == schemas.ErrTooLarge.Error() && d.Length > 0 && d.SHA256 != "" {
+		f.readBack(ctx, d, emit, dead)
+		return
+	}
 	payload, err := d.PayloadBytes()
 	if err != nil {
 		reject(errors.Join(schemas.ErrMalformed, err))
@@ -80,4 +101,28 @@ func (f *UnwrapDeadLetterFn) ProcessElement(ctx context.Context, at, line string
 	}
 	f.ctrs.Inc(ctx, ledger.Replayed, 1)
 	emit(schemas.ReplaySource(d), string(payload))
+}
+
+// readBack replays a too_large dead letter of a file: the record read back
+// from the file when the run's limit takes it, else (or when the file
+// changed) a dead letter again, which keeps the record's place.
+func (f *UnwrapDeadLetterFn) readBack(ctx context.Context, d schemas.DeadLetter, emit func(string, string), dead func(schemas.DeadLetter)) {
+	f.ctrs.Inc(ctx, ledger.Replayed, 1)
+	again := func(err error) {
+		f.ctrs.Inc(ctx, ledger.InputRecords, 1)
+		f.ctrs.Inc(ctx, ledger.InputRejected, 1)
+		dead(deadLetter(schemas.SinkParse, d.Payload, schemas.ReplaySource(d), err))
+	}
+	max := schemas.LineLimit(f.MaxLineBytes)
+	if d.Length > int64(max) {
+		again(schemas.TooLargeInFile(d.Length, max))
+		return
+	}
+	b, err := fileio.ReadRecord(ctx, d.Source, d.Offset, d.Length, d.SHA256)
+	if err != nil {
+		f.ctrs.Inc(ctx, ledger.ReplayNotReadBack, 1)
+		again(fmt.Errorf("%w: the record cannot be read back: %w", schemas.ErrTooLarge, err))
+		return
+	}
+	emit(schemas.ReplaySource(d), string(b))
 }

@@ -138,6 +138,19 @@ func (c Config) sinks() (bigtableio.Config, *bigqueryio.Config) {
 	return bt, &bq
 }
 
+// runSinks are the sinks a run of c has: parse, window and Bigtable, and
+// BigQuery's readings and rollups when it writes them.
+func (c Config) runSinks() []string {
+	out := []string{schemas.SinkParse, schemas.SinkWindow, schemas.SinkBigtable}
+	if c.BigQuery != nil {
+		out = append(out, schemas.SinkBigQuery)
+		if c.Spec != nil && c.Spec.Roller() != nil {
+			out = append(out, schemas.SinkBigQueryRollups)
+		}
+	}
+	return out
+}
+
 // parseLines parses KV<source, line> into KV<identity, Record> stamped
 // with event time, with the parse's dead letters (dofns.ParseFn); a
 // replay's lines (cfg.Replay) are unwrapped from their dead letters first
@@ -148,7 +161,8 @@ func parseLines(s beam.Scope, cfg Config, lines beam.PCollection, withProbes boo
 	if cfg.Replay == nil {
 		return beam.ParDo2(s.Scope("Parse"), &dofns.ParseFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes}, lines)
 	}
-	fn := &dofns.UnwrapDeadLetterFn{Spec: cfg.Spec, Filter: schemas.ReplayFilter{Reasons: cfg.Replay.Reasons, Sinks: cfg.Replay.Sinks}}
+	fn := &dofns.UnwrapDeadLetterFn{Spec: cfg.Spec, Filter: schemas.ReplayFilter{Reasons: cfg.Replay.Reasons, Sinks: cfg.Replay.Sinks},
+		Sinks: cfg.runSinks(), MaxLineBytes: cfg.MaxLineBytes}
 	payloads, probes, unwrapDead := beam.ParDo3(s.Scope("UnwrapDeadLetters"), fn, lines)
 	records, parseDead := beam.ParDo2(s.Scope("Parse"), &dofns.ParseFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes}, payloads)
 	if withProbes {

@@ -6,6 +6,7 @@ package schemas
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -126,6 +127,13 @@ func TooLarge(size int64, limit int) error {
 		ErrTooLarge, size, limit, TooLargePrefix)
 }
 
+// TooLargeInFile is the error of a line of a file of size bytes over
+// limit, whose dead letter names its place and hash (DeadLetter.Length).
+func TooLargeInFile(size int64, limit int) error {
+	return fmt.Errorf("%w: %d bytes is over the limit of %d (--max_line_bytes); the payload kept is its first %d bytes, and offset, length and sha256 name the record in its file: a replay (--format=deadletter) with --max_line_bytes=%d or more reads it back",
+		ErrTooLarge, size, limit, TooLargePrefix, size)
+}
+
 // Prefix is the start of payload that a too_large dead letter keeps.
 func Prefix(payload string) string {
 	if len(payload) <= TooLargePrefix {
@@ -185,6 +193,13 @@ type DeadLetter struct {
 	// own).
 	Line   int64 `json:"line,omitempty"`
 	Offset int64 `json:"offset,omitempty"`
+	// Length and SHA256 name a too_large record of a file exactly: its
+	// bytes from Offset (given then with Line, 0 included), Length of
+	// them, line end excluded, and their SHA-256 in hex. A replay with a
+	// larger --max_line_bytes reads it back from the file, and knows
+	// whether the file changed since.
+	Length int64  `json:"length,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
 	// Identity (identity field name to its text), WindowStart and
 	// WindowEnd (RFC 3339, UTC) name the sensor-hour of a rollup's dead
 	// letter, so that a replay rebuilds it.
@@ -194,6 +209,20 @@ type DeadLetter struct {
 	// Previous are the failures of the record before this one, oldest
 	// first, when it was replayed from the dead letter and failed again.
 	Previous []PriorFailure `json:"previous,omitempty"`
+}
+
+// MarshalJSON writes d as its fields say, with offset given even when 0
+// for a record named by its length (a too_large record at the start of
+// its file).
+func (d DeadLetter) MarshalJSON() ([]byte, error) {
+	type fields DeadLetter
+	if d.Length == 0 || d.Offset != 0 {
+		return json.Marshal(fields(d))
+	}
+	return json.Marshal(struct {
+		fields
+		Offset int64 `json:"offset"`
+	}{fields(d), 0})
 }
 
 // PriorFailure is an earlier failure of a replayed dead letter.

@@ -99,6 +99,10 @@ func (d *DeadLetter) provenance(source string) {
 		return
 	}
 	d.Source, d.Line, d.Offset = prior.Source, prior.Line, prior.Offset
+	if d.Reason == ErrTooLarge.Error() {
+		// Still too large: it keeps what names it in its file.
+		d.Length, d.SHA256 = prior.Length, prior.SHA256
+	}
 	d.Identity, d.WindowStart, d.WindowEnd = prior.Identity, prior.WindowStart, prior.WindowEnd
 	d.Previous = append(append([]PriorFailure(nil), prior.Previous...),
 		PriorFailure{Reason: prior.Reason, Sink: prior.Sink, Error: prior.Error, Time: prior.Time})
@@ -205,16 +209,31 @@ func IsReplay(r *Record) bool {
 }
 
 // ParseEnvelope reads one dead letter as written (one JSON object, the
-// fields of DeadLetter). An envelope that is not one, has no reason or
-// sink, or whose payload_base64 does not decode is an error wrapping
-// ErrMalformed.
+// fields of DeadLetter). Its sink must be one of Sinks, or empty where its
+// reason names the stage (every reason but write_failed, which needs the
+// sink whose write failed): an empty sink is filled in, window for
+// too_late and parse for the others. An envelope that is not one, has no
+// reason, has a sink that names no sink, or whose payload_base64 does not
+// decode is an error wrapping ErrMalformed.
 func ParseEnvelope(line []byte) (DeadLetter, error) {
 	var d DeadLetter
 	if err := json.Unmarshal(line, &d); err != nil {
 		return d, fmt.Errorf("%w: not a dead-letter record: %w", ErrMalformed, err)
 	}
-	if d.Reason == "" || d.Sink == "" {
-		return d, fmt.Errorf("%w: not a dead-letter record: it needs reason and sink", ErrMalformed)
+	if d.Reason == "" {
+		return d, fmt.Errorf("%w: not a dead-letter record: it needs a reason", ErrMalformed)
+	}
+	switch {
+	case d.Sink == "" && d.Reason == ErrWriteFailed.Error():
+		return d, fmt.Errorf("%w: dead letter with reason write_failed and no sink: give the sink whose write failed (%s)",
+			ErrMalformed, strings.Join([]string{SinkBigtable, SinkBigQuery, SinkBigQueryRollups}, ", "))
+	case d.Sink == "" && d.Reason == ErrTooLate.Error():
+		d.Sink = SinkWindow
+	case d.Sink == "":
+		d.Sink = SinkParse
+	case !slices.Contains(Sinks, d.Sink):
+		return d, fmt.Errorf("%w: dead letter sink %q names no sink: use %s, or leave it empty for a reason other than write_failed",
+			ErrMalformed, d.Sink, strings.Join(Sinks, ", "))
 	}
 	if d.PayloadBase64 != "" {
 		if _, err := base64.StdEncoding.DecodeString(d.PayloadBase64); err != nil {
@@ -252,6 +271,19 @@ func (s *Spec) RebuildProbe(d DeadLetter) (key string, r Record, err error) {
 		texts[i] = t
 	}
 	return strings.Join(texts, "\x1f"), r, nil
+}
+
+// CheckSinkOfRun checks that dead letter d's sink is one of the run's
+// sinks (runSinks; empty: any): a write's dead letter replays to its sink
+// alone, so one whose sink the run does not write (BigQuery off, a spec
+// without rollups) would land nowhere. The error wraps ErrMalformed and
+// names the sink.
+func CheckSinkOfRun(d DeadLetter, runSinks []string) error {
+	if len(runSinks) == 0 || slices.Contains(runSinks, d.Sink) {
+		return nil
+	}
+	return fmt.Errorf("%w: dead letter sink %q is not a sink of this run (its sinks: %s): replay it with the store it names (e.g. --bigquery_dataset), or leave it out with --replay_sink",
+		ErrMalformed, d.Sink, strings.Join(runSinks, ", "))
 }
 
 // ReplayFilter selects the dead letters a replay takes: by reason and by

@@ -1,12 +1,48 @@
 package schemas
 
 import (
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
+
+// TestEnvelopeSinks shows the sink an envelope replays as: its own, or
+// for an empty one the stage its reason names; and which the run's sinks
+// refuse, naming the sink.
+func TestEnvelopeSinks(t *testing.T) {
+	tests := []struct {
+		line, want string
+	}{
+		{`{"payload":"p","reason":"bad_timestamp"}`, SinkParse},
+		{`{"payload":"p","reason":"too_large","sink":""}`, SinkParse},
+		{`{"payload":"p","reason":"too_late"}`, SinkWindow},
+		{`{"payload":"p","reason":"write_failed","sink":"bigquery"}`, SinkBigQuery},
+	}
+	for _, tt := range tests {
+		d, err := ParseEnvelope([]byte(tt.line))
+		if err != nil || d.Sink != tt.want {
+			t.Errorf("ParseEnvelope(%s): sink %q, err %v; want sink %q", tt.line, d.Sink, err, tt.want)
+		}
+	}
+	_, err := ParseEnvelope([]byte(`{"payload":"p","reason":"write_failed","sink":"nosuchsink"}`))
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), `"nosuchsink"`) {
+		t.Errorf("unknown sink: %v; want malformed naming it", err)
+	}
+	run := []string{SinkParse, SinkWindow, SinkBigtable}
+	if err := CheckSinkOfRun(DeadLetter{Sink: SinkBigtable}, run); err != nil {
+		t.Errorf("bigtable in a Bigtable run: %v", err)
+	}
+	err = CheckSinkOfRun(DeadLetter{Sink: SinkBigQueryRollups}, run)
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), `"bigquery_rollups"`) {
+		t.Errorf("bigquery_rollups in a Bigtable run: %v; want malformed naming it", err)
+	}
+	if err := CheckSinkOfRun(DeadLetter{Sink: SinkBigQuery}, nil); err != nil {
+		t.Errorf("no run sinks given: %v; want any taken", err)
+	}
+}
 
 func TestParseEnvelope(t *testing.T) {
 	tests := []struct {
@@ -21,7 +57,10 @@ func TestParseEnvelope(t *testing.T) {
 		{"truncated", `{"payload": 42`, true, ""},
 		{"wrong type", `{"payload": 42, "reason":"malformed","sink":"parse"}`, true, ""},
 		{"no reason", `{"payload":"p","sink":"parse"}`, true, ""},
-		{"no sink", `{"payload":"p","reason":"malformed"}`, true, ""},
+		{"no sink, a reason that needs none", `{"payload":"p","reason":"malformed"}`, false, "p"},
+		{"no sink, bad_timestamp", `{"payload":"p","reason":"bad_timestamp"}`, false, "p"},
+		{"no sink, write_failed", `{"payload":"p","reason":"write_failed"}`, true, ""},
+		{"a sink that names no sink", `{"payload":"p","reason":"write_failed","sink":"nosuchsink"}`, true, ""},
 		{"bad base64", `{"payload":"p","payload_base64":"!!","reason":"malformed","sink":"parse"}`, true, ""},
 		{"rollup with a bad hour", `{"payload":"p","reason":"write_failed","sink":"bigquery_rollups","identity":{"sensor_id":"a"},"window_start":"noon"}`, true, ""},
 		{"an array", `[]`, true, ""},
@@ -127,5 +166,37 @@ func TestReplaySinksAndFilter(t *testing.T) {
 	if !f.Takes(DeadLetter{Reason: "write_failed", Sink: SinkBigQuery}) || f.Takes(DeadLetter{Reason: "write_failed", Sink: SinkBigtable}) ||
 		f.Takes(DeadLetter{Reason: "malformed", Sink: SinkBigQuery}) || !(ReplayFilter{}).Takes(DeadLetter{Reason: "x", Sink: "y"}) {
 		t.Error("the filter takes the wrong dead letters")
+	}
+}
+
+// TestTooLargeDeadLetterNamesItsRecord shows that a too_large record named
+// by its length writes its offset even when 0, and that a replay that
+// leaves it too_large keeps its place and hash, while one that fails for
+// another reason does not.
+func TestTooLargeDeadLetterNamesItsRecord(t *testing.T) {
+	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	d := NewDeadLetter(SinkParse, "x", LineSource("/in/a.jsonl", 1, 0), TooLargeInFile(5000, 1024), now)
+	d.Offset, d.Length, d.SHA256 = 0, 5000, "ab"
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"offset":0`) || !strings.Contains(string(b), `"length":5000`) {
+		t.Errorf("too_large dead letter %s: want offset 0 and length 5000", b)
+	}
+	if b, _ := json.Marshal(NewDeadLetter(SinkParse, "x", "/in/a.jsonl", ErrMalformed, now)); strings.Contains(string(b), `"offset"`) {
+		t.Errorf("dead letter without a place %s: want no offset", b)
+	}
+	var back DeadLetter
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	still := NewDeadLetter(SinkParse, "x", ReplaySource(d), TooLargeInFile(5000, 2048), now)
+	if still.Length != 5000 || still.SHA256 != "ab" || still.Line != 1 || still.Source != "/in/a.jsonl" {
+		t.Errorf("still too large: %+v; want its place and hash kept", still)
+	}
+	other := NewDeadLetter(SinkParse, "x", ReplaySource(d), ErrMalformed, now)
+	if other.Length != 0 || other.SHA256 != "" {
+		t.Errorf("read back, then malformed: %+v; want no length or hash (its payload is whole)", other)
 	}
 }

@@ -5,8 +5,12 @@
 package fileio
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -193,6 +197,7 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 	}
 	defer fd.Close()
 	lr := lines.NewReader(fd, 1<<20, max)
+	lr.HashLong()
 	mine, owner, done, err := fn.share(path)
 	if err != nil {
 		return err
@@ -221,13 +226,20 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		if ok, err := mine(off); err != nil || !ok {
 			return err
 		}
+		raw := length // the line's bytes in the file, a byte-order mark included
 		if off == 0 {
 			line, length = lines.TrimBOM(line, length)
 		}
 		if length > int64(max) {
 			fn.ctrs.Inc(ctx, ledger.InputRecords, 1)
 			fn.ctrs.Inc(ctx, ledger.InputRejected, 1)
-			dead(schemas.NewDeadLetter(schemas.SinkParse, schemas.Prefix(string(line)), at, schemas.TooLarge(length, max), time.Now()))
+			d := schemas.NewDeadLetter(schemas.SinkParse, schemas.Prefix(string(line)), at, schemas.TooLargeInFile(length, max), time.Now())
+			// Its place and hash, for a replay to read it back
+			// (ReadRecord); the line itself is never held.
+			if sum := lr.Sum(); sum != nil {
+				d.Offset, d.Length, d.SHA256 = off, raw, hex.EncodeToString(sum)
+			}
+			dead(d)
 			return nil
 		}
 		emit(at, string(line))
@@ -314,4 +326,46 @@ func (fn *ReadLinesFn) share(path string) (mine func(off int64) (bool, error), o
 		return lines.Share(b, r.Shares) == r.Share, err
 	}
 	return mine, r.Share == 0, func() { x.Close() }, nil
+}
+
+// ErrRecordChanged is wrapped by ReadRecord's error when the file no
+// longer holds the record its dead letter names.
+var ErrRecordChanged = errors.New("the source file changed since the record was dead-lettered")
+
+// ReadRecord reads back the record a too_large dead letter names: length
+// bytes at offset of path (local, gs://; of a compressed file, of its
+// decompressed text), whose SHA-256 must be sum (hex). A record at the
+// file's start loses its UTF-8 byte-order mark, as the read drops it. A
+// file that is gone, shorter, or holds other bytes there is an error
+// wrapping ErrRecordChanged, which names the file.
+func ReadRecord(ctx context.Context, path string, offset, length int64, sum string) ([]byte, error) {
+	fd, err := OpenInput(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrRecordChanged, path, err)
+	}
+	defer fd.Close()
+	if offset > 0 {
+		if _, err := io.CopyN(io.Discard, fd, offset); err != nil {
+			return nil, fmt.Errorf("%w: %s: it ends before the record's offset %d (%w)", ErrRecordChanged, path, offset, err)
+		}
+	}
+	b := make([]byte, length)
+	if _, err := io.ReadFull(fd, b); err != nil {
+		return nil, fmt.Errorf("%w: %s: it ends inside the record's %d bytes at offset %d (%w)", ErrRecordChanged, path, length, offset, err)
+	}
+	if h := sha256.Sum256(b); hex.EncodeToString(h[:]) != sum {
+		return nil, fmt.Errorf("%w: %s: the %d bytes at offset %d have sha256 %s, not the dead letter's %s",
+			ErrRecordChanged, path, length, offset, hex.EncodeToString(h[:8]), cut(sum, 16))
+	}
+	if offset == 0 {
+		b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+	}
+	return b, nil
+}
+
+func cut(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }

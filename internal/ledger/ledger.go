@@ -123,6 +123,10 @@ var (
 	// ReplayRebuilds counts the rollups' dead letters replayed as the
 	// rebuild of their sensor-hour.
 	ReplayRebuilds = Key{"replay", "rebuilds"}
+	// ReplayNotReadBack counts the too_large dead letters of files a
+	// replay could not read back, because the file changed (or is gone)
+	// since: each is dead-lettered again, and the run fails.
+	ReplayNotReadBack = Key{"replay", "not_read_back"}
 )
 
 // ReplaySkipped counts the readings a replay built but did not route to
@@ -228,6 +232,9 @@ type Ledger struct {
 	ReplayFiltered int64            `json:"replay_filtered,omitempty"`
 	ReplayRebuilds int64            `json:"replay_rebuilds,omitempty"`
 	ReplaySkipped  map[string]int64 `json:"replay_skipped,omitempty"`
+	// ReplayNotReadBack are the too_large records a replay could not
+	// read back from their changed source files.
+	ReplayNotReadBack int64 `json:"replay_not_read_back,omitempty"`
 	// Unfired are a stream's readings in windows that had not fired when
 	// it stopped (read, not yet built); always 0 for a batch.
 	Unfired int64 `json:"in_open_windows,omitempty"`
@@ -297,6 +304,8 @@ func FromCounters(c Counters, stream bool) *Ledger {
 		Replayed:       c[Replayed],
 		ReplayFiltered: c[ReplayFiltered],
 		ReplayRebuilds: c[ReplayRebuilds],
+
+		ReplayNotReadBack: c[ReplayNotReadBack],
 	}
 	for _, sink := range schemas.Sinks {
 		if n := c[ReplaySkipped(sink)]; n != 0 {
@@ -551,6 +560,9 @@ func (l *Ledger) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  replayed dead letters:     %d (%d rollup rebuilds; %d left out by the filters)", l.Replayed, l.ReplayRebuilds, l.ReplayFiltered)
 		for _, sink := range sortedKeys(l.ReplaySkipped) {
 			fmt.Fprintf(w, "; %d readings not sent to %s, which had them", l.ReplaySkipped[sink], sink)
+		}
+		if l.ReplayNotReadBack > 0 {
+			fmt.Fprintf(w, "; %d too_large records not read back: their source files changed", l.ReplayNotReadBack)
 		}
 		fmt.Fprintln(w)
 	}
