@@ -15,7 +15,9 @@
 //	   dead-lettered, with their reasons);
 //	1  the job or its set-up failed (e.g. Bigtable unreachable at launch),
 //	   or its ledger does not balance, or a batch read no record from the
-//	   files its --input matched at launch (its workers did not see them);
+//	   files its --input matched at launch (its workers did not see them),
+//	   or a batch rejected every record it read (unless
+//	   --allow_all_rejected);
 //	2  bad flags;
 //	3  the job ran and its ledger balances, but a store stayed unavailable
 //	   past --write_retry_deadline: the records it did not take are in the
@@ -76,7 +78,7 @@ var (
 	retryDeadline  = flag.Duration("write_retry_deadline", retry.DefaultDeadline, "How long a write to Bigtable, BigQuery or the dead letter is retried while its store fails transiently (UNAVAILABLE, timeouts, quota). Past it, the records go to the dead letter as write_failed and the run exits 3.")
 	summaryJSON    = flag.String("summary_json", "", "Also write the run's ledger (the summary's figures) as JSON to this file.")
 	attemptTimeout = flag.Duration("write_attempt_timeout", retry.DefaultAttemptTimeout, "The longest one write call (an ApplyBulk batch, an AppendRows or insertAll request) may wait for its answer before it is abandoned and retried, within --write_retry_deadline. Each attempt's own timeout comes from the latency of the calls that answered: 4x their p99, at least 1s (5s until 16 have answered), doubled for each retry of the call, at most this.")
-	maxLineBytes   = flag.Int("max_line_bytes", schemas.DefaultMaxLineBytes, "Longest input line or Pub/Sub message, in bytes (default 1 MiB, a tenth of a Bigtable cell's limit); a longer one goes to the dead letter as too_large with its first 1 KiB, and is never held whole in memory.")
+	maxLineBytes   = flag.Int("max_line_bytes", schemas.DefaultMaxLineBytes, "Longest input line or Pub/Sub message, in bytes (default 1 MiB, a tenth of a Bigtable cell's limit); a longer one goes to the dead letter as too_large with its first 1 KiB, and is never held whole in memory. A file's line keeps its offset, length and sha256 in its file, so that a replay (--format=deadletter) with a larger --max_line_bytes reads it back.")
 	btBatchCells   = flag.Int("bigtable_batch_cells", bigtableio.DefaultBatchCells, "Cells per Bigtable ApplyBulk batch (the client sends a batch as MutateRows requests of at most 100,000 mutations); up to 4 batches are in flight per bundle, and in a batch at most 4 batches' cells per worker process, whatever the bundles it runs side by side.")
 	bqReqBytes     = flag.Int("bigquery_request_bytes", bigqueryio.DefaultBQRequestBytes, "Bytes of rows per BigQuery AppendRows or insertAll request (BigQuery's limit is 10 MB).")
 	bqBufBytes     = flag.Int("bigquery_buffer_bytes", bigqueryio.DefaultBQBufferedBytes, "Memory each BigQuery Storage Write writer (one per worker thread) gives to rows BigQuery has not yet acknowledged: their encodings and the records kept for their dead letters. AppendRows requests are cut smaller to fit 8 in flight; a stream's hour closing sends all of the hour's readings at once.")
@@ -93,6 +95,7 @@ var (
 	replayReason   = flag.String("replay_reason", "", "With --format=deadletter: replay only the dead letters with these reasons, comma-separated (e.g. write_failed); empty: every reason.")
 	replaySink     = flag.String("replay_sink", "", "With --format=deadletter: replay only the dead letters of these sinks, comma-separated (parse, window, bigtable, bigquery, bigquery_rollups); empty: every sink. A write's dead letter (bigtable, bigquery, bigquery_rollups) is written to that sink only.")
 	replayPayload  = flag.String("replay_payload_format", "json", "With --format=deadletter: the format of the dead letters' payloads (json or proto).")
+	allowRejected  = flag.Bool("allow_all_rejected", false, "A batch that read records and rejected every one exits 0 rather than 1 (e.g. a replay of dead letters known to fail again). Without it such a run fails with its top reasons and their likely cause: a wrong --format, a wrong --spec, or the unit of the timestamps.")
 	mergeStored    = flag.Bool("merge_stored", true, "A batch reads each sensor-hour it writes back from Bigtable and builds it with the readings earlier runs stored there, so that batches that split an hour, in any order, or a batch after a stream, leave what one batch over all the readings leaves. false builds each hour from the batch's readings only (a backfill into empty tables skips one read per sensor-hour).")
 
 	// Stream flags (--source=pubsub).
@@ -876,6 +879,11 @@ func report(w io.Writer, took time.Duration, cfg pipelines.Config, res jobRun) e
 			*input, inputMatched.files, inputMatched.bytes, runnerName())}
 	case !l.Balanced:
 		return exitError{exitFailed, fmt.Errorf("the run's ledger does not balance: %s", strings.Join(l.Problems, "; "))}
+	case l.ReplayNotReadBack > 0:
+		return exitError{exitFailed, fmt.Errorf("%d too_large records could not be read back: their source files changed (or are gone) since they were dead-lettered; they are in the dead letter %s again, with the file, offset, length and sha256 they had",
+			l.ReplayNotReadBack, cfg.DeadLetter)}
+	case !streaming() && !res.Stopped && !*allowRejected && allRejected(l):
+		return exitError{exitFailed, errors.New(allRejectedMessage(l, *format, *specFlag, cfg.DeadLetter))}
 	}
 	if down := l.Unavailable(); len(down) > 0 {
 		var parts []string
