@@ -72,7 +72,7 @@ func likelyCause(reason string, unknownKeys bool, format, spec string) string {
 	case schemas.ErrMissingField.Error(), schemas.ErrUnknownField.Error(), schemas.ErrInvalidField.Error():
 		why := "the records lack fields it requires or hold fields it refuses"
 		if reason == schemas.ErrMissingField.Error() && unknownKeys {
-			why = "the records lack fields it requires and hold keys it does not read (fields not in the spec)"
+			why = "the records lack fields it requires and hold keys it does not read"
 		}
 		return fmt.Sprintf("likely a wrong --spec: spec %s does not describe these records (%s)", spec, why)
 	case schemas.ErrOutOfRange.Error(), schemas.ErrBadTimestamp.Error():
