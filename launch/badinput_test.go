@@ -181,3 +181,57 @@ func rowsWithPrefix(rows map[string]bool, p string) bool {
 	}
 	return false
 }
+
+// TestBatchThatRejectsEverythingFails runs batches whose every record is
+// rejected: a CSV file read as JSON (the format), vitals readings read
+// with another dataset's spec (the spec), and readings whose epoch times
+// are in seconds read as milliseconds by a spec that takes only recent
+// times (the unit). Each exits 1 with one line naming its top reasons with
+// their counts and the likely cause; --allow_all_rejected exits 0.
+func TestBatchThatRejectsEverythingFails(t *testing.T) {
+	host := emulators.StartBigtable(t)
+	env := []string{"BIGTABLE_EMULATOR_HOST=" + host}
+	csv := writeLines(t, []string{"sensor_id,timestamp,heart_rate", "a,2026-03-01T10:00:00Z,70", "b,2026-03-01T10:00:01Z,71"})
+	vitals := writeLines(t, []string{vitalsLine(`"v-1"`, `"2026-03-01T10:00:00Z"`, "70"), vitalsLine(`"v-2"`, `"2026-03-01T10:00:00Z"`, "71")})
+	seconds := writeLines(t, []string{vitalsLine(`"s-1"`, "1772359200", "70"), vitalsLine(`"s-2"`, "1772359201", "71")})
+	recent := filepath.Join(t.TempDir(), "recent.yaml")
+	spec, err := os.ReadFile("../schemas/specs/vitals.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(recent, append(spec, []byte("\nevent_time_range: {min: \"2000-01-01T00:00:00Z\", max: \"2100-01-01T00:00:00Z\"}\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		args  []string
+		wants []string
+	}{
+		{"a CSV file", []string{"--input=" + csv + "/*"}, []string{"malformed 3", "--format"}},
+		{"another dataset's spec", []string{"--input=" + vitals + "/*", "--spec=traffic"}, []string{"missing_field 2", "--spec"}},
+		{"epoch seconds", []string{"--input=" + seconds + "/*", "--spec=" + recent}, []string{"bad_timestamp 2", "unit"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"--bigtable_project=p", "--bigtable_instance=i", "--progress_interval=0"}, tt.args...)
+			r := runLauncher(t, env, append(args, "--dead_letter="+t.TempDir())...)
+			last := lastLine(r.stderr)
+			t.Logf("exit %d: %s", r.code, last)
+			if r.code != 1 || !strings.Contains(last, "every one of the") {
+				t.Fatalf("exit %d, last line %q; want 1 and the line that every record was rejected\n%s", r.code, last, r.stderr)
+			}
+			for _, w := range tt.wants {
+				if !strings.Contains(last, w) {
+					t.Errorf("last line %q does not say %q", last, w)
+				}
+			}
+			if tt.name != "a CSV file" {
+				return
+			}
+			r = runLauncher(t, env, append(args, "--dead_letter="+t.TempDir(), "--allow_all_rejected")...)
+			if r.code != 0 {
+				t.Fatalf("with --allow_all_rejected: exit %d\n%s", r.code, r.stderr)
+			}
+		})
+	}
+}

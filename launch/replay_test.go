@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -188,4 +190,177 @@ func mustGlob(t *testing.T, pattern string) []string {
 		t.Fatalf("%s: %v (%d files)", pattern, err, len(m))
 	}
 	return m
+}
+
+// TestReplayTooLargeLineFromItsFile dead-letters a 20 MB line of a file
+// with its line, offset, length and sha256 (and never its bytes), replays
+// it with a --max_line_bytes that takes it (it lands), then with the
+// default limit (too_large again, its place kept; the replay of known-bad
+// data exits 0 with --allow_all_rejected), then after the file changed (the
+// run fails in one line, the record stays in the dead letter).
+func TestReplayTooLargeLineFromItsFile(t *testing.T) {
+	bt := emulators.StartBigtable(t)
+	env := []string{"BIGTABLE_EMULATOR_HOST=" + bt}
+	const ts = `"2026-03-01T10:00:00Z"`
+	first := vitalsLine(`"small-1"`, ts, "70")
+	huge := `{"sensor_id":"huge-1","timestamp":` + ts + `,"heart_rate":71,"body_temperature":36.8,"spO2":98,"battery_level":87,"note":"` +
+		strings.Repeat("z", 20<<20) + `"}`
+	in := t.TempDir()
+	file := filepath.Join(in, "big.jsonl")
+	if err := os.WriteFile(file, []byte(first+"\n"+huge+"\r\n"+vitalsLine(`"small-2"`, ts, "72")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := func(input, dl string, extra ...string) []string {
+		return append([]string{"--source=files", "--input=" + input, "--bigtable_project=p", "--bigtable_instance=i",
+			"--bigtable_table=big", "--dead_letter=" + dl, "--progress_interval=0"}, extra...)
+	}
+	hasRow := func(sensor string) bool {
+		for _, c := range dump(t, bt, "big") {
+			if strings.HasPrefix(c, sensor+"#") {
+				return true
+			}
+		}
+		return false
+	}
+
+	dl := t.TempDir()
+	if r := runLauncher(t, env, args(in+"/*", dl)...); r.code != 0 {
+		t.Fatalf("batch: exit %d\n%s", r.code, r.stderr)
+	}
+	var got []schemas.DeadLetter
+	for _, f := range mustGlob(t, filepath.Join(dl, "*.jsonl")) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var d schemas.DeadLetter
+			if err := json.Unmarshal([]byte(l), &d); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, d)
+		}
+	}
+	sum := sha256.Sum256([]byte(huge))
+	if len(got) != 1 {
+		t.Fatalf("%d dead letters; want the 20 MB line's", len(got))
+	}
+	d := got[0]
+	want := schemas.DeadLetter{Reason: "too_large", Source: file, Line: 2, Offset: int64(len(first) + 1), Length: int64(len(huge)), SHA256: hex.EncodeToString(sum[:])}
+	if d.Reason != want.Reason || d.Source != want.Source || d.Line != want.Line || d.Offset != want.Offset || d.Length != want.Length || d.SHA256 != want.SHA256 || len(d.Payload) != 1024 {
+		t.Fatalf("dead letter %s %s line %d offset %d length %d sha256 %s, payload %d bytes;\nwant %s %s line %d offset %d length %d sha256 %s, payload 1024 bytes",
+			d.Reason, d.Source, d.Line, d.Offset, d.Length, d.SHA256, len(d.Payload), want.Reason, want.Source, want.Line, want.Offset, want.Length, want.SHA256)
+	}
+	if hasRow("huge-1") || !hasRow("small-1") || !hasRow("small-2") {
+		t.Fatal("after the batch: want small-1 and small-2 in Bigtable, huge-1 not")
+	}
+
+	// The default limit: too_large again, still named in its file.
+	again := t.TempDir()
+	r := runLauncher(t, env, args(dl+"/*.jsonl", again, "--format=deadletter")...)
+	if r.code != 1 || !strings.Contains(lastLine(r.stderr), "too_large 1") {
+		t.Fatalf("replay at the default limit: exit %d, last line %q; want 1 naming too_large 1", r.code, lastLine(r.stderr))
+	}
+	again = t.TempDir()
+	if r := runLauncher(t, env, args(dl+"/*.jsonl", again, "--format=deadletter", "--allow_all_rejected")...); r.code != 0 {
+		t.Fatalf("replay at the default limit with --allow_all_rejected: exit %d\n%s", r.code, r.stderr)
+	}
+	letters := deadLetters(t, again)
+	if len(letters) != 1 || letters[0]["reason"] != "too_large" || letters[0]["offset"] != fmt.Sprint(want.Offset) || letters[0]["sha256"] != want.SHA256 {
+		t.Fatalf("replay at the default limit: dead letters %v; want too_large with the record's offset and sha256", letters)
+	}
+
+	// A limit that takes it: it lands.
+	landed := t.TempDir()
+	if r := runLauncher(t, env, args(dl+"/*.jsonl", landed, "--format=deadletter", "--max_line_bytes=25000000")...); r.code != 0 {
+		t.Fatalf("replay with --max_line_bytes=25000000: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !hasRow("huge-1") {
+		t.Fatal("replay with --max_line_bytes=25000000: huge-1 not in Bigtable")
+	}
+	if n := len(deadLetters(t, landed)); n != 0 {
+		t.Errorf("replay with --max_line_bytes=25000000: %d dead letters; want none", n)
+	}
+
+	// The file changed: the replay fails in one line, the record stays
+	// in the dead letter.
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(first)+1+1000] = 'y'
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed := t.TempDir()
+	r = runLauncher(t, env, args(dl+"/*.jsonl", changed, "--format=deadletter", "--max_line_bytes=25000000", "--allow_all_rejected")...)
+	t.Logf("replay after the file changed: exit %d: %s", r.code, lastLine(r.stderr))
+	if last := lastLine(r.stderr); r.code != 1 || !strings.Contains(last, "could not be read back") || !strings.Contains(last, "changed") {
+		t.Fatalf("replay after the file changed: exit %d, last line %q; want 1 saying the source changed", r.code, last)
+	}
+	letters = deadLetters(t, changed)
+	if len(letters) != 1 || letters[0]["reason"] != "too_large" || !strings.Contains(letters[0]["error"], file) || letters[0]["sha256"] != want.SHA256 {
+		t.Fatalf("replay after the file changed: dead letters %v; want the record's again, naming its file", letters)
+	}
+}
+
+// TestReplayChecksEnvelopes replays hand-written envelopes into a run that
+// writes Bigtable only: one whose sink names no sink, and one of a sink
+// the run does not write, are malformed dead letters that name the sink;
+// one without sink whose reason needs none (bad_timestamp, its payload
+// fixed) lands.
+func TestReplayChecksEnvelopes(t *testing.T) {
+	bt := emulators.StartBigtable(t)
+	env := []string{"BIGTABLE_EMULATOR_HOST=" + bt}
+	const ts = `"2026-03-01T10:00:00Z"`
+	envelope := func(sensor, reason, sink string) string {
+		d := map[string]any{"payload": vitalsLine(`"`+sensor+`"`, ts, "70"), "reason": reason, "error": "e", "source": "s", "time": "t"}
+		if sink != "-" {
+			d["sink"] = sink
+		}
+		b, _ := json.Marshal(d)
+		return string(b)
+	}
+	in := writeLines(t, []string{
+		envelope("env-nosink", "bad_timestamp", "-"),
+		envelope("env-empty", "out_of_range", ""),
+		envelope("env-unknown", "write_failed", "nosuchsink"),
+		envelope("env-notthisrun", "write_failed", "bigquery"),
+	})
+	dl := t.TempDir()
+	r := runLauncher(t, env, "--source=files", "--input="+in+"/*", "--bigtable_project=p", "--bigtable_instance=i",
+		"--bigtable_table=env", "--dead_letter="+dl, "--progress_interval=0", "--format=deadletter")
+	if r.code != 0 {
+		t.Fatalf("replay: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("replay:\n%s", r.stdout)
+	rows := map[string]bool{}
+	for _, c := range dump(t, bt, "env") {
+		rows[strings.SplitN(c, "#", 2)[0]] = true
+	}
+	for _, s := range []string{"env-nosink", "env-empty"} {
+		if !rows[s] {
+			t.Errorf("%s (no sink, a reason that needs none) not in Bigtable", s)
+		}
+	}
+	for _, s := range []string{"env-unknown", "env-notthisrun"} {
+		if rows[s] {
+			t.Errorf("%s was written; want it dead-lettered", s)
+		}
+	}
+	want := map[string]string{"env-unknown": `"nosuchsink"`, "env-notthisrun": `"bigquery" is not a sink of this run`}
+	letters := deadLetters(t, dl)
+	for _, d := range letters {
+		for sensor, say := range want {
+			if strings.Contains(d["payload"], sensor) {
+				if d["reason"] != "malformed" || d["sink"] != "parse" || !strings.Contains(d["error"], say) {
+					t.Errorf("dead letter of %s: reason %s, sink %s, error %q; want malformed, parse, naming %s", sensor, d["reason"], d["sink"], d["error"], say)
+				}
+				delete(want, sensor)
+			}
+		}
+	}
+	if len(want) > 0 || len(letters) != 2 {
+		t.Errorf("dead letters %v; want one each for env-unknown and env-notthisrun", letters)
+	}
 }
