@@ -151,7 +151,7 @@ func main() {
 			fmt.Println()
 			fmt.Println(cli.DefaultsHelp)
 			fmt.Println()
-			fmt.Println("Exit codes: 0 the job ran and its ledger balances, 1 the job or its set-up failed, 2 bad flags,")
+			fmt.Println("Exit codes: 0 the job ran and its ledger balances, 1 the job or its set-up failed (or a batch rejected every record), 2 bad flags,")
 			fmt.Println("3 a store stayed unavailable past --write_retry_deadline (see the package doc).")
 			fmt.Println()
 			flag.PrintDefaults()
