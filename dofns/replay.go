@@ -54,6 +54,7 @@ type UnwrapDeadLetterFn struct {
 func (f *UnwrapDeadLetterFn) ProcessElement(ctx context.Context, at, line string, emit func(string, string),
 	probe func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
 	f.ctrs.Register(ctx, ledger.Replayed)
+	f.ctrs.Register(ctx, ledger.ReplayNotReadBack)
 	if len(line) == 0 {
 		return // a blank line, as the parse skips it
 	}
