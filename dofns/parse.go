@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -35,12 +36,17 @@ type ParseFn struct {
 	// MaxLineBytes limits a payload (default schemas.DefaultMaxLineBytes);
 	// a longer one is dead-lettered as too_large with its first bytes.
 	MaxLineBytes int
+	// MaxFuture, when set (a stream's replay), dead-letters as
+	// out_of_range a line with a reading whose event time is further ahead
+	// of the wall clock than it (the spec's max_future).
+	MaxFuture time.Duration
 
 	parser  schemas.Decoder
 	builder *schemas.Builder
 	buf     []schemas.Record
 	ctrs    ledger.Recorder
 	unknown unknownKeys
+	ahead   clockAhead
 }
 
 // NewParseFn returns a ParseFn for spec.
@@ -74,6 +80,9 @@ func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func
 	in := schemas.Input{Unknown: f.unknown.counter(ctx, &f.ctrs)}
 	if perr := ledger.Guard(func() { err = f.parse(line, source, in) }); perr != nil {
 		err = perr
+	}
+	if err == nil && f.MaxFuture > 0 {
+		err = f.ahead.check(ctx, &f.ctrs, f.Spec, f.buf, time.Now().UnixMilli(), f.MaxFuture)
 	}
 	if err != nil {
 		f.ctrs.Inc(ctx, ledger.InputRecords, 1)
@@ -140,6 +149,46 @@ func (u *unknownKeys) counter(ctx context.Context, ctrs *ledger.Recorder) func(s
 	}
 }
 
+// maxClockAheadSensors bounds the sensors one DoFn instance counts by name
+// for a clock ahead; further sensors are counted together.
+const maxClockAheadSensors = 100
+
+// otherClockAheadSensors names the count of the sensors past
+// maxClockAheadSensors.
+const otherClockAheadSensors = "(other sensors)"
+
+// clockAhead checks a stream's readings against the spec's max_future and
+// counts, per sensor, those it rejects (ledger.ClockAheadKey).
+type clockAhead map[string]bool
+
+// check returns the out_of_range error of the first of recs whose event
+// time is more than maxFuture ahead of nowMs, the wall clock at its
+// arrival, counting it for its sensor. A payload is accepted or rejected
+// whole, as the parse treats it, so a replay of its dead letter gives
+// back every reading it held.
+func (c *clockAhead) check(ctx context.Context, ctrs *ledger.Recorder, spec *schemas.Compiled, recs []schemas.Record, nowMs int64, maxFuture time.Duration) error {
+	for i := range recs {
+		err := schemas.CheckFuture(spec.EventTime, recs[i].EventMs, nowMs, maxFuture)
+		if err == nil {
+			continue
+		}
+		sensor := strings.Join(spec.IdentityTexts(spec.IdentityKey(&recs[i])), "/")
+		if *c == nil {
+			*c = clockAhead{}
+		}
+		if !(*c)[sensor] {
+			if len(*c) >= maxClockAheadSensors {
+				sensor = otherClockAheadSensors
+			} else {
+				(*c)[sensor] = true
+			}
+		}
+		ctrs.Inc(ctx, ledger.ClockAheadKey(sensor), 1)
+		return err
+	}
+	return nil
+}
+
 // ParseMessageFn parses one Pub/Sub message into the readings it carries,
 // as a file is read: one per line (NDJSON), one per element of a JSON
 // array, or one per element of the spec's protobuf batch wrapper. Each is
@@ -163,6 +212,10 @@ type ParseMessageFn struct {
 	// Source names the subscription in dead letters.
 	Source             string
 	TimestampAttribute string
+	// MaxFuture, when set, dead-letters as out_of_range a reading whose
+	// event time is further ahead of the wall clock at its arrival than it
+	// (the spec's max_future): a device clock far ahead.
+	MaxFuture time.Duration
 
 	parser    schemas.Decoder
 	builder   *schemas.Builder
@@ -170,6 +223,7 @@ type ParseMessageFn struct {
 	buf       []schemas.Record
 	ctrs      ledger.Recorder
 	unknown   unknownKeys
+	ahead     clockAhead
 	logged    bool
 }
 
@@ -209,6 +263,9 @@ func (f *ParseMessageFn) ProcessElement(ctx context.Context, m pubsubio.Message,
 	for _, part := range parts {
 		if perr := ledger.Guard(func() { f.buf, err = parsePayload(f.parser, f.builder, f.buf[:0], part, f.Source, in) }); perr != nil {
 			err = perr
+		}
+		if err == nil && f.MaxFuture > 0 {
+			err = f.ahead.check(ctx, &f.ctrs, f.Spec, f.buf, time.Now().UnixMilli(), f.MaxFuture)
 		}
 		if err != nil {
 			reject(part, err)

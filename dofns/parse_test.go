@@ -1,10 +1,13 @@
 package dofns
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
@@ -50,6 +53,58 @@ func TestParseMessageFnReadsEveryReading(t *testing.T) {
 		ledger.InputMessages: 4, ledger.InputRecords: 7, ledger.InputRejected: 1,
 		ledger.TimestampAttributeMissing: 1, ledger.TimestampAttributeUnparseable: 1, ledger.TimestampAttributeDisagrees: 1,
 		ledger.UnknownFieldKey("firmware_version"): 1,
+	} {
+		if c[k] != want {
+			t.Errorf("%v = %d; want %d", k, c[k], want)
+		}
+	}
+}
+
+func init() {
+	register.Function1x1(clockAheadLetter)
+}
+
+// clockAheadLetter reports whether d is the out_of_range dead letter of
+// sensor "fast" whose clock is ahead.
+func clockAheadLetter(d schemas.DeadLetter) bool {
+	return d.Reason == schemas.ErrOutOfRange.Error() && strings.Contains(d.Error, "ahead of the wall clock") &&
+		strings.Contains(d.Error, "max_future 1h0m0s") && strings.Contains(d.Payload, `"fast"`)
+}
+
+// TestParseMessageFnRejectsAClockFarAhead: with MaxFuture set, a reading
+// further ahead of the wall clock than it is an out_of_range dead letter,
+// counted for its sensor; the readings beside it in the message, and one
+// just within MaxFuture, pass. Without MaxFuture (a batch) it passes too.
+func TestParseMessageFnRejectsAClockFarAhead(t *testing.T) {
+	spec, err := schemas.BuiltinSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled := schemas.MustCompile(spec, schemas.CompileOptions{})
+	now := time.Now()
+	ms := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).UnixMilli(), 10) }
+	msgs := []pubsubio.Message{
+		{ID: "1", Data: []byte(vitalsLine("ok-1", ms(-time.Minute)) + "\n" + vitalsLine("fast", ms(72*time.Hour)) + "\n" + vitalsLine("ok-2", ms(0)))},
+		{ID: "2", Data: []byte(vitalsLine("fast", ms(73*time.Hour)))},
+		{ID: "3", Data: []byte(vitalsLine("slightly-fast", ms(50*time.Minute)))},
+	}
+	p, s := beam.NewPipelineWithRoot()
+	records, dead := beam.ParDo2(s, &ParseMessageFn{Spec: compiled, Source: "sub", MaxFuture: time.Hour}, beam.CreateList(s, msgs))
+	passert.Count(s, records, "readings", 3)
+	passert.Count(s, dead, "dead letters", 2)
+	passert.True(s, dead, clockAheadLetter)
+	// Without MaxFuture nothing is rejected.
+	unchecked, none := beam.ParDo2(s.Scope("unchecked"), &ParseMessageFn{Spec: compiled, Source: "sub"}, beam.CreateList(s, msgs))
+	passert.Count(s, unchecked, "unchecked readings", 5)
+	passert.Empty(s, none)
+	res, err := ptest.RunWithMetrics(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Metrics()
+	c := ledger.FromMetrics(&m)
+	for k, want := range map[ledger.Key]int64{
+		ledger.InputRecords: 10, ledger.InputRejected: 2, ledger.ClockAheadKey("fast"): 2, ledger.ClockAheadKey("slightly-fast"): 0,
 	} {
 		if c[k] != want {
 			t.Errorf("%v = %d; want %d", k, c[k], want)

@@ -27,9 +27,12 @@ func init() {
 // lateness), so they are caught before windowing.
 //
 // Why the wall clock is enough: a stream source's watermark does not pass
-// wall time (pubsubio holds it at the earliest recent event time, and
-// moves it to wall time only when idle), and an element in flight holds the
-// watermark downstream of it. So the grouping's watermark, when a reading
+// wall time (pubsubio holds it at the earliest recent event time, never
+// past the wall clock, however far ahead a device's clock stamps a
+// reading, and moves it to wall time only when idle), and an element in
+// flight holds the watermark downstream of it. So a reading behind the
+// watermark by more than AllowedLateness is behind the wall clock by more,
+// and is dead-lettered here, never held in an hour that will not fire. So the grouping's watermark, when a reading
 // that passed this check reaches it, is at most the wall-clock time of that
 // moment; Margin covers the time between the check and the grouping (the
 // rest of the bundle).

@@ -649,7 +649,7 @@ func run(ctx context.Context) error {
 		}
 		// Dataflow: the job's counters hold the ledger; a batch run
 		// waits for the job and prints it too.
-		res := runPipeline(ctx, p, 0, nil)
+		res := runPipeline(ctx, p, 0, nil, nil)
 		if res.Err != nil {
 			return jobError(res.Err)
 		}
@@ -677,7 +677,18 @@ func run(ctx context.Context) error {
 		before ledger.Counters
 		prev   ledger.Counters
 		prevAt = start
+		watch  func(ledger.Counters)
 	)
+	if streaming() {
+		// A stream that rejects everything it reads says so, once a
+		// minute at most, whatever --progress_interval is.
+		w := rejectWatch{every: rejectWarnEvery}
+		watch = func(c ledger.Counters) {
+			if line, ok := w.observe(c, time.Now()); ok {
+				fmt.Fprintln(os.Stderr, line)
+			}
+		}
+	}
 	for i, part := range plan {
 		if i > 0 && ctx.Err() != nil {
 			res.Stopped = true // Ctrl-C between parts
@@ -699,7 +710,7 @@ func run(ctx context.Context) error {
 			c = before.Plus(c)
 			fmt.Fprintln(os.Stderr, progressLine(cfg.Spec, streaming(), prev, c, now.Sub(prevAt), now.Sub(start)))
 			prev, prevAt = c, now
-		})
+		}, watch)
 		if res.Err != nil && !res.Stopped {
 			if len(plan) > 1 {
 				return fmt.Errorf("part %d of %d: %w (the parts before it were written; writes are idempotent, so re-run the job)", i+1, len(plan), jobError(res.Err))

@@ -38,10 +38,11 @@ type jobRun struct {
 // (prism's, which it starts in this process when no --endpoint is given,
 // or any other at --endpoint) it polls the job's counters from the job
 // service while the job runs (progress is called with them every
-// interval, when interval > 0) and, when ctx is cancelled (Ctrl-C),
+// interval, when interval > 0; watch, when set, with every poll) and,
+// when ctx is cancelled (Ctrl-C),
 // cancels the job and still reads them. Other runners report their
 // counters when the job ends (Dataflow: the job's counters).
-func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, progress func(ledger.Counters)) jobRun {
+func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, progress, watch func(ledger.Counters)) jobRun {
 	if !jobServer() {
 		pr, err := beam.Run(context.WithoutCancel(ctx), runnerName(), p)
 		if ctx.Err() != nil {
@@ -111,6 +112,9 @@ func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, 
 			poll()
 			if interval > 0 && last != nil {
 				progress(last)
+			}
+			if watch != nil && last != nil {
+				watch(last)
 			}
 		case <-ctx.Done():
 			poll()

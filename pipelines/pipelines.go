@@ -158,13 +158,20 @@ func (c Config) runSinks() []string {
 // probes join the parsed readings (a stream's firings take readings only:
 // a rollup's dead letter is replayed by a batch).
 func parseLines(s beam.Scope, cfg Config, lines beam.PCollection, withProbes bool) (records, dead beam.PCollection) {
+	return parseLinesChecked(s, cfg, lines, withProbes, 0)
+}
+
+// parseLinesChecked is parseLines that, with maxFuture set (a stream's),
+// dead-letters as out_of_range the lines with a reading further ahead of
+// the wall clock than maxFuture (dofns.ParseFn.MaxFuture).
+func parseLinesChecked(s beam.Scope, cfg Config, lines beam.PCollection, withProbes bool, maxFuture time.Duration) (records, dead beam.PCollection) {
 	if cfg.Replay == nil {
-		return beam.ParDo2(s.Scope("Parse"), &dofns.ParseFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes}, lines)
+		return beam.ParDo2(s.Scope("Parse"), &dofns.ParseFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes, MaxFuture: maxFuture}, lines)
 	}
 	fn := &dofns.UnwrapDeadLetterFn{Spec: cfg.Spec, Filter: schemas.ReplayFilter{Reasons: cfg.Replay.Reasons, Sinks: cfg.Replay.Sinks},
 		Sinks: cfg.runSinks(), MaxLineBytes: cfg.MaxLineBytes}
 	payloads, probes, unwrapDead := beam.ParDo3(s.Scope("UnwrapDeadLetters"), fn, lines)
-	records, parseDead := beam.ParDo2(s.Scope("Parse"), &dofns.ParseFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes}, payloads)
+	records, parseDead := beam.ParDo2(s.Scope("Parse"), &dofns.ParseFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes, MaxFuture: maxFuture}, payloads)
 	if withProbes {
 		records = beam.Flatten(s.Scope("Replay"), records, probes)
 	}

@@ -100,10 +100,10 @@ func Stream(s beam.Scope, cfg Config, opts StreamOptions) error {
 		// A replay's messages are dead-letter records, unwrapped to the
 		// payloads they carry.
 		lines := beam.ParDo(s.Scope("ReplayLines"), &pubsubio.MessageLinesFn{Source: opts.Source.Subscription.String()}, msgs)
-		records, parseDead = parseLines(s, cfg, lines, false)
+		records, parseDead = parseLinesChecked(s, cfg, lines, false, cfg.Spec.FutureLimit())
 	} else {
 		records, parseDead = beam.ParDo2(s.Scope("Parse"), &dofns.ParseMessageFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes,
-			Source: opts.Source.Subscription.String(), TimestampAttribute: opts.Source.TimestampAttribute}, msgs)
+			Source: opts.Source.Subscription.String(), TimestampAttribute: opts.Source.TimestampAttribute, MaxFuture: cfg.Spec.FutureLimit()}, msgs)
 	}
 	dead := ingestStream(s, cfg, opts.Windowing, records)
 	writeDeadLetters(s, cfg, append(dead, parseDead)...)

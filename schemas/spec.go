@@ -72,6 +72,13 @@ type Spec struct {
 	// as disagreeing (default DefaultTimestampAttributeTolerance). The
 	// payload's event time is the reading's event time either way.
 	TimestampAttributeTolerance string `yaml:"timestamp_attribute_tolerance,omitempty"`
+	// MaxFuture is how far (a Go duration) a reading's event time may be
+	// ahead of the wall clock when a stream reads it (default
+	// DefaultMaxFuture). A reading further ahead, from a device whose clock
+	// runs ahead, is dead-lettered as out_of_range: a stream's hours close
+	// as time passes, and a reading stamped days ahead would otherwise sit
+	// in an hour that cannot close before then. A batch does not check it.
+	MaxFuture string `yaml:"max_future,omitempty" jsonschema:"default=1h"`
 	// Identity names the fields that identify a series (a sensor): readings
 	// with the same identity and millisecond are one reading.
 	Identity []string     `yaml:"identity" jsonschema:"required,minItems=1,example=sensor_id"`
@@ -477,6 +484,11 @@ func (s *Spec) validate() error {
 	if v := s.TimestampAttributeTolerance; v != "" {
 		if d, err := time.ParseDuration(v); err != nil || d < 0 {
 			return s.errf("timestamp_attribute_tolerance", "%q is not a duration such as 10m", v)
+		}
+	}
+	if v := s.MaxFuture; v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d <= 0 {
+			return s.errf("max_future", "%q is not a positive duration such as 1h", v)
 		}
 	}
 	if s.EventTime == "" {

@@ -18,8 +18,8 @@
 // Config.TimestampAttribute (epoch milliseconds or RFC 3339) when set, else
 // its publish time. The output watermark is held by a manual watermark
 // estimator at the earliest on-time event time read in the last bundle, never
-// moves backwards, and advances to wall time once the subscription has been
-// idle for Config.IdleAdvance.
+// moves backwards, never passes wall time (less a second), and advances to
+// wall time once the subscription has been idle for Config.IdleAdvance.
 package pubsubio
 
 import (
@@ -527,12 +527,8 @@ func (fn *readFn) ProcessElement(
 		}
 	}
 
-	now := time.Now()
-	switch {
-	case minOnTime != int64(mtime.MaxTimestamp):
-		we.UpdateWatermark(minOnTime)
-	case now.Sub(time.UnixMilli(we.state.LastMessageMs)) >= fn.IdleAdvance:
-		we.UpdateWatermark(now.Add(-idleLag).UnixMilli())
+	if wm, ok := nextWatermark(minOnTime, we.state.LastMessageMs, time.Now().UnixMilli(), fn.IdleAdvance); ok {
+		we.UpdateWatermark(wm)
 	}
 	if stopped {
 		return sdf.StopProcessing(), nil
@@ -541,6 +537,27 @@ func (fn *readFn) ProcessElement(
 		return sdf.ResumeProcessingIn(0), nil // more is probably waiting
 	}
 	return sdf.ResumeProcessingIn(idleResumeDelay), nil
+}
+
+// nextWatermark is where a bundle moves the watermark (epoch ms; ok is
+// false to leave it): to minOnTimeMs, the earliest on-time event time the
+// bundle read (mtime.MaxTimestamp: none), or, with none, to the wall
+// clock less idleLag once the subscription has been idle (since
+// lastMessageMs) for idleAdvance. Either way never past the wall clock
+// less idleLag: a reading stamped ahead of its time by a device's clock
+// must not close the hours of the readings still to come, which the
+// runner would then drop as late. (The parse dead-letters a reading
+// further ahead than the spec's max_future; the watermark does not rely
+// on it.)
+func nextWatermark(minOnTimeMs, lastMessageMs, nowMs int64, idleAdvance time.Duration) (int64, bool) {
+	limit := nowMs - idleLag.Milliseconds()
+	switch {
+	case minOnTimeMs != int64(mtime.MaxTimestamp):
+		return min(minOnTimeMs, limit), true
+	case time.Duration(nowMs-lastMessageMs)*time.Millisecond >= idleAdvance:
+		return limit, true
+	}
+	return 0, false
 }
 
 // pulled is what one pull of a bundle returned.

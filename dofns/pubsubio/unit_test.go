@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 )
 
 func TestParseEventTime(t *testing.T) {
@@ -71,5 +73,40 @@ func TestPendingHoldsEachBundleUntilOnePathTakesIt(t *testing.T) {
 	}
 	if _, _, ok := p.take(c); !ok || p.len() != 0 {
 		t.Errorf("bundle %q not held, or %d left", c, p.len())
+	}
+}
+
+// TestNextWatermarkNeverPassesTheWallClock: a bundle holds the watermark
+// at its earliest on-time event time, but never past the wall clock less
+// idleLag, however far ahead a reading's clock is; an idle subscription
+// moves it to the wall clock less idleLag; a bundle without on-time
+// readings on a busy subscription leaves it.
+func TestNextWatermarkNeverPassesTheWallClock(t *testing.T) {
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).UnixMilli()
+	none := int64(mtime.MaxTimestamp)
+	lag := idleLag.Milliseconds()
+	tests := []struct {
+		name                 string
+		minOnTime, lastMsgMs int64
+		want                 int64
+		ok                   bool
+	}{
+		{"readings from a minute ago", now - 60_000, now, now - 60_000, true},
+		{"readings from now", now, now, now - lag, true},
+		{"one reading 3 days ahead", now + 72*3600_000, now, now - lag, true},
+		{"a reading at the end of time", none - 1, now, now - lag, true},
+		{"idle for IdleAdvance", none, now - DefaultIdleAdvance.Milliseconds(), now - lag, true},
+		{"no on-time reading, not idle", none, now - 100, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := nextWatermark(tt.minOnTime, tt.lastMsgMs, now, DefaultIdleAdvance)
+			if got != tt.want || ok != tt.ok {
+				t.Errorf("nextWatermark = %d, %v; want %d, %v", got, ok, tt.want, tt.ok)
+			}
+			if ok && got > now {
+				t.Errorf("watermark %d is past the wall clock %d", got, now)
+			}
+		})
 	}
 }

@@ -169,6 +169,15 @@ const UnknownFieldNamespace = "fields_not_in_spec"
 // which the spec does not read.
 func UnknownFieldKey(name string) Key { return Key{UnknownFieldNamespace, name} }
 
+// ClockAheadNamespace is the namespace of the counters of readings
+// rejected because their event time was further ahead of the wall clock
+// than the spec's max_future, one counter per sensor (identity).
+const ClockAheadNamespace = "clock_ahead"
+
+// ClockAheadKey counts the readings of sensor rejected for a clock ahead
+// (out_of_range dead letters, also counted as rejected input).
+func ClockAheadKey(sensor string) Key { return Key{ClockAheadNamespace, sensor} }
+
 // stageKeys are the counters of the stages before the sinks.
 var stageKeys = []Key{InputRecords, InputMessages, InputRejected, TooLate, GroupRejected, Readings, Duplicates, Recovered,
 	TimestampAttributeMissing, TimestampAttributeUnparseable, TimestampAttributeDisagrees}
@@ -242,6 +251,10 @@ type Ledger struct {
 	// FieldsNotInSpec counts, per payload key the spec does not read, the
 	// readings that had it.
 	FieldsNotInSpec map[string]int64 `json:"fields_not_in_spec,omitempty"`
+	// ClockAhead counts, per sensor, the readings a stream rejected
+	// (out_of_range) because their event time was further ahead of the
+	// wall clock than the spec's max_future.
+	ClockAhead map[string]int64 `json:"clock_ahead,omitempty"`
 	// TimestampAttribute counts the messages whose --timestamp_attribute
 	// was missing or unparseable, and the readings whose event time
 	// disagreed with it beyond the spec's tolerance.
@@ -326,6 +339,14 @@ func FromCounters(c Counters, stream bool) *Ledger {
 				l.FieldsNotInSpec = map[string]int64{}
 			}
 			l.FieldsNotInSpec[k.Name] += n
+		case k.Namespace == ClockAheadNamespace:
+			if n == 0 {
+				continue
+			}
+			if l.ClockAhead == nil {
+				l.ClockAhead = map[string]int64{}
+			}
+			l.ClockAhead[k.Name] += n
 		case k.Namespace == "deadletter":
 			sink, reason, ok := strings.Cut(k.Name, ".")
 			if !ok || n == 0 {
@@ -548,6 +569,14 @@ func (l *Ledger) WriteText(w io.Writer) {
 			parts[i] = fmt.Sprintf("%s %d", k, l.FieldsNotInSpec[k])
 		}
 		fmt.Fprintf(w, "  fields not in the spec:  %s (readings with the key; the spec's unknown_fields says what they do)\n", strings.Join(parts, ", "))
+	}
+	if len(l.ClockAhead) > 0 {
+		names := sortedKeys(l.ClockAhead)
+		parts := make([]string, len(names))
+		for i, k := range names {
+			parts[i] = fmt.Sprintf("%s %d", k, l.ClockAhead[k])
+		}
+		fmt.Fprintf(w, "  clock ahead, rejected:   %s (readings per sensor further ahead of the wall clock than the spec's max_future; out_of_range dead letters)\n", strings.Join(parts, ", "))
 	}
 	if a := l.TimestampAttribute; a != nil {
 		fmt.Fprintf(w, "  timestamp attribute:     missing %d, unparseable %d (messages); off the event time by more than the spec's tolerance %d (readings)\n",

@@ -222,3 +222,27 @@ func TestMessagesAndDrift(t *testing.T) {
 		t.Errorf("a batch shows stream figures: %+v", l)
 	}
 }
+
+// TestClockAheadPerSensor: the readings rejected for a clock ahead are
+// shown per sensor, apart from the balance (they are among the rejected).
+func TestClockAheadPerSensor(t *testing.T) {
+	c := batch()
+	c[ClockAheadKey("dev-7")] = 3
+	c[ClockAheadKey("dev-2")] = 1
+	c[ClockAheadKey("dev-9")] = 0
+	l := FromCounters(c, true)
+	if len(l.ClockAhead) != 2 || l.ClockAhead["dev-7"] != 3 || l.ClockAhead["dev-2"] != 1 {
+		t.Fatalf("ClockAhead = %v; want dev-7 3, dev-2 1", l.ClockAhead)
+	}
+	if b := FromCounters(batch(), true); b.Rejected != l.Rejected || b.Balanced != l.Balanced {
+		t.Errorf("the clock-ahead counters moved the balance: rejected %d, balanced %v; want %d, %v", l.Rejected, l.Balanced, b.Rejected, b.Balanced)
+	}
+	var text bytes.Buffer
+	l.WriteText(&text)
+	if want := "clock ahead, rejected:   dev-2 1, dev-7 3 ("; !strings.Contains(text.String(), want) {
+		t.Errorf("text lacks %q:\n%s", want, text.String())
+	}
+	if l := FromCounters(batch(), false); l.ClockAhead != nil {
+		t.Errorf("a run without clock-ahead counters shows %v", l.ClockAhead)
+	}
+}
