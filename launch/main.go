@@ -682,7 +682,7 @@ func run(ctx context.Context) error {
 	if streaming() {
 		// A stream that rejects everything it reads says so, once a
 		// minute at most, whatever --progress_interval is.
-		w := rejectWatch{every: rejectWarnEvery}
+		w := rejectWatch{every: rejectWarnEvery, format: *format, spec: *specFlag}
 		watch = func(c ledger.Counters) {
 			if line, ok := w.observe(c, time.Now()); ok {
 				fmt.Fprintln(os.Stderr, line)

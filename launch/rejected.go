@@ -60,26 +60,40 @@ func allRejectedMessage(l *ledger.Ledger, format, spec string, dl schemas.DeadLe
 		lead = reasons[0].reason
 	}
 	return fmt.Sprintf("every one of the %d records read was rejected (%s): %s; the dead letters in %s hold each record with its error (--allow_all_rejected exits 0 for such a run)",
-		l.Read, strings.Join(top, ", "), likelyCause(lead, len(l.FieldsNotInSpec) > 0, format, spec), dl)
+		l.Read, strings.Join(top, ", "), likelyCause(lead, causeOf{unknownKeys: len(l.FieldsNotInSpec) > 0, format: format, spec: spec}), dl)
 }
 
-// likelyCause says what a batch that rejected every record most likely got
+// causeOf is what likelyCause knows of the run.
+type causeOf struct {
+	stream       bool   // a stream: readings are late against --allowed_lateness
+	unknownKeys  bool   // the records held keys the spec does not read
+	format, spec string // the run's --format and --spec
+}
+
+// likelyCause says what a run that rejected every record most likely got
 // wrong, from its leading reason.
-func likelyCause(reason string, unknownKeys bool, format, spec string) string {
+func likelyCause(reason string, c causeOf) string {
 	switch reason {
 	case schemas.ErrMalformed.Error():
-		return fmt.Sprintf("likely a wrong --format: the records are not %s payloads (--format=%s; the formats are json, proto and deadletter)", format, format)
+		return fmt.Sprintf("likely a wrong --format: the records are not %s payloads (--format=%s; the formats are json, proto and deadletter)", c.format, c.format)
 	case schemas.ErrMissingField.Error(), schemas.ErrUnknownField.Error(), schemas.ErrInvalidField.Error():
 		why := "the records lack fields it requires or hold fields it refuses"
-		if reason == schemas.ErrMissingField.Error() && unknownKeys {
+		if reason == schemas.ErrMissingField.Error() && c.unknownKeys {
 			why = "the records lack fields it requires and hold keys it does not read"
 		}
-		return fmt.Sprintf("likely a wrong --spec: spec %s does not describe these records (%s)", spec, why)
+		return fmt.Sprintf("likely a wrong --spec: spec %s does not describe these records (%s; the dead letters name the field)", c.spec, why)
 	case schemas.ErrOutOfRange.Error(), schemas.ErrBadTimestamp.Error():
-		return fmt.Sprintf("likely the unit of the timestamps: if the times are numbers, check the unit spec %s gives its timestamp field (unit: ms, the default, s, us or ns); else its accepted event-time range", spec)
+		cause := fmt.Sprintf("likely the unit of the timestamps: if the times are numbers, check the unit spec %s gives its timestamp field (unit: ms, the default, s, us or ns); else its accepted event-time range", c.spec)
+		if c.stream && reason == schemas.ErrOutOfRange.Error() {
+			cause += ", or the devices' clocks are ahead (the spec's max_future; the dead letters say)"
+		}
+		return cause
 	case schemas.ErrTooLarge.Error():
 		return "likely --max_line_bytes, or an input that is not line-delimited"
 	case schemas.ErrTooLate.Error():
+		if c.stream {
+			return "likely old readings: they are older than --allowed_lateness; load old data with a batch"
+		}
 		return "likely the event times: every record fell outside the hours the run takes"
 	}
 	return "see the dead letters' errors for the cause"

@@ -20,8 +20,11 @@ const rejectWarnEvery = time.Minute
 // published.
 type rejectWatch struct {
 	every time.Duration
-	since ledger.Counters // the counters at the start of the period
-	at    time.Time
+	// format and spec are the run's --format and --spec, for the likely
+	// cause.
+	format, spec string
+	since        ledger.Counters // the counters at the start of the period
+	at           time.Time
 }
 
 // observe takes the counters at now. Once a period of w.every has
@@ -44,26 +47,26 @@ func (w *rejectWatch) observe(c ledger.Counters, now time.Time) (line string, ok
 	if read <= 0 || rejected < read {
 		return "", false
 	}
-	return allRejectedLine(read, took, deadLetterDeltas(prev, c)), true
+	return allRejectedLine(read, took, deadLetterDeltas(prev, c), w.format, w.spec), true
 }
 
-// reasonCount is a number of dead letters of one sink and reason.
-type reasonCount struct {
+// sinkReasonCount is a number of dead letters of one sink and reason.
+type sinkReasonCount struct {
 	sink, reason string
 	n            int64
 }
 
 // deadLetterDeltas are the dead letters of each sink and reason counted
 // between prev and cur, most first.
-func deadLetterDeltas(prev, cur ledger.Counters) []reasonCount {
-	var out []reasonCount
+func deadLetterDeltas(prev, cur ledger.Counters) []sinkReasonCount {
+	var out []sinkReasonCount
 	for k, n := range cur {
 		if k.Namespace != "deadletter" {
 			continue
 		}
 		sink, reason, ok := strings.Cut(k.Name, ".")
 		if n -= prev[k]; ok && n > 0 {
-			out = append(out, reasonCount{sink, reason, n})
+			out = append(out, sinkReasonCount{sink, reason, n})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -77,7 +80,7 @@ func deadLetterDeltas(prev, cur ledger.Counters) []reasonCount {
 
 // allRejectedLine is the warning that all read records in took were
 // rejected, naming the top reasons and what the first suggests.
-func allRejectedLine(read int64, took time.Duration, reasons []reasonCount) string {
+func allRejectedLine(read int64, took time.Duration, reasons []sinkReasonCount, format, spec string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sensorpipe: warning: every record read in the last %v was rejected (%d records)", took.Round(time.Second), read)
 	if len(reasons) == 0 {
@@ -91,21 +94,6 @@ func allRejectedLine(read int64, took time.Duration, reasons []reasonCount) stri
 		}
 		fmt.Fprintf(&b, "%s %d (%s)", r.reason, r.n, r.sink)
 	}
-	if hint := rejectHints[reasons[0].reason]; hint != "" {
-		b.WriteString("; " + hint)
-	}
+	b.WriteString("; " + likelyCause(reasons[0].reason, causeOf{stream: true, format: format, spec: spec}))
 	return b.String()
-}
-
-// rejectHints say, per dead-letter reason, the likely cause when every
-// record is rejected for it.
-var rejectHints = map[string]string{
-	"malformed":     "is --format the format the devices publish?",
-	"missing_field": "does --spec describe these payloads? the dead letters name the missing field",
-	"invalid_field": "does --spec describe these payloads? the dead letters name the field",
-	"unknown_field": "does --spec describe these payloads? its unknown_fields is reject",
-	"bad_timestamp": "is the event-time field's unit (s, ms, us, ns) in --spec the one the devices send?",
-	"out_of_range":  "is the event-time field's unit in --spec right, or are the devices' clocks ahead (the spec's max_future)? the dead letters say",
-	"too_late":      "these readings are older than --allowed_lateness; load old data with a batch",
-	"too_large":     "are these messages larger than --max_line_bytes?",
 }
