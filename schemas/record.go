@@ -126,6 +126,14 @@ func TooLarge(size int64, limit int) error {
 		ErrTooLarge, size, limit, TooLargePrefix)
 }
 
+// TooLargeReading is the error of one reading of a Pub/Sub message, of
+// size bytes over limit; its dead letter keeps the whole reading, so that a
+// replay with a larger --max_line_bytes lands it.
+func TooLargeReading(size int64, limit int) error {
+	return fmt.Errorf("%w: a reading of %d bytes is over the limit of %d (--max_line_bytes); the payload kept is the whole reading: replay it with a larger --max_line_bytes to land it",
+		ErrTooLarge, size, limit)
+}
+
 // Prefix is the start of payload that a too_large dead letter keeps.
 func Prefix(payload string) string {
 	if len(payload) <= TooLargePrefix {
