@@ -48,6 +48,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio/flowcontrol"
+	"github.com/sensorpipe/sensorpipe/dofns/deadletterio"
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/cli"
@@ -355,6 +356,9 @@ func config(ctx context.Context) (cfg pipelines.Config, g graph, err error) {
 	dl, err := validateDeadLetter(*deadLetter, dlProject, workersSeeDisk())
 	if err != nil {
 		return cfg, g, cli.Usage(err)
+	}
+	if w := deadletterio.Limits(dl); w != "" {
+		fmt.Fprintf(os.Stderr, "sensorpipe: warning: %s\n", w)
 	}
 	if dl.Kind == schemas.DeadLetterFiles && localPath(dl.Path) {
 		// The workers may run in another working directory: they get
