@@ -418,6 +418,10 @@ func (fn *readFn) ProcessElement(
 		if stopped || idle || pullErr != nil || inFlight >= limit || room <= 0 || byteRoom <= 0 || time.Since(start) >= maxBundleDuration {
 			return false
 		}
+		size := fn.reckonedSize()
+		if byteRoom < size && emitted+received+requested > 0 {
+			return false // the next message might not fit
+		}
 		cur, _ := restriction(rt)
 		if !rt.TryClaim(cur.Pulls + 1) {
 			stopped = true // truncated (drain)
@@ -427,13 +431,9 @@ func (fn *readFn) ProcessElement(
 		if busy {
 			n = min(n, max(1, fn.MaxMessagesPerBundle/maxPullsInFlight))
 		}
-		size := fn.reckonedSize()
-		if n = min(n, byteRoom/size); n == 0 {
-			if emitted+received+requested > 0 {
-				return false // the next message might not fit
-			}
-			n = 1 // a message larger than the bundle's bytes is read alone
-		}
+		// At least one: a message larger than the bundle's bytes is read
+		// alone.
+		n = max(1, min(n, byteRoom/size))
 		inFlight++
 		requested += n
 		reqBytes += n * size
