@@ -191,7 +191,9 @@ func (c *clockAhead) check(ctx context.Context, ctrs *ledger.Recorder, spec *sch
 
 // ParseMessageFn parses one Pub/Sub message into the readings it carries,
 // as a file is read: one per line (NDJSON), one per element of a JSON
-// array, or one per element of the spec's protobuf batch wrapper. Each is
+// array, or one per element of the spec's protobuf batch wrapper, after
+// decompressing a gzip message (schemas.ReadMessage). The readings are
+// read one after another from the message's bytes, never copied whole. Each is
 // parsed, validated and dead-lettered on its own, so a bad line does not
 // lose the good ones beside it, and each takes the message's attributes
 // for the fields that name one. The ledger counts the message
@@ -206,9 +208,16 @@ func (c *clockAhead) check(ctx context.Context, ctrs *ledger.Recorder, spec *sch
 // alike.
 type ParseMessageFn struct {
 	Spec *schemas.Compiled
-	// MaxLineBytes limits a message (default schemas.DefaultMaxLineBytes);
-	// a longer one is dead-lettered as too_large with its first bytes.
+	// MaxLineBytes limits each reading of a message: a line, an array
+	// element, a protobuf batch's element (default
+	// schemas.DefaultMaxLineBytes); a longer one is dead-lettered whole as
+	// too_large, and the others land. A message is bounded only by
+	// Pub/Sub's own limit (schemas.MaxPubSubMessageBytes).
 	MaxLineBytes int
+	// MaxDecompressedBytes bounds a gzip message once decompressed
+	// (default schemas.DefaultMaxDecompressedBytes); a larger one is
+	// dead-lettered whole as too_large.
+	MaxDecompressedBytes int64
 	// Source names the subscription in dead letters.
 	Source             string
 	TimestampAttribute string
@@ -221,6 +230,7 @@ type ParseMessageFn struct {
 	builder   *schemas.Builder
 	tolerance int64
 	buf       []schemas.Record
+	unzipped  []byte
 	ctrs      ledger.Recorder
 	unknown   unknownKeys
 	ahead     clockAhead
@@ -237,7 +247,15 @@ func (f *ParseMessageFn) Setup() error {
 	return nil
 }
 
-// ProcessElement splits m into its readings and parses each.
+// maxKeptUnzipped is the most decompression buffer a ParseMessageFn keeps
+// between messages; a larger one is dropped once its message is read.
+const maxKeptUnzipped = 16 << 20
+
+// ProcessElement reads m's readings one after another and parses each.
+// A reading over MaxLineBytes is dead-lettered whole as too_large; a
+// message that cannot be read (a corrupt or too large gzip stream, data
+// that is not text, a broken protobuf batch) is one dead letter holding
+// the whole message as received.
 func (f *ParseMessageFn) ProcessElement(ctx context.Context, m pubsubio.Message, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
 	f.ctrs.Inc(ctx, ledger.InputMessages, 1)
 	reject := func(payload string, err error) {
@@ -245,22 +263,16 @@ func (f *ParseMessageFn) ProcessElement(ctx context.Context, m pubsubio.Message,
 		f.ctrs.Inc(ctx, ledger.InputRejected, 1)
 		dead(deadLetter(schemas.SinkParse, payload, f.Source, err))
 	}
-	if max := schemas.LineLimit(f.MaxLineBytes); len(m.Data) > max {
-		reject(schemas.Prefix(string(m.Data)), schemas.TooLarge(int64(len(m.Data)), max))
-		return
-	}
 	attrMs, attrOK := f.attributeTime(ctx, m)
-	var parts []string
-	var err error
-	if perr := ledger.Guard(func() { parts, err = f.parser.Split(m.Data) }); perr != nil {
-		err = perr
-	}
-	if err != nil {
-		reject(string(m.Data), err)
-		return
-	}
+	max := schemas.LineLimit(f.MaxLineBytes)
 	in := schemas.Input{Attributes: m.Attributes, Unknown: f.unknown.counter(ctx, &f.ctrs)}
-	for _, part := range parts {
+	reading := func(b []byte) bool {
+		if len(b) > max {
+			reject(string(b), schemas.TooLargeReading(int64(len(b)), max))
+			return true
+		}
+		part := string(b)
+		var err error
 		if perr := ledger.Guard(func() { f.buf, err = parsePayload(f.parser, f.builder, f.buf[:0], part, f.Source, in) }); perr != nil {
 			err = perr
 		}
@@ -269,7 +281,7 @@ func (f *ParseMessageFn) ProcessElement(ctx context.Context, m pubsubio.Message,
 		}
 		if err != nil {
 			reject(part, err)
-			continue
+			return true
 		}
 		f.ctrs.Inc(ctx, ledger.InputRecords, int64(len(f.buf)))
 		for i := range f.buf {
@@ -279,6 +291,19 @@ func (f *ParseMessageFn) ProcessElement(ctx context.Context, m pubsubio.Message,
 			}
 			emit(mtime.FromMilliseconds(r.EventMs), f.Spec.IdentityKey(&r), r)
 		}
+		return true
+	}
+	var err error
+	if perr := ledger.Guard(func() {
+		f.unzipped, err = schemas.ReadMessage(f.parser, m.Data, m.Attributes, f.MaxDecompressedBytes, f.unzipped, reading)
+	}); perr != nil {
+		err = perr
+	}
+	if cap(f.unzipped) > maxKeptUnzipped {
+		f.unzipped = nil
+	}
+	if err != nil {
+		reject(string(m.Data), err)
 	}
 }
 

@@ -1,6 +1,9 @@
 package dofns
 
 import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,4 +113,55 @@ func TestParseMessageFnRejectsAClockFarAhead(t *testing.T) {
 			t.Errorf("%v = %d; want %d", k, c[k], want)
 		}
 	}
+}
+// TestParseMessageFnBoundsEachReading: --max_line_bytes bounds a reading,
+// not its message: a reading over it is one too_large dead letter and the
+// readings beside it land; a gzip message is read decompressed; a gzip
+// message over its decompressed bound, and a message that is not text,
+// are each one dead letter holding the message.
+func TestParseMessageFnBoundsEachReading(t *testing.T) {
+	spec, err := schemas.BuiltinSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled := schemas.MustCompile(spec, schemas.CompileOptions{})
+	at := "1772360130250"
+	big := strings.Replace(vitalsLine("big", at), "{", `{"note":"`+strings.Repeat("n", 2000)+`",`, 1)
+	zip := func(b []byte) []byte {
+		var out bytes.Buffer
+		w := gzip.NewWriter(&out)
+		w.Write(b)
+		w.Close()
+		return out.Bytes()
+	}
+	msgs := []pubsubio.Message{
+		{ID: "1", Data: []byte(vitalsLine("a", at) + "\n" + big + "\n" + vitalsLine("b", at))},
+		{ID: "2", Data: zip([]byte(vitalsLine("c", at) + "\n" + vitalsLine("d", at)))},
+		{ID: "3", Data: zip(bytes.Repeat([]byte(vitalsLine("e", at)+"\n"), 100))},
+		{ID: "4", Data: []byte{'{', 0xff, '\n', 0xfe, '}'}},
+	}
+	p, s := beam.NewPipelineWithRoot()
+	records, dead := beam.ParDo2(s, &ParseMessageFn{Spec: compiled, Source: "sub", MaxLineBytes: 1024, MaxDecompressedBytes: 4096}, beam.CreateList(s, msgs))
+	passert.Count(s, records, "readings", 4)
+	reasons := beam.ParDo(s, deadLetterSize, dead)
+	passert.Equals(s, reasons, fmt.Sprintf("too_large %d", len(big)), fmt.Sprintf("too_large %d", len(msgs[2].Data)), "malformed 5")
+	res, err := ptest.RunWithMetrics(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Metrics()
+	c := ledger.FromMetrics(&m)
+	for k, want := range map[ledger.Key]int64{ledger.InputMessages: 4, ledger.InputRecords: 7, ledger.InputRejected: 3} {
+		if c[k] != want {
+			t.Errorf("%v = %d; want %d", k, c[k], want)
+		}
+	}
+}
+
+func init() { register.Function1x1(deadLetterSize) }
+
+// deadLetterSize is a dead letter's reason and the size of its payload.
+func deadLetterSize(d schemas.DeadLetter) string {
+	b, _ := d.PayloadBytes()
+	return fmt.Sprintf("%s %d", d.Reason, len(b))
 }

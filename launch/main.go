@@ -50,6 +50,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio/flowcontrol"
+	"github.com/sensorpipe/sensorpipe/dofns/deadletterio"
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/cli"
@@ -78,7 +79,8 @@ var (
 	retryDeadline  = flag.Duration("write_retry_deadline", retry.DefaultDeadline, "How long a write to Bigtable, BigQuery or the dead letter is retried while its store fails transiently (UNAVAILABLE, timeouts, quota). Past it, the records go to the dead letter as write_failed and the run exits 3.")
 	summaryJSON    = flag.String("summary_json", "", "Also write the run's ledger (the summary's figures) as JSON to this file.")
 	attemptTimeout = flag.Duration("write_attempt_timeout", retry.DefaultAttemptTimeout, "The longest one write call (an ApplyBulk batch, an AppendRows or insertAll request) may wait for its answer before it is abandoned and retried, within --write_retry_deadline. Each attempt's own timeout comes from the latency of the calls that answered: 4x their p99, at least 1s (5s until 16 have answered), doubled for each retry of the call, at most this.")
-	maxLineBytes   = flag.Int("max_line_bytes", schemas.DefaultMaxLineBytes, "Longest input line or Pub/Sub message, in bytes (default 1 MiB, a tenth of a Bigtable cell's limit); a longer one goes to the dead letter as too_large with its first 1 KiB, and is never held whole in memory. A file's line keeps its offset, length and sha256 in its file, so that a replay (--format=deadletter) with a larger --max_line_bytes reads it back.")
+	maxLineBytes   = flag.Int("max_line_bytes", schemas.DefaultMaxLineBytes, "Longest reading, in bytes: an input line, or one reading of a Pub/Sub message (an NDJSON line, a JSON array's element, a protobuf batch's element; a message itself may be as large as Pub/Sub takes, 10 MB). Default 1 MiB, a tenth of a Bigtable cell's limit. A longer line goes to the dead letter as too_large with its first 1 KiB, and is never held whole in memory, but keeps its offset, length and sha256 in its file, so that a replay (--format=deadletter) with a larger --max_line_bytes reads it back; a longer reading of a message goes whole, and the message's other readings land.")
+	maxUnzipped    = flag.Int64("max_decompressed_message_bytes", schemas.DefaultMaxDecompressedBytes, "Largest size a gzip Pub/Sub message (one starting with gzip's magic bytes, or with the attribute content-encoding: gzip) may decompress to, in bytes (default 64 MiB), against zip bombs; a larger one, or a corrupt one, goes to the dead letter whole (too_large, malformed).")
 	btBatchCells   = flag.Int("bigtable_batch_cells", bigtableio.DefaultBatchCells, "Cells per Bigtable ApplyBulk batch (the client sends a batch as MutateRows requests of at most 100,000 mutations); up to 4 batches are in flight per bundle, and in a batch at most 4 batches' cells per worker process, whatever the bundles it runs side by side.")
 	bqReqBytes     = flag.Int("bigquery_request_bytes", bigqueryio.DefaultBQRequestBytes, "Bytes of rows per BigQuery AppendRows or insertAll request (BigQuery's limit is 10 MB).")
 	bqBufBytes     = flag.Int("bigquery_buffer_bytes", bigqueryio.DefaultBQBufferedBytes, "Memory each BigQuery Storage Write writer (one per worker thread) gives to rows BigQuery has not yet acknowledged: their encodings and the records kept for their dead letters. AppendRows requests are cut smaller to fit 8 in flight; a stream's hour closing sends all of the hour's readings at once.")
@@ -358,6 +360,9 @@ func config(ctx context.Context) (cfg pipelines.Config, g graph, err error) {
 	if err != nil {
 		return cfg, g, cli.Usage(err)
 	}
+	if w := deadletterio.Limits(dl); w != "" {
+		fmt.Fprintf(os.Stderr, "sensorpipe: warning: %s\n", w)
+	}
 	if dl.Kind == schemas.DeadLetterFiles && localPath(dl.Path) {
 		// The workers may run in another working directory: they get
 		// the folder the preflight creates and the summary names.
@@ -397,6 +402,9 @@ func config(ctx context.Context) (cfg pipelines.Config, g graph, err error) {
 	if *maxLineBytes < 1<<10 || *maxLineBytes > 100<<20 {
 		return cfg, g, usagef("--max_line_bytes=%d: give 1024..104857600", *maxLineBytes)
 	}
+	if *maxUnzipped < 1<<20 || *maxUnzipped > 1<<30 {
+		return cfg, g, usagef("--max_decompressed_message_bytes=%d: give 1048576..1073741824", *maxUnzipped)
+	}
 	if *btBatchCells <= 0 || *btBatchCells > 100_000 {
 		return cfg, g, usagef("--bigtable_batch_cells=%d: give 1..100000", *btBatchCells)
 	}
@@ -410,7 +418,7 @@ func config(ctx context.Context) (cfg pipelines.Config, g graph, err error) {
 		Bigtable: bigtableio.Config{Project: *btProject, Instance: *btInstance, AppProfile: *btAppProfile, BatchCells: *btBatchCells,
 			Flow: flowcontrol.Settings{MaxMutations: *btMaxMuts, MaxBytes: *btMaxBytes, TargetLatency: *btLatency}},
 		Retry:        retry.Settings{Deadline: *retryDeadline, AttemptTimeout: *attemptTimeout},
-		MaxLineBytes: *maxLineBytes}
+		MaxLineBytes: *maxLineBytes, MaxDecompressedBytes: *maxUnzipped}
 	if cfg.DeadLetter.Kind == schemas.DeadLetterFiles {
 		cfg.DeadLetter.Run = runID
 	}

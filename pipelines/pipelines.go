@@ -45,9 +45,13 @@ type Config struct {
 	// policy (zero: retry.Policy's defaults).
 	Retry retry.Settings
 
-	// MaxLineBytes limits an input line or message; longer ones are
-	// dead-lettered as too_large (0: schemas.DefaultMaxLineBytes).
+	// MaxLineBytes limits an input line, or one reading of a message;
+	// longer ones are dead-lettered as too_large (0:
+	// schemas.DefaultMaxLineBytes).
 	MaxLineBytes int
+	// MaxDecompressedBytes bounds a gzip Pub/Sub message once
+	// decompressed (0: schemas.DefaultMaxDecompressedBytes).
+	MaxDecompressedBytes int64
 
 	// Replay is set when the input is dead letters to unwrap
 	// (--format=deadletter; see dofns.UnwrapDeadLetterFn).

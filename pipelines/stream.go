@@ -102,7 +102,7 @@ func Stream(s beam.Scope, cfg Config, opts StreamOptions) error {
 		lines := beam.ParDo(s.Scope("ReplayLines"), &pubsubio.MessageLinesFn{Source: opts.Source.Subscription.String()}, msgs)
 		records, parseDead = parseLinesChecked(s, cfg, lines, false, cfg.Spec.FutureLimit())
 	} else {
-		records, parseDead = beam.ParDo2(s.Scope("Parse"), &dofns.ParseMessageFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes,
+		records, parseDead = beam.ParDo2(s.Scope("Parse"), &dofns.ParseMessageFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes, MaxDecompressedBytes: cfg.MaxDecompressedBytes,
 			Source: opts.Source.Subscription.String(), TimestampAttribute: opts.Source.TimestampAttribute, MaxFuture: cfg.Spec.FutureLimit()}, msgs)
 	}
 	dead := ingestStream(s, cfg, opts.Windowing, records)

@@ -16,8 +16,12 @@ type Decoder interface {
 	// payload: a message's attributes, and where to report payload keys
 	// the spec does not read.
 	ParseInput(dst []Record, payload, source string, in Input) ([]Record, error)
-	// Split cuts a Pub/Sub message's data into the payloads of the
-	// readings it carries (see Compiled.SplitMessage).
+	// Readings calls yield with the payload of each reading a Pub/Sub
+	// message's data carries, each a slice of data, until yield returns
+	// false; an error is the message's own (see Parser.Readings,
+	// ProtoParser.Readings and ReadMessage).
+	Readings(data []byte, yield func([]byte) bool) error
+	// Split is Readings collected, each payload copied.
 	Split(data []byte) ([]string, error)
 }
 

@@ -232,45 +232,8 @@ func (p *Parser) explodePoints(dst []Record, root *fastjson.Value, base []Value,
 }
 
 // Split cuts a Pub/Sub message's data into the payloads of its readings,
-// as a file is read: one per non-blank line (NDJSON), so a message of one
-// reading is that one payload unchanged. Data that is one JSON array gives
-// one payload per element, and one JSON object written over several lines
-// stays whole. Data that is not JSON at all is one payload (its dead
-// letter says why).
-func (p *Parser) Split(data []byte) ([]string, error) {
-	s := string(data)
-	t := strings.TrimSpace(strings.TrimPrefix(s, utf8BOM))
-	switch {
-	case t == "":
-		return nil, nil
-	case t[0] == '[':
-		jp := p.pool.Get()
-		defer p.pool.Put(jp)
-		v, err := jp.Parse(t)
-		if err != nil {
-			return []string{s}, nil
-		}
-		arr, _ := v.Array()
-		out := make([]string, 0, len(arr))
-		var buf []byte
-		for _, e := range arr {
-			buf = e.MarshalTo(buf[:0])
-			out = append(out, string(buf))
-		}
-		return out, nil
-	case !strings.Contains(t, "\n"):
-		return []string{s}, nil
-	case fastjson.Validate(t) == nil:
-		return []string{s}, nil
-	}
-	var out []string
-	for line := range strings.SplitSeq(t, "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			out = append(out, line)
-		}
-	}
-	return out, nil
-}
+// copied (see Readings).
+func (p *Parser) Split(data []byte) ([]string, error) { return splitReadings(p, data) }
 
 // unknownKeys reports each top-level key of root that the spec does not
 // read to unknown, or rejects the payload, as the spec's unknown_fields

@@ -569,39 +569,9 @@ func NewProtoParserLimited(spec *Spec, lim EventTimeLimits) (*ProtoParser, error
 	return &ProtoParser{codec: c, json: NewParserLimited(spec, lim), batch: spec.Proto.Batch}, nil
 }
 
-// Split cuts a Pub/Sub message's data into its readings: the elements of
-// the declared batch wrapper's repeated field, in order (fields of other
-// numbers are skipped, as protobuf skips unknown fields), or the whole data
-// as one reading when the spec declares no batch. Data that is not such a
-// wrapper is an error wrapping ErrMalformed.
-func (p *ProtoParser) Split(data []byte) ([]string, error) {
-	if p.batch == nil {
-		return []string{string(data)}, nil
-	}
-	var out []string
-	for b := data; len(b) > 0; {
-		num, wt, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, fmt.Errorf("%w: not a %s protobuf: %w", ErrMalformed, p.batch.Message, protowire.ParseError(n))
-		}
-		b = b[n:]
-		if num == protowire.Number(p.batch.Number) && wt == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return nil, fmt.Errorf("%w: not a %s protobuf: %w", ErrMalformed, p.batch.Message, protowire.ParseError(n))
-			}
-			out = append(out, string(v))
-			b = b[n:]
-			continue
-		}
-		n = protowire.ConsumeFieldValue(num, wt, b)
-		if n < 0 {
-			return nil, fmt.Errorf("%w: not a %s protobuf: %w", ErrMalformed, p.batch.Message, protowire.ParseError(n))
-		}
-		b = b[n:]
-	}
-	return out, nil
-}
+// Split cuts a Pub/Sub message's data into its readings, copied (see
+// Readings).
+func (p *ProtoParser) Split(data []byte) ([]string, error) { return splitReadings(p, data) }
 
 // ParseInput is Parse with a message's attributes (see Parser.ParseInput).
 func (p *ProtoParser) ParseInput(dst []Record, payload, source string, in Input) ([]Record, error) {

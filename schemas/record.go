@@ -134,6 +134,14 @@ func TooLargeInFile(size int64, limit int) error {
 		ErrTooLarge, size, limit, TooLargePrefix, size)
 }
 
+// TooLargeReading is the error of one reading of a Pub/Sub message, of
+// size bytes over limit; its dead letter keeps the whole reading, so that a
+// replay with a larger --max_line_bytes lands it.
+func TooLargeReading(size int64, limit int) error {
+	return fmt.Errorf("%w: a reading of %d bytes is over the limit of %d (--max_line_bytes); the payload kept is the whole reading: replay it with a larger --max_line_bytes to land it",
+		ErrTooLarge, size, limit)
+}
+
 // Prefix is the start of payload that a too_large dead letter keeps.
 func Prefix(payload string) string {
 	if len(payload) <= TooLargePrefix {
@@ -177,8 +185,9 @@ var Sinks = []string{SinkParse, SinkWindow, SinkBigtable, SinkBigQuery, SinkBigQ
 // It is written as one JSON object per line.
 type DeadLetter struct {
 	// Payload is the record as read. One that is not valid UTF-8 (which
-	// JSON and BigQuery STRING cannot hold) has its invalid bytes replaced
-	// here, and PayloadBase64 holds it exactly.
+	// JSON and BigQuery STRING cannot hold) is shown here by its first
+	// TooLargePrefix bytes, invalid bytes replaced, and PayloadBase64 holds
+	// it whole and exactly.
 	Payload       string `json:"payload"`
 	PayloadBase64 string `json:"payload_base64,omitempty"`
 	Reason        string `json:"reason"`
@@ -246,8 +255,34 @@ func NewDeadLetter(sink, payload, source string, err error, now time.Time) DeadL
 	}
 	d.provenance(source)
 	if !utf8.ValidString(payload) {
-		d.Payload = strings.ToValidUTF8(payload, "\uFFFD")
+		d.Payload = strings.ToValidUTF8(Prefix(payload), "\uFFFD")
 		d.PayloadBase64 = base64.StdEncoding.EncodeToString([]byte(payload))
+	}
+	return d
+}
+
+// CutPayload returns d with its payload cut to its first keep bytes (a
+// valid UTF-8 payload at a character's start), its error saying so and
+// why; d is returned as it is when its payload is no longer.
+func (d DeadLetter) CutPayload(keep int, why string) DeadLetter {
+	b, err := d.PayloadBytes()
+	if err != nil {
+		b = []byte(d.Payload)
+	}
+	if len(b) <= keep {
+		return d
+	}
+	cut := b[:keep]
+	if utf8.Valid(b) {
+		for len(cut) > 0 && !utf8.Valid(cut) {
+			cut = cut[:len(cut)-1]
+		}
+	}
+	d.Error = fmt.Sprintf("%s; the payload kept is its first %d of %d bytes (%s)", d.Error, len(cut), len(b), why)
+	d.Payload, d.PayloadBase64 = string(cut), ""
+	if !utf8.Valid(cut) {
+		d.Payload = strings.ToValidUTF8(string(cut), "\uFFFD")
+		d.PayloadBase64 = base64.StdEncoding.EncodeToString(cut)
 	}
 	return d
 }

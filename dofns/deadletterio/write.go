@@ -90,11 +90,19 @@ func (f *WriteFn) StartBundle(context.Context) {
 	clear(f.count)
 }
 
-// ProcessElement hands one dead letter to the store.
+// ProcessElement hands one dead letter to the store, its payload cut
+// to its first schemas.TooLargePrefix bytes when the store cannot hold it
+// whole (Limits).
 func (f *WriteFn) ProcessElement(ctx context.Context, d schemas.DeadLetter) error {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("encode dead letter: %w", err)
+	}
+	if max, why := maxLine(f.Target.Kind); max > 0 && len(b) > max {
+		d = d.CutPayload(schemas.TooLargePrefix, why)
+		if b, err = json.Marshal(d); err != nil {
+			return fmt.Errorf("encode dead letter: %w", err)
+		}
 	}
 	if err := f.sink.add(ctx, d, b); err != nil {
 		return err
@@ -133,6 +141,40 @@ func (f *WriteFn) Teardown() error {
 	err := f.sink.close()
 	f.sink = nil
 	return err
+}
+
+// The largest dead letter (its JSON encoding) each kind of target holds
+// whole. A Pub/Sub message holds 10 MB, its attributes included
+// (https://cloud.google.com/pubsub/quotas#resource_limits). An insertAll
+// request holds 10 MB, and the dead-letter writer sends up to 500 rows a
+// request (https://cloud.google.com/bigquery/quotas#streaming_inserts).
+const (
+	maxPubSubLine   = 9_500_000
+	maxBigQueryLine = 16 << 10
+)
+
+// maxLine is the largest dead letter a target of kind holds whole (0: no
+// limit), and why.
+func maxLine(kind schemas.DeadLetterKind) (int, string) {
+	switch kind {
+	case schemas.DeadLetterPubSub:
+		return maxPubSubLine, "a dead-letter topic's message holds 10 MB"
+	case schemas.DeadLetterBigQuery:
+		return maxBigQueryLine, "a dead-letter table's row holds 16 KiB, 500 rows to an insertAll request of 10 MB"
+	}
+	return 0, ""
+}
+
+// Limits says in one line what target cannot hold, for the launcher to
+// warn of at start, or "" for a folder or gs:// prefix, which holds every
+// dead letter whole.
+func Limits(target schemas.DeadLetterTarget) string {
+	max, why := maxLine(target.Kind)
+	if max == 0 {
+		return ""
+	}
+	return fmt.Sprintf("--dead_letter=%s keeps a dead letter whole only up to %d bytes of JSON (%s); a larger one, such as a whole Pub/Sub message that could not be read or a too-large reading, keeps its payload's first %d bytes there: use a folder or gs:// prefix to keep them whole",
+		target, max, why, schemas.TooLargePrefix)
 }
 
 func openDeadLetterSink(ctx context.Context, t schemas.DeadLetterTarget) (deadLetterSink, error) {

@@ -64,9 +64,14 @@ func init() {
 // bundle of a live stream ends well before it is full: at its first empty
 // pull (at a steady 2,000 readings/s, publish to visible stays at a p99 of
 // half a second).
+//
+// DefaultMaxBytesPerBundle bounds the message bytes one bundle holds, so
+// that a backlog of large messages (batched readings, up to Pub/Sub's 10
+// MB each) is read a few at a time rather than 16,000 at once.
 const (
 	DefaultIdleAdvance          = 3 * time.Second
 	DefaultMaxMessagesPerBundle = 16000
+	DefaultMaxBytesPerBundle    = 64 << 20
 	DefaultAckDeadline          = 60 * time.Second
 	DefaultFinalizeTimeout      = 5 * time.Minute
 )
@@ -112,6 +117,12 @@ type Config struct {
 	// MaxMessagesPerBundle caps the messages emitted by one bundle
 	// (default DefaultMaxMessagesPerBundle).
 	MaxMessagesPerBundle int
+	// MaxBytesPerBundle caps the bytes of the messages one bundle emits
+	// (default DefaultMaxBytesPerBundle): a pull asks for no more messages
+	// than fit, each reckoned at the largest message seen lately (at first
+	// Pub/Sub's 10 MB), so a bundle passes it only when its messages are
+	// larger than the last ones, or when one message alone is larger.
+	MaxBytesPerBundle int
 
 	// AckDeadline is the lease requested each time the ack deadline of a
 	// message awaiting finalization is extended (default DefaultAckDeadline,
@@ -150,7 +161,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Subscription.Project == "" || cfg.Subscription.ID == "" {
 		return cfg, errors.New("pubsubio: no subscription: give Config.Subscription (schemas.ParseSubscription)")
 	}
-	if cfg.IdleAdvance < 0 || cfg.MaxMessagesPerBundle < 0 || cfg.AckDeadline < 0 || cfg.FinalizeTimeout < 0 {
+	if cfg.IdleAdvance < 0 || cfg.MaxMessagesPerBundle < 0 || cfg.MaxBytesPerBundle < 0 || cfg.AckDeadline < 0 || cfg.FinalizeTimeout < 0 {
 		return cfg, errors.New("pubsubio: negative durations or sizes are not allowed")
 	}
 	if cfg.IdleAdvance == 0 {
@@ -158,6 +169,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.MaxMessagesPerBundle == 0 {
 		cfg.MaxMessagesPerBundle = DefaultMaxMessagesPerBundle
+	}
+	if cfg.MaxBytesPerBundle == 0 {
+		cfg.MaxBytesPerBundle = DefaultMaxBytesPerBundle
 	}
 	if cfg.AckDeadline == 0 {
 		cfg.AckDeadline = DefaultAckDeadline
@@ -196,6 +210,7 @@ func TryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
 		IDAttribute:          cfg.IDAttribute,
 		IdleAdvance:          cfg.IdleAdvance,
 		MaxMessagesPerBundle: cfg.MaxMessagesPerBundle,
+		MaxBytesPerBundle:    cfg.MaxBytesPerBundle,
 		AckDeadline:          cfg.AckDeadline,
 		FinalizeTimeout:      cfg.FinalizeTimeout,
 	}, imp)
@@ -212,11 +227,15 @@ type readFn struct {
 	IDAttribute          string
 	IdleAdvance          time.Duration
 	MaxMessagesPerBundle int
+	MaxBytesPerBundle    int
 	AckDeadline          time.Duration
 	FinalizeTimeout      time.Duration
 
 	key subscriberKey // of the shared subscriber
 	sub *subscriber   // shared per process and subscription
+	// msgSize is the size a pull reckons each message it asks for at
+	// (reckonedSize).
+	msgSize int
 
 	messages  beam.Counter
 	badTS     beam.Counter
@@ -365,6 +384,7 @@ func (fn *readFn) ProcessElement(
 		bundleIDs   = map[string]bool{}
 		minOnTime   = int64(mtime.MaxTimestamp)
 		emitted     int
+		bytes       int // of the messages emitted
 		full        bool
 		stopped     bool
 	)
@@ -381,19 +401,26 @@ func (fn *readFn) ProcessElement(
 		results   = make(chan pulled, maxPullsInFlight)
 		inFlight  int // pulls started and not yet handled
 		requested int // messages asked for by the pulls in flight
+		reqBytes  int // their bytes, reckoned at msgSize
 		received  int // messages of the pull being handled, not yet emitted
+		recBytes  int // their bytes
 		busy      bool
 		idle      bool  // a pull came back empty: start no more
 		pullErr   error // the first failed pull: start no more
 	)
 	start1 := func() bool {
 		room := fn.MaxMessagesPerBundle - emitted - received - requested
+		byteRoom := fn.maxBytes() - bytes - recBytes - reqBytes
 		limit := 1
 		if busy {
 			limit = maxPullsInFlight
 		}
-		if stopped || idle || pullErr != nil || inFlight >= limit || room <= 0 || time.Since(start) >= maxBundleDuration {
+		if stopped || idle || pullErr != nil || inFlight >= limit || room <= 0 || byteRoom <= 0 || time.Since(start) >= maxBundleDuration {
 			return false
+		}
+		size := fn.reckonedSize()
+		if byteRoom < size && emitted+received+requested > 0 {
+			return false // the next message might not fit
 		}
 		cur, _ := restriction(rt)
 		if !rt.TryClaim(cur.Pulls + 1) {
@@ -404,11 +431,15 @@ func (fn *readFn) ProcessElement(
 		if busy {
 			n = min(n, max(1, fn.MaxMessagesPerBundle/maxPullsInFlight))
 		}
+		// At least one: a message larger than the bundle's bytes is read
+		// alone.
+		n = max(1, min(n, byteRoom/size))
 		inFlight++
 		requested += n
+		reqBytes += n * size
 		go func() {
 			resp, err := fn.pull(ctx, n)
-			results <- pulled{resp: resp, err: err, asked: n}
+			results <- pulled{resp: resp, err: err, asked: n, size: size}
 		}()
 		return true
 	}
@@ -419,6 +450,7 @@ func (fn *readFn) ProcessElement(
 		r := <-results
 		inFlight--
 		requested -= r.asked
+		reqBytes -= r.asked * r.size
 		if r.err != nil {
 			if pullErr == nil {
 				pullErr = r.err
@@ -441,10 +473,10 @@ func (fn *readFn) ProcessElement(
 			continue
 		}
 		busy = true
-		received = len(msgs)
+		received, recBytes = len(msgs), fn.observe(msgs)
 		for start1() { // the next pulls run while these are emitted
 		}
-		received = 0
+		received, recBytes = 0, 0
 		we.state.LastMessageMs = now.UnixMilli()
 		for _, rm := range msgs {
 			m := fn.convert(rm.GetMessage())
@@ -465,6 +497,7 @@ func (fn *readFn) ProcessElement(
 			emit(mtime.FromMilliseconds(m.EventTime), m)
 			emittedAcks = append(emittedAcks, rm.GetAckId())
 			emitted++
+			bytes += messageBytes(rm.GetMessage())
 			// Messages already behind the watermark are late whatever we do;
 			// only on-time ones may hold the watermark back.
 			if m.EventTime >= we.state.WatermarkMs && m.EventTime < minOnTime {
@@ -472,7 +505,7 @@ func (fn *readFn) ProcessElement(
 			}
 		}
 		fn.messages.Inc(ctx, int64(len(msgs)))
-		if emitted >= fn.MaxMessagesPerBundle {
+		if emitted >= fn.MaxMessagesPerBundle || bytes >= fn.maxBytes() {
 			full = true
 		}
 		for start1() { // the room that these left
@@ -565,6 +598,49 @@ type pulled struct {
 	resp  *pubsubpb.PullResponse
 	err   error
 	asked int
+	size  int // the bytes a message it was reckoned at
+}
+
+// maxBytes is MaxBytesPerBundle, or its default.
+func (fn *readFn) maxBytes() int {
+	if fn.MaxBytesPerBundle <= 0 {
+		return DefaultMaxBytesPerBundle
+	}
+	return fn.MaxBytesPerBundle
+}
+
+// reckonedSize is the size a pull reckons each message it asks for at:
+// Pub/Sub's largest before the reader has seen any, then the largest
+// message of the last pull, or half the size reckoned before it when that
+// is larger. A backlog of small messages is soon read 1,000 a pull, and
+// one of large messages a few at a time.
+func (fn *readFn) reckonedSize() int {
+	if fn.msgSize <= 0 {
+		return schemas.MaxPubSubMessageBytes
+	}
+	return fn.msgSize
+}
+
+// observe returns the bytes of msgs and updates msgSize from them.
+func (fn *readFn) observe(msgs []*pubsubpb.ReceivedMessage) int {
+	total, largest := 0, 0
+	for _, rm := range msgs {
+		n := messageBytes(rm.GetMessage())
+		total += n
+		largest = max(largest, n)
+	}
+	fn.msgSize = max(largest, fn.reckonedSize()/2, 1)
+	return total
+}
+
+// messageBytes is the size of m's data and attributes, as Pub/Sub counts
+// a message's size.
+func messageBytes(m *pubsubpb.PubsubMessage) int {
+	n := len(m.GetData())
+	for k, v := range m.GetAttributes() {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // pull performs one synchronous Pull. A pull that times out without messages

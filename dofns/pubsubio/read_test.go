@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -301,6 +302,7 @@ func TestRead(t *testing.T) {
 	t.Run("IdleWatermarkFiresWindow", func(t *testing.T) { testIdleWatermark(t, e) })
 	t.Run("RestartRedeliversUnfinalized", func(t *testing.T) { testRestart(t, e) })
 	t.Run("BacklogInBundlesNoLargerThanTheCap", func(t *testing.T) { testBacklog(t, e) })
+	t.Run("LargeMessagesInBundlesOfBoundedBytes", func(t *testing.T) { testLargeMessages(t, e) })
 }
 
 // testReadTimestampsAndAck: every message arrives once with the right event
@@ -440,6 +442,66 @@ func testBacklog(t *testing.T, e *env) {
 	if left := e.redelivered(t, sub, time.Now().Add(cfg.AckDeadline+time.Second)); len(left) > 0 {
 		t.Errorf("%d messages redelivered after the pipeline acked everything", len(left))
 	}
+}
+
+// testLargeMessages: a backlog of messages of 1 MB, and one of 9 MB (near
+// Pub/Sub's 10 MB), is read whole, in bundles whose bytes stay within
+// MaxBytesPerBundle but for the message larger than it, which is read
+// alone.
+func testLargeMessages(t *testing.T, e *env) {
+	topic, sub := e.create(t, "large")
+	const (
+		run   = "large"
+		n     = 10
+		size  = 999_999 // a multiple of a rid's length
+		huge  = 9_000_000
+		bytes = 3 << 20
+	)
+	var batch []*pubsubpb.PubsubMessage
+	for i := 0; i <= n; i++ {
+		rid := fmt.Sprintf("l%02d", i)
+		data := []byte(strings.Repeat(rid, size/len(rid)))
+		if i == n {
+			data = []byte(strings.Repeat(rid, huge/len(rid)))
+		}
+		batch = append(batch, &pubsubpb.PubsubMessage{Data: data, Attributes: map[string]string{"rid": rid}})
+	}
+	for _, m := range batch {
+		e.publish(t, topic, []*pubsubpb.PubsubMessage{m})
+	}
+	cfg := pubsubio.Config{
+		Subscription:      mustSub(t, sub),
+		IDAttribute:       "rid",
+		MaxBytesPerBundle: bytes,
+		AckDeadline:       10 * time.Second,
+		FinalizeTimeout:   5 * time.Second,
+	}
+	stop := startPipeline(t, func(s beam.Scope) {
+		beam.ParDo0(s, &bundleSizeFn{Run: run}, pubsubio.Read(s, cfg))
+	})
+	waitFor(t, "the large messages to be read", 90*time.Second, func() bool { return len(idsOf(elemsOf(run))) == n+1 })
+	for _, m := range elemsOf(run) {
+		want := size
+		if m.Msg.Attributes["rid"] == fmt.Sprintf("l%02d", n) {
+			want = huge
+		}
+		if len(m.Msg.Data) != want {
+			t.Errorf("message %s has %d bytes; want %d", m.Msg.Attributes["rid"], len(m.Msg.Data), want)
+		}
+	}
+	sizes := bundlesOf(run)
+	total := 0
+	for _, b := range sizes {
+		total += b
+		if b > bytes/size {
+			t.Errorf("a bundle of %d messages of %d bytes; want at most %d (MaxBytesPerBundle %d)", b, size, bytes/size, bytes)
+		}
+	}
+	if total != n+1 {
+		t.Errorf("bundles %v hold %d messages; want %d", sizes, total, n+1)
+	}
+	waitFor(t, "all messages to be acked", 30*time.Second, func() bool { return ackedOn(sub) >= n+1 })
+	stop()
 }
 
 // testIdleWatermark: messages with old event times fall into one one-minute
