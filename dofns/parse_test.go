@@ -114,6 +114,7 @@ func TestParseMessageFnRejectsAClockFarAhead(t *testing.T) {
 		}
 	}
 }
+
 // TestParseMessageFnBoundsEachReading: --max_line_bytes bounds a reading,
 // not its message: a reading over it is one too_large dead letter and the
 // readings beside it land; a gzip message is read decompressed; a gzip
