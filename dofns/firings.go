@@ -109,6 +109,13 @@ type FinalState schemas.FinalState
 // handled as a late one, so the last firing handled always leaves the rows
 // of everything seen.
 //
+// With MergeStored, every final firing (on-time or late) reads the
+// window back from Bigtable and merges it in, as below, so that streams
+// that share a subscription, and the jobs of a drain-and-replace update,
+// build each window from every reading stored, as a batch does; a settle
+// timer reads it once more a minute after the first final firing (see
+// settleTimer).
+//
 // With Recovery on (a local stream: prism keeps windows in memory, and a
 // killed or stopped run loses them), the window's readings in Bigtable are
 // read back and merged in, so that its final firing imputes and rolls up
@@ -194,8 +201,9 @@ type StreamRowsFn struct {
 	// final firing.
 	Pending state.Value[bool]
 	// Timer, tagged closeTag, is the on-time firing of a window whose
-	// readings all came early; tagged expiryTag, it clears the state of a
-	// closed window. One family with two tags: prism (Beam v2.77) hangs a
+	// readings all came early; tagged settleTag, the settle read-back of
+	// MergeStored; tagged expiryTag, it clears the state of a closed
+	// window. One family with three tags: prism (Beam v2.77) hangs a
 	// bundle of a DoFn with two event-time timer families.
 	Timer timers.EventTime
 
@@ -377,7 +385,9 @@ func (f *StreamRowsFn) readBack(ctx context.Context, sp state.Provider, key stri
 }
 
 // OnTimer fires a window's on-time firing in place of the runner's
-// (closeTag) or clears the state of a window that has closed (expiryTag).
+// (closeTag), reads a window back once more after its first final firing
+// (settleTag), or clears the state of a window that has closed
+// (expiryTag).
 func (f *StreamRowsFn) OnTimer(ctx context.Context, sp state.Provider, tp timers.Provider, key string, timer timers.Context,
 	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) error {
 	if timer.Tag == settleTag {
