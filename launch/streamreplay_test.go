@@ -154,10 +154,21 @@ func TestStreamReplayRebuildsTouchedHours(t *testing.T) {
 	if l.Replayed != int64(len(dls)) {
 		t.Errorf("replayed %d dead letters; want %d", l.Replayed, len(dls))
 	}
-	// Bigtable took rp-0's hour, not rp-1's: the BigQuery failure's
-	// readings were built and left out of Bigtable, and the other way round.
-	if l.ReplaySkipped[schemas.SinkBigtable] == 0 || l.ReplaySkipped[schemas.SinkBigQuery] == 0 {
-		t.Errorf("replay skipped %v; want readings left out of Bigtable (rp-1's) and out of BigQuery (rp-0's)", l.ReplaySkipped)
+	// Bigtable took rp-0's three readings (and their hour's rewrites), not
+	// rp-1's; BigQuery rp-1's reading (and its hour's), not rp-0's.
+	if l.ReplaySkipped[schemas.SinkBigtable] != 1 || l.ReplaySkipped[schemas.SinkBigQuery] != int64(len(lostBigtable)) {
+		t.Errorf("replay left out %v; want 1 reading of Bigtable (rp-1's) and %d of BigQuery (rp-0's)", l.ReplaySkipped, len(lostBigtable))
+	}
+	for _, s := range l.Sinks {
+		if want := map[string]int64{schemas.SinkBigtable: int64(len(lostBigtable)), schemas.SinkBigQuery: 1, schemas.SinkBigQueryRollups: 1}[s.Sink]; s.Written != want {
+			t.Errorf("%s %s: the replay wrote %d; want %d", s.Sink, s.Table, s.Written, want)
+		}
+		if s.Sink == schemas.SinkBigtable && s.Rows != 1 {
+			t.Errorf("the replay wrote %d Bigtable rows; want 1, rp-0's hour", s.Rows)
+		}
+	}
+	if !l.Balanced {
+		t.Errorf("the replay's ledger does not balance: %v", l.Problems)
 	}
 }
 
