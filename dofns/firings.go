@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -108,6 +109,13 @@ type FinalState schemas.FinalState
 // handled as a late one, so the last firing handled always leaves the rows
 // of everything seen.
 //
+// With MergeStored, every final firing (on-time or late) reads the
+// window back from Bigtable and merges it in, as below, so that streams
+// that share a subscription, and the jobs of a drain-and-replace update,
+// build each window from every reading stored, as a batch does; a settle
+// timer reads it once more a minute after the first final firing (see
+// settleTimer).
+//
 // With Recovery on (a local stream: prism keeps windows in memory, and a
 // killed or stopped run loses them), the window's readings in Bigtable are
 // read back and merged in, so that its final firing imputes and rolls up
@@ -147,8 +155,18 @@ type StreamRowsFn struct {
 	// state is kept.
 	AllowedLateness time.Duration
 
-	// Recovery turns the read-back on (see above); off on Dataflow.
+	// Recovery is the instance the read-back reads (see above); the zero
+	// value reads nothing.
 	Recovery Recovery
+	// MergeStored reads every final firing's window back (the on-time one
+	// and each late one), not only the windows a recovery probe marked, so
+	// that the window is built from every reading stored in Bigtable,
+	// whoever wrote it: another stream reading the same subscription, or
+	// the job a drain-and-replace update replaced. With any number of such
+	// writers, the last final firing of a window builds it from all its
+	// readings, as a batch with --merge_stored does. It needs Recovery.
+	// Early firings stay cheap: they read nothing.
+	MergeStored bool
 
 	// ArrivalWritten says each reading's observed cells were written on
 	// arrival (ArrivalRowsFn, the local runners): an early firing then
@@ -183,8 +201,9 @@ type StreamRowsFn struct {
 	// final firing.
 	Pending state.Value[bool]
 	// Timer, tagged closeTag, is the on-time firing of a window whose
-	// readings all came early; tagged expiryTag, it clears the state of a
-	// closed window. One family with two tags: prism (Beam v2.77) hangs a
+	// readings all came early; tagged settleTag, the settle read-back of
+	// MergeStored; tagged expiryTag, it clears the state of a closed
+	// window. One family with three tags: prism (Beam v2.77) hangs a
 	// bundle of a DoFn with two event-time timer families.
 	Timer timers.EventTime
 
@@ -196,15 +215,18 @@ type StreamRowsFn struct {
 	// writes it failed, which stayed in state.
 	disk       *spill.Store
 	diskFailed beam.Counter
+	// settled counts the settle firings that found readings to add.
+	settled beam.Counter
 }
 
 // recoveryCounters count what the read-back does (the readings that join
 // a window are the ledger's group.recovered).
 type recoveryCounters struct {
-	// windows read back; read-back readings that a later firing brought
+	// windows read back; readings read back (this run's own among them);
+	// read-back readings that a later firing brought
 	// from the source after all; readings whose cells could not be
 	// rebuilt; read-backs that failed.
-	windows, superseded, skipped, failed beam.Counter
+	windows, read, superseded, skipped, failed beam.Counter
 	// bqRows are the BigQuery rows of read-back readings sent for the
 	// first time (bigquery_once.rows counts the others).
 	bqRows beam.Counter
@@ -233,12 +255,14 @@ func (f *StreamRowsFn) Setup(ctx context.Context) error {
 	f.suppressed = beam.NewCounter("bigquery_once", "rows_already_sent")
 	f.recovered = recoveryCounters{
 		windows:    beam.NewCounter("group", "recovered_windows"),
+		read:       beam.NewCounter("group", "read_back_readings"),
 		superseded: beam.NewCounter("group", "recovered_superseded"),
 		skipped:    beam.NewCounter("group", "recover_skipped"),
 		failed:     beam.NewCounter("group", "recover_failed"),
 		bqRows:     beam.NewCounter("bigquery_once", "recovered_rows"),
 	}
 	f.diskFailed = beam.NewCounter("group", "disk_state_failed")
+	f.settled = beam.NewCounter("group", "settle_firings")
 	if err := f.hour.setup(f.Spec); err != nil {
 		return err
 	}
@@ -296,7 +320,7 @@ func (f *StreamRowsFn) ProcessElement(ctx context.Context, sp state.Provider, tp
 	if p.Recover {
 		return f.probe(ctx, sp, tp, key, p, fin, final, emitRow, emitBQ, emitRollup, emitDead)
 	}
-	return f.fire(ctx, sp, tp, key, p, fin, final, emitRow, emitBQ, emitRollup, emitDead)
+	return f.fire(ctx, sp, tp, key, p, fin, final, false, emitRow, emitBQ, emitRollup, emitDead)
 }
 
 // probe marks a window to be read back, and makes sure it gets a final
@@ -310,7 +334,7 @@ func (f *StreamRowsFn) probe(ctx context.Context, sp state.Provider, tp timers.P
 		return fmt.Errorf("write read-back mark: %w", err)
 	}
 	if final {
-		return f.fire(ctx, sp, tp, key, PaneBatch{StartMs: p.StartMs, EndMs: p.EndMs, Timing: typex.PaneLate}, fin, final,
+		return f.fire(ctx, sp, tp, key, PaneBatch{StartMs: p.StartMs, EndMs: p.EndMs, Timing: typex.PaneLate}, fin, final, false,
 			emitRow, emitBQ, emitRollup, emitDead)
 	}
 	_, early, err := f.Early.Read(sp)
@@ -334,7 +358,7 @@ func (f *StreamRowsFn) readBack(ctx context.Context, sp state.Provider, key stri
 		return nil, nil
 	}
 	pending, _, err := f.Pending.Read(sp)
-	if err != nil || !pending {
+	if err != nil || !(pending || f.MergeStored) {
 		return nil, err
 	}
 	recs, skipped, err := f.reader.window(ctx, stateIdentity(key), p.StartMs, p.EndMs)
@@ -345,20 +369,39 @@ func (f *StreamRowsFn) readBack(ctx context.Context, sp state.Provider, key stri
 		return nil, nil
 	}
 	f.recovered.windows.Inc(ctx, 1)
+	if len(recs) > 0 {
+		f.recovered.read.Inc(ctx, int64(len(recs)))
+	}
 	if skipped > 0 {
 		f.recovered.skipped.Inc(ctx, int64(skipped))
 		log.Warnf(ctx, "window %s: %d readings in Bigtable could not be rebuilt from their cells", stateIdentity(key), skipped)
 	}
-	if err := f.Pending.Clear(sp); err != nil {
-		return nil, fmt.Errorf("clear read-back mark: %w", err)
+	if pending {
+		if err := f.Pending.Clear(sp); err != nil {
+			return nil, fmt.Errorf("clear read-back mark: %w", err)
+		}
 	}
 	return recs, nil
 }
 
 // OnTimer fires a window's on-time firing in place of the runner's
-// (closeTag) or clears the state of a window that has closed (expiryTag).
+// (closeTag), reads a window back once more after its first final firing
+// (settleTag), or clears the state of a window that has closed
+// (expiryTag).
 func (f *StreamRowsFn) OnTimer(ctx context.Context, sp state.Provider, tp timers.Provider, key string, timer timers.Context,
 	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) error {
+	if timer.Tag == settleTag {
+		fin, final, err := f.readFinal(sp, key)
+		if err != nil || !final {
+			return err
+		}
+		start, err := strconv.ParseInt(key[strings.LastIndexByte(key, '@')+1:], 10, 64)
+		if err != nil {
+			return fmt.Errorf("window %s: its start: %w", key, err) // cannot happen: stateKey made it
+		}
+		p := PaneBatch{StartMs: start, EndMs: start + time.Hour.Milliseconds(), Timing: typex.PaneLate}
+		return f.fire(ctx, sp, tp, key, p, fin, final, true, emitRow, emitBQ, emitRollup, emitDead)
+	}
 	if timer.Tag == expiryTag {
 		for _, clear := range []func(state.Provider) error{f.Readings.Clear, f.Early.Clear, f.Final.Clear, f.Pending.Clear} {
 			if err := clear(sp); err != nil {
@@ -383,14 +426,13 @@ func (f *StreamRowsFn) OnTimer(ctx context.Context, sp state.Provider, tp timers
 		return nil // the on-time (or a late) pane came
 	}
 	p := PaneBatch{StartMs: es.StartMs, EndMs: es.EndMs, Timing: typex.PaneOnTime, Index: es.Firings}
-	return f.fire(ctx, sp, tp, key, p, fin, final, emitRow, emitBQ, emitRollup, emitDead)
+	return f.fire(ctx, sp, tp, key, p, fin, final, false, emitRow, emitBQ, emitRollup, emitDead)
 }
 
 // fire builds and emits a firing against the window's state; fin is the
 // window's final state, if final.
-func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Provider, key string, p PaneBatch, fin FinalState, final bool,
+func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Provider, key string, p PaneBatch, fin FinalState, final, settle bool,
 	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) error {
-	f.hour.firings.Inc(ctx, 1)
 	var out schemas.Firing
 	if p.Timing == typex.PaneEarly && !final {
 		es, hadEarly, err := f.Early.Read(sp)
@@ -452,6 +494,9 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 			f.hour.reject(ctx, p.Records, err, emitDead)
 			return nil
 		}
+		if settle && out.Recovered == 0 && out.Superseded == 0 && out.Rewritten == 0 {
+			return nil // every reading stored was in the window's build
+		}
 		out.Sequence(now.UnixMicro(), p.Index)
 		if err := f.keepFinal(ctx, sp, key, p.StartMs, next, chunks, !final || inState, out.Keep); err != nil {
 			return err
@@ -460,7 +505,12 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 			if err := f.Early.Clear(sp); err != nil {
 				return fmt.Errorf("clear early-firing state: %w", err)
 			}
+			f.settleTimer(tp, p.EndMs)
 		}
+	}
+	f.hour.firings.Inc(ctx, 1)
+	if settle {
+		f.settled.Inc(ctx, 1)
 	}
 	f.hour.ctrs.Inc(ctx, ledger.Readings, out.Readings)
 	f.hour.ctrs.Inc(ctx, ledger.Duplicates, out.Dropped)
@@ -474,6 +524,29 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 	f.hour.emit(ctx, out, emitRow, emitBQ, emitRollup, emitDead)
 	return nil
 }
+
+// settleTimer sets, at a window's first final firing with MergeStored, a
+// read-back of the window SettleAfter later in event time: a final firing
+// of another stream on the same subscription may have read the window
+// before this one's last readings were stored, and written after this
+// one. The settle firing then finds those readings and rewrites the window
+// whole; if every reading stored was in this run's build it writes
+// nothing. Set once per window (see the expiry timer), before the expiry.
+func (f *StreamRowsFn) settleTimer(tp timers.Provider, endMs int64) {
+	if f.reader == nil || !f.MergeStored {
+		return
+	}
+	after := min(SettleAfter, f.AllowedLateness/2)
+	if after <= 0 {
+		return
+	}
+	f.Timer.Set(tp, time.UnixMilli(endMs).Add(after), timers.WithTag(settleTag), timers.WithNoOutputTimestamp())
+}
+
+// SettleAfter is how long in event time after a window's end its settle
+// read-back comes (see StreamRowsFn.settleTimer), at most half the
+// allowed lateness.
+const SettleAfter = time.Minute
 
 // readFinal reads the window's final state: from Final, else with
 // DiskState from disk.
@@ -623,4 +696,5 @@ func (p PaneBatch) hour() schemas.HourPane {
 const (
 	closeTag  = "close"
 	expiryTag = "expiry"
+	settleTag = "settle"
 )

@@ -7,6 +7,8 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
@@ -16,6 +18,30 @@ import (
 
 func init() {
 	register.DoFn6x0[context.Context, string, string, func(string, string), func(beam.EventTime, string, schemas.Record), func(schemas.DeadLetter)](&UnwrapDeadLetterFn{})
+	register.DoFn7x1[context.Context, string, HourBatch,
+		func(schemas.RowMutation), func(schemas.BQRow), func(schemas.BQRow), func(schemas.DeadLetter), error](&ReplayRowsFn{})
+}
+
+// ReplayRowsFn is a stream replay's hour builder: BuildRowsFn on each
+// HourBatch as PreGroupFn packs a bundle's records, one identity's of one
+// hour, with no grouping or windowing between. With Merge on, each hour is
+// read back from Bigtable and built whole with what is stored, as a batch
+// replay builds it: each record is written to the sinks its dead letter
+// names only, and every hour it touches gets its rollup rebuilt (a rollup's
+// dead letter, a rebuild probe, brings no reading and rebuilds its hour).
+// Its rollup row is labelled as a batch's is: on time, the hour's one
+// firing.
+type ReplayRowsFn struct {
+	BuildRowsFn
+}
+
+// replayPane is the pane a stream replay's hours are built with.
+var replayPane = beam.PaneInfo{Timing: typex.PaneOnTime, IsFirst: true, IsLast: true}
+
+// ProcessElement builds the hour of one batch of records.
+func (f *ReplayRowsFn) ProcessElement(ctx context.Context, key string, b HourBatch,
+	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), dead func(schemas.DeadLetter)) error {
+	return f.build(ctx, replayPane, window.GlobalWindow{}, key, b.Records, emitRow, emitBQ, emitRollup, dead)
 }
 
 // UnwrapDeadLetterFn is the front of a dead-letter replay

@@ -98,7 +98,7 @@ var (
 	replaySink     = flag.String("replay_sink", "", "With --format=deadletter: replay only the dead letters of these sinks, comma-separated (parse, window, bigtable, bigquery, bigquery_rollups); empty: every sink. A write's dead letter (bigtable, bigquery, bigquery_rollups) is written to that sink only.")
 	replayPayload  = flag.String("replay_payload_format", "json", "With --format=deadletter: the format of the dead letters' payloads (json or proto).")
 	allowRejected  = flag.Bool("allow_all_rejected", false, "A batch that read records and rejected every one exits 0 rather than 1 (e.g. a replay of dead letters known to fail again). Without it such a run fails with its top reasons and their likely cause: a wrong --format, a wrong --spec, or the unit of the timestamps.")
-	mergeStored    = flag.Bool("merge_stored", true, "A batch reads each sensor-hour it writes back from Bigtable and builds it with the readings earlier runs stored there, so that batches that split an hour, in any order, or a batch after a stream, leave what one batch over all the readings leaves. false builds each hour from the batch's readings only (a backfill into empty tables skips one read per sensor-hour).")
+	mergeStored    = flag.Bool("merge_stored", true, "A batch reads each sensor-hour it writes back from Bigtable and builds it with the readings earlier runs stored there, so that batches that split an hour, in any order, or a batch after a stream, leave what one batch over all the readings leaves; a stream does the same at each hour's on-time and late firings, so that streams sharing a subscription, or a drain-and-replace update, leave what one batch leaves. false builds each hour from the run's own readings only (a backfill into empty tables skips one read per sensor-hour).")
 
 	// Stream flags (--source=pubsub).
 	localStateOnDisk = flag.Bool("local_state_on_disk", true, "With --source=pubsub on any runner but Dataflow: keep each sensor-hour's state (its readings, held for the hour's final firings and then for --allowed_lateness, a day by default) in files in the run's temp folder instead of memory, about 32 bytes a vitals reading, so that the stream's memory does not grow with its readings. The files go when their hour expires, and with the run (on a job server, with the worker process). false keeps the state in memory. Ignored on Dataflow, whose state is not in the workers' memory.")
@@ -489,6 +489,7 @@ func config(ctx context.Context) (cfg pipelines.Config, g graph, err error) {
 			return cfg, g, usagef("--pubsub_ack_deadline=%v: use 10s..600s", *ackDeadline)
 		}
 		g.stream.Windowing = pipelines.Windowing{EarlyFiring: *earlyFiring, LateFiring: *lateFiring, AllowedLateness: *allowedLateness}
+		g.stream.MergeStored = *mergeStored
 		if *allowedLateness == 0 {
 			// 0 is a valid lateness (late readings are all too_late);
 			// the pipelines' zero means "default", so say 1ms.
@@ -516,7 +517,7 @@ func config(ctx context.Context) (cfg pipelines.Config, g graph, err error) {
 		return cfg, g, err
 	}
 	readBack := cfg.Local != nil && cfg.Local.Recover
-	if !g.batch.MergeStored && !readBack {
+	if !g.batch.MergeStored && !g.stream.MergeStored && !readBack {
 		return cfg, g, nil
 	}
 	if _, err := schemas.NewReadBack(spec); err != nil {
@@ -524,9 +525,12 @@ func config(ctx context.Context) (cfg pipelines.Config, g graph, err error) {
 		case g.batch.MergeStored:
 			fmt.Fprintf(os.Stderr, "sensorpipe: warning: a batch that splits an hour recomputes its rollup (and imputed values) from the batch's readings only: %v\n", err)
 			g.batch.MergeStored = false
-		case readBack:
-			fmt.Fprintf(os.Stderr, "sensorpipe: warning: a window held in memory by a run that is killed or stopped will be finished from the readings the next run sees only: %v\n", err)
-			cfg.Local.Recover = false
+		case g.stream.MergeStored || readBack:
+			fmt.Fprintf(os.Stderr, "sensorpipe: warning: each hour is built from the readings this stream reads only, not those another stream on the subscription or a killed or replaced run stored: %v\n", err)
+			g.stream.MergeStored = false
+			if readBack {
+				cfg.Local.Recover = false
+			}
 		}
 	}
 	return cfg, g, nil

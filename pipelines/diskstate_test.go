@@ -136,7 +136,7 @@ func runDiskStream(t *testing.T, host string, bq *bqemu.TestServer, spec *schema
 	cfg := Config{Spec: spec, Bigtable: bigtableio.Config{Project: "p", Instance: name}, DeadLetter: schemas.DeadLetterTarget{Path: t.TempDir()},
 		Local: &LocalRunner{WriteOnArrival: true, Recover: true, DiskState: true}, BigQuery: bqCfg(name)}
 	records, parseDead := parseLines(s, cfg, beam.ParDo(s, keyByTestSource, teststream.Create(s, con)), false)
-	dead := ingestStream(s, cfg, Windowing{EarlyFiring: 10 * time.Second}, records)
+	dead := ingestStream(s, cfg, Windowing{EarlyFiring: 10 * time.Second}, false, records)
 
 	batchCfg := Config{Spec: spec, Bigtable: bigtableio.Config{Project: "p", Instance: "batch"}, DeadLetter: schemas.DeadLetterTarget{Path: t.TempDir()},
 		BigQuery: bqCfg("batch")}

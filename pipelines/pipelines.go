@@ -7,6 +7,7 @@
 //
 //	Batch:  fileio.Read → parse → Ingest{PreGroup → HourlyWindows → BuildRows{GBK → BuildBatchedRowsFn}} → sinks
 //	Stream: pubsubio.ReadMessages → parse → Ingest{TooLate → [arrival write] → HourlyWindows(triggered) → BuildRows{GBK → PaneBatchFn → StreamRowsFn}} → sinks
+//	Stream replay: pubsubio.ReadMessages → unwrap → parse → Ingest{PreGroup → BuildRows{ReplayRowsFn}} → sinks
 package pipelines
 
 import (

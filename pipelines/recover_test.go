@@ -130,7 +130,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 	cfg := Config{Spec: spec, Bigtable: bigtableio.Config{Project: "p", Instance: "restart"}, DeadLetter: schemas.DeadLetterTarget{Path: t.TempDir()},
 		Local: &LocalRunner{WriteOnArrival: true, Recover: true}}
 	records, parseDead := parseLines(s, cfg, beam.ParDo(s, keyByTestSource, teststream.Create(s, con)), false)
-	dead := ingestStream(s, cfg, Windowing{EarlyFiring: 10 * time.Second}, records)
+	dead := ingestStream(s, cfg, Windowing{EarlyFiring: 10 * time.Second}, false, records)
 	for i, d := range append(dead, parseDead) {
 		passert.Empty(s.Scope(fmt.Sprint("dead", i)), beam.WindowInto(s, window.NewGlobalWindows(), d))
 	}

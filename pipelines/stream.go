@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -29,6 +30,17 @@ type StreamOptions struct {
 	Source pubsubio.Config
 	// Windowing is when an hour fires (zero values: the defaults).
 	Windowing Windowing
+	// MergeStored has each hour's final firings (the on-time one and each
+	// late one) read the hour back from Bigtable and build it with every
+	// reading stored there, whoever wrote it (see
+	// dofns.StreamRowsFn.MergeStored): so streams that share a
+	// subscription, or the jobs before and after a drain-and-replace
+	// update, leave what one batch over all the readings leaves. Early
+	// firings read nothing. A spec with no table that stores every field
+	// cannot be read back: the stream then builds each hour from its own
+	// readings (the launcher warns of it at start). A replay merges each
+	// hour it touches with it, as a batch replay does.
+	MergeStored bool
 }
 
 // Windowing is when a stream's one-hour event-time windows fire: an
@@ -95,26 +107,50 @@ func Stream(s beam.Scope, cfg Config, opts StreamOptions) error {
 	if err != nil {
 		return err
 	}
-	var records, parseDead beam.PCollection
 	if cfg.Replay != nil {
 		// A replay's messages are dead-letter records, unwrapped to the
-		// payloads they carry.
+		// payloads they carry (and the rollups' rebuild probes).
 		lines := beam.ParDo(s.Scope("ReplayLines"), &pubsubio.MessageLinesFn{Source: opts.Source.Subscription.String()}, msgs)
-		records, parseDead = parseLinesChecked(s, cfg, lines, false, cfg.Spec.FutureLimit())
-	} else {
-		records, parseDead = beam.ParDo2(s.Scope("Parse"), &dofns.ParseMessageFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes, MaxDecompressedBytes: cfg.MaxDecompressedBytes,
-			Source: opts.Source.Subscription.String(), TimestampAttribute: opts.Source.TimestampAttribute, MaxFuture: cfg.Spec.FutureLimit()}, msgs)
+		records, parseDead := parseLinesChecked(s, cfg, lines, true, cfg.Spec.FutureLimit())
+		dead := replayStream(s, cfg, opts.MergeStored, records)
+		writeDeadLetters(s, cfg, append(dead, parseDead)...)
+		return nil
 	}
-	dead := ingestStream(s, cfg, opts.Windowing, records)
+	records, parseDead := beam.ParDo2(s.Scope("Parse"), &dofns.ParseMessageFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes, MaxDecompressedBytes: cfg.MaxDecompressedBytes,
+		Source: opts.Source.Subscription.String(), TimestampAttribute: opts.Source.TimestampAttribute, MaxFuture: cfg.Spec.FutureLimit()}, msgs)
+	dead := ingestStream(s, cfg, opts.Windowing, opts.MergeStored, records)
 	writeDeadLetters(s, cfg, append(dead, parseDead)...)
 	return nil
+}
+
+// replayStream builds the hours a stream replay's records touch as a batch
+// replay does (dofns.ReplayRowsFn): each bundle's records of one
+// identity-hour, one HourBatch (the Pub/Sub reader bounds the bundle),
+// are merged, with merge, with what Bigtable holds of the hour, the hour
+// is built whole, and each record is written to the sinks its dead letter
+// names only; a rollup's dead letter rebuilds its hour's rollup.
+// Nothing is windowed, so no record is too late: a dead letter of any age
+// is replayed. The merge runs in the bundle that read the messages, so
+// each bundle's hours are written before the next bundle reads them back
+// (the local reader's bundles run one after another). It returns the
+// builder's and the sinks' dead letters.
+func replayStream(s beam.Scope, cfg Config, merge bool, records beam.PCollection) []beam.PCollection {
+	s = s.Scope("Ingest")
+	batches := beam.ParDo(s.Scope("PreGroup"), &dofns.PreGroupFn{MaxReadings: math.MaxInt, MaxBuffered: math.MaxInt}, records)
+	fn := dofns.BuildRowsFn{Spec: cfg.Spec, BigQuery: cfg.BigQuery != nil, Retry: cfg.Retry}
+	if merge {
+		fn.Merge = dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}
+	}
+	var b built
+	b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("BuildRows"), &dofns.ReplayRowsFn{BuildRowsFn: fn}, batches)
+	return writeSinks(s, cfg, b)
 }
 
 // ingestStream dead-letters the readings too late for their hour, writes
 // the others' own cells on arrival (cfg.Local.WriteOnArrival), fires each
 // identity-hour as w says, and writes the sinks. It returns the too_late,
 // builder's and sinks' dead letters.
-func ingestStream(s beam.Scope, cfg Config, w Windowing, records beam.PCollection) []beam.PCollection {
+func ingestStream(s beam.Scope, cfg Config, w Windowing, merge bool, records beam.PCollection) []beam.PCollection {
 	s = s.Scope("Ingest")
 	local := LocalRunner{}
 	if cfg.Local != nil {
@@ -127,7 +163,7 @@ func ingestStream(s beam.Scope, cfg Config, w Windowing, records beam.PCollectio
 		arrival := beam.ParDo(s.Scope("WriteOnArrival"), &dofns.ArrivalRowsFn{Spec: cfg.Spec}, onTime)
 		dead = append(dead, bigtableio.Write(s.Scope("WriteOnArrival"), bt, arrival))
 	}
-	b := buildStream(s, cfg, w, local, onTime)
+	b := buildStream(s, cfg, w, local, merge, onTime)
 	return append(dead, writeSinks(s, cfg, b)...)
 }
 
@@ -159,7 +195,7 @@ const tooLateMargin = 30 * time.Second
 // groups HourBatches, Ingest/BuildRows/dofns.PaneBatchFn,
 // Ingest/BuildRows/Firings'1/...) are what a running Dataflow stream is
 // updated by: keep them.
-func buildStream(s beam.Scope, cfg Config, w Windowing, local LocalRunner, records beam.PCollection) built {
+func buildStream(s beam.Scope, cfg Config, w Windowing, local LocalRunner, merge bool, records beam.PCollection) built {
 	w = w.withDefaults()
 	batches := beam.ParDo(s.Scope("PreGroup"), &dofns.PreGroupFn{}, records)
 	windowed := hourlyWindows(s, batches, w.options()...)
@@ -173,10 +209,14 @@ func buildStream(s beam.Scope, cfg Config, w Windowing, local LocalRunner, recor
 		fn.DiskState = true
 		fn.SpillRun = fmt.Sprintf("%x", rand.Uint64())
 	}
+	rec := dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}
+	if merge {
+		// Every final firing reads its window back.
+		fn.Recovery, fn.MergeStored = rec, true
+	}
 	if local.Recover {
 		// At start-up, a probe for each window that holds readings in
 		// Bigtable; each is read back at its final firing.
-		rec := dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}
 		fn.Recovery = rec
 		probes := beam.ParDo(s.Scope("Recover"), &dofns.RecoverWindowsFn{Spec: cfg.Spec, Recovery: rec, WindowSize: time.Hour, AllowedLateness: w.AllowedLateness},
 			beam.Impulse(s.Scope("Recover")))

@@ -138,7 +138,7 @@ func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	records, parseDead := parseLines(s, cfg, lines, false)
 	w := Windowing{EarlyFiring: 10 * time.Second}
 	onTime, late := tooLate(s, w, records)
-	built := buildStream(s, cfg, w, LocalRunner{}, onTime)
+	built := buildStream(s, cfg, w, LocalRunner{}, false, onTime)
 	global := func(c beam.PCollection) beam.PCollection { return beam.WindowInto(s, window.NewGlobalWindows(), c) }
 
 	passert.Count(s, global(parseDead), "parse dead letters", 0)

@@ -76,6 +76,9 @@ type Firing struct {
 	// Merged counts the readings stored by earlier runs that a batch's
 	// hour was merged with and wrote again (MergeHour).
 	Merged int64
+	// Rewritten counts the readings a final firing writes (FinalFiring):
+	// none when every reading was built before with the values it has.
+	Rewritten int64
 }
 
 // hourRollup is the rollup of the prepared readings in the window [start,
@@ -330,6 +333,7 @@ func (c *Compiled) FinalFiring(p HourPane, prev, recovered []Record, fin FinalSt
 			out.Rollup = &row
 		}
 	}
+	out.Rewritten = int64(len(rewrite))
 	out.Rows, out.Dead = c.HourRows(rewrite, rollup, true, rollupRows, func(i int) OriginKind { return kinds[i] })
 	return next, out
 }

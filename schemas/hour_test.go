@@ -576,3 +576,95 @@ func TestEarlyFiringsAfterArrivalWritesConvergeToBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestTwoStreamsFinalFiringsMergeToBatch plays two streams that share a
+// subscription, each with its own state and one Bigtable table: each
+// writes its readings on arrival and reads the hour back at its final
+// firings (MergeStored). Whatever order their firings run in, once the
+// settle firings (a late firing with no readings, reading back once more)
+// have run, the table equals the batch result; a settle firing that finds
+// nothing new rewrites nothing.
+func TestTwoStreamsFinalFiringsMergeToBatch(t *testing.T) {
+	spec, h := firingsSpec(t)
+	rb, err := NewReadBack(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		a = vitals(0, "", "36.8", "98") // heart rate imputed: from c (60) in the batch
+		b = vitals(10*time.Minute, "70", "36.8", "98")
+		c = vitals(5*time.Minute, "60", "36.8", "98")
+		d = vitals(20*time.Minute, "", "36.8", "98")
+		e = vitals(30*time.Minute, "80", "37.5", "")
+		f = vitals(50*time.Minute, "90", "36.8", "98")
+	)
+	want := batchTable(t, spec, h, []string{a, b, c, d, e, f})
+	// x's readings and y's; late are y's readings stored only after x's
+	// on-time firing read the hour back.
+	x, y := []string{a, b, d}, []string{c, e}
+	late := []string{f}
+	for _, tc := range []struct {
+		name string
+		// order of the final firings' writes: "x" or "y" writes last.
+		lastWriter string
+		// settled: the settle firings that find readings to add.
+		settled map[string]bool
+	}{
+		{"the complete build writes last", "y", map[string]bool{"x": true}},
+		{"the build that missed a reading writes last", "x", map[string]bool{"x": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := table{}
+			arrive := func(lines []string) []Record {
+				recs := parseAll(t, spec, lines...)
+				for j := range recs {
+					muts, _ := h.builder.Mutations(recs[j : j+1])
+					tb.apply(muts)
+				}
+				return recs
+			}
+			readBack := func() []Record {
+				back, skipped := rb.Records(tb.rows(t), "s", firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli())
+				if skipped > 0 {
+					t.Fatalf("%d readings skipped", skipped)
+				}
+				return back
+			}
+			var wx, wy windowState
+			xr, yr := arrive(x), arrive(y)
+			outX := wx.fireRecovered(h, PaneOnTime, 0, xr, readBack()) // reads before f is stored
+			yr = append(yr, arrive(late)...)
+			outY := wy.fireRecovered(h, PaneOnTime, 0, yr, readBack())
+			if outX.Recovered != int64(len(y)) || outY.Recovered != int64(len(x)) {
+				t.Errorf("read back %d and %d readings of the other stream; want %d and %d", outX.Recovered, outY.Recovered, len(y), len(x))
+			}
+			if tc.lastWriter == "x" {
+				tb.apply(outY.Rows)
+				tb.apply(outX.Rows)
+			} else {
+				tb.apply(outX.Rows)
+				tb.apply(outY.Rows)
+			}
+			if tc.lastWriter == "x" && tb.String() == want.String() {
+				t.Fatal("the build that missed f wrote last, yet the table equals the batch's: the case shows nothing")
+			}
+			for _, s := range []struct {
+				name string
+				ws   *windowState
+			}{{"x", &wx}, {"y", &wy}} {
+				out := s.ws.fireRecovered(h, PaneLate, 1, nil, readBack())
+				found := out.Recovered > 0 || out.Rewritten > 0
+				if found != tc.settled[s.name] {
+					t.Errorf("stream %s's settle firing found readings to add: %v (read back %d, rewrote %d); want %v",
+						s.name, found, out.Recovered, out.Rewritten, tc.settled[s.name])
+				}
+				if found {
+					tb.apply(out.Rows)
+				}
+			}
+			if tb.String() != want.String() {
+				t.Errorf("table differs from the batch result\n got:\n%s\nwant:\n%s", tb, want)
+			}
+		})
+	}
+}

@@ -108,9 +108,10 @@ var (
 	// Duplicates counts readings merged into another with the same
 	// identity and millisecond.
 	Duplicates = Key{"group", "duplicates"}
-	// Recovered counts readings a restarted stream read back from
-	// Bigtable to finish an hour the killed run had begun: read by that
-	// run, not this one.
+	// Recovered counts readings a stream read back from Bigtable and
+	// built into an hour: read by another run (a killed one, another
+	// stream on the subscription, the job an update replaced), not this
+	// one.
 	Recovered = Key{"group", "recovered"}
 
 	// Replayed counts the dead letters a replay (--format=deadletter)
@@ -231,7 +232,8 @@ type Ledger struct {
 	Duplicates int64 `json:"duplicates_merged"`
 	// Rejected are the parse and too_late dead letters.
 	Rejected int64 `json:"rejected_records"`
-	// Recovered are readings a restarted stream read back from Bigtable.
+	// Recovered are readings a stream read back from Bigtable that
+	// another run had read.
 	Recovered int64 `json:"recovered_readings,omitempty"`
 	// Replayed are the dead letters a replay unwrapped (ledger.Replayed),
 	// ReplayFiltered those its filters left out, ReplayRebuilds the
@@ -583,7 +585,7 @@ func (l *Ledger) WriteText(w io.Writer) {
 			a.Missing, a.Unparseable, a.Disagrees)
 	}
 	if l.Recovered > 0 {
-		fmt.Fprintf(w, "  recovered from Bigtable:   %d (readings of hours a killed run had begun)\n", l.Recovered)
+		fmt.Fprintf(w, "  recovered from Bigtable:   %d (readings of its hours another run stored)\n", l.Recovered)
 	}
 	if l.Replayed > 0 || l.ReplayFiltered > 0 {
 		fmt.Fprintf(w, "  replayed dead letters:     %d (%d rollup rebuilds; %d left out by the filters)", l.Replayed, l.ReplayRebuilds, l.ReplayFiltered)
