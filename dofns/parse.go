@@ -60,9 +60,9 @@ func (f *ParseFn) Setup() error {
 // rejected record (also when the parser could not handle it: reason
 // internal).
 func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
-	// at may name the line's place in its file, for its dead letter; the
-	// readings keep the file's name alone (schemas.LineSource).
-	source := schemas.SourcePath(at)
+	// at may name the line's place in its file (schemas.LineSource). The
+	// readings keep it as their source, so that a write that fails later
+	// dead-letters its reading with the file and line, as a parse does.
 	var err error
 	max := schemas.LineLimit(f.MaxLineBytes)
 	if len(line) > max {
@@ -72,7 +72,7 @@ func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func
 		return
 	}
 	in := schemas.Input{Unknown: f.unknown.counter(ctx, &f.ctrs)}
-	if perr := ledger.Guard(func() { err = f.parse(line, source, in) }); perr != nil {
+	if perr := ledger.Guard(func() { err = f.parse(line, at, in) }); perr != nil {
 		err = perr
 	}
 	if err != nil {
