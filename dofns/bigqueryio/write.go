@@ -98,9 +98,10 @@ type WriteFn struct {
 	// MaxInflight caps the AppendRows requests in flight (default 8).
 	MaxInflight int
 	// MaxBufferedBytes caps the memory of the AppendRows requests in
-	// flight and the one being filled: the rows' encodings and the
-	// payloads kept for their dead letters (default 32 MB). Requests are
-	// cut smaller than MaxRequestBytes to fit.
+	// flight and the one being filled, or of the insertAll batch: the
+	// rows' encodings and the payloads kept for their dead letters
+	// (default 32 MB). Requests are cut smaller than MaxRequestBytes (and
+	// insertAll batches than MaxInsertRows) to fit.
 	MaxBufferedBytes int
 
 	enc     *schemas.BQEncoder
