@@ -88,6 +88,11 @@ func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func
 	}
 }
 
+// FinishBundle writes the bundle's counts to the run's ledger record.
+func (f *ParseFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, string, schemas.Record), _ func(schemas.DeadLetter)) error {
+	return f.ctrs.Commit(ctx)
+}
+
 // parse decodes line into f.buf and checks that every record can be built.
 func (f *ParseFn) parse(line, source string, in schemas.Input) error {
 	var err error
@@ -223,6 +228,11 @@ func (f *ParseMessageFn) ProcessElement(ctx context.Context, m pubsubio.Message,
 			emit(mtime.FromMilliseconds(r.EventMs), f.Spec.IdentityKey(&r), r)
 		}
 	}
+}
+
+// FinishBundle writes the bundle's counts to the run's ledger record.
+func (f *ParseMessageFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, string, schemas.Record), _ func(schemas.DeadLetter)) error {
+	return f.ctrs.Commit(ctx)
 }
 
 // attributeTime is the message's timestamp attribute, counting it when

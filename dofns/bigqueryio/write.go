@@ -224,10 +224,14 @@ func (f *WriteFn) ProcessElement(ctx context.Context, row schemas.BQRow, dead fu
 }
 
 // FinishBundle sends what is left and waits for every write, so the bundle
-// commits only once each row has landed or been dead-lettered.
+// commits only once each row has landed or been dead-lettered; then its
+// counts go to the run's ledger record.
 func (f *WriteFn) FinishBundle(ctx context.Context, dead func(schemas.DeadLetter)) (err error) {
 	defer f.resetOnError(&err)
-	return f.w.flush(ctx, dead)
+	if err := f.w.flush(ctx, dead); err != nil {
+		return err
+	}
+	return f.ctrs.Commit(ctx)
 }
 
 // policy is the retry policy of one request.
