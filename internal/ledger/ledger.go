@@ -13,8 +13,9 @@
 // stream stopped mid-hour also holds readings in open windows, counted as
 // the remainder, and may have writes in flight.
 //
-// The package is pure: it knows counter names and arithmetic, and reads
-// Beam's metrics results, but does no I/O.
+// The ledger's arithmetic is pure: it knows counter names, and reads
+// Beam's metrics results. The Recorder keeps the DoFns' counters, and the
+// durable record (record.go) writes and reads a run's counts as files.
 package ledger
 
 import (
