@@ -66,9 +66,9 @@ func (f *ParseFn) Setup() error {
 // rejected record (also when the parser could not handle it: reason
 // internal).
 func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
-	// at may name the line's place in its file, for its dead letter; the
-	// readings keep the file's name alone (schemas.LineSource).
-	source := schemas.SourcePath(at)
+	// at may name the line's place in its file (schemas.LineSource). The
+	// readings keep it as their source, so that a write that fails later
+	// dead-letters its reading with the file and line, as a parse does.
 	var err error
 	max := schemas.LineLimit(f.MaxLineBytes)
 	if len(line) > max {
@@ -78,7 +78,7 @@ func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func
 		return
 	}
 	in := schemas.Input{Unknown: f.unknown.counter(ctx, &f.ctrs)}
-	if perr := ledger.Guard(func() { err = f.parse(line, source, in) }); perr != nil {
+	if perr := ledger.Guard(func() { err = f.parse(line, at, in) }); perr != nil {
 		err = perr
 	}
 	if err == nil && f.MaxFuture > 0 {
@@ -95,6 +95,11 @@ func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func
 		r := f.buf[i]
 		emit(mtime.FromMilliseconds(r.EventMs), f.Spec.IdentityKey(&r), r)
 	}
+}
+
+// FinishBundle writes the bundle's counts to the run's ledger record.
+func (f *ParseFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, string, schemas.Record), _ func(schemas.DeadLetter)) error {
+	return f.ctrs.Commit(ctx)
 }
 
 // parse decodes line into f.buf and checks that every record can be built.
@@ -305,6 +310,11 @@ func (f *ParseMessageFn) ProcessElement(ctx context.Context, m pubsubio.Message,
 	if err != nil {
 		reject(string(m.Data), err)
 	}
+}
+
+// FinishBundle writes the bundle's counts to the run's ledger record.
+func (f *ParseMessageFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, string, schemas.Record), _ func(schemas.DeadLetter)) error {
+	return f.ctrs.Commit(ctx)
 }
 
 // attributeTime is the message's timestamp attribute, counting it when

@@ -139,3 +139,8 @@ func (f *BuildBatchedRowsFn) ProcessElement(ctx context.Context, pane beam.PaneI
 	}
 	return f.build(ctx, pane, w, key, recs, emitRow, emitBQ, emitRollup, dead)
 }
+
+// FinishBundle writes the bundle's counts to the run's ledger record.
+func (f *BuildBatchedRowsFn) FinishBundle(ctx context.Context, _ func(schemas.RowMutation), _ func(schemas.BQRow), _ func(schemas.BQRow), _ func(schemas.DeadLetter)) error {
+	return f.hour.ctrs.Commit(ctx)
+}

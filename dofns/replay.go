@@ -76,6 +76,11 @@ type UnwrapDeadLetterFn struct {
 	ctrs ledger.Recorder
 }
 
+// FinishBundle writes the bundle's counts to the run's ledger record.
+func (f *UnwrapDeadLetterFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(beam.EventTime, string, schemas.Record), _ func(schemas.DeadLetter)) error {
+	return f.ctrs.Commit(ctx)
+}
+
 // ProcessElement unwraps one dead letter.
 func (f *UnwrapDeadLetterFn) ProcessElement(ctx context.Context, at, line string, emit func(string, string),
 	probe func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {

@@ -288,6 +288,11 @@ func TestBatchEndToEndAgainstBigtableEmulator(t *testing.T) {
 		if fmt.Sprint(l.DeadLetters) != "map[parse:map[bad_timestamp:1 invalid_field:1 malformed:1 out_of_range:1]]" {
 			t.Errorf("dead letters %v; want the 4 parse ones by reason", l.DeadLetters)
 		}
+		// A local batch with a dead-letter folder reads its ledger from
+		// its durable record there.
+		if !strings.HasPrefix(l.CountsFrom, ledger.FromRecord+" (") || !strings.Contains(r.stdout, "counts from:             "+ledger.FromRecord) {
+			t.Errorf("counts from %q; want the run's record", l.CountsFrom)
+		}
 	})
 
 	t.Run("idempotent rerun, direct runner", func(t *testing.T) {

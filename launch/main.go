@@ -701,6 +701,10 @@ func run(ctx context.Context) error {
 			}
 		}
 	}
+	record := ledgerRecord(cfg)
+	if record != "" {
+		beam.PipelineOptions.Set(ledger.RecordOption, record)
+	}
 	for i, part := range plan {
 		if i > 0 && ctx.Err() != nil {
 			res.Stopped = true // Ctrl-C between parts
@@ -738,6 +742,7 @@ func run(ctx context.Context) error {
 			break // Ctrl-C: report the parts run so far
 		}
 	}
+	readRecord(record, &res)
 	// A stopped stream is the stream's normal end: bundles in flight were
 	// abandoned uncommitted, so their messages were not acknowledged and
 	// Pub/Sub redelivers them to the next run.
@@ -882,6 +887,10 @@ func progressLine(spec *schemas.Compiled, stream bool, prev, cur ledger.Counters
 // (1), or a store stayed unavailable (3).
 func report(w io.Writer, took time.Duration, cfg pipelines.Config, res jobRun) error {
 	l := ledger.FromCounters(res.Counters, streaming())
+	l.CountsFrom = res.CountsFrom
+	if l.CountsFrom == "" {
+		l.CountsFrom = ledger.FromRunnerMetrics
+	}
 	if streaming() {
 		fmt.Fprintf(w, "sensorpipe: %s stream stopped after %v\n", runnerName(), took.Round(time.Millisecond))
 	} else {
@@ -989,4 +998,38 @@ func showRows(ctx context.Context, cfg pipelines.Config, n int) error {
 		return fmt.Errorf("read rows of %s: %w", name, err)
 	}
 	return nil
+}
+
+// ledgerRecord is the folder of this run's durable ledger record
+// (ledger.RecordFolder), "" when it keeps none: a local batch whose dead
+// letters go to a folder keeps one there, in _ledger/RUN. A stream's, and
+// a Dataflow job's, ledger is the runner's metrics.
+func ledgerRecord(cfg pipelines.Config) string {
+	if streaming() || !local() || cfg.DeadLetter.Kind != schemas.DeadLetterFiles || cfg.DeadLetter.Path == "" {
+		return ""
+	}
+	return ledger.RecordFolder(cfg.DeadLetter.Path, runID)
+}
+
+// readRecord takes res's ledger counters from the run's durable record
+// in folder, when it has one; res keeps the runner's metrics when it has
+// none, or it cannot be read (said on stderr). Counts the metrics lost
+// are said on stderr.
+func readRecord(folder string, res *jobRun) {
+	if folder == "" || res.Counters == nil {
+		return
+	}
+	rec, files, err := ledger.ReadRecord(context.Background(), folder)
+	switch {
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "sensorpipe: the run's ledger record cannot be read (%v); the ledger is the runner's metrics\n", err)
+		return
+	case files == 0:
+		return
+	}
+	if lost := res.Counters.Lost(rec); len(lost) > 0 {
+		fmt.Fprintf(os.Stderr, "sensorpipe: the runner's metrics lost counts the run's record holds (%s); the ledger is the record's\n", strings.Join(lost, ", "))
+	}
+	res.Counters = res.Counters.WithRecord(rec)
+	res.CountsFrom = fmt.Sprintf("%s (%d bundle files in %s)", ledger.FromRecord, files, folder)
 }

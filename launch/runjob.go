@@ -32,6 +32,9 @@ type jobRun struct {
 	Err error
 	// Stopped is set when the run was interrupted (a stream's normal end).
 	Stopped bool
+	// CountsFrom says where the ledger's counts come from: the run's
+	// durable record or the runner's metrics (ledger.Ledger.CountsFrom).
+	CountsFrom string
 }
 
 // runPipeline runs p on the configured runner. On a Beam job server

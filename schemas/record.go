@@ -67,7 +67,9 @@ type Record struct {
 	Values  []Value
 	EventMs int64
 	// Raw is the input line and Source the file or subscription it came
-	// from, kept so a later write failure can still dead-letter the payload.
+	// from, kept so a later write failure can still dead-letter the payload;
+	// a file's reading keeps its line's place too (LineSource), so that
+	// dead letter names the line.
 	Raw    string
 	Source string
 }

@@ -31,7 +31,8 @@ type Config struct {
 	// MaxRequestBytes caps one request (0: DefaultBQRequestBytes).
 	MaxRequestBytes int
 	// MaxBufferedBytes caps the memory of the Storage Write requests in
-	// flight (0: DefaultBQBufferedBytes; see WriteFn.MaxBufferedBytes).
+	// flight, or of an insertAll batch (0: DefaultBQBufferedBytes; see
+	// WriteFn.MaxBufferedBytes).
 	MaxBufferedBytes int
 }
 

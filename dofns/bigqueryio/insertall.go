@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unsafe"
 
 	"cloud.google.com/go/bigquery"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
@@ -148,7 +149,12 @@ func insertMessage(errs bigquery.MultiError) (string, bool) {
 
 // insertAllWriter is the WriteInsertAll method: batches of MaxInsertRows
 // rows (or MaxRequestBytes) sent with InsertAll, each row with its key as
-// insertId, so BigQuery drops retried duplicates (best effort).
+// insertId, so BigQuery drops retried duplicates (best effort). A batch
+// is sent, and waited for, before it would hold more than
+// MaxBufferedBytes of memory (insertRowMemory), the bound the Storage
+// Write writer keeps: a batch of rows whose payloads are large (a
+// stream's final firing renders each reading's) is sent smaller than
+// MaxInsertRows, not held whole.
 type insertAllWriter struct {
 	f     *WriteFn
 	bq    *bigquery.Client
@@ -156,7 +162,16 @@ type insertAllWriter struct {
 	idCol int // the column holding the insertId, or -1
 
 	rows  []schemas.BQRow
-	bytes int
+	bytes int // the batch's estimated request size
+	mem   int // what the batch holds in memory (insertRowMemory of each row)
+}
+
+// insertRowMemory is what one row of an insertAll batch holds until
+// BigQuery answers: its values (about their protobuf encoding's size), the
+// JSON row they become when the batch is sent (about twice that), its
+// origin and the origin's payload (kept for its dead letter).
+func insertRowMemory(row schemas.BQRow, encoded []byte) int {
+	return 3*len(encoded) + len(row.Origin.Raw) + int(unsafe.Sizeof(row)) + len(row.Values)*int(unsafe.Sizeof(schemas.Value{}))
 }
 
 // openInsertAllWriter opens a BigQuery client for f's table.
@@ -171,9 +186,17 @@ func openInsertAllWriter(ctx context.Context, f *WriteFn) (*insertAllWriter, err
 	}, nil
 }
 
-// add queues row, and sends the batch when it is full.
+// add queues row, sending the batch first when row would take its memory
+// over MaxBufferedBytes, and sends the batch when it is full.
 func (w *insertAllWriter) add(ctx context.Context, row schemas.BQRow, encoded []byte, dead func(schemas.DeadLetter)) error {
+	mem := insertRowMemory(row, encoded)
+	if len(w.rows) > 0 && w.mem+mem > w.f.MaxBufferedBytes {
+		if err := w.flush(ctx, dead); err != nil {
+			return err
+		}
+	}
 	w.rows = append(w.rows, row)
+	w.mem += mem
 	// JSON is about twice the protobuf size.
 	w.bytes += 2*len(encoded) + 64
 	if len(w.rows) >= w.f.MaxInsertRows || w.bytes >= w.f.MaxRequestBytes {
@@ -211,7 +234,7 @@ func (w *insertAllWriter) flush(ctx context.Context, dead func(schemas.DeadLette
 
 func (w *insertAllWriter) reset() {
 	w.rows = nil
-	w.bytes = 0
+	w.bytes, w.mem = 0, 0
 }
 
 func (w *insertAllWriter) close() error { return w.bq.Close() }

@@ -98,9 +98,10 @@ type WriteFn struct {
 	// MaxInflight caps the AppendRows requests in flight (default 8).
 	MaxInflight int
 	// MaxBufferedBytes caps the memory of the AppendRows requests in
-	// flight and the one being filled: the rows' encodings and the
-	// payloads kept for their dead letters (default 32 MB). Requests are
-	// cut smaller than MaxRequestBytes to fit.
+	// flight and the one being filled, or of the insertAll batch: the
+	// rows' encodings and the payloads kept for their dead letters
+	// (default 32 MB). Requests are cut smaller than MaxRequestBytes (and
+	// insertAll batches than MaxInsertRows) to fit.
 	MaxBufferedBytes int
 
 	enc     *schemas.BQEncoder
@@ -223,10 +224,14 @@ func (f *WriteFn) ProcessElement(ctx context.Context, row schemas.BQRow, dead fu
 }
 
 // FinishBundle sends what is left and waits for every write, so the bundle
-// commits only once each row has landed or been dead-lettered.
+// commits only once each row has landed or been dead-lettered; then its
+// counts go to the run's ledger record.
 func (f *WriteFn) FinishBundle(ctx context.Context, dead func(schemas.DeadLetter)) (err error) {
 	defer f.resetOnError(&err)
-	return f.w.flush(ctx, dead)
+	if err := f.w.flush(ctx, dead); err != nil {
+		return err
+	}
+	return f.ctrs.Commit(ctx)
 }
 
 // policy is the retry policy of one request.

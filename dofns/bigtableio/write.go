@@ -224,11 +224,14 @@ func (f *WriteFn) ProcessElement(ctx context.Context, m schemas.RowMutation, dea
 
 // FinishBundle writes what is left and waits for every batch in flight, so
 // the bundle commits only once every mutation has landed or been
-// dead-lettered.
+// dead-lettered; then its counts go to the run's ledger record.
 func (f *WriteFn) FinishBundle(ctx context.Context, dead func(schemas.DeadLetter)) error {
 	f.flush(ctx)
 	f.wg.Wait()
-	return f.collect(ctx, dead)
+	if err := f.collect(ctx, dead); err != nil {
+		return err
+	}
+	return f.ctrs.Commit(ctx)
 }
 
 // splitEntries turns a row mutation into entries of at most

@@ -130,7 +130,7 @@ func (f *WriteFn) FinishBundle(ctx context.Context) error {
 		f.ctrs.Inc(ctx, k, n)
 	}
 	clear(f.count)
-	return nil
+	return f.ctrs.Commit(ctx)
 }
 
 // Teardown closes the store's client.

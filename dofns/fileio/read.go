@@ -179,6 +179,11 @@ func (fn *ReadLinesFn) CreateTracker(rest offsetrange.Restriction) *sdf.LockRTra
 	return sdf.NewLockRTracker(offsetrange.NewTracker(rest))
 }
 
+// FinishBundle writes the bundle's counts to the run's ledger record.
+func (fn *ReadLinesFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(schemas.DeadLetter)) error {
+	return fn.ctrs.Commit(ctx)
+}
+
 // ProcessElement emits the lines that start inside the restriction. A
 // line over MaxLineBytes is dead-lettered as too_large with its first
 // bytes, and is never held whole: only its first MaxLineBytes are kept

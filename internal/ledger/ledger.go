@@ -13,8 +13,9 @@
 // stream stopped mid-hour also holds readings in open windows, counted as
 // the remainder, and may have writes in flight.
 //
-// The package is pure: it knows counter names and arithmetic, and reads
-// Beam's metrics results, but does no I/O.
+// The ledger's arithmetic is pure: it knows counter names, and reads
+// Beam's metrics results. The Recorder keeps the DoFns' counters, and the
+// durable record (record.go) writes and reads a run's counts as files.
 package ledger
 
 import (
@@ -270,7 +271,18 @@ type Ledger struct {
 	Balanced bool `json:"balanced"`
 	// Problems say, one line each, what does not add up.
 	Problems []string `json:"problems,omitempty"`
+
+	// CountsFrom says where the counts come from: the run's durable
+	// record (FromRecord, with its folder) or the runner's metrics
+	// (FromRunnerMetrics).
+	CountsFrom string `json:"counts_from,omitempty"`
 }
+
+// Where a ledger's counts come from (Ledger.CountsFrom).
+const (
+	FromRecord        = "the run's record"
+	FromRunnerMetrics = "the runner's metrics"
+)
 
 // Sink is one sink table's account. For bigtable and bigquery the counted
 // things are readings; for bigquery_rollups, rollup rows.
@@ -628,6 +640,9 @@ func (l *Ledger) WriteText(w io.Writer) {
 		fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
 	}
 	fmt.Fprintln(w)
+	if l.CountsFrom != "" {
+		fmt.Fprintf(w, "  counts from:             %s\n", l.CountsFrom)
+	}
 	if l.Balanced {
 		fmt.Fprintln(w, "  ledger: balanced")
 	} else {

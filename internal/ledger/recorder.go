@@ -13,17 +13,66 @@ import (
 )
 
 // Recorder keeps the Beam counters of the run's ledger (this package
-// names them) that one DoFn keeps, made on first use. Beam metrics are the
-// ledger's only source: the runner reports them, so the ledger is the
-// runner's account, locally and on Dataflow.
-type Recorder map[Key]beam.Counter
+// names them) that one DoFn keeps, made on first use. The runner reports
+// them: the ledger is the runner's account, locally and on Dataflow.
+//
+// When the run keeps a durable record (RecordOption), the Recorder also
+// tallies its bundle's counts, and Commit, in the DoFn's FinishBundle,
+// writes them to the record as one file: the ledger is then read from
+// the record (ReadRecord), which no runner's metrics reporting can lose.
+type Recorder struct {
+	ctrs map[Key]beam.Counter
 
+	// dir is the record's folder ("": none), read once.
+	dir   string
+	known bool
+	// tally is the counts of bundle since its start.
+	tally  Counters
+	bundle string
+}
+
+// Inc counts n of k.
 func (c *Recorder) Inc(ctx context.Context, k Key, n int64) {
 	if n == 0 {
 		return
 	}
 	c.Register(ctx, k)
-	(*c)[k].Inc(ctx, n)
+	c.ctrs[k].Inc(ctx, n)
+	if c.recording() {
+		if id := metrics.GetBundleID(ctx); id != c.bundle {
+			// A new bundle: counts left from another were of a bundle
+			// that failed before its FinishBundle, which the runner
+			// does not commit.
+			c.tally, c.bundle = nil, id
+		}
+		if c.tally == nil {
+			c.tally = Counters{}
+		}
+		c.tally[k] += n
+	}
+}
+
+// recording reports whether the run keeps a durable record.
+func (c *Recorder) recording() bool {
+	if !c.known {
+		c.dir, c.known = recordDir(), true
+	}
+	return c.dir != ""
+}
+
+// Commit writes the counts of the bundle ending to the run's durable
+// record, when it keeps one: a DoFn calls it last in FinishBundle, and a
+// bundle whose record cannot be written fails.
+func (c *Recorder) Commit(ctx context.Context) error {
+	if len(c.tally) == 0 || !c.recording() {
+		c.tally = nil
+		return nil
+	}
+	if err := WriteRecord(ctx, c.dir, c.tally); err != nil {
+		return err
+	}
+	c.tally = nil
+	return nil
 }
 
 // Register makes the counters of k's family (Family) and, the first
@@ -37,18 +86,18 @@ func (c *Recorder) Inc(ctx context.Context, k Key, n int64) {
 // here would hide the counts of a later bundle. It has no short ids, and
 // so no race to avoid.
 func (c *Recorder) Register(ctx context.Context, k Key) {
-	if _, ok := (*c)[k]; ok {
+	if _, ok := c.ctrs[k]; ok {
 		return
 	}
-	if *c == nil {
-		*c = Recorder{}
+	if c.ctrs == nil {
+		c.ctrs = map[Key]beam.Counter{}
 	}
 	zero := metrics.GetBundleID(ctx) != "direct"
 	for _, fk := range append(Family(k), k) {
-		if _, ok := (*c)[fk]; !ok {
-			(*c)[fk] = beam.NewCounter(fk.Namespace, fk.Name)
+		if _, ok := c.ctrs[fk]; !ok {
+			c.ctrs[fk] = beam.NewCounter(fk.Namespace, fk.Name)
 			if zero {
-				(*c)[fk].Inc(ctx, 0)
+				c.ctrs[fk].Inc(ctx, 0)
 			}
 		}
 	}
