@@ -306,6 +306,13 @@ func TestStreamEndToEnd(t *testing.T) {
 			n := len(dump(t, bt, "interrupt_vitals"))
 			return n > 0, fmt.Sprintf("%d cells in Bigtable", n)
 		})
+		// Cells land while the reader's bundle is still in flight; a stop
+		// then cancels it uncommitted (its messages are redelivered). Stop
+		// once the progress line counts the bundle's readings as read.
+		want := fmt.Sprintf("read %d ", len(msgs))
+		eventually(t, 60*time.Second, job, func() (bool, string) {
+			return strings.Contains(job.stderr.String(), want), "no progress line with " + want
+		})
 		if code := job.stop(t, syscall.SIGINT); code != 0 {
 			t.Fatalf("SIGINT: exit %d; want 0 (a stop is a stream's normal end)\nstderr:\n%s", code, job.stderr.String())
 		}
