@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -99,6 +100,18 @@ func OpenInput(ctx context.Context, path string) (io.ReadCloser, error) {
 		return rc, nil
 	}
 	return &gzipFile{raw: rc}, nil
+}
+
+// IsDir reports whether path names a local folder. A glob such as
+// "dl/*" matches the folders beside the files too (a dead-letter folder
+// holds its ledger record's); the readers skip them, as a copy of the
+// glob without recursion would. Object stores (gs://) have no folders.
+func IsDir(path string) bool {
+	if strings.Contains(path, "://") {
+		return false
+	}
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }
 
 // gzipFile decompresses raw, reading its gzip header on the first Read.
@@ -194,6 +207,10 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 	rest, ok := rt.GetRestriction().(offsetrange.Restriction)
 	if !ok {
 		return fmt.Errorf("read %s: restriction %T is not an offset range", path, rt.GetRestriction())
+	}
+	if IsDir(path) {
+		rt.TryClaim(rest.End) // a folder the glob matched: nothing to read
+		return nil
 	}
 	max := schemas.LineLimit(fn.MaxLineBytes)
 	fd, err := OpenInput(ctx, path)

@@ -94,3 +94,24 @@ func TestReadRangesReadsOnlyTheirLines(t *testing.T) {
 	passert.Empty(s, dead)
 	ptest.RunAndValidate(t, p)
 }
+
+// TestReadSkipsFolders: a glob that matches a folder beside the files (a
+// dead-letter folder's _ledger, say) reads the files and skips the
+// folder, with no dead letter and no failure.
+func TestReadSkipsFolders(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "a.jsonl"), "a1\na2\n")
+	if err := os.MkdirAll(filepath.Join(dir, "_ledger", "run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "_ledger", "run", "bundle-1.json"), "[]\n")
+
+	p, s := beam.NewPipelineWithRoot()
+	lines, dead := Read(s, filepath.Join(dir, "*"), nil, 0)
+	passert.Equals(s, beam.ParDo(s, sourceAndLine, lines), at("a.jsonl", 1, 0)+" a1", at("a.jsonl", 2, 0)+" a2")
+	passert.Empty(s, dead)
+	ptest.RunAndValidate(t, p)
+	if !IsDir(filepath.Join(dir, "_ledger")) || IsDir(filepath.Join(dir, "a.jsonl")) || IsDir("gs://bucket/dir") {
+		t.Errorf("IsDir: want true for the folder only")
+	}
+}

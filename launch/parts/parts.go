@@ -91,6 +91,9 @@ func List(ctx context.Context, glob string) ([]File, error) {
 	slices.Sort(paths)
 	files := make([]File, 0, len(paths))
 	for _, p := range paths {
+		if fileio.IsDir(p) {
+			continue // the readers skip folders (fileio.IsDir)
+		}
 		size, err := fs.Size(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("--input %s: size of %s: %w", glob, p, err)
