@@ -4,9 +4,9 @@
 //
 // Why: a batch reads its files as one bounded source, so the runner's
 // hourly GroupByKey holds every reading until the whole input is read, and
-// prism (the local runner) keeps several copies of it (docs/performance.md:
-// about 4.4 KB of resident memory per reading). Run as one job, a 3 M
-// reading backfill needs 13 GB.
+// prism (the local runner) keeps several copies of it: run as one job, a
+// batch's memory grows with its whole input (figures in
+// docs/performance.md, "Memory and CPU per reading").
 //
 // The batch builds each identity's hour from all its readings and from
 // nothing else (the duplicates, the imputation and the rollup depend on
@@ -404,12 +404,10 @@ func Share(files []File, plan []Part, index map[string]string, target int64) []P
 
 // ShareDivisor is how many shares of a part's identities fit in the bytes
 // of a part: a share keeps about target/ShareDivisor bytes of readings.
-// Measured (docs/performance.md; 3 M readings of 1,000 sensors in one hour):
 // prism holds more per reading in a share than in a part of whole hours of
-// the same bytes, because a share's identity-hours are whole and so large
-// (3,000 readings each there, against 300 in a 300 k input of the same
-// sensors): shares of 61 MB peaked at 2.2 GB and shares of 30 MB at 1.3 GB,
-// against 1.0 GB for a 42.5 MB input run whole.
+// the same bytes, because a share's identity-hours are whole and so large;
+// at half the part size a share's peak memory is about that of a part
+// (docs/performance.md, "Why shares are half the part size").
 const ShareDivisor = 2
 
 // indexed reports whether every range's file has an index.
