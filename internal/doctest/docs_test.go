@@ -172,6 +172,10 @@ func runBlock(t *testing.T, bash, root string, env []string, state string, b Blo
 	if b.Output != nil {
 		if missing, ok := Match(b.Output, out.String()); !ok {
 			t.Errorf("%s:%d: the output lacks the line the docs show\n  %s\n(lines match in order; … elides)\n--- script:\n%s--- output:\n%s", b.File, b.Line, missing, b.Script, out.String())
+			return
+		}
+		if n := len(OutputLines(out.String())); !b.Excerpt && n != len(b.Output) {
+			t.Errorf("%s:%d: the output block shows %d lines of the %d the block prints, and does not say it is an excerpt: show them all, or add a line \"…\" where lines are left out\n--- script:\n%s--- output:\n%s", b.File, b.Line, len(b.Output), n, b.Script, out.String())
 		}
 	}
 }

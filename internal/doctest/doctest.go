@@ -11,9 +11,13 @@
 // block fenced "output" right after a runnable one (blank lines between are
 // allowed) is the output the reader should see: each of its non-empty lines
 // must match a line of the block's output (stdout and stderr together), in
-// order; other output lines may come between. "…" in an expected line
-// matches any text, so a line can show what is stable and elide the rest
-// (a duration, a date). Other fenced blocks are shown, not run.
+// order. "…" in an expected line matches any text, so a line can show what
+// is stable and elide the rest (a duration, a date). An output block shows
+// either every line the block prints or, when it holds a line that is only
+// "…" (or "..."), an excerpt: the reader sees where lines are left out, and
+// other output lines may come between the shown ones. Lines of the go
+// command fetching modules ("go: downloading …") are not the example's
+// output and are not counted. Other fenced blocks are shown, not run.
 package doctest
 
 import (
@@ -33,9 +37,12 @@ type Block struct {
 	Script string
 	// Exit is the exit code the block should end with.
 	Exit int
-	// Output holds the expected output lines (empty lines dropped); nil
-	// when the docs show none.
+	// Output holds the expected output lines (empty lines and "…" lines
+	// dropped); nil when the docs show none.
 	Output []string
+	// Excerpt is set when the output block marks lines left out with a
+	// "…" line; otherwise it shows the whole output.
+	Excerpt bool
 }
 
 // Extract returns the runnable blocks of one Markdown document.
@@ -88,7 +95,11 @@ func Extract(file string, r io.Reader) ([]Block, error) {
 			case len(words) == 1 && words[0] == "output" && last >= 0:
 				var want []string
 				for _, l := range body {
-					if strings.TrimSpace(l) != "" {
+					switch strings.TrimSpace(l) {
+					case "":
+					case "…", "...":
+						blocks[last].Excerpt = true
+					default:
 						want = append(want, l)
 					}
 				}
@@ -138,6 +149,19 @@ func Match(want []string, got string) (missing string, ok bool) {
 		}
 	}
 	return "", true
+}
+
+// OutputLines returns the lines of got an output block accounts for: the
+// non-empty ones, without the go command's module downloads.
+func OutputLines(got string) []string {
+	var lines []string
+	for _, l := range strings.Split(got, "\n") {
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "go: downloading ") {
+			continue
+		}
+		lines = append(lines, l)
+	}
+	return lines
 }
 
 // lineMatches reports whether line holds pattern's parts, split at "…",

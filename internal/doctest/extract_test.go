@@ -8,7 +8,7 @@ import (
 
 func TestExtract(t *testing.T) {
 	doc := "# Title\n\n```sh\nnot run\n```\n\n```sh doctest\necho hi\necho there\n```\n\n```output\nhi\n\nthere\n```\n\n" +
-		"```sh doctest exit=2\nfalse\n```\n\nsome text\n\n```output\nnot this block's\n```\n\n````sh doctest\necho '```'\n````\n"
+		"```sh doctest exit=2\nfalse\n```\n\nsome text\n\n```output\nnot this block's\n```\n\n````sh doctest\necho '```'\n````\n\n```sh doctest\nseq 3\n```\n\n```output\n1\n…\n```\n"
 	got, err := Extract("doc.md", strings.NewReader(doc))
 	if err != nil {
 		t.Fatal(err)
@@ -17,6 +17,7 @@ func TestExtract(t *testing.T) {
 		{File: "doc.md", Line: 7, Script: "echo hi\necho there\n", Output: []string{"hi", "there"}},
 		{File: "doc.md", Line: 18, Script: "false\n", Exit: 2},
 		{File: "doc.md", Line: 28, Script: "echo '```'\n"},
+		{File: "doc.md", Line: 32, Script: "seq 3\n", Output: []string{"1"}, Excerpt: true},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Extract =\n%#v\nwant\n%#v", got, want)
@@ -35,6 +36,14 @@ func TestExtractRejects(t *testing.T) {
 				t.Errorf("Extract = %v, want an error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestOutputLines(t *testing.T) {
+	got := OutputLines("go: downloading example.com/m v1.0.0\n\nrecords read: 132\n  \nledger: balanced\n")
+	want := []string{"records read: 132", "ledger: balanced"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("OutputLines = %q, want %q", got, want)
 	}
 }
 
