@@ -48,8 +48,9 @@ func docFiles(t *testing.T, root string) []string {
 // comment) against a Bigtable and a BigQuery emulator of its own, as a
 // reader would after eval "$(make env)": from the repository root, in
 // bash, one file's blocks in order sharing their exported variables. A
-// block that exits otherwise than the docs say, or whose output lacks what
-// the docs show, fails.
+// block that exits otherwise than the docs say, whose output lacks what
+// the docs show, or prints more lines than an output block that is not
+// marked as an excerpt shows, fails.
 func TestDocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the docs' examples against emulators: skipped under -short")
