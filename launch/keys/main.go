@@ -3,9 +3,9 @@
 // rules (https://cloud.google.com/bigtable/docs/schema-design), and
 // simulates where its writes land on tablets.
 //
-//	keys preview  --spec NAME|FILE --input FILE
-//	keys lint     --spec NAME|FILE
-//	keys hotspots --spec NAME|FILE --input FILE [--tablets N] [--slices N] [--table T] [--out DIR] [--name NAME]
+//	keys preview  [--spec NAME|FILE] --input FILE
+//	keys lint     [--spec NAME|FILE]
+//	keys hotspots [--spec NAME|FILE] --input FILE [--tablets N] [--slices N] [--table T] [--out DIR] [--name NAME]
 package main
 
 import (
@@ -25,21 +25,21 @@ import (
 const usage = `keys: row-key design toolkit for sensorpipe dataset specs.
 
 Usage:
-  keys preview  --spec NAME|FILE --input FILE
+  keys preview  [--spec NAME|FILE] --input FILE
       Print one JSON line per input record: {"table","row_key","cells":[...]}
       for every table the record feeds, or {"reason","error"} for a record
       the pipeline would dead-letter.
-  keys lint     --spec NAME|FILE
+  keys lint     [--spec NAME|FILE]
       Check the spec's row keys against Cloud Bigtable's schema-design rules. Prints one
       line per finding (severity, rule, why); exits 1 on any error.
-  keys hotspots --spec NAME|FILE --input FILE [--tablets N] [--slices N]
+  keys hotspots [--spec NAME|FILE] --input FILE [--tablets N] [--slices N]
                 [--table T] [--out DIR] [--name NAME]
       Play the input's writes in event-time order over N tablets split at
       equal key counts, print each time slice's write shares, and write a
       Key Visualizer-style heatmap (NAME.png and NAME.html) to DIR
       (default .run/hotspots, which git ignores).
 
-Built-in specs: %s.
+--spec is a built-in spec (%s; without --spec, %s) or a YAML file.
 
 keys reads spec and input files only: it needs no project, instance or
 emulator. Exit codes: 0 done (lint: no error finding), 1 a file could not
@@ -67,7 +67,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(stderr, usage, strings.Join(schemas.BuiltinSpecNames(), ", "))
+		fmt.Fprintf(stderr, usage, strings.Join(schemas.BuiltinSpecNames(), ", "), schemas.DefaultSpecName())
 		if len(args) == 0 {
 			return exitError(2)
 		}
@@ -77,8 +77,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("keys "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // a bad flag is one line; --help prints the flags
 	fs.Usage = func() {}
-	var specFlag cli.SpecFlag
-	specFlag.Register(fs, "dataset spec: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a YAML file")
+	var specName string
+	fs.StringVar(&specName, "spec", schemas.DefaultSpecName(), cli.SpecUsage)
 	var (
 		input   *string
 		tablets *int
@@ -112,11 +112,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return cli.Usagef("%s: unexpected arguments %q", cmd, fs.Args())
 	}
-	specFlag.Warn(stderr, "keys")
-	if specFlag.Value == "" {
-		return cli.Usagef("%s: --spec is required (a built-in name or a YAML file)", cmd)
-	}
-	spec, err := cli.LoadSpec(specFlag.Value)
+	spec, err := cli.LoadSpec(specName)
 	if err != nil {
 		return cli.Usage(err)
 	}

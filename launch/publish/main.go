@@ -29,7 +29,6 @@ import (
 	"os/signal"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -81,7 +80,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.lateBy, "late_by", 2*time.Hour, "how far in the past late records' event times are")
 	fs.BoolVar(&c.create, "create", false, "create the topic (and --subscription) if missing")
 	fs.StringVar(&c.format, "format", "json", "payload format: json, or proto (the spec's declared protobuf message, its proto: section)")
-	fs.StringVar(&c.spec, "spec", schemas.DefaultSpecName(), "dataset spec whose readings to generate: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a YAML file")
+	fs.StringVar(&c.spec, "spec", schemas.DefaultSpecName(), cli.SpecUsage)
 	fs.Float64Var(&c.missingFraction, "missing_fraction", 0.02, "fraction of the spec's optional fields sent as null")
 	fs.Uint64Var(&c.seed, "seed", 0, "random seed (0: time based)")
 	fs.IntVar(&c.perMessage, "readings_per_message", 1, "readings each message carries (1..1000): JSON as lines (NDJSON) or an array (--batch_as), proto as the spec's proto.batch wrapper; --rate counts readings")

@@ -115,10 +115,10 @@ type emptyNote struct {
 const usageText = `query: answer a dataset's questions from Bigtable through its row keys.
 
 Usage:
-  query --spec NAME|FILE --list
-  query --spec NAME|FILE QUERY [--param field=value|lo..hi ...]
+  query [--spec NAME|FILE] --list
+  query [--spec NAME|FILE] QUERY [--param field=value|lo..hi ...]
         [--since 1h | --from T [--to T]] [--now T] [--limit N] [--allow_scan] [--plan]
-  query --spec NAME|FILE --where field=value|lo..hi [--where ...]
+  query [--spec NAME|FILE] --where field=value|lo..hi [--where ...]
         [--since 1h | --from T [--to T]] [--now T] [--latest]
         [--aggregate count|duration:5s|sum|min|max|avg:FIELD] [--group_by FIELD]
         [--limit N] [--allow_scan] [--bigtable_table T] [--plan]
@@ -135,7 +135,7 @@ holds under the query's prefix (one bounded read) and suggests --now.
 
 Times (--from, --to, --now) are RFC 3339, epoch milliseconds, a day
 (2026-03-01) or a month (2026-03), UTC; --from is inclusive, --to exclusive.
-Built-in specs: %s.
+--spec is a built-in spec (%s; without --spec, %s) or a YAML file.
 
 %s
 
@@ -153,13 +153,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() {}
 	usage := func() {
 		fs.SetOutput(stderr)
-		fmt.Fprintf(stderr, usageText, strings.Join(schemas.BuiltinSpecNames(), ", "), cli.DefaultsHelp)
+		fmt.Fprintf(stderr, usageText, strings.Join(schemas.BuiltinSpecNames(), ", "), schemas.DefaultSpecName(), cli.DefaultsHelp)
 		fs.PrintDefaults()
 	}
 	var params, where pairs
 	var groupBy list
-	var specFlag cli.SpecFlag
-	specFlag.Register(fs, "dataset spec: a built-in name or a YAML file (required)")
+	var specName string
+	fs.StringVar(&specName, "spec", schemas.DefaultSpecName(), cli.SpecUsage)
 	fs.Var(&params, "param", "a named query's parameter, field=value or field=lo..hi (repeatable)")
 	fs.Var(&where, "where", "ad hoc: a field fixed by a value or an inclusive range, field=value or field=lo..hi (repeatable)")
 	since := fs.String("since", "", "look-back window ending at --now, e.g. 1h, 90m, 7d (default: the named query's)")
@@ -191,11 +191,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return cli.Usagef("unexpected arguments %q: give one query name, then flags", fs.Args())
 		}
 	}
-	specFlag.Warn(stderr, "query")
-	if specFlag.Value == "" {
-		return cli.Usagef("--spec is required (a built-in name: %s; or a YAML file)", strings.Join(schemas.BuiltinSpecNames(), ", "))
-	}
-	spec, err := cli.LoadSpec(specFlag.Value)
+	spec, err := cli.LoadSpec(specName)
 	if err != nil {
 		return cli.Usage(fmt.Errorf("--spec: %w", err))
 	}
