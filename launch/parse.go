@@ -397,16 +397,16 @@ type beamFlags struct {
 	dryRun                            bool
 }
 
-// addBeamFlags defines on fs a stand-in (beamValue) for each flag of
-// flag.CommandLine that fs lacks: Beam's options, which its packages
+// addBeamFlags defines on set a stand-in (beamValue) for each flag of
+// flag.CommandLine that set lacks: Beam's options, which its packages
 // register there.
-func addBeamFlags(fs *flag.FlagSet) {
+func addBeamFlags(set *flag.FlagSet) {
 	flag.CommandLine.VisitAll(func(g *flag.Flag) {
-		if fs.Lookup(g.Name) != nil {
+		if set.Lookup(g.Name) != nil {
 			return
 		}
 		b, ok := g.Value.(interface{ IsBoolFlag() bool })
-		fs.Var(&beamValue{value: g.DefValue, isBool: ok && b.IsBoolFlag()}, g.Name, g.Usage)
+		set.Var(&beamValue{value: g.DefValue, isBool: ok && b.IsBoolFlag()}, g.Name, g.Usage)
 	})
 }
 

@@ -65,6 +65,37 @@ type exitError int
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 
+// keysFlags are the flags of keys's commands; each command takes --spec
+// and some of the others.
+type keysFlags struct {
+	spec, input, table, outDir, name string
+	tablets, slices                  int
+}
+
+// newFlagSet is the flag set of keys's command cmd (preview, lint or
+// hotspots), each flag bound to a field of kf.
+func newFlagSet(cmd string, kf *keysFlags) (*flag.FlagSet, error) {
+	fs := flag.NewFlagSet("keys "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // a bad flag is one line; --help prints the flags
+	fs.Usage = func() {}
+	fs.StringVar(&kf.spec, "spec", schemas.DefaultSpecName(), cli.SpecUsage)
+	switch cmd {
+	case "preview":
+		fs.StringVar(&kf.input, "input", "", "input file: one JSON object per line")
+	case "lint":
+	case "hotspots":
+		fs.StringVar(&kf.input, "input", "", "input file: one JSON object per line")
+		fs.IntVar(&kf.tablets, "tablets", 8, "number of tablets to split the key space into")
+		fs.IntVar(&kf.slices, "slices", 24, "number of time slices across the input's event-time span")
+		fs.StringVar(&kf.table, "table", "", "table to simulate (default: the spec's first table)")
+		fs.StringVar(&kf.outDir, "out", DefaultOut, "folder for the heatmap files, created if missing (the default is under .run/, which git ignores)")
+		fs.StringVar(&kf.name, "name", "hotspots", "base name of the heatmap files: NAME.png and NAME.html")
+	default:
+		return nil, cli.Usagef("unknown command %q: use preview, lint or hotspots (keys --help)", cmd)
+	}
+	return fs, nil
+}
+
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintf(stderr, usage, strings.Join(schemas.BuiltinSpecNames(), ", "), schemas.DefaultSpecName())
@@ -74,33 +105,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	cmd, args := args[0], args[1:]
-	fs := flag.NewFlagSet("keys "+cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // a bad flag is one line; --help prints the flags
-	fs.Usage = func() {}
-	var specName string
-	fs.StringVar(&specName, "spec", schemas.DefaultSpecName(), cli.SpecUsage)
-	var (
-		input   *string
-		tablets *int
-		slices  *int
-		table   *string
-		outDir  *string
-		name    *string
-	)
-	switch cmd {
-	case "preview":
-		input = fs.String("input", "", "input file: one JSON object per line")
-	case "lint":
-	case "hotspots":
-		input = fs.String("input", "", "input file: one JSON object per line")
-		tablets = fs.Int("tablets", 8, "number of tablets to split the key space into")
-		slices = fs.Int("slices", 24, "number of time slices across the input's event-time span")
-		table = fs.String("table", "", "table to simulate (default: the spec's first table)")
-		outDir = fs.String("out", DefaultOut, "folder for the heatmap files, created if missing (the default is under .run/, which git ignores)")
-		name = fs.String("name", "hotspots", "base name of the heatmap files: NAME.png and NAME.html")
-	default:
-		return cli.Usagef("unknown command %q: use preview, lint or hotspots (keys --help)", cmd)
+	var kf keysFlags
+	fs, err := newFlagSet(cmd, &kf)
+	if err != nil {
+		return err
 	}
+	input, tablets, slices, table, outDir, name := &kf.input, &kf.tablets, &kf.slices, &kf.table, &kf.outDir, &kf.name
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
@@ -112,7 +122,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return cli.Usagef("%s: unexpected arguments %q", cmd, fs.Args())
 	}
-	spec, err := cli.LoadSpec(specName)
+	spec, err := cli.LoadSpec(kf.spec)
 	if err != nil {
 		return cli.Usage(err)
 	}
