@@ -138,7 +138,7 @@ stop-emulators:
 doctest:
 	go test ./internal/doctest -run TestDocs -count=1 -v -timeout 30m
 
-## generate: rewrite the generated docs and schema from the code: docs/reference/flags.md (the launcher's flags), schemas/spec.schema.json and docs/reference/spec.md (the spec's Go types). Their tests fail until this is run after a change.
+## generate: rewrite the generated docs and schema from the code: docs/reference/flags.md (the flags of launch, publish, query and keys), schemas/spec.schema.json and docs/reference/spec.md (the spec's Go types). Their tests fail until this is run after a change.
 generate:
-	go test ./launch -run TestFlagsReference -update_golden -count=1
+	go test ./launch ./launch/publish ./launch/query ./launch/keys -run TestFlagsReference -update_golden -count=1 -p 1
 	go test ./schemas -run 'TestSpecJSONSchema|TestSpecReference' -update -count=1

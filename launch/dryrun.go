@@ -79,10 +79,10 @@ func (c *dryRunCapture) Log(ctx context.Context, sev beamlog.Severity, calldepth
 // runDryRun builds the Dataflow job for p without submitting it (the
 // runner's --dry_run), prints a short summary of it to w, and writes the
 // full job, with its pipeline graph, to --dry_run_out when given.
-func runDryRun(ctx context.Context, w io.Writer, p *beam.Pipeline, cfg pipelines.Config) error {
+func runDryRun(ctx context.Context, w io.Writer, p *beam.Pipeline, cfg pipelines.Config, pl plan) error {
 	capture := &dryRunCapture{next: &beamlog.Structural{}}
 	beamlog.SetLogger(capture)
-	_, err := beam.Run(ctx, runnerName(), p)
+	_, err := beam.Run(ctx, pl.runner.name, p)
 	beamlog.SetLogger(&beamlog.Structural{}) // Beam's default
 	if err != nil {
 		return jobError(err)
@@ -98,12 +98,12 @@ func runDryRun(ctx context.Context, w io.Writer, p *beam.Pipeline, cfg pipelines
 	if err := json.Unmarshal([]byte(capture.job), &job); err != nil {
 		return fmt.Errorf("dry run: the runner's job does not parse: %w", err)
 	}
-	if *dryRunOut != "" {
-		if err := writeDryRunJob(*dryRunOut, capture.job, graph); err != nil {
+	if pl.dryRunOut != "" {
+		if err := writeDryRunJob(pl.dryRunOut, capture.job, graph); err != nil {
 			return err
 		}
 	}
-	writeDryRunSummary(w, cfg, job, graph, *dryRunOut)
+	writeDryRunSummary(w, cfg, pl, job, graph)
 	return nil
 }
 
@@ -145,7 +145,8 @@ func writeDryRunJob(path, jobJSON string, graph *pipepb.Pipeline) error {
 
 // writeDryRunSummary prints what the job would do: its type, source,
 // windowing, sinks and transforms, in a few lines.
-func writeDryRunSummary(w io.Writer, cfg pipelines.Config, job dryRunJob, graph *pipepb.Pipeline, out string) {
+func writeDryRunSummary(w io.Writer, cfg pipelines.Config, pl plan, job dryRunJob, graph *pipepb.Pipeline) {
+	out := pl.dryRunOut
 	kind := strings.ToLower(strings.TrimPrefix(job.Type, "JOB_TYPE_"))
 	fmt.Fprintf(w, "sensorpipe: Dataflow dry run: nothing submitted, no credentials used\n")
 	where := "project " + job.ProjectID
@@ -157,14 +158,14 @@ func writeDryRunSummary(w io.Writer, cfg pipelines.Config, job dryRunJob, graph 
 	}
 	fmt.Fprintf(w, "  job:        %s (%s), %s\n", kind, job.Type, where)
 	fmt.Fprintf(w, "  spec:       %s\n", cfg.Spec.Name)
-	if streaming() {
-		src := "Pub/Sub " + *subscription
-		if *timestampAttr != "" {
-			src += ", event time from attribute " + *timestampAttr
+	if pl.streaming {
+		src := "Pub/Sub " + pl.stream.Source.Subscription.String()
+		if a := pl.stream.Source.TimestampAttribute; a != "" {
+			src += ", event time from attribute " + a
 		}
 		fmt.Fprintf(w, "  source:     %s\n", src)
 	} else {
-		fmt.Fprintf(w, "  source:     files %s\n", *input)
+		fmt.Fprintf(w, "  source:     files %s\n", pl.batch.Input)
 	}
 	for i, line := range windowingLines(graph) {
 		head := "  windowing:  "

@@ -57,7 +57,7 @@ type endpoint struct {
 // or missing credentials, would otherwise surface in the workers as a
 // failed bundle per stage; here it is one line naming the variable or the
 // endpoint and the fix.
-func checkEndpoints(ctx context.Context, cfg pipelines.Config) error {
+func checkEndpoints(ctx context.Context, cfg pipelines.Config, p plan) error {
 	rest, restSet := cli.Emulator(bigqueryio.EmulatorHostEnv)
 	storage, storageSet := cli.Emulator(bigqueryio.StorageEmulatorHostEnv)
 	storageWrites := cfg.BigQuery != nil && cfg.BigQuery.WriteMethod != bigqueryio.WriteInsertAll
@@ -79,10 +79,10 @@ func checkEndpoints(ctx context.Context, cfg pipelines.Config) error {
 	if storageWrites && !storageSet {
 		cloud = append(cloud, endpoint{"BigQuery Storage Write", "bigquerystorage.googleapis.com:443"})
 	}
-	if _, ok := cli.Emulator(cli.PubSubEmulatorEnv); !ok && (streaming() || cfg.DeadLetter.Kind == schemas.DeadLetterPubSub) {
+	if _, ok := cli.Emulator(cli.PubSubEmulatorEnv); !ok && (p.streaming || cfg.DeadLetter.Kind == schemas.DeadLetterPubSub) {
 		cloud = append(cloud, endpoint{"Pub/Sub", "pubsub.googleapis.com:443"})
 	}
-	if strings.HasPrefix(*input, "gs://") || strings.HasPrefix(cfg.DeadLetter.Path, "gs://") {
+	if strings.HasPrefix(p.batch.Input, "gs://") || strings.HasPrefix(cfg.DeadLetter.Path, "gs://") {
 		cloud = append(cloud, endpoint{"Cloud Storage", "storage.googleapis.com:443"})
 	}
 	if len(cloud) == 0 {
@@ -94,7 +94,7 @@ func checkEndpoints(ctx context.Context, cfg pipelines.Config) error {
 			names[i] = e.name + " (" + e.host + ")"
 		}
 		hint := ""
-		if os.Getenv(cli.BigtableEmulatorEnv) == "" && local() {
+		if os.Getenv(cli.BigtableEmulatorEnv) == "" && p.runner.local() {
 			hint = `; for the local emulators instead, eval "$(make env)"`
 		}
 		return fmt.Errorf("no Google Cloud credentials for %s: run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS%s",

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -56,8 +55,9 @@ var flagArgs = map[string][2]int{
 }
 
 // launcherFlags parses the launcher's source (every non-test file of package
-// main in dir, launch/main.go among them) and returns the flags it defines
-// with flag.String, flag.Bool, flag.Duration, flag.StringVar and the rest.
+// main in dir, launch/flags.go among them) and returns the flags it defines
+// with flag.String, flag.Bool, flag.Duration, flag.StringVar and the rest,
+// or with the same methods of a *flag.FlagSet named fs.
 func launcherFlags(t *testing.T, dir string) []declaredFlag {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -90,7 +90,7 @@ func launcherFlags(t *testing.T, dir string) []declaredFlag {
 			if !ok {
 				return true
 			}
-			if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != flagPkg {
+			if recv, ok := sel.X.(*ast.Ident); !ok || recv.Name != flagPkg && recv.Name != "fs" {
 				return true
 			}
 			idx, ok := flagArgs[sel.Sel.Name]
@@ -231,7 +231,7 @@ func TestFlexTemplateRegexesAcceptDefaults(t *testing.T) {
 				t.Errorf("%s: parameter %q regex %q: %v", metadataPath, p.Name, expr, err)
 				continue
 			}
-			f := flag.Lookup(p.Name)
+			f := launcherFlagSet().Lookup(p.Name)
 			if f == nil || f.DefValue == "" {
 				continue
 			}
@@ -307,8 +307,8 @@ func TestFlexTemplateDefaultsAreTheFlags(t *testing.T) {
 	checked := 0
 	for _, p := range readMetadata(t).Parameters {
 		m := literal.FindStringSubmatch(p.HelpText)
-		f := flag.Lookup(p.Name)
-		if m == nil || f == nil || m[1] == "the" || flag.Lookup(m[1]) != nil { // "Default: bigtable_project": another flag's value
+		f := launcherFlagSet().Lookup(p.Name)
+		if m == nil || f == nil || m[1] == "the" || launcherFlagSet().Lookup(m[1]) != nil { // "Default: bigtable_project": another flag's value
 			continue
 		}
 		got, want := m[1], f.DefValue
@@ -323,8 +323,8 @@ func TestFlexTemplateDefaultsAreTheFlags(t *testing.T) {
 		}
 		checked++
 	}
-	if flag.Lookup("bigquery_write_method").DefValue != bigqueryio.DefaultWriteMethod {
-		t.Errorf("--bigquery_write_method defaults to %s; the sink's default is %s", flag.Lookup("bigquery_write_method").DefValue, bigqueryio.DefaultWriteMethod)
+	if launcherFlagSet().Lookup("bigquery_write_method").DefValue != bigqueryio.DefaultWriteMethod {
+		t.Errorf("--bigquery_write_method defaults to %s; the sink's default is %s", launcherFlagSet().Lookup("bigquery_write_method").DefValue, bigqueryio.DefaultWriteMethod)
 	}
 	if checked < 10 {
 		t.Fatalf("only %d parameters give a literal default; the pattern no longer reads the template", checked)

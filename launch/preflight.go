@@ -19,36 +19,27 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
-// startupTimeout is --startup_timeout, or the deprecated --bigtable_timeout
-// when only that is given.
-func startupTimeout() time.Duration {
-	if isSet("bigtable_timeout") && !isSet("startup_timeout") && *btTimeout > 0 {
-		return *btTimeout
-	}
-	return *timeout
-}
-
 // preflight checks, before the job starts, every place the job will write:
 // that each service has its emulator or credentials (checkEndpoints), the
 // dead-letter target, the Bigtable tables (created when missing), the
 // subscription of a stream, and the BigQuery dataset and tables. Transient
 // errors are retried within --startup_timeout. Each failure is one line
 // naming the flag and the fix.
-func preflight(ctx context.Context, cfg pipelines.Config, src pubsubio.Config) error {
-	limit := startupTimeout()
+func preflight(ctx context.Context, cfg pipelines.Config, p plan) error {
+	limit := p.startupTimeout
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	if err := checkEndpoints(ctx, cfg); err != nil {
+	if err := checkEndpoints(ctx, cfg, p); err != nil {
 		return err
 	}
-	if err := checkDeadLetter(ctx, cfg.DeadLetter); err != nil {
+	if err := checkDeadLetter(ctx, cfg.DeadLetter, limit); err != nil {
 		return err
 	}
-	if err := bigtableio.EnsureTables(ctx, cfg.Bigtable.Project, cfg.Bigtable.Instance, cfg.Spec.Spec, *createTables, limit); err != nil {
+	if err := bigtableio.EnsureTables(ctx, cfg.Bigtable.Project, cfg.Bigtable.Instance, cfg.Spec.Spec, p.createTables, limit); err != nil {
 		return fmt.Errorf("--bigtable_project=%s --bigtable_instance=%s: %w", cfg.Bigtable.Project, cfg.Bigtable.Instance, err)
 	}
-	if streaming() {
-		if err := pubsubio.CheckSubscription(ctx, src.Subscription); err != nil {
+	if p.streaming {
+		if err := pubsubio.CheckSubscription(ctx, p.stream.Source.Subscription); err != nil {
 			return fmt.Errorf("--subscription: %w", err)
 		}
 	}
@@ -58,7 +49,7 @@ func preflight(ctx context.Context, cfg pipelines.Config, src pubsubio.Config) e
 			if i == 0 {
 				name = bq.Table // --bigquery_table may rename the readings table
 			}
-			notes, err := bigqueryio.EnsureTableNotes(ctx, bq.Project, bq.Dataset, name, t, *createTables)
+			notes, err := bigqueryio.EnsureTableNotes(ctx, bq.Project, bq.Dataset, name, t, p.createTables)
 			if err != nil {
 				return fmt.Errorf("--bigquery_dataset=%s: %w", bq.Dataset, err)
 			}
@@ -80,12 +71,13 @@ func preflight(ctx context.Context, cfg pipelines.Config, src pubsubio.Config) e
 // checkDeadLetter checks that the dead-letter target can be written: a
 // local folder is created when missing and must take a file; a gs://
 // prefix's bucket must be listable; a BigQuery table is created when
-// missing (its dataset must exist); a Pub/Sub topic must exist.
-func checkDeadLetter(ctx context.Context, t schemas.DeadLetterTarget) error {
+// missing (its dataset must exist); a Pub/Sub topic must exist. Transient
+// errors are retried for up to limit.
+func checkDeadLetter(ctx context.Context, t schemas.DeadLetterTarget, limit time.Duration) error {
 	if t.Kind == schemas.DeadLetterFiles && !strings.HasPrefix(t.Path, "gs://") {
 		return checkFolder(t.Path)
 	}
-	err := retry.Do(ctx, retry.Policy{Deadline: startupTimeout(), AttemptTimeout: 10 * time.Second}, func(ctx context.Context) error {
+	err := retry.Do(ctx, retry.Policy{Deadline: limit, AttemptTimeout: 10 * time.Second}, func(ctx context.Context) error {
 		if t.Kind == schemas.DeadLetterFiles {
 			return listPrefix(ctx, t.Path)
 		}

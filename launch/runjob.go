@@ -37,7 +37,19 @@ type jobRun struct {
 	CountsFrom string
 }
 
-// runPipeline runs p on the configured runner. On a Beam job server
+// jobRunner runs a launch's jobs (a local batch's parts, one after another)
+// on its runner: on a job server, through one client of its job service.
+// Beam reads a job's runner options from its own flag variables (jobopts):
+// the job name, prism's endpoint and its LOOPBACK default are set there.
+type jobRunner struct {
+	runner runner
+	// client is the client of the job service the runs submit to (nil
+	// before the first), and ran the ids of the jobs that have run on it.
+	client jobpb.JobServiceClient
+	ran    map[string]bool
+}
+
+// run runs p on the runner. On a Beam job server
 // (prism's, which it starts in this process when no --endpoint is given,
 // or any other at --endpoint) it polls the job's counters from the job
 // service while the job runs (progress is called with them every
@@ -45,15 +57,15 @@ type jobRun struct {
 // when ctx is cancelled (Ctrl-C),
 // cancels the job and still reads them. Other runners report their
 // counters when the job ends (Dataflow: the job's counters).
-func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, progress, watch func(ledger.Counters)) jobRun {
-	if !jobServer() {
-		pr, err := beam.Run(context.WithoutCancel(ctx), runnerName(), p)
+func (j *jobRunner) run(ctx context.Context, p *beam.Pipeline, interval time.Duration, progress, watch func(ledger.Counters)) jobRun {
+	if !j.runner.jobServer() {
+		pr, err := beam.Run(context.WithoutCancel(ctx), j.runner.name, p)
 		if ctx.Err() != nil {
 			return jobRun{Stopped: true, Counters: resultCounters(pr)}
 		}
 		return jobRun{Err: err, Counters: resultCounters(pr)}
 	}
-	client, err := jobService(ctx)
+	client, err := j.jobService(ctx)
 	if err != nil {
 		return jobRun{Err: err}
 	}
@@ -76,7 +88,7 @@ func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, 
 	go func() {
 		// Not ctx: a stop cancels the job through its job service, and the
 		// run ends when the job has.
-		pr, err := beam.Run(context.WithoutCancel(ctx), runnerName(), p)
+		pr, err := beam.Run(context.WithoutCancel(ctx), j.runner.name, p)
 		done <- jobResult{pr, err}
 	}()
 	var (
@@ -88,12 +100,12 @@ func runPipeline(ctx context.Context, p *beam.Pipeline, interval time.Duration, 
 	// job is the one not run.
 	defer func() {
 		if jobID != "" {
-			ranJobs[jobID] = true
+			j.ran[jobID] = true
 		}
 	}()
 	poll := func() {
 		if jobID == "" {
-			jobID = findJob(ctx, client, name)
+			jobID = findJob(ctx, client, name, j.ran)
 		}
 		if jobID != "" {
 			if c, err := jobCounters(client, jobID); err == nil {
@@ -144,41 +156,37 @@ type jobResult struct {
 	err error
 }
 
-// jobs is the client of the job service the runs submit to (nil before
-// the first), and ranJobs the ids of the jobs that have run on it.
-var (
-	jobs    jobpb.JobServiceClient
-	ranJobs = map[string]bool{}
-)
-
 // jobService returns a client of the job service: prism's, started in this
 // process on a free port (as prism.Execute does when no --endpoint is
 // given), or the one at --endpoint. On prism the environment defaults to
 // LOOPBACK, as prism.Execute has it. Later calls return the same client.
-func jobService(ctx context.Context) (jobpb.JobServiceClient, error) {
-	if jobs != nil {
-		return jobs, nil
+func (j *jobRunner) jobService(ctx context.Context) (jobpb.JobServiceClient, error) {
+	if j.client != nil {
+		return j.client, nil
 	}
-	if (runnerName() == "prism" || runnerName() == "PrismRunner") && *jobopts.EnvironmentType == "" {
+	if j.ran == nil {
+		j.ran = map[string]bool{}
+	}
+	if j.runner.prism() && *jobopts.EnvironmentType == "" {
 		*jobopts.EnvironmentType = "loopback"
 	}
-	if *jobopts.Endpoint == "" {
-		if runnerName() != "prism" && runnerName() != "PrismRunner" {
-			return nil, usagef("--runner=%s submits to a Beam job server: give its --endpoint=HOST:PORT", runnerName())
+	if j.runner.endpoint == "" {
+		if !j.runner.prism() {
+			return nil, usagef("--runner=%s submits to a Beam job server: give its --endpoint=HOST:PORT", j.runner.name)
 		}
 		c, err := startPrism(ctx)
 		if err != nil {
 			return nil, err
 		}
-		jobs = c
-		return jobs, nil
+		j.client = c
+		return j.client, nil
 	}
-	conn, err := grpc.NewClient(*jobopts.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(j.runner.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return nil, fmt.Errorf("--endpoint=%s: %w", *jobopts.Endpoint, err)
+		return nil, fmt.Errorf("--endpoint=%s: %w", j.runner.endpoint, err)
 	}
-	jobs = jobpb.NewJobServiceClient(conn)
-	return jobs, nil
+	j.client = jobpb.NewJobServiceClient(conn)
+	return j.client, nil
 }
 
 // startPrism starts prism's job service in this process on a free port and
@@ -200,9 +208,9 @@ func startPrism(ctx context.Context) (jobpb.JobServiceClient, error) {
 	return client, nil
 }
 
-// findJob returns the id of the job named name that has not run before,
-// or "".
-func findJob(ctx context.Context, client jobpb.JobServiceClient, name string) string {
+// findJob returns the id of the job named name that has not run before
+// (is not in ran), or "".
+func findJob(ctx context.Context, client jobpb.JobServiceClient, name string, ran map[string]bool) string {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	resp, err := client.GetJobs(cctx, &jobpb.GetJobsRequest{})
@@ -210,7 +218,7 @@ func findJob(ctx context.Context, client jobpb.JobServiceClient, name string) st
 		return ""
 	}
 	for _, j := range resp.GetJobInfo() {
-		if j.GetJobName() == name && !ranJobs[j.GetJobId()] {
+		if j.GetJobName() == name && !ran[j.GetJobId()] {
 			return j.GetJobId()
 		}
 	}

@@ -3,9 +3,9 @@
 // rules (https://cloud.google.com/bigtable/docs/schema-design), and
 // simulates where its writes land on tablets.
 //
-//	keys preview  --spec NAME|FILE --input FILE
-//	keys lint     --spec NAME|FILE
-//	keys hotspots --spec NAME|FILE --input FILE [--tablets N] [--slices N] [--table T] [--out DIR] [--name NAME]
+//	keys preview  [--spec NAME|FILE] --input FILE
+//	keys lint     [--spec NAME|FILE]
+//	keys hotspots [--spec NAME|FILE] --input FILE [--tablets N] [--slices N] [--table T] [--out DIR] [--name NAME]
 package main
 
 import (
@@ -25,21 +25,21 @@ import (
 const usage = `keys: row-key design toolkit for sensorpipe dataset specs.
 
 Usage:
-  keys preview  --spec NAME|FILE --input FILE
+  keys preview  [--spec NAME|FILE] --input FILE
       Print one JSON line per input record: {"table","row_key","cells":[...]}
       for every table the record feeds, or {"reason","error"} for a record
       the pipeline would dead-letter.
-  keys lint     --spec NAME|FILE
+  keys lint     [--spec NAME|FILE]
       Check the spec's row keys against Cloud Bigtable's schema-design rules. Prints one
       line per finding (severity, rule, why); exits 1 on any error.
-  keys hotspots --spec NAME|FILE --input FILE [--tablets N] [--slices N]
+  keys hotspots [--spec NAME|FILE] --input FILE [--tablets N] [--slices N]
                 [--table T] [--out DIR] [--name NAME]
       Play the input's writes in event-time order over N tablets split at
       equal key counts, print each time slice's write shares, and write a
       Key Visualizer-style heatmap (NAME.png and NAME.html) to DIR
       (default .run/hotspots, which git ignores).
 
-Built-in specs: %s.
+--spec is a built-in spec (%s; without --spec, %s) or a YAML file.
 
 keys reads spec and input files only: it needs no project, instance or
 emulator. Exit codes: 0 done (lint: no error finding), 1 a file could not
@@ -65,42 +65,52 @@ type exitError int
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 
+// keysFlags are the flags of keys's commands; each command takes --spec
+// and some of the others.
+type keysFlags struct {
+	spec, input, table, outDir, name string
+	tablets, slices                  int
+}
+
+// newFlagSet is the flag set of keys's command cmd (preview, lint or
+// hotspots), each flag bound to a field of kf.
+func newFlagSet(cmd string, kf *keysFlags) (*flag.FlagSet, error) {
+	fs := flag.NewFlagSet("keys "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // a bad flag is one line; --help prints the flags
+	fs.Usage = func() {}
+	fs.StringVar(&kf.spec, "spec", schemas.DefaultSpecName(), cli.SpecUsage)
+	switch cmd {
+	case "preview":
+		fs.StringVar(&kf.input, "input", "", "input file: one JSON object per line")
+	case "lint":
+	case "hotspots":
+		fs.StringVar(&kf.input, "input", "", "input file: one JSON object per line")
+		fs.IntVar(&kf.tablets, "tablets", 8, "number of tablets to split the key space into")
+		fs.IntVar(&kf.slices, "slices", 24, "number of time slices across the input's event-time span")
+		fs.StringVar(&kf.table, "table", "", "table to simulate (default: the spec's first table)")
+		fs.StringVar(&kf.outDir, "out", DefaultOut, "folder for the heatmap files, created if missing (the default is under .run/, which git ignores)")
+		fs.StringVar(&kf.name, "name", "hotspots", "base name of the heatmap files: NAME.png and NAME.html")
+	default:
+		return nil, cli.Usagef("unknown command %q: use preview, lint or hotspots (keys --help)", cmd)
+	}
+	return fs, nil
+}
+
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(stderr, usage, strings.Join(schemas.BuiltinSpecNames(), ", "))
+		fmt.Fprintf(stderr, usage, strings.Join(schemas.BuiltinSpecNames(), ", "), schemas.DefaultSpecName())
 		if len(args) == 0 {
 			return exitError(2)
 		}
 		return nil
 	}
 	cmd, args := args[0], args[1:]
-	fs := flag.NewFlagSet("keys "+cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // a bad flag is one line; --help prints the flags
-	fs.Usage = func() {}
-	var specFlag cli.SpecFlag
-	specFlag.Register(fs, "dataset spec: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a YAML file")
-	var (
-		input   *string
-		tablets *int
-		slices  *int
-		table   *string
-		outDir  *string
-		name    *string
-	)
-	switch cmd {
-	case "preview":
-		input = fs.String("input", "", "input file: one JSON object per line")
-	case "lint":
-	case "hotspots":
-		input = fs.String("input", "", "input file: one JSON object per line")
-		tablets = fs.Int("tablets", 8, "number of tablets to split the key space into")
-		slices = fs.Int("slices", 24, "number of time slices across the input's event-time span")
-		table = fs.String("table", "", "table to simulate (default: the spec's first table)")
-		outDir = fs.String("out", DefaultOut, "folder for the heatmap files, created if missing (the default is under .run/, which git ignores)")
-		name = fs.String("name", "hotspots", "base name of the heatmap files: NAME.png and NAME.html")
-	default:
-		return cli.Usagef("unknown command %q: use preview, lint or hotspots (keys --help)", cmd)
+	var kf keysFlags
+	fs, err := newFlagSet(cmd, &kf)
+	if err != nil {
+		return err
 	}
+	input, tablets, slices, table, outDir, name := &kf.input, &kf.tablets, &kf.slices, &kf.table, &kf.outDir, &kf.name
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
@@ -112,11 +122,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return cli.Usagef("%s: unexpected arguments %q", cmd, fs.Args())
 	}
-	specFlag.Warn(stderr, "keys")
-	if specFlag.Value == "" {
-		return cli.Usagef("%s: --spec is required (a built-in name or a YAML file)", cmd)
-	}
-	spec, err := cli.LoadSpec(specFlag.Value)
+	spec, err := cli.LoadSpec(kf.spec)
 	if err != nil {
 		return cli.Usage(err)
 	}

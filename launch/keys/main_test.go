@@ -39,7 +39,7 @@ func TestExitCodes(t *testing.T) {
 		{"no command", nil, 2, "Usage"},
 		{"unknown command", []string{"nope"}, 2, "unknown command"},
 		{"unknown flag", []string{"lint", "--nope"}, 2, "flag provided but not defined: -nope"},
-		{"no schema", []string{"lint"}, 2, "--spec is required"},
+		{"no --schema alias", []string{"lint", "--schema", "vitals"}, 2, "flag provided but not defined: -schema"},
 		{"unknown spec", []string{"lint", "--spec", "nope"}, 2, "unknown spec"},
 		{"no input", []string{"preview", "--spec", "vitals"}, 2, "--input is required"},
 		{"input missing", []string{"preview", "--spec", "vitals", "--input", "/nonexistent.jsonl"}, 1, "no such file"},
@@ -121,7 +121,7 @@ func TestBadUsage(t *testing.T) {
 		want string
 	}{
 		{"unknown command", []string{"frob"}, "unknown command"},
-		{"missing schema", []string{"lint"}, "--spec is required"},
+		{"no --schema alias", []string{"lint", "--schema", "vitals"}, "flag provided but not defined: -schema"},
 		{"unknown schema", []string{"lint", "--spec", "nope"}, "unknown spec"},
 		{"missing input", []string{"preview", "--spec", "vitals"}, "--input is required"},
 		{"bad tablets", []string{"hotspots", "--spec", "vitals", "--input", "x", "--tablets", "0"}, "at least 1"},
@@ -166,21 +166,19 @@ func TestHotspotsWritesToAnIgnoredFolderByDefault(t *testing.T) {
 	}
 }
 
-// TestSchemaIsADeprecatedAliasOfSpec: --schema still works, and says that
-// --spec is the name to use.
-func TestSchemaIsADeprecatedAliasOfSpec(t *testing.T) {
-	out, errOut, code := runKeys("lint", "--schema", "vitals")
+// TestSpecDefaultsToTheDefaultSpec: without --spec, keys reads the
+// default spec (vitals), as every command does; its output is --spec
+// vitals's.
+func TestSpecDefaultsToTheDefaultSpec(t *testing.T) {
+	out, errOut, code := runKeys("lint")
 	if code != 0 {
-		t.Fatalf("lint --schema vitals: exit %d: %s", code, errOut)
-	}
-	if !strings.Contains(errOut, "--schema is deprecated; use --spec") {
-		t.Errorf("stderr = %q, want the deprecation notice", errOut)
+		t.Fatalf("lint: exit %d: %s", code, errOut)
 	}
 	outSpec, errSpec, code := runKeys("lint", "--spec", "vitals")
-	if code != 0 || strings.Contains(errSpec, "deprecated") {
-		t.Errorf("lint --spec vitals: exit %d, stderr %q; want 0 and no notice", code, errSpec)
+	if code != 0 {
+		t.Errorf("lint --spec vitals: exit %d, stderr %q; want 0", code, errSpec)
 	}
 	if out != outSpec {
-		t.Errorf("lint --schema printed %q, --spec %q; want the same", out, outSpec)
+		t.Errorf("lint printed %q, --spec vitals %q; want the same", out, outSpec)
 	}
 }

@@ -29,7 +29,6 @@ import (
 	"os/signal"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -66,8 +65,8 @@ type config struct {
 
 var topicRE = regexp.MustCompile(`^projects/([^/]+)/topics/([^/]+)$`)
 
-func parseFlags(args []string) (config, error) {
-	var c config
+// newFlagSet is publish's flag set, each flag bound to a field of c.
+func newFlagSet(c *config) *flag.FlagSet {
 	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // a bad flag is one line; --help prints the flags
 	fs.Usage = func() {}
@@ -81,11 +80,17 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.lateBy, "late_by", 2*time.Hour, "how far in the past late records' event times are")
 	fs.BoolVar(&c.create, "create", false, "create the topic (and --subscription) if missing")
 	fs.StringVar(&c.format, "format", "json", "payload format: json, or proto (the spec's declared protobuf message, its proto: section)")
-	fs.StringVar(&c.spec, "spec", schemas.DefaultSpecName(), "dataset spec whose readings to generate: a built-in name ("+strings.Join(schemas.BuiltinSpecNames(), ", ")+") or a YAML file")
+	fs.StringVar(&c.spec, "spec", schemas.DefaultSpecName(), cli.SpecUsage)
 	fs.Float64Var(&c.missingFraction, "missing_fraction", 0.02, "fraction of the spec's optional fields sent as null")
 	fs.Uint64Var(&c.seed, "seed", 0, "random seed (0: time based)")
 	fs.IntVar(&c.perMessage, "readings_per_message", 1, "readings each message carries (1..1000): JSON as lines (NDJSON) or an array (--batch_as), proto as the spec's proto.batch wrapper; --rate counts readings")
 	fs.StringVar(&c.batchAs, "batch_as", "lines", "with --format=json and --readings_per_message above 1: lines (one reading per line) or array (a JSON array of readings; a malformed reading makes its whole message malformed)")
+	return fs
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := newFlagSet(&c)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(os.Stderr, "publish: generated readings of a dataset spec (--spec) to a Pub/Sub topic in real time.\n\n%s\n\nExit codes: 0 published, 1 Pub/Sub failed or could not be reached, 2 bad flags.\n\nFlags:\n", cli.DefaultsHelp)

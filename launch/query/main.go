@@ -115,10 +115,10 @@ type emptyNote struct {
 const usageText = `query: answer a dataset's questions from Bigtable through its row keys.
 
 Usage:
-  query --spec NAME|FILE --list
-  query --spec NAME|FILE QUERY [--param field=value|lo..hi ...]
+  query [--spec NAME|FILE] --list
+  query [--spec NAME|FILE] QUERY [--param field=value|lo..hi ...]
         [--since 1h | --from T [--to T]] [--now T] [--limit N] [--allow_scan] [--plan]
-  query --spec NAME|FILE --where field=value|lo..hi [--where ...]
+  query [--spec NAME|FILE] --where field=value|lo..hi [--where ...]
         [--since 1h | --from T [--to T]] [--now T] [--latest]
         [--aggregate count|duration:5s|sum|min|max|avg:FIELD] [--group_by FIELD]
         [--limit N] [--allow_scan] [--bigtable_table T] [--plan]
@@ -135,7 +135,7 @@ holds under the query's prefix (one bounded read) and suggests --now.
 
 Times (--from, --to, --now) are RFC 3339, epoch milliseconds, a day
 (2026-03-01) or a month (2026-03), UTC; --from is inclusive, --to exclusive.
-Built-in specs: %s.
+--spec is a built-in spec (%s; without --spec, %s) or a YAML file.
 
 %s
 
@@ -145,6 +145,51 @@ could not be reached, 2 bad flags or a query no key serves.
 Flags:
 `
 
+// queryFlags are query's flags.
+type queryFlags struct {
+	params, where pairs
+	groupBy       list
+	spec          string
+	since         string
+	from          string
+	to            string
+	nowFlag       string
+	limit         int
+	latest        bool
+	aggregate     string
+	allowScan     bool
+	listOnly      bool
+	planOnly      bool
+	project       string
+	instance      string
+	appProfile    string
+	table         string
+	timeout       time.Duration
+}
+
+// registerFlags defines query's flags on fs, each bound to a field of q.
+func registerFlags(fs *flag.FlagSet, q *queryFlags) {
+	fs.StringVar(&q.spec, "spec", schemas.DefaultSpecName(), cli.SpecUsage)
+	fs.Var(&q.params, "param", "a named query's parameter, field=value or field=lo..hi (repeatable)")
+	fs.Var(&q.where, "where", "ad hoc: a field fixed by a value or an inclusive range, field=value or field=lo..hi (repeatable)")
+	fs.StringVar(&q.since, "since", "", "look-back window ending at --now, e.g. 1h, 90m, 7d (default: the named query's)")
+	fs.StringVar(&q.from, "from", "", "window start (inclusive), instead of --since")
+	fs.StringVar(&q.to, "to", "", "window end (exclusive; default --now), with --from")
+	fs.StringVar(&q.nowFlag, "now", "", "the current time for --since and --from (default: the wall clock)")
+	fs.IntVar(&q.limit, "limit", -1, "return at most this many rows (default: the named query's; 0: no limit)")
+	fs.BoolVar(&q.latest, "latest", false, "ad hoc: the newest row of each key prefix (the key up to its reverse timestamp)")
+	fs.StringVar(&q.aggregate, "aggregate", "", "ad hoc: count, duration:INTERVAL (readings × interval), or sum|min|max|avg:FIELD")
+	fs.Var(&q.groupBy, "group_by", "ad hoc, with --aggregate: answer per value of these fields (repeatable or comma-separated)")
+	fs.BoolVar(&q.allowScan, "allow_scan", false, "run a query that no key prefix or range serves, reading every row it needs")
+	fs.BoolVar(&q.listOnly, "list", false, "list the spec's named queries and the table each reads")
+	fs.BoolVar(&q.planOnly, "plan", false, "print the table and row ranges and exit without reading")
+	fs.StringVar(&q.project, "bigtable_project", "", "Bigtable project (default with "+cli.BigtableEmulatorEnv+" set: "+cli.LocalProject+")")
+	fs.StringVar(&q.instance, "bigtable_instance", "", "Bigtable instance (default with "+cli.BigtableEmulatorEnv+" set: "+cli.LocalInstance+")")
+	fs.StringVar(&q.appProfile, "bigtable_app_profile", "", "Bigtable app profile the reads use (default: the instance's default profile); e.g. a profile routed to a serving cluster")
+	fs.StringVar(&q.table, "bigtable_table", "", "a spec table to read (default: the one whose key serves the query), or the name the launcher's --bigtable_table gave the spec's first table")
+	fs.DurationVar(&q.timeout, "timeout", 30*time.Second, "give up reading after this long")
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("query", flag.ContinueOnError)
 	// A bad flag is one line (the error), not the whole usage: the flag
@@ -153,31 +198,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() {}
 	usage := func() {
 		fs.SetOutput(stderr)
-		fmt.Fprintf(stderr, usageText, strings.Join(schemas.BuiltinSpecNames(), ", "), cli.DefaultsHelp)
+		fmt.Fprintf(stderr, usageText, strings.Join(schemas.BuiltinSpecNames(), ", "), schemas.DefaultSpecName(), cli.DefaultsHelp)
 		fs.PrintDefaults()
 	}
-	var params, where pairs
-	var groupBy list
-	var specFlag cli.SpecFlag
-	specFlag.Register(fs, "dataset spec: a built-in name or a YAML file (required)")
-	fs.Var(&params, "param", "a named query's parameter, field=value or field=lo..hi (repeatable)")
-	fs.Var(&where, "where", "ad hoc: a field fixed by a value or an inclusive range, field=value or field=lo..hi (repeatable)")
-	since := fs.String("since", "", "look-back window ending at --now, e.g. 1h, 90m, 7d (default: the named query's)")
-	from := fs.String("from", "", "window start (inclusive), instead of --since")
-	to := fs.String("to", "", "window end (exclusive; default --now), with --from")
-	nowFlag := fs.String("now", "", "the current time for --since and --from (default: the wall clock)")
-	limit := fs.Int("limit", -1, "return at most this many rows (default: the named query's; 0: no limit)")
-	latest := fs.Bool("latest", false, "ad hoc: the newest row of each key prefix (the key up to its reverse timestamp)")
-	aggregate := fs.String("aggregate", "", "ad hoc: count, duration:INTERVAL (readings × interval), or sum|min|max|avg:FIELD")
-	fs.Var(&groupBy, "group_by", "ad hoc, with --aggregate: answer per value of these fields (repeatable or comma-separated)")
-	allowScan := fs.Bool("allow_scan", false, "run a query that no key prefix or range serves, reading every row it needs")
-	listOnly := fs.Bool("list", false, "list the spec's named queries and the table each reads")
-	planOnly := fs.Bool("plan", false, "print the table and row ranges and exit without reading")
-	project := fs.String("bigtable_project", "", "Bigtable project (default with "+cli.BigtableEmulatorEnv+" set: "+cli.LocalProject+")")
-	instance := fs.String("bigtable_instance", "", "Bigtable instance (default with "+cli.BigtableEmulatorEnv+" set: "+cli.LocalInstance+")")
-	appProfile := fs.String("bigtable_app_profile", "", "Bigtable app profile the reads use (default: the instance's default profile); e.g. a profile routed to a serving cluster")
-	table := fs.String("bigtable_table", "", "a spec table to read (default: the one whose key serves the query), or the name the launcher's --bigtable_table gave the spec's first table")
-	timeout := fs.Duration("timeout", 30*time.Second, "give up reading after this long")
+	var qf queryFlags
+	registerFlags(fs, &qf)
+	// The flags' values, by the names the rest of run reads.
+	params, where, groupBy := &qf.params, &qf.where, &qf.groupBy
+	since, from, to, nowFlag, limit := &qf.since, &qf.from, &qf.to, &qf.nowFlag, &qf.limit
+	latest, aggregate, allowScan, listOnly, planOnly := &qf.latest, &qf.aggregate, &qf.allowScan, &qf.listOnly, &qf.planOnly
+	project, instance, appProfile, table, timeout := &qf.project, &qf.instance, &qf.appProfile, &qf.table, &qf.timeout
 	if err := parse(fs, args, usage); err != nil {
 		return err
 	}
@@ -191,11 +221,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return cli.Usagef("unexpected arguments %q: give one query name, then flags", fs.Args())
 		}
 	}
-	specFlag.Warn(stderr, "query")
-	if specFlag.Value == "" {
-		return cli.Usagef("--spec is required (a built-in name: %s; or a YAML file)", strings.Join(schemas.BuiltinSpecNames(), ", "))
-	}
-	spec, err := cli.LoadSpec(specFlag.Value)
+	spec, err := cli.LoadSpec(qf.spec)
 	if err != nil {
 		return cli.Usage(fmt.Errorf("--spec: %w", err))
 	}
@@ -224,7 +250,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		switch {
 		case len(where.keys) > 0:
 			return cli.Usagef("--where is for ad-hoc queries: give query %s its parameters with --param", name)
-		case *latest || *aggregate != "" || len(groupBy) > 0:
+		case *latest || *aggregate != "" || len(*groupBy) > 0:
 			return cli.Usagef("--latest, --aggregate and --group_by are for ad-hoc queries: query %s declares its own", name)
 		}
 		if q, err = readpath.FromNamed(spec, nq, params.vals, now); err != nil {
@@ -249,8 +275,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if q.Aggregate, err = schemas.ParseAggregate(*aggregate); err != nil {
 				return cli.Usage(err)
 			}
-			q.Aggregate.GroupBy = groupBy
-		} else if len(groupBy) > 0 {
+			q.Aggregate.GroupBy = *groupBy
+		} else if len(*groupBy) > 0 {
 			return cli.Usagef("--group_by needs --aggregate")
 		}
 	}

@@ -40,25 +40,22 @@ func TestPlanOnly(t *testing.T) {
 	}
 }
 
-// TestSchemaIsADeprecatedAliasOfSpec: --schema plans the same query as
-// --spec, and says that --spec is the name to use.
-func TestSchemaIsADeprecatedAliasOfSpec(t *testing.T) {
-	args := []string{"vitals", "--where", "sensor_id=s1", "--since", "1h", "--now", "2026-03-01T10:20:00Z", "--plan"}
-	var viaSpec, viaSchema, errSpec, errSchema bytes.Buffer
-	if err := run(context.Background(), append([]string{"--spec"}, args...), &viaSpec, &errSpec); err != nil {
+// TestSpecDefaultsToTheDefaultSpec: without --spec, query plans against
+// the default spec, as every command does: the plan is --spec vitals's.
+func TestSpecDefaultsToTheDefaultSpec(t *testing.T) {
+	args := []string{"--where", "sensor_id=s1", "--since", "1h", "--now", "2026-03-01T10:20:00Z", "--plan"}
+	var viaSpec, viaDefault, errSpec, errDefault bytes.Buffer
+	if err := run(context.Background(), append([]string{"--spec", schemas.DefaultSpecName()}, args...), &viaSpec, &errSpec); err != nil {
 		t.Fatalf("--spec: %v: %s", err, errSpec.String())
 	}
-	if err := run(context.Background(), append([]string{"--schema"}, args...), &viaSchema, &errSchema); err != nil {
-		t.Fatalf("--schema: %v: %s", err, errSchema.String())
+	if err := run(context.Background(), args, &viaDefault, &errDefault); err != nil {
+		t.Fatalf("no --spec: %v: %s", err, errDefault.String())
 	}
-	if viaSpec.String() != viaSchema.String() {
-		t.Errorf("--schema plan = %s, want --spec's %s", viaSchema.String(), viaSpec.String())
+	if viaSpec.String() != viaDefault.String() {
+		t.Errorf("plan without --spec = %s, want --spec %s's %s", viaDefault.String(), schemas.DefaultSpecName(), viaSpec.String())
 	}
-	if errSpec.Len() != 0 {
-		t.Errorf("--spec stderr = %q, want nothing", errSpec.String())
-	}
-	if !strings.Contains(errSchema.String(), "--schema is deprecated; use --spec") {
-		t.Errorf("--schema stderr = %q, want the deprecation notice", errSchema.String())
+	if errSpec.Len() != 0 || errDefault.Len() != 0 {
+		t.Errorf("stderr = %q and %q, want nothing", errSpec.String(), errDefault.String())
 	}
 }
 
@@ -113,7 +110,7 @@ func TestBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no schema", []string{"--where", "sensor_id=s1"}, "--spec is required"},
+		{"no --schema alias", []string{"--schema", "vitals", "--where", "sensor_id=s1"}, "flag provided but not defined: -schema"},
 		{"bad where", []string{"--spec", "vitals", "--where", "sensor_id"}, "want field=value"},
 		{"bad since", []string{"--spec", "vitals", "--where", "sensor_id=s1", "--since", "soon"}, "--since"},
 		{"bad now", []string{"--spec", "vitals", "--where", "sensor_id=s1", "--now", "noon"}, "--now"},

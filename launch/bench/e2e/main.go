@@ -14,8 +14,8 @@
 // the prism runner and the SDK harness show up in one CPU profile.
 //
 // The figures are readings per second over each side's run: for the
-// pipeline, the launcher's own "run finished in" time (pipeline construction,
-// prism start-up and the job, after its table check); for the plain writer,
+// pipeline, the launcher's own "run finished in" time (from its start: the
+// table check, pipeline construction, prism start-up and the job); for the plain writer,
 // from opening the client to the last ApplyBulk. They are benchmarks, not
 // assertions, and on a shared machine they are noisy.
 package main

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
+	"github.com/sensorpipe/sensorpipe/internal/cli"
+	"github.com/sensorpipe/sensorpipe/internal/retry"
+	"github.com/sensorpipe/sensorpipe/pipelines"
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+// parseEnv clears the emulator variables parse reads (the local
+// defaults), so that each case sets the ones it means.
+func parseEnv(t *testing.T, env ...string) {
+	t.Helper()
+	for _, name := range []string{cli.BigtableEmulatorEnv, bigqueryio.EmulatorHostEnv, bigqueryio.StorageEmulatorHostEnv, cli.PubSubEmulatorEnv} {
+		t.Setenv(name, "")
+		os.Unsetenv(name)
+	}
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		t.Setenv(name, value)
+	}
+}
+
+// specWithout writes vitals.yaml without its lines that start with one of
+// prefixes, and returns its path.
+func specWithout(t *testing.T, prefixes ...string) string {
+	t.Helper()
+	b, err := os.ReadFile("../schemas/specs/vitals.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		keep := true
+		for _, p := range prefixes {
+			keep = keep && !strings.HasPrefix(line, p)
+		}
+		if keep {
+			out = append(out, line)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(path, []byte(strings.Join(out, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestParseUsageErrors: every usage error parse returns, each a usage
+// error (exit 2) that names the flag, and none of them needing a call.
+func TestParseUsageErrors(t *testing.T) {
+	dl := t.TempDir()
+	batch := []string{"--input=../testdata/vitals/*", "--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=" + dl}
+	stream := []string{"--source=pubsub", "--subscription=projects/p/subscriptions/s", "--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=" + dl}
+	with := func(base []string, more ...string) []string { return append(append([]string{}, base...), more...) }
+	noPrimaryKey := specWithout(t, "  primary_key:", "  max_staleness:")
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"an unknown flag", nil, with(batch, "--nope"), "flag provided but not defined: -nope"},
+		{"a bad value", nil, with(batch, "--print_rows=many"), "invalid value"},
+		{"a bad Beam flag value", nil, with(batch, "--dry_run=maybe"), "invalid boolean value"},
+		{"a log level", nil, with(batch, "--log_level=loud"), "--log_level"},
+		{"an argument", nil, with(batch, "extra"), `unexpected argument "extra"`},
+		{"a job server without its endpoint", nil, with(batch, "--runner=flink"), "give its --endpoint"},
+		{"an unknown spec", nil, with(batch, "--spec=nope"), "--spec"},
+		{"no Bigtable project", nil, []string{"--input=../testdata/vitals/*", "--bigtable_instance=i", "--dead_letter=" + dl}, "--bigtable_project"},
+		{"no Bigtable instance", nil, []string{"--input=../testdata/vitals/*", "--bigtable_project=p", "--dead_letter=" + dl}, "--bigtable_instance"},
+		{"a negative flow-control cap", nil, with(batch, "--bigtable_max_outstanding_mutations=-1"), "must not be negative"},
+		{"a negative target latency", nil, with(batch, "--bigtable_target_latency=-1s"), "must not be negative"},
+		{"no BigQuery project", []string{cli.BigtableEmulatorEnv + "=127.0.0.1:1"}, []string{"--input=../testdata/vitals/*", "--dead_letter=" + dl, "--bigquery_dataset=d"}, "--bigquery_project"},
+		{"no dead letter", nil, batch[:3], "--dead_letter is required"},
+		{"a bad dead letter", nil, with(batch[:3], "--dead_letter=kafka:x"), "--dead_letter"},
+		{"a local dead letter on Dataflow", nil, with(batch[1:3], "--input=gs://b/in/*", "--dead_letter="+dl, "--runner=dataflow"), "a local folder"},
+		{"replay flags without a replay", nil, with(batch, "--replay_reason=write_failed"), "--format=deadletter only"},
+		{"a replay reason", nil, with(batch, "--format=deadletter", "--replay_reason=nope"), "is no reason"},
+		{"a replay sink", nil, with(batch, "--format=deadletter", "--replay_sink=nope"), "is no sink"},
+		{"a format", nil, with(batch, "--format=xml"), "--format"},
+		{"a zero retry deadline", nil, with(batch, "--write_retry_deadline=0"), "--write_retry_deadline"},
+		{"a zero attempt timeout", nil, with(batch, "--write_attempt_timeout=0"), "--write_attempt_timeout"},
+		{"a small line limit", nil, with(batch, "--max_line_bytes=10"), "--max_line_bytes"},
+		{"a small decompression limit", nil, with(batch, "--max_decompressed_message_bytes=10"), "--max_decompressed_message_bytes"},
+		{"a batch of no cells", nil, with(batch, "--bigtable_batch_cells=0"), "--bigtable_batch_cells"},
+		{"a large BigQuery request", nil, with(batch, "--bigquery_request_bytes=20000000"), "--bigquery_request_bytes"},
+		{"a small BigQuery buffer", nil, with(batch, "--bigquery_buffer_bytes=10"), "--bigquery_buffer_bytes"},
+		{"upserts without a primary key", nil, with(batch, "--spec="+noPrimaryKey, "--bigquery_dataset=d"), "no bigquery primary_key"},
+		{"a write method", nil, with(batch, "--bigquery_dataset=d", "--bigquery_write_method=merge"), "--bigquery_write_method"},
+		{"a BigQuery dataset name", nil, with(batch, "--bigquery_dataset=bad-name"), "--bigquery_dataset"},
+		{"a source", nil, with(batch, "--source=kafka"), "--source"},
+		{"a batch without input", nil, batch[1:], "--input is required"},
+		{"a stream flag in a batch", nil, with(batch, "--early_firing=5s"), "--early_firing applies to --source=pubsub only"},
+		{"a local input on Dataflow", nil, with(batch[1:3], "--input=../testdata/vitals/*", "--dead_letter=gs://b/dl", "--runner=dataflow"), "this machine's disk"},
+		{"a stream with input", nil, with(stream, "--input=x"), "--input applies to --source=files only"},
+		{"a stream without a subscription", nil, with(stream[:1], stream[2:]...), "--subscription is required"},
+		{"a subscription", nil, with(stream, "--subscription=projects/p/topics/t"), "--subscription"},
+		{"a zero early firing", nil, with(stream, "--early_firing=0"), "--early_firing"},
+		{"a negative lateness", nil, with(stream, "--allowed_lateness=-1s"), "--allowed_lateness"},
+		{"an ack deadline", nil, with(stream, "--pubsub_ack_deadline=5s"), "--pubsub_ack_deadline"},
+		{"a dry run on prism", nil, with(batch, "--dry_run"), "give --runner=dataflow"},
+		{"a dry-run file without a dry run", nil, with(batch, "--dry_run_out=job.json"), "add --dry_run"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			parseEnv(t, tc.env...)
+			_, _, err := parse(tc.args)
+			if err == nil {
+				t.Fatalf("parse(%q) = nil error; want one with %q", tc.args, tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("parse error %q; want it to contain %q", err, tc.want)
+			}
+			if got := exitCode(err); got != exitUsage {
+				t.Errorf("exit code %d for %v; want %d (usage)", got, err, exitUsage)
+			}
+		})
+	}
+}
+
+// TestParseDefaults: what each flag left out means, for a batch and a
+// stream on prism, and the local defaults with the emulators' variables.
+func TestParseDefaults(t *testing.T) {
+	dl := t.TempDir()
+	parseEnv(t)
+	cfg, p, err := parse([]string{"--input=../testdata/vitals/*", "--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=" + dl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs("../testdata/vitals/*")
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"runner", p.runner, runner{name: "prism"}},
+		{"config's runner", cfg.Runner, "prism"},
+		{"local", p.runner.local(), true},
+		{"dry run", p.dryRun, false},
+		{"streaming", p.streaming, false},
+		{"spec", cfg.Spec.Name, schemas.DefaultSpecName()},
+		{"--spec", p.spec, schemas.DefaultSpecName()},
+		{"--format", p.format, "json"},
+		{"input, made absolute", p.batch.Input, abs},
+		{"input listed before the run", p.listInput, true},
+		{"merge stored", p.batch.MergeStored, true},
+		{"Bigtable", cfg.Bigtable.Project + "/" + cfg.Bigtable.Instance, "p/i"},
+		{"Bigtable table", cfg.Spec.Bigtable.Tables[0].Name, "patient_vitals"},
+		{"app profile", cfg.Bigtable.AppProfile, ""},
+		{"batch cells", cfg.Bigtable.BatchCells, bigtableio.DefaultBatchCells},
+		{"flow control", cfg.Bigtable.Flow.MaxMutations, bigtableio.DefaultFlow.MaxMutations},
+		{"flow control bytes", cfg.Bigtable.Flow.MaxBytes, bigtableio.DefaultFlow.MaxBytes},
+		{"target latency", cfg.Bigtable.Flow.TargetLatency, time.Duration(0)},
+		{"BigQuery", cfg.BigQuery == nil, true},
+		{"dead letter", cfg.DeadLetter.Kind, schemas.DeadLetterFiles},
+		{"dead letter's run", cfg.DeadLetter.Run, runID},
+		{"retry deadline", cfg.Retry, retry.Settings{Deadline: retry.DefaultDeadline, AttemptTimeout: retry.DefaultAttemptTimeout}},
+		{"line limit", cfg.MaxLineBytes, schemas.DefaultMaxLineBytes},
+		{"decompression limit", cfg.MaxDecompressedBytes, int64(schemas.DefaultMaxDecompressedBytes)},
+		{"replay", cfg.Replay == nil, true},
+		{"local stream settings", cfg.Local == nil, true},
+		{"startup timeout", p.startupTimeout, 30 * time.Second},
+		{"create tables", p.createTables, true},
+		{"progress", p.progressInterval, 5 * time.Second},
+		{"local part", p.localPartMB, 64.0},
+		{"print rows", p.printRows, 0},
+		{"summary", p.summaryJSON, ""},
+		{"debug address", p.debugAddr, ""},
+		{"all rejected fails", p.allowAllRejected, false},
+		{"log level", p.logLevel, "warn"},
+		{"warnings", len(p.warnings), 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v; want %v", c.name, c.got, c.want)
+		}
+	}
+
+	cfg, p, err = parse([]string{"--source=pubsub", "--subscription=projects/p/subscriptions/s", "--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=" + dl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"streaming", p.streaming, true},
+		{"subscription", p.stream.Source.Subscription, schemas.Subscription{Project: "p", ID: "s"}},
+		{"not Dataflow's source", p.stream.Source.Dataflow, false},
+		{"ack deadline", p.stream.Source.AckDeadline, time.Duration(0)},
+		{"windowing", p.stream.Windowing, pipelines.Windowing{EarlyFiring: pipelines.DefaultEarlyFiring, LateFiring: pipelines.DefaultLateFiring, AllowedLateness: pipelines.DefaultAllowedLateness}},
+		{"merge stored", p.stream.MergeStored, true},
+		{"local runner", *cfg.Local, pipelines.LocalRunner{WriteOnArrival: true, Recover: true, DiskState: true}},
+		{"input not listed", p.listInput, false},
+	} {
+		if c.got != c.want {
+			t.Errorf("stream: %s = %v; want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+// TestParseLocalDefaults: with the emulators' variables set, the Bigtable
+// and BigQuery projects and the instance default to make run's.
+func TestParseLocalDefaults(t *testing.T) {
+	parseEnv(t, cli.BigtableEmulatorEnv+"=127.0.0.1:1", bigqueryio.EmulatorHostEnv+"=127.0.0.1:2")
+	cfg, _, err := parse([]string{"--input=../testdata/vitals/*", "--dead_letter=" + t.TempDir(), "--bigquery_dataset=vitals"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cfg.Bigtable.Project+"/"+cfg.Bigtable.Instance, cli.LocalProject+"/"+cli.LocalInstance; got != want {
+		t.Errorf("Bigtable = %s; want %s", got, want)
+	}
+	want := bigqueryio.Config{Project: cli.LocalProject, Dataset: "vitals", Table: "readings", WriteMethod: bigqueryio.DefaultWriteMethod,
+		MaxRequestBytes: bigqueryio.DefaultBQRequestBytes, MaxBufferedBytes: bigqueryio.DefaultBQBufferedBytes}
+	if cfg.BigQuery == nil || *cfg.BigQuery != want {
+		t.Errorf("BigQuery = %+v; want %+v", cfg.BigQuery, want)
+	}
+}
+
+// TestParseRunners: how the runner flags classify the run.
+func TestParseRunners(t *testing.T) {
+	parseEnv(t)
+	tests := []struct {
+		name          string
+		args          []string
+		want          runner
+		local, remote bool // runs in the launcher; its workers do not see this disk
+	}{
+		{"prism", nil, runner{name: "prism"}, true, false},
+		{"direct", []string{"--runner=direct"}, runner{name: "direct"}, true, false},
+		{"a job server here", []string{"--runner=universal", "--endpoint=localhost:8099", "--environment_type=PROCESS"},
+			runner{name: "universal", endpoint: "localhost:8099", envType: "PROCESS"}, false, false},
+		{"prism's job server elsewhere", []string{"--endpoint=jobs.example.com:8073", "--environment_type=PROCESS"},
+			runner{name: "prism", endpoint: "jobs.example.com:8073", envType: "PROCESS"}, false, true},
+		{"Dataflow", []string{"--runner=dataflow"}, runner{name: "dataflow"}, false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--input=gs://b/in/*", "--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=gs://b/dl"}, tc.args...)
+			_, p, err := parse(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.runner != tc.want || p.runner.local() != tc.local || p.runner.workersSeeDisk() == tc.remote {
+				t.Errorf("runner %+v (local %v, workers see the disk %v); want %+v (local %v, workers see the disk %v)",
+					p.runner, p.runner.local(), p.runner.workersSeeDisk(), tc.want, tc.local, !tc.remote)
+			}
+		})
+	}
+}
