@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,25 +52,85 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// endToEndParallel is how many tests run at once unless -parallel says.
-const endToEndParallel = 8
+// endToEndParallel is how many tests run at once unless -parallel says:
+// enough that every end-to-end test starts at once, the longest first
+// among those that compute (cpuHeavy).
+const endToEndParallel = 48
 
 // sharedPubSub is the Pub/Sub emulator of the whole test binary (a JVM,
 // slow to start): each test publishes to topics of its own names.
 var sharedPubSub = emulators.Shared{Kind: emulators.PubSub}
 
-// cpuSlots bounds the tests that compute (tens of thousands of readings
-// through the launcher and the emulators) to two at once: on a 2-core
+// heavyOrder ranks the tests that compute, longest first: when they
+// queue for a CPU slot together, the longest starts first, so that it
+// does not end the run alone.
+var heavyOrder = []string{
+	"TestBigtableDiesMidBackfill", // 300,000 readings
+	"TestReplayAfterBigQueryDiesMidBatch",
+	"TestBigQueryFaults",
+	"TestBigtableFaults",
+	"TestLostAnswersCostAboutACallsLatency",
+	"TestBigQueryDiesMidBackfill",
+	"TestStreamOfLargeAndCompressedMessages",
+	"TestLocalPartsEqualOneJob",
+	"TestBigQueryAnswersLost",
+}
+
+// cpuSlots is how many tests that compute (tens of thousands of readings
+// through the launcher and the emulators) run at once: on a 2-core
 // machine more would only stretch each, and their retry deadlines with
 // them, while the tests that wait run beside them.
-var cpuSlots = make(chan struct{}, 2)
+const cpuSlots = 2
 
-// cpuHeavy holds one of cpuSlots until the test ends. Call it after
-// t.Parallel.
+var cpu = struct {
+	sync.Mutex
+	cond    *sync.Cond
+	free    int
+	first   time.Time   // the first request; slots are given from cpuSettle after it
+	waiting map[int]int // rank -> tests waiting
+}{free: cpuSlots, waiting: map[int]int{}}
+
+// cpuSettle lets the tests released together by t.Parallel all queue
+// before the first slots are given, so that the ranks decide.
+const cpuSettle = 200 * time.Millisecond
+
+func init() { cpu.cond = sync.NewCond(&cpu.Mutex) }
+
+// cpuHeavy holds one of cpuSlots until the test ends, given to the
+// waiting test of the lowest heavyOrder rank. Call it after t.Parallel.
 func cpuHeavy(t *testing.T) {
 	t.Helper()
-	cpuSlots <- struct{}{}
-	t.Cleanup(func() { <-cpuSlots })
+	rank := slices.Index(heavyOrder, t.Name())
+	if rank < 0 {
+		rank = len(heavyOrder)
+	}
+	cpu.Lock()
+	if cpu.first.IsZero() {
+		cpu.first = time.Now()
+		time.AfterFunc(cpuSettle, func() { cpu.Lock(); cpu.cond.Broadcast(); cpu.Unlock() })
+	}
+	cpu.waiting[rank]++
+	for {
+		best := true
+		for r, n := range cpu.waiting {
+			if n > 0 && r < rank {
+				best = false
+			}
+		}
+		if best && cpu.free > 0 && time.Since(cpu.first) >= cpuSettle {
+			break
+		}
+		cpu.cond.Wait()
+	}
+	cpu.waiting[rank]--
+	cpu.free--
+	cpu.Unlock()
+	t.Cleanup(func() {
+		cpu.Lock()
+		cpu.free++
+		cpu.cond.Broadcast()
+		cpu.Unlock()
+	})
 }
 
 // launcherPath is where launcher builds the launcher: one per test binary.

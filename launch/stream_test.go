@@ -558,7 +558,6 @@ func TestStreamEndToEnd(t *testing.T) {
 			{"in the second hour", 0.7, 0.6},
 		} {
 			t.Run(kill.name, func(t *testing.T) {
-				t.Parallel()
 				name := fmt.Sprintf("restart%d", int(kill.landed*100))
 				f := newPubSub(t, ps, name)
 				dl := t.TempDir()
