@@ -52,10 +52,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// endToEndParallel is how many tests run at once unless -parallel says:
-// enough that every end-to-end test starts at once, the longest first
-// among those that compute (cpuHeavy).
-const endToEndParallel = 48
+// endToEndParallel is how many tests run at once unless -parallel says.
+// More would not help: with every end-to-end test at once, a 2-core
+// machine stretches each call so far that a live store misses a
+// 5-second --write_retry_deadline.
+const endToEndParallel = 8
 
 // sharedPubSub is the Pub/Sub emulator of the whole test binary (a JVM,
 // slow to start): each test publishes to topics of its own names.
