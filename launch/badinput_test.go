@@ -23,6 +23,7 @@ func vitalsLine(sensor, ts, hr string) string {
 // ends: in Bigtable, or in the dead letter with its reason. Nothing is
 // lost, nothing crashes, and the ledger balances.
 func TestEveryClassOfBadInput(t *testing.T) {
+	t.Parallel()
 	host := emulators.StartBigtable(t)
 	dir := t.TempDir()
 	write := func(name string, b []byte) {
@@ -189,6 +190,7 @@ func rowsWithPrefix(rows map[string]bool, p string) bool {
 // times (the unit). Each exits 1 with one line naming its top reasons with
 // their counts and the likely cause; --allow_all_rejected exits 0.
 func TestBatchThatRejectsEverythingFails(t *testing.T) {
+	t.Parallel()
 	host := emulators.StartBigtable(t)
 	env := []string{"BIGTABLE_EMULATOR_HOST=" + host}
 	csv := writeLines(t, []string{"sensor_id,timestamp,heart_rate", "a,2026-03-01T10:00:00Z,70", "b,2026-03-01T10:00:01Z,71"})

@@ -22,8 +22,9 @@ import (
 // BigQuery and the rollups), and the reading of now stays in its open
 // hour, provisional, rather than fire at once.
 func TestStreamDeviceClockFarAhead(t *testing.T) {
+	t.Parallel()
 	bt := emulators.StartBigtable(t) // skips under -short
-	ps := emulators.StartPubSub(t)
+	ps := sharedPubSub.HostPort(t)
 	bq := bqemu.StartServerForTest(t)
 	env := append(bqEnv(bt, bq), "PUBSUB_EMULATOR_HOST="+ps)
 	f := newPubSub(t, ps, "clockahead")

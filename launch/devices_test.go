@@ -62,6 +62,7 @@ func withoutSite(cells []string) []string {
 // a payload key the spec does not read is counted; a column that cannot
 // hold its field's type is refused before the job starts.
 func TestDeviceTimesAndSpecsBeforeTheJob(t *testing.T) {
+	t.Parallel()
 	bt := emulators.StartBigtable(t) // skips under -short
 	bq := bqemu.StartServerForTest(t)
 	env := bqEnv(bt, bq)
@@ -170,8 +171,9 @@ func TestDeviceTimesAndSpecsBeforeTheJob(t *testing.T) {
 // as protobuf batches. The
 // timestamp attribute's disagreements, absence and garbage are counted.
 func TestStreamOfBatchedMessages(t *testing.T) {
+	t.Parallel()
 	bt := emulators.StartBigtable(t) // skips under -short
-	ps := emulators.StartPubSub(t)
+	ps := sharedPubSub.HostPort(t)
 	bq := bqemu.StartServerForTest(t)
 	env := append(bqEnv(bt, bq), "PUBSUB_EMULATOR_HOST="+ps)
 	spec := siteSpec(t)
@@ -348,6 +350,7 @@ func TestStreamOfBatchedMessages(t *testing.T) {
 	}
 
 	t.Run("the same readings one a message land as the batched messages did", func(t *testing.T) {
+		t.Parallel()
 		var single []*pubsub.Message
 		for _, r := range rs {
 			at := r.ms
@@ -378,6 +381,7 @@ func TestStreamOfBatchedMessages(t *testing.T) {
 	})
 
 	t.Run("a proto stream of batched messages lands like the JSON one", func(t *testing.T) {
+		t.Parallel()
 		s, err := schemas.ParseSpec(spec, mustRead(t, spec))
 		if err != nil {
 			t.Fatal(err)

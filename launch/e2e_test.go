@@ -6,13 +6,17 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,13 +30,108 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
-// TestMain removes the launcher the tests built (about 200 MB), so runs do
-// not fill the temporary folder.
+// TestMain raises the number of tests run at once, stops the emulators
+// the tests share, and removes the launcher the tests built (about
+// 200 MB), so runs do not fill the temporary folder.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	// The end-to-end tests mostly wait (on stream windows and firings, on
+	// retries against a stopped store, on subprocesses) rather than
+	// compute, so more of them run at once than GOMAXPROCS, the default;
+	// the ones that do compute hold a cpuHeavy slot. An explicit -parallel
+	// wins.
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		flag.Set("test.parallel", strconv.Itoa(endToEndParallel))
+	}
 	code := m.Run()
+	sharedPubSub.Stop()
 	os.Remove(launcherPath())
 	os.Remove(testBootPath())
 	os.Exit(code)
+}
+
+// endToEndParallel is how many tests run at once unless -parallel says.
+// More would not help: with every end-to-end test at once, a 2-core
+// machine stretches each call so far that a live store misses a
+// 5-second --write_retry_deadline.
+const endToEndParallel = 8
+
+// sharedPubSub is the Pub/Sub emulator of the whole test binary (a JVM,
+// slow to start): each test publishes to topics of its own names.
+var sharedPubSub = emulators.Shared{Kind: emulators.PubSub}
+
+// heavyOrder ranks the tests that compute, longest first: when they
+// queue for a CPU slot together, the longest starts first, so that it
+// does not end the run alone.
+var heavyOrder = []string{
+	"TestBigtableDiesMidBackfill", // 300,000 readings
+	"TestReplayAfterBigQueryDiesMidBatch",
+	"TestBigQueryFaults",
+	"TestBigtableFaults",
+	"TestLostAnswersCostAboutACallsLatency",
+	"TestBigQueryDiesMidBackfill",
+	"TestStreamOfLargeAndCompressedMessages",
+	"TestLocalPartsEqualOneJob",
+	"TestBigQueryAnswersLost",
+}
+
+// cpuSlots is how many tests that compute (tens of thousands of readings
+// through the launcher and the emulators) run at once: on a 2-core
+// machine more would only stretch each, and their retry deadlines with
+// them, while the tests that wait run beside them.
+const cpuSlots = 2
+
+var cpu = struct {
+	sync.Mutex
+	cond    *sync.Cond
+	free    int
+	first   time.Time   // the first request; slots are given from cpuSettle after it
+	waiting map[int]int // rank -> tests waiting
+}{free: cpuSlots, waiting: map[int]int{}}
+
+// cpuSettle lets the tests released together by t.Parallel all queue
+// before the first slots are given, so that the ranks decide.
+const cpuSettle = 200 * time.Millisecond
+
+func init() { cpu.cond = sync.NewCond(&cpu.Mutex) }
+
+// cpuHeavy holds one of cpuSlots until the test ends, given to the
+// waiting test of the lowest heavyOrder rank. Call it after t.Parallel.
+func cpuHeavy(t *testing.T) {
+	t.Helper()
+	rank := slices.Index(heavyOrder, t.Name())
+	if rank < 0 {
+		rank = len(heavyOrder)
+	}
+	cpu.Lock()
+	if cpu.first.IsZero() {
+		cpu.first = time.Now()
+		time.AfterFunc(cpuSettle, func() { cpu.Lock(); cpu.cond.Broadcast(); cpu.Unlock() })
+	}
+	cpu.waiting[rank]++
+	for {
+		best := true
+		for r, n := range cpu.waiting {
+			if n > 0 && r < rank {
+				best = false
+			}
+		}
+		if best && cpu.free > 0 && time.Since(cpu.first) >= cpuSettle {
+			break
+		}
+		cpu.cond.Wait()
+	}
+	cpu.waiting[rank]--
+	cpu.free--
+	cpu.Unlock()
+	t.Cleanup(func() {
+		cpu.Lock()
+		cpu.free++
+		cpu.cond.Broadcast()
+		cpu.Unlock()
+	})
 }
 
 // launcherPath is where launcher builds the launcher: one per test binary.
@@ -40,9 +139,15 @@ func launcherPath() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("sensorpipe-e2e-%d", os.Getpid()))
 }
 
+var (
+	buildLauncher sync.Once
+	launcherErr   error
+)
+
 // launcher builds the launcher once per test binary and returns its path;
 // SENSORPIPE_LAUNCHER names one built before instead (e.g. another
-// version's, to compare).
+// version's, to compare). Tests running in parallel wait for the one
+// build.
 func launcher(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -52,12 +157,13 @@ func launcher(t *testing.T) string {
 		return bin
 	}
 	bin := launcherPath()
-	if _, err := os.Stat(bin); err == nil {
-		return bin
-	}
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildLauncher.Do(func() {
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			launcherErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if launcherErr != nil {
+		t.Fatal(launcherErr)
 	}
 	return bin
 }
@@ -184,6 +290,7 @@ func deadLetters(t *testing.T, dir string) []map[string]string {
 }
 
 func TestBatchEndToEndAgainstBigtableEmulator(t *testing.T) {
+	t.Parallel()
 	host := emulators.StartBigtable(t)
 	in := writeInput(t)
 	env := []string{"BIGTABLE_EMULATOR_HOST=" + host}
@@ -314,6 +421,7 @@ func TestBatchEndToEndAgainstBigtableEmulator(t *testing.T) {
 }
 
 func TestLauncherFailsWithOneLineReason(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -359,6 +467,7 @@ func TestLauncherFailsWithOneLineReason(t *testing.T) {
 // the spec's golden preview (testdata/golden), and that every rejected
 // record reached the dead letter.
 func TestEveryBuiltinSpecEndToEnd(t *testing.T) {
+	t.Parallel()
 	host := emulators.StartBigtable(t)
 	env := []string{"BIGTABLE_EMULATOR_HOST=" + host}
 	for _, name := range schemas.BuiltinSpecNames() {
@@ -447,6 +556,7 @@ func goldenCells(t *testing.T, path string) ([]string, int) {
 // distinct valid reading, with the same values and imputation as the cells,
 // in a DAY-partitioned table clustered by sensor_id.
 func TestBatchBothSinks(t *testing.T) {
+	t.Parallel()
 	host := emulators.StartBigtable(t)
 	for _, method := range []string{"upsert", "storage_write", "insert_all"} {
 		t.Run(method, func(t *testing.T) {
@@ -565,6 +675,7 @@ func bqEnv(btHost string, bq *bqemu.TestServer) []string {
 // tabledata.list, a query through the Go client and the bq CLI all see,
 // and one rollup row per sensor and hour.
 func TestBatchRerunKeepsOneRowPerReading(t *testing.T) {
+	t.Parallel()
 	host := emulators.StartBigtable(t)
 	bq := bqemu.StartServerForTest(t)
 	in := writeInput(t)
@@ -635,6 +746,7 @@ func TestBatchRerunKeepsOneRowPerReading(t *testing.T) {
 // key stops an upsert launch with one line naming the ALTER TABLE to run;
 // once it has run (here through the emulator), the launch succeeds.
 func TestUpsertNeedsThePrimaryKey(t *testing.T) {
+	t.Parallel()
 	host := emulators.StartBigtable(t)
 	bq := bqemu.StartServerForTest(t)
 	ctx := context.Background()

@@ -56,8 +56,10 @@ func envelopes(t *testing.T, dir string) []schemas.DeadLetter {
 // back byte for byte, and which lands the too-large reading given a larger
 // --max_line_bytes.
 func TestStreamOfLargeAndCompressedMessages(t *testing.T) {
+	t.Parallel()
+	cpuHeavy(t)
 	bt := emulators.StartBigtable(t) // skips under -short
-	ps := emulators.StartPubSub(t)
+	ps := sharedPubSub.HostPort(t)
 	env := []string{"BIGTABLE_EMULATOR_HOST=" + bt, "PUBSUB_EMULATOR_HOST=" + ps}
 
 	h := time.Now().UTC().Truncate(time.Hour).Add(-2 * time.Hour)

@@ -27,17 +27,23 @@ func testBootPath() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("sensorpipe-testboot-%d", os.Getpid()))
 }
 
+var (
+	buildTestBoot sync.Once
+	testBootErr   error
+)
+
 // testBoot builds the PROCESS environment's boot (internal/testrig/testboot) once
 // per test binary and returns its path.
 func testBoot(t *testing.T) string {
 	t.Helper()
 	bin := testBootPath()
-	if _, err := os.Stat(bin); err == nil {
-		return bin
-	}
-	out, err := exec.Command("go", "build", "-o", bin, "../internal/testrig/testboot").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build testboot: %v\n%s", err, out)
+	buildTestBoot.Do(func() {
+		if out, err := exec.Command("go", "build", "-o", bin, "../internal/testrig/testboot").CombinedOutput(); err != nil {
+			testBootErr = fmt.Errorf("go build testboot: %v\n%s", err, out)
+		}
+	})
+	if testBootErr != nil {
+		t.Fatal(testBootErr)
 	}
 	return bin
 }
@@ -184,6 +190,7 @@ func same(t *testing.T, got, want outcome) {
 // to the launcher's working folder: the workers must read that input, and
 // the dead letters must be in the folder the summary names.
 func TestBatchWorkersInTheirOwnProcesses(t *testing.T) {
+	t.Parallel()
 	launcher(t) // skips under -short
 	in := writeInput(t)
 	args := func(in, dl, summary string) []string {
@@ -226,8 +233,9 @@ func TestBatchWorkersInTheirOwnProcesses(t *testing.T) {
 // dead letter has landed, each is stopped with SIGINT: both must leave
 // the same Bigtable cells, BigQuery rows, dead letters and ledger.
 func TestStreamWorkersInTheirOwnProcesses(t *testing.T) {
+	t.Parallel()
 	launcher(t) // skips under -short
-	ps := emulators.StartPubSub(t)
+	ps := sharedPubSub.HostPort(t)
 	h := time.Now().UTC().Truncate(time.Hour).Add(-2 * time.Hour)
 	var msgs []streamMsg
 	for i := 0; i < 20; i++ {
@@ -272,6 +280,7 @@ func TestStreamWorkersInTheirOwnProcesses(t *testing.T) {
 // matches nothing stays a usage error; prism with --endpoint submits to
 // that job server.
 func TestPathsMeanTheSameToLauncherAndWorkers(t *testing.T) {
+	t.Parallel()
 	launcher(t) // skips under -short
 	in := writeInput(t)
 	base := []string{"--source=files", "--bigtable_project=p", "--bigtable_instance=i"}

@@ -112,6 +112,8 @@ func partsInput(t *testing.T, shuffled bool) string {
 // that the input run as one job leaves; so does shuffled input, which has
 // no place to cut between hours and splits by identity alone.
 func TestLocalPartsEqualOneJob(t *testing.T) {
+	t.Parallel()
+	cpuHeavy(t)
 	host := emulators.StartBigtable(t)
 	bq := bqemu.StartServerForTest(t)
 	ctx := context.Background()

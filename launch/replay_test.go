@@ -24,6 +24,8 @@ import (
 // message printed: the stores then hold what one batch without the fault
 // leaves, one BigQuery row per reading and per sensor-hour.
 func TestReplayAfterBigQueryDiesMidBatch(t *testing.T) {
+	t.Parallel()
+	cpuHeavy(t)
 	bt := emulators.StartBigtable(t)
 	bq := bqemu.StartServerForTest(t)
 	in, n := faultWorkload(t)
@@ -99,6 +101,7 @@ func TestReplayAfterBigQueryDiesMidBatch(t *testing.T) {
 // were are dead-lettered again with their earlier failure kept, and the
 // second replay changes nothing.
 func TestReplayFixedParseDeadLetters(t *testing.T) {
+	t.Parallel()
 	bt := emulators.StartBigtable(t)
 	bq := bqemu.StartServerForTest(t)
 	env := bqEnv(bt, bq)
@@ -199,6 +202,7 @@ func mustGlob(t *testing.T, pattern string) []string {
 // data exits 0 with --allow_all_rejected), then after the file changed (the
 // run fails in one line, the record stays in the dead letter).
 func TestReplayTooLargeLineFromItsFile(t *testing.T) {
+	t.Parallel()
 	bt := emulators.StartBigtable(t)
 	env := []string{"BIGTABLE_EMULATOR_HOST=" + bt}
 	const ts = `"2026-03-01T10:00:00Z"`
@@ -310,6 +314,7 @@ func TestReplayTooLargeLineFromItsFile(t *testing.T) {
 // one without sink whose reason needs none (bad_timestamp, its payload
 // fixed) lands.
 func TestReplayChecksEnvelopes(t *testing.T) {
+	t.Parallel()
 	bt := emulators.StartBigtable(t)
 	env := []string{"BIGTABLE_EMULATOR_HOST=" + bt}
 	const ts = `"2026-03-01T10:00:00Z"`

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -22,36 +21,15 @@ import (
 // equal one batch over the same readings: counts, imputed values and their
 // flags included.
 func TestTwoStreamsOnOneSubscription(t *testing.T) {
+	t.Parallel()
 	bt := emulators.StartBigtable(t) // skips under -short
-	ps := emulators.StartPubSub(t)
+	ps := sharedPubSub.HostPort(t)
 	bq := bqemu.StartServerForTest(t)
 	env := []string{"BIGTABLE_EMULATOR_HOST=" + bt, "PUBSUB_EMULATOR_HOST=" + ps,
 		"BIGQUERY_EMULATOR_HOST=" + strings.TrimPrefix(bq.RESTEndpoint, "http://"), "BIGQUERY_STORAGE_EMULATOR_HOST=" + bq.GRPCAddr}
 
-	// Two hours that closed before the test began, within the allowed
-	// lateness (6h), so they close by the watermark.
-	h := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
-	all, bad := restartWorkload(h)
-	var good []string
-	for _, m := range all {
-		if !bad[m.payload] {
-			good = append(good, m.payload)
-		}
-	}
-	in := t.TempDir()
-	if err := os.WriteFile(filepath.Join(in, "a.jsonl"), []byte(strings.Join(good, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r := runLauncher(t, env, "--source=files", "--input="+in+"/*", "--bigtable_project=p", "--bigtable_instance=i",
-		"--bigtable_table=shared_batch", "--bigquery_dataset=shared_batch", "--dead_letter="+t.TempDir())
-	if r.code != 0 {
-		t.Fatalf("batch: exit %d\n%s", r.code, r.stderr)
-	}
-	want := dump(t, bt, "shared_batch")
-	wantBQ, wantHourly := bqReadings(t, bq, "shared_batch"), bqHourly(t, bq, "shared_batch")
-	if len(wantBQ) != len(good) || len(wantHourly) != 2*restartSensors {
-		t.Fatalf("batch wrote %d BigQuery readings and %d rollups; want %d and %d", len(wantBQ), len(wantHourly), len(good), 2*restartSensors)
-	}
+	ref := batchOfRestartWorkload(t, env, bt, bq, "shared_batch")
+	all, bad, good, want, wantBQ, wantHourly := ref.all, ref.bad, ref.good, ref.cells, ref.bq, ref.hourly
 
 	f := newPubSub(t, ps, "shared")
 	dl := t.TempDir()

@@ -157,6 +157,7 @@ func batchArgs(input, table, dataset, dl string, extra ...string) []string {
 // (imputed values, flags, the hourly family), every BigQuery reading and
 // rollup row, and the dead letters equal one batch's over the whole input.
 func TestSplitBatchesEqualOneBatch(t *testing.T) {
+	t.Parallel()
 	bt := emulators.StartBigtable(t)
 	bq := bqemu.StartServerForTest(t)
 	env := bqEnv(bt, bq)
@@ -213,8 +214,9 @@ func TestSplitBatchesEqualOneBatch(t *testing.T) {
 // hours close) and runs the rest as a batch into the same tables: the
 // stores then hold what one batch over the whole input leaves.
 func TestBatchAfterStreamEqualsOneBatch(t *testing.T) {
+	t.Parallel()
 	bt := emulators.StartBigtable(t)
-	ps := emulators.StartPubSub(t)
+	ps := sharedPubSub.HostPort(t)
 	bq := bqemu.StartServerForTest(t)
 	env := append(bqEnv(bt, bq), "PUBSUB_EMULATOR_HOST="+ps)
 

@@ -15,6 +15,9 @@ import (
 	"cloud.google.com/go/bigquery"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
@@ -111,9 +114,11 @@ type pubsubFixture struct {
 
 func newPubSub(t *testing.T, host, name string) *pubsubFixture {
 	t.Helper()
-	t.Setenv("PUBSUB_EMULATOR_HOST", host)
 	ctx := context.Background()
-	c, err := pubsub.NewClient(ctx, "p")
+	// The emulator's address given, not PUBSUB_EMULATOR_HOST set: a test
+	// that sets an environment variable cannot run in parallel.
+	c, err := pubsub.NewClient(ctx, "p", option.WithEndpoint(host), option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +130,12 @@ func newPubSub(t *testing.T, host, name string) *pubsubFixture {
 	if _, err := c.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: f.sub, Topic: f.topic, AckDeadlineSeconds: 10}); err != nil {
 		t.Fatalf("create subscription: %v", err)
 	}
+	// The emulator outlives the test: its names are free again for the
+	// next run in this process (-count).
+	t.Cleanup(func() {
+		_ = c.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: f.sub})
+		_ = c.TopicAdminClient.DeleteTopic(ctx, &pubsubpb.DeleteTopicRequest{Topic: f.topic})
+	})
 	f.pub = c.Publisher(f.topic)
 	t.Cleanup(f.pub.Stop)
 	return f
@@ -270,9 +281,14 @@ func reasons(t *testing.T, dir string) map[string]int {
 
 // TestStreamEndToEnd runs the streaming launcher against real Pub/Sub and
 // Bigtable emulators.
+//
+// It runs alone, before the tests that run in parallel, and its restart
+// test before its other parts: a SIGKILL between a bundle's dead-letter
+// write and its commit dead-letters a malformed record twice, and the
+// restart test counts them exactly; contention widens that window.
 func TestStreamEndToEnd(t *testing.T) {
 	bt := emulators.StartBigtable(t) // skips under -short
-	ps := emulators.StartPubSub(t)
+	ps := sharedPubSub.HostPort(t)
 	env := []string{"BIGTABLE_EMULATOR_HOST=" + bt, "PUBSUB_EMULATOR_HOST=" + ps}
 
 	t.Run("a missing subscription is a one-line error before the job starts", func(t *testing.T) {
@@ -292,6 +308,7 @@ func TestStreamEndToEnd(t *testing.T) {
 	})
 
 	t.Run("SIGINT (Ctrl-C) is a clean stop: exit 0 and a balanced ledger", func(t *testing.T) {
+		t.Parallel()
 		f := newPubSub(t, ps, "interrupt")
 		h := time.Now().UTC().Truncate(time.Hour).Add(-2 * time.Hour)
 		var msgs []streamMsg
@@ -327,6 +344,7 @@ func TestStreamEndToEnd(t *testing.T) {
 	})
 
 	t.Run("closed windows equal the batch result; too_late and bad records dead-lettered; SIGTERM stops cleanly", func(t *testing.T) {
+		t.Parallel()
 		f := newPubSub(t, ps, "accept")
 		bq := bqemu.StartServerForTest(t)
 		env := append(env, "BIGQUERY_EMULATOR_HOST="+strings.TrimPrefix(bq.RESTEndpoint, "http://"),
@@ -452,6 +470,7 @@ func TestStreamEndToEnd(t *testing.T) {
 	})
 
 	t.Run("killed and restarted, every published reading ends in Bigtable or the dead letter", func(t *testing.T) {
+		t.Parallel()
 		f := newPubSub(t, ps, "kill")
 		dl := t.TempDir()
 		args := streamArgs(f.sub, "kill_vitals", dl, "--pubsub_ack_deadline=10s")
@@ -525,30 +544,8 @@ func TestStreamEndToEnd(t *testing.T) {
 		bq := bqemu.StartServerForTest(t)
 		env := append(env, "BIGQUERY_EMULATOR_HOST="+strings.TrimPrefix(bq.RESTEndpoint, "http://"),
 			"BIGQUERY_STORAGE_EMULATOR_HOST="+bq.GRPCAddr)
-		// Two hours that closed before the test began, within the allowed
-		// lateness (6h), so they close by the watermark, not the clock.
-		h := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
-		all, bad := restartWorkload(h)
-		var good []string
-		for _, m := range all {
-			if !bad[m.payload] {
-				good = append(good, m.payload)
-			}
-		}
-		in := t.TempDir()
-		if err := os.WriteFile(filepath.Join(in, "a.jsonl"), []byte(strings.Join(good, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		r := runLauncher(t, env, "--source=files", "--input="+in+"/*", "--bigtable_project=p", "--bigtable_instance=i",
-			"--bigtable_table=restart_batch", "--bigquery_dataset=restart_batch", "--dead_letter="+t.TempDir())
-		if r.code != 0 {
-			t.Fatalf("batch: exit %d\n%s", r.code, r.stderr)
-		}
-		want := dump(t, bt, "restart_batch")
-		wantBQ, wantHourly := bqReadings(t, bq, "restart_batch"), bqHourly(t, bq, "restart_batch")
-		if len(wantBQ) != len(good) || len(wantHourly) != 2*restartSensors {
-			t.Fatalf("batch wrote %d BigQuery readings and %d rollups; want %d and %d", len(wantBQ), len(wantHourly), len(good), 2*restartSensors)
-		}
+		ref := batchOfRestartWorkload(t, env, bt, bq, "restart_batch")
+		all, bad, good, want, wantBQ, wantHourly := ref.all, ref.bad, ref.good, ref.cells, ref.bq, ref.hourly
 
 		// Killed once a share of the readings has landed, while a share is
 		// being published (the rest is published after the restart): in
@@ -623,6 +620,47 @@ func TestStreamEndToEnd(t *testing.T) {
 			})
 		}
 	})
+}
+
+// workloadBatch is restartWorkload's messages and what one batch over
+// its accepted readings leaves in the stores: the reference that streams
+// of the same messages equal once their hours have closed.
+type workloadBatch struct {
+	all        []streamMsg
+	bad        map[string]bool // the malformed payloads
+	good       []string        // the accepted payloads
+	cells      []string
+	bq, hourly map[string]string // bqReadings and bqHourly
+}
+
+// batchOfRestartWorkload runs one batch over restartWorkload's accepted
+// readings, of two hours that closed before the test began (within an
+// allowed lateness of 6h, so that a stream closes them by the watermark,
+// not the clock), into the Bigtable table and BigQuery dataset name.
+func batchOfRestartWorkload(t *testing.T, env []string, bt string, bq *bqemu.TestServer, name string) workloadBatch {
+	t.Helper()
+	var w workloadBatch
+	w.all, w.bad = restartWorkload(time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour))
+	for _, m := range w.all {
+		if !w.bad[m.payload] {
+			w.good = append(w.good, m.payload)
+		}
+	}
+	in := t.TempDir()
+	if err := os.WriteFile(filepath.Join(in, "a.jsonl"), []byte(strings.Join(w.good, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runLauncher(t, env, "--source=files", "--input="+in+"/*", "--bigtable_project=p", "--bigtable_instance=i",
+		"--bigtable_table="+name, "--bigquery_dataset="+name, "--dead_letter="+t.TempDir())
+	if r.code != 0 {
+		t.Fatalf("batch: exit %d\n%s", r.code, r.stderr)
+	}
+	w.cells = dump(t, bt, name)
+	w.bq, w.hourly = bqReadings(t, bq, name), bqHourly(t, bq, name)
+	if len(w.bq) != len(w.good) || len(w.hourly) != 2*restartSensors {
+		t.Fatalf("batch wrote %d BigQuery readings and %d rollups; want %d and %d", len(w.bq), len(w.hourly), len(w.good), 2*restartSensors)
+	}
+	return w
 }
 
 // restartSensors is how many sensors restartWorkload has.

@@ -28,8 +28,9 @@ import (
 // both stores equal one batch over every reading, and it wrote nothing
 // to the sinks that had the records, nor to the hour it did not touch.
 func TestStreamReplayRebuildsTouchedHours(t *testing.T) {
+	t.Parallel()
 	bt := emulators.StartBigtable(t) // skips under -short
-	ps := emulators.StartPubSub(t)
+	ps := sharedPubSub.HostPort(t)
 	bq := bqemu.StartServerForTest(t)
 	env := []string{"BIGTABLE_EMULATOR_HOST=" + bt, "PUBSUB_EMULATOR_HOST=" + ps,
 		"BIGQUERY_EMULATOR_HOST=" + strings.TrimPrefix(bq.RESTEndpoint, "http://"), "BIGQUERY_STORAGE_EMULATOR_HOST=" + bq.GRPCAddr}

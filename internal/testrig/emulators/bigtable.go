@@ -49,17 +49,10 @@ func tcpReady(hostPort string) error {
 func DumpBigtable(tb testing.TB, hostPort, project, instance, table string) []string {
 	tb.Helper()
 	ctx := context.Background()
-	conn, err := grpc.NewClient(hostPort, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c, err := bigtable.NewClient(ctx, project, instance, option.WithGRPCConn(conn))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	c := BigtableClient(tb, hostPort, project, instance)
 	defer c.Close()
 	var out []string
-	err = c.Open(table).ReadRows(ctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
+	err := c.Open(table).ReadRows(ctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
 		for _, items := range r {
 			for _, it := range items {
 				out = append(out, fmt.Sprintf("%s %s@%d=%s", r.Key(), it.Column, it.Timestamp, it.Value))
@@ -75,4 +68,22 @@ func DumpBigtable(tb testing.TB, hostPort, project, instance, table string) []st
 	}
 	sort.Strings(out)
 	return out
+}
+
+// BigtableClient opens a data client of instance project/instance on the
+// Bigtable emulator at hostPort, with no BIGTABLE_EMULATOR_HOST needed (a
+// test that sets none can run in parallel with others); the caller closes
+// it.
+func BigtableClient(tb testing.TB, hostPort, project, instance string) *bigtable.Client {
+	tb.Helper()
+	conn, err := grpc.NewClient(hostPort, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := bigtable.NewClient(context.Background(), project, instance, option.WithGRPCConn(conn))
+	if err != nil {
+		conn.Close()
+		tb.Fatal(err)
+	}
+	return c
 }

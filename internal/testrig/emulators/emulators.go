@@ -247,3 +247,50 @@ func tail(s string, n int) string {
 	}
 	return "..." + s[len(s)-n:]
 }
+
+// Shared is one emulator process for a whole test binary: started on its
+// first use, stopped by Stop, which TestMain calls after m.Run. Tests that
+// share it keep apart by the names they use (topics, subscriptions), so
+// none sees another's data. Starting one per test costs a JVM start-up
+// each for the Pub/Sub emulator; a test that kills or faults its emulator
+// starts its own with StartForTest or Launch.
+type Shared struct {
+	Kind Kind
+
+	once sync.Once
+	proc *Process
+	err  error
+}
+
+// HostPort starts the emulator on first use and returns its "host:port".
+// Like StartForTest, it skips under -short or when the emulator is not
+// installed, and fails when it is installed but does not start; a test
+// that fails gets the emulator's output in its log.
+func (s *Shared) HostPort(tb testing.TB) string {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skipf("skipping the %s emulator test under -short", s.Kind.Name)
+	}
+	if _, err := s.Kind.Find(); err != nil {
+		tb.Skipf("%s emulator not available: %v", s.Kind.Name, err)
+	}
+	s.once.Do(func() {
+		s.proc, s.err = s.Kind.Launch()
+	})
+	if s.err != nil {
+		tb.Fatal(s.err)
+	}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("shared %s emulator output (tail):\n%s", s.Kind.Name, s.proc.Output(4000))
+		}
+	})
+	return s.proc.HostPort
+}
+
+// Stop stops the emulator if it was started.
+func (s *Shared) Stop() {
+	if s.proc != nil {
+		s.proc.Stop()
+	}
+}
