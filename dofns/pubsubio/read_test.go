@@ -2,6 +2,7 @@ package pubsubio_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -35,6 +36,13 @@ func init() {
 }
 
 func TestMain(m *testing.M) {
+	// TestRead's cases mostly wait on Pub/Sub's ack deadline, not on the
+	// CPU: they all run at once, not GOMAXPROCS at a time (-parallel on
+	// the command line still decides).
+	if err := flag.Set("test.parallel", "8"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	os.Exit(loopback.Run(func() int {
 		defer pubsubio.StopPubSubEmulator()
 		return ptest.MainRet(m)
