@@ -2,6 +2,7 @@ package pubsubio_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -21,7 +22,6 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/loopback"
-	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
@@ -36,7 +36,17 @@ func init() {
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(loopback.Run(func() int { return ptest.MainRet(m) }))
+	// TestRead's cases mostly wait on Pub/Sub's ack deadline, not on the
+	// CPU: they all run at once, not GOMAXPROCS at a time (-parallel on
+	// the command line still decides).
+	if err := flag.Set("test.parallel", "8"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Exit(loopback.Run(func() int {
+		defer pubsubio.StopPubSubEmulator()
+		return ptest.MainRet(m)
+	}))
 }
 
 // ---------------------------------------------------------------------------
@@ -288,8 +298,7 @@ func TestRead(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: starts the Pub/Sub emulator (a JVM) and streaming prism pipelines; run without -short")
 	}
-	hostPort := emulators.StartPubSub(t)
-	t.Setenv("PUBSUB_EMULATOR_HOST", hostPort)
+	t.Setenv("PUBSUB_EMULATOR_HOST", pubsubio.PubSubEmulator(t))
 	t.Cleanup(resetStore())
 	pubsubio.SetAfterAck(func(sub string, n int) {
 		store.Lock()
@@ -298,11 +307,24 @@ func TestRead(t *testing.T) {
 	})
 	e := newEnv(t)
 
-	t.Run("ReadTimestampsAndAck", func(t *testing.T) { testReadTimestampsAndAck(t, e) })
-	t.Run("IdleWatermarkFiresWindow", func(t *testing.T) { testIdleWatermark(t, e) })
-	t.Run("RestartRedeliversUnfinalized", func(t *testing.T) { testRestart(t, e) })
-	t.Run("BacklogInBundlesNoLargerThanTheCap", func(t *testing.T) { testBacklog(t, e) })
-	t.Run("LargeMessagesInBundlesOfBoundedBytes", func(t *testing.T) { testLargeMessages(t, e) })
+	// Each case has a topic, a subscription and a run name of its own, and
+	// most of its time is waiting on Pub/Sub's ack deadline: they run side
+	// by side.
+	for _, tc := range []struct {
+		name string
+		test func(*testing.T, *env)
+	}{
+		{"ReadTimestampsAndAck", testReadTimestampsAndAck},
+		{"IdleWatermarkFiresWindow", testIdleWatermark},
+		{"RestartRedeliversUnfinalized", testRestart},
+		{"BacklogInBundlesNoLargerThanTheCap", testBacklog},
+		{"LargeMessagesInBundlesOfBoundedBytes", testLargeMessages},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.test(t, e)
+		})
+	}
 }
 
 // testReadTimestampsAndAck: every message arrives once with the right event

@@ -7,8 +7,6 @@ import (
 
 	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-
-	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 )
 
 // TestReadersWithOtherSettingsShareNoSubscriber: two pipelines in one
@@ -18,9 +16,9 @@ import (
 // the last reader to let go closes it.
 func TestReadersWithOtherSettingsShareNoSubscriber(t *testing.T) {
 	if testing.Short() {
-		t.Skip("skipping: starts the Pub/Sub emulator")
+		t.Skip("skipping: uses the Pub/Sub emulator")
 	}
-	t.Setenv("PUBSUB_EMULATOR_HOST", emulators.StartPubSub(t))
+	t.Setenv("PUBSUB_EMULATOR_HOST", PubSubEmulator(t))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	topics, err := pubsub.NewTopicAdminClient(ctx)

@@ -339,12 +339,26 @@ func loadWithLauncher(t *testing.T, env []string) {
 		{"--spec=traffic", "--input=../../testdata/samples/traffic.jsonl"},
 		{"--spec=user_events", "--input=../../testdata/samples/user_events.jsonl", "--bigtable_app_profile=backfill"},
 	}
-	for _, args := range loads {
+	// Each load writes a table of its own: they run side by side.
+	failed := make([]string, len(loads))
+	var wg sync.WaitGroup
+	for i, args := range loads {
 		cmd := exec.Command(bin, append(args, "--dead_letter="+t.TempDir(), "--progress_interval=0")...)
 		cmd.Env = append(os.Environ(), env...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("launcher %v: %v\n%s", args, err, out)
+		wg.Go(func() {
+			if out, err := cmd.CombinedOutput(); err != nil {
+				failed[i] = fmt.Sprintf("launcher %v: %v\n%s", args, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	for _, f := range failed {
+		if f != "" {
+			t.Error(f)
 		}
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 }
 

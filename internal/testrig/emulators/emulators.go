@@ -58,6 +58,15 @@ func SDKRoot() (string, error) {
 			sdkRootErr = errors.New("gcloud is not on PATH")
 			return
 		}
+		// gcloud is bin/gcloud under the root, often behind a symlink:
+		// that answers without gcloud info, a Python start of seconds.
+		if real, err := filepath.EvalSymlinks(gcloud); err == nil {
+			root := filepath.Dir(filepath.Dir(real))
+			if _, err := os.Stat(filepath.Join(root, "platform")); err == nil {
+				sdkRoot = root
+				return
+			}
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		out, err := exec.CommandContext(ctx, gcloud, "info", "--format=value(installation.sdk_root)").Output()

@@ -45,6 +45,10 @@ func (ts *TestServer) WriterOptions() []option.ClientOption {
 	}
 }
 
+// testShutdownGrace bounds how long a test server's shutdown waits for
+// open calls before it closes them.
+const testShutdownGrace = 200 * time.Millisecond
+
 // StartServerForTest starts an emulator on two free loopback ports and stops
 // it when the test finishes. Requests are logged through tb.Logf when the
 // test runs verbosely (go test -v), and discarded otherwise.
@@ -69,7 +73,10 @@ func StartServerForTest(tb testing.TB) *TestServer {
 	go func() { restDone <- s.ServeREST(restLis) }()
 	go func() { grpcDone <- s.ServeGRPC(grpcLis) }()
 	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// A test's clients can leave Storage Write streams open (prism
+		// need not call a DoFn's Teardown), and a graceful stop waits for
+		// every stream: after a short grace the server closes them.
+		ctx, cancel := context.WithTimeout(context.Background(), testShutdownGrace)
 		defer cancel()
 		if err := s.Shutdown(ctx); err != nil {
 			tb.Logf("bqemu: shutdown: %v", err)

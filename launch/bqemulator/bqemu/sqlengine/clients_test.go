@@ -38,13 +38,28 @@ func TestBQCLI(t *testing.T) {
 		return rows
 	}
 
+	// Each bq run is a fresh Python process that spends seconds starting:
+	// the reading commands run side by side, then ls -j, which lists the
+	// jobs the queries ran.
+	t.Run("reads", func(t *testing.T) { testBQCLIReads(t, run, jsonRows) })
+	t.Run("ls -j", func(t *testing.T) {
+		if out := run(t, "ls", "-j"); !strings.Contains(out, "SUCCESS") {
+			t.Errorf("bq ls -j:\n%s", out)
+		}
+	})
+}
+
+// testBQCLIReads runs bq's reading commands, each a parallel subtest.
+func testBQCLIReads(t *testing.T, run func(*testing.T, ...string) string, jsonRows func(*testing.T, string) []map[string]any) {
 	t.Run("ls", func(t *testing.T) {
+		t.Parallel()
 		out := run(t, "ls", "vitals")
 		if !strings.Contains(out, "readings") || !strings.Contains(out, "readings_hourly") {
 			t.Errorf("bq ls vitals:\n%s", out)
 		}
 	})
 	t.Run("show", func(t *testing.T) {
+		t.Parallel()
 		var md struct {
 			NumRows string `json:"numRows"`
 			Schema  struct {
@@ -60,11 +75,13 @@ func TestBQCLI(t *testing.T) {
 		}
 	})
 	t.Run("head", func(t *testing.T) {
+		t.Parallel()
 		if rows := jsonRows(t, run(t, "head", "-n", "100", "--format=json", "vitals.readings")); len(rows) != 13 {
 			t.Errorf("bq head: %d rows, want 13", len(rows))
 		}
 	})
 	t.Run("head -c", func(t *testing.T) {
+		t.Parallel()
 		rows := jsonRows(t, run(t, "head", "-n", "3", "-c", "sensor_id,reading_id", "--format=json", "vitals.readings"))
 		if len(rows) != 3 {
 			t.Fatalf("bq head -c: %d rows, want 3", len(rows))
@@ -76,6 +93,7 @@ func TestBQCLI(t *testing.T) {
 		}
 	})
 	t.Run("query with the querying guide's SQL", func(t *testing.T) {
+		t.Parallel()
 		b, err := os.ReadFile("../../../../docs/guide/querying.md")
 		if err != nil {
 			t.Fatal(err)
@@ -89,13 +107,17 @@ func TestBQCLI(t *testing.T) {
 			if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(sql)), "ALTER") {
 				continue // changes the table: TestAlterTable runs it
 			}
-			out := run(t, "query", "--use_legacy_sql=false", "--format=json", sql)
-			if rows := jsonRows(t, out); len(rows) == 0 {
-				t.Errorf("README query %d returned no rows:\n%s", i, sql)
-			}
+			t.Run(fmt.Sprint(i), func(t *testing.T) {
+				t.Parallel()
+				out := run(t, "query", "--use_legacy_sql=false", "--format=json", sql)
+				if rows := jsonRows(t, out); len(rows) == 0 {
+					t.Errorf("README query %d returned no rows:\n%s", i, sql)
+				}
+			})
 		}
 	})
 	t.Run("query: the dedup keeps each reading once", func(t *testing.T) {
+		t.Parallel()
 		rows := jsonRows(t, run(t, "query", "--use_legacy_sql=false", "--format=json",
 			"SELECT * EXCEPT (n) FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY reading_id ORDER BY ingested_at DESC) AS n "+
 				"FROM `"+project+".vitals.readings` WHERE event_timestamp >= TIMESTAMP_SUB(CURRENT_TIMESTAMP(), INTERVAL 1 DAY)) WHERE n = 1"))
@@ -111,14 +133,10 @@ func TestBQCLI(t *testing.T) {
 		}
 	})
 	t.Run("query with bq's defaults", func(t *testing.T) {
+		t.Parallel()
 		rows := jsonRows(t, run(t, "query", "--format=json", "SELECT COUNT(*) AS n, COUNT(DISTINCT reading_id) AS d FROM vitals.readings"))
 		if fmt.Sprint(rows) != "[map[d:7 n:13]]" {
 			t.Errorf("rows = %v, want n=13 d=7", rows)
-		}
-	})
-	t.Run("ls -j", func(t *testing.T) {
-		if out := run(t, "ls", "-j"); !strings.Contains(out, "SUCCESS") {
-			t.Errorf("bq ls -j:\n%s", out)
 		}
 	})
 }
