@@ -65,10 +65,9 @@ type WriteFn struct {
 	// instances with the same target to MaxInflight x BatchCells
 	// (workerCells), since a runner runs bundles of one stage side by
 	// side; otherwise the instance alone holds that budget. For batches
-	// (Write): a local stream bounded so held more at an
-	// hour's close (RSS 1.34x its 3-minute value at 10 minutes, against
-	// 1.19x without; one run each), its on-time firings' writes waiting
-	// behind each other.
+	// (Write): a local stream bounded so holds more memory at an hour's
+	// close, its on-time firings' writes waiting behind each other
+	// (docs/performance.md).
 	WorkerBudget bool
 	// BatchCells is how many cells one ApplyBulk batch holds (default
 	// DefaultBatchCells).
