@@ -44,9 +44,9 @@ func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 	// key) so the dead-letter write runs in a stage of its own: a failed
 	// dead-letter write then retries only that stage, not a whole bundle of
 	// Bigtable writes. It also gives the sink stage an output, which keeps
-	// prism (Beam v2.77) from busy-polling a stage with none: measured, the
-	// local batch goes from 0.66 to 0.9 of the plain writer's rate
-	// (docs/performance.md). Only the batch does this: a stream's late dead
+	// prism (Beam v2.77) from busy-polling a stage with none (its effect on
+	// a local batch's rate is in docs/performance.md). Only the batch does
+	// this: a stream's late dead
 	// letters must not meet another grouping that could drop them.
 	sinkDead := dead[:0:0]
 	for i, d := range dead {
