@@ -115,15 +115,11 @@ func (c Config) Check() error {
 }
 
 // writeDeadLetters writes each PCollection of dead letters to the
-// configured target: on Dataflow with deadletterio.Write, elsewhere with
-// deadletterio.WriteReporting, which keeps prism from busy-waiting
+// configured target; on every runner but Dataflow the writers report
+// (deadletterio.Config.Reporting), which keeps prism from busy-waiting
 // through the bundles of a stage that ends in sinks.
 func writeDeadLetters(s beam.Scope, cfg Config, dead ...beam.PCollection) {
-	if isDataflow(cfg.Runner) {
-		deadletterio.Write(s, cfg.DeadLetter, cfg.Retry, dead...)
-		return
-	}
-	deadletterio.WriteReporting(s, cfg.DeadLetter, cfg.Retry, dead...)
+	deadletterio.Write(s, deadletterio.Config{Target: cfg.DeadLetter, Retry: cfg.Retry, Reporting: !isDataflow(cfg.Runner)}, dead...)
 }
 
 // isDataflow reports whether runner names Dataflow.

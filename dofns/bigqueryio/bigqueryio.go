@@ -1,5 +1,5 @@
 // Package bigqueryio is sensorpipe's BigQuery edge: the sink that writes
-// the readings' and rollups' rows (Write, WriteFn) with the Storage Write
+// the readings' and rollups' rows (Write, writeFn) with the Storage Write
 // API (with or without change data capture) or tabledata.insertAll, its
 // clients' options (honouring the emulator variables), and its table
 // set-up (EnsureTable, CheckSchema, EnsurePrimaryKey).
@@ -32,7 +32,7 @@ type Config struct {
 	MaxRequestBytes int
 	// MaxBufferedBytes caps the memory of the Storage Write requests in
 	// flight, or of an insertAll batch (0: DefaultBQBufferedBytes; see
-	// WriteFn.MaxBufferedBytes).
+	// writeFn.MaxBufferedBytes).
 	MaxBufferedBytes int
 }
 
@@ -47,7 +47,7 @@ type Config struct {
 // global window, where its end-of-bundle dead letters are emitted.
 func Write(s beam.Scope, cfg Config, sink string, table *schemas.BigQuerySpec, rows beam.PCollection) beam.PCollection {
 	s = s.Scope("bigquery.Write")
-	fn := NewWriteFn(cfg.Project, cfg.Dataset, cfg.Table, cfg.WriteMethod, table)
+	fn := newWriteFn(cfg.Project, cfg.Dataset, cfg.Table, cfg.WriteMethod, table)
 	fn.Sink, fn.Retry, fn.MaxRequestBytes, fn.MaxBufferedBytes = sink, cfg.Retry, cfg.MaxRequestBytes, cfg.MaxBufferedBytes
 	return beam.ParDo(s, fn, beam.WindowInto(s.Scope("GlobalWindow"), window.NewGlobalWindows(), rows))
 }

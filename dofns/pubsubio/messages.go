@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	register.DoFn2x0[*pubsubpb.PubsubMessage, func(dofns.Message)](&FromPubsubMessageFn{})
+	register.DoFn2x0[*pubsubpb.PubsubMessage, func(dofns.Message)](&fromPubsubMessageFn{})
 	register.DoFn2x0[dofns.Message, func(string, string)](&MessageLinesFn{})
 	register.Emitter1[dofns.Message]()
 	register.Emitter2[string, string]()
@@ -31,7 +31,7 @@ func init() {
 // attribute alike.
 func ReadMessages(s beam.Scope, cfg Config) (beam.PCollection, error) {
 	if !cfg.Dataflow {
-		return TryRead(s, cfg)
+		return tryRead(s, cfg)
 	}
 	s = s.Scope("ReadPubSub")
 	msgs := beampubsubio.Read(s, cfg.Subscription.Project, beampubsubio.ReadOptions{
@@ -39,18 +39,18 @@ func ReadMessages(s beam.Scope, cfg Config) (beam.PCollection, error) {
 		IDAttribute:    cfg.IDAttribute,
 		WithAttributes: true,
 	})
-	return beam.ParDo(s, &FromPubsubMessageFn{}, msgs), nil
+	return beam.ParDo(s, &fromPubsubMessageFn{}, msgs), nil
 }
 
-// FromPubsubMessageFn turns a message read by Beam's pubsubio (on
+// fromPubsubMessageFn turns a message read by Beam's pubsubio (on
 // Dataflow, with its attributes) into the dofns.Message the local reader emits,
 // so that one parse reads both alike.
-type FromPubsubMessageFn struct{}
+type fromPubsubMessageFn struct{}
 
 // ProcessElement emits m as a dofns.Message; its event time is its publish
 // time, as the local reader gives a message without a timestamp
 // attribute.
-func (f *FromPubsubMessageFn) ProcessElement(m *pubsubpb.PubsubMessage, emit func(dofns.Message)) {
+func (f *fromPubsubMessageFn) ProcessElement(m *pubsubpb.PubsubMessage, emit func(dofns.Message)) {
 	if m == nil {
 		return
 	}

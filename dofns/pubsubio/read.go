@@ -168,17 +168,17 @@ func (cfg Config) withDefaults() (Config, error) {
 
 // Read returns an unbounded PCollection<dofns.Message> read from cfg.Subscription,
 // each element timestamped with its event time. It panics if cfg is invalid
-// (at pipeline construction time); see TryRead.
+// (at pipeline construction time); see tryRead.
 func Read(s beam.Scope, cfg Config) beam.PCollection {
-	out, err := TryRead(s, cfg)
+	out, err := tryRead(s, cfg)
 	if err != nil {
 		panic(err)
 	}
 	return out
 }
 
-// TryRead is Read, returning an error instead of panicking on invalid cfg.
-func TryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
+// tryRead is Read, returning an error instead of panicking on invalid cfg.
+func tryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return beam.PCollection{}, err
