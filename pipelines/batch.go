@@ -37,7 +37,7 @@ func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 	if cfg.Local != nil {
 		return fmt.Errorf("pipelines: the local-runner options (arrival writes, recovery, disk state) apply to a stream; a batch's windows are read whole")
 	}
-	lines, readDead := fileio.Read(s, opts.Input, opts.Ranges, cfg.MaxLineBytes)
+	lines, readDead := fileio.Read(s, fileio.Config{Glob: opts.Input, Ranges: opts.Ranges, MaxLineBytes: cfg.MaxLineBytes})
 	records, parseDead := parseLines(s, cfg, lines, true)
 	dead := ingestBatch(s, cfg, opts.MergeStored, records)
 	// The sinks' dead letters cross a Reshuffle (random keys, not a fixed

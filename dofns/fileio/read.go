@@ -31,16 +31,27 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
-// Read reads every line of the files matching glob (local paths or gs://,
-// .gz decompressed) as KV<file, line>, and dead letters for lines over
-// maxLine bytes (too_large; 0: the default limit) and files that cannot be
-// read to the end. Non-empty ranges limit the read to those parts of the
-// files (a local run's part).
-func Read(s beam.Scope, glob string, ranges []FileRange, maxLine int) (lines, dead beam.PCollection) {
+// Config is what Read reads. Its zero value reads nothing: Glob is
+// required.
+type Config struct {
+	// Glob names the files: local paths or gs://, .gz decompressed.
+	Glob string
+	// Ranges, when non-empty, limit the read to those parts of the files
+	// (a local run's part).
+	Ranges []FileRange
+	// MaxLineBytes is the longest line read (0: the default limit); a
+	// longer one is a too_large dead letter.
+	MaxLineBytes int
+}
+
+// Read reads every line of the files matching cfg.Glob as KV<file, line>,
+// and dead letters for lines over cfg.MaxLineBytes and files that cannot
+// be read to the end.
+func Read(s beam.Scope, cfg Config) (lines, dead beam.PCollection) {
 	s = s.Scope("ReadFiles")
-	matches := beamfileio.MatchFiles(s, glob, beamfileio.MatchEmptyAllow())
+	matches := beamfileio.MatchFiles(s, cfg.Glob, beamfileio.MatchEmptyAllow())
 	files := beamfileio.ReadMatches(s, matches)
-	return beam.ParDo2(s, &readLinesFn{MaxLineBytes: maxLine, Ranges: ranges}, files)
+	return beam.ParDo2(s, &readLinesFn{MaxLineBytes: cfg.MaxLineBytes, Ranges: cfg.Ranges}, files)
 }
 
 func init() {
