@@ -214,11 +214,14 @@ func writeSinks(s beam.Scope, cfg Config, b built) []beam.PCollection {
 	if bq.Table == "" {
 		bq.Table = cfg.Spec.BigQuery.Table
 	}
-	dead = append(dead, bigqueryio.Write(s, *bq, schemas.SinkBigQuery, cfg.Spec.BigQuery, b.BQRows))
+	readings := *bq
+	readings.Sink, readings.Columns = schemas.SinkBigQuery, cfg.Spec.BigQuery
+	dead = append(dead, bigqueryio.Write(s, readings, b.BQRows))
 	if roller := cfg.Spec.Roller(); roller != nil {
 		rollups := *bq
 		rollups.Table = roller.BigQuery().Table
-		dead = append(dead, bigqueryio.Write(s.Scope("rollups"), rollups, schemas.SinkBigQueryRollups, roller.BigQuery(), b.Rollups))
+		rollups.Sink, rollups.Columns = schemas.SinkBigQueryRollups, roller.BigQuery()
+		dead = append(dead, bigqueryio.Write(s.Scope("rollups"), rollups, b.Rollups))
 	}
 	return dead
 }
