@@ -46,7 +46,7 @@ func Write(s beam.Scope, cfg Config, dead ...beam.PCollection) {
 			beam.ParDo0(s, &w, d)
 			continue
 		}
-		written := beam.ParDo(s, &reportingWriteFn{W: w}, d)
+		written := beam.ParDo(s, &reportingWriteFn{writeFn: w}, d)
 		beam.ParDo0(s, discardReport, beam.Reshuffle(s, written))
 	}
 }

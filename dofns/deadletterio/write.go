@@ -508,29 +508,30 @@ func payloadBytes(d schemas.DeadLetter) []byte {
 // in which it made dead letters durable, it emits how many. Config.Reporting
 // says what the output is for.
 type reportingWriteFn struct {
-	// W is the writer; a named field, so that its settings serialize.
-	W writeFn
+	// writeFn is embedded: its settings serialize as promoted fields, and
+	// its Setup and Teardown are the DoFn's.
+	writeFn
 }
 
 // StartBundle is writeFn's. (Beam Go wants StartBundle to take
 // ProcessElement's emitters.)
 func (f *reportingWriteFn) StartBundle(ctx context.Context, _ func(int64)) {
-	f.W.StartBundle(ctx)
+	f.writeFn.StartBundle(ctx)
 }
 
 // ProcessElement is writeFn's: it emits nothing.
 func (f *reportingWriteFn) ProcessElement(ctx context.Context, d schemas.DeadLetter, _ func(int64)) error {
-	return f.W.ProcessElement(ctx, d)
+	return f.writeFn.ProcessElement(ctx, d)
 }
 
 // FinishBundle is writeFn's, then emits the count of dead letters it made
 // durable, if any.
 func (f *reportingWriteFn) FinishBundle(ctx context.Context, emit func(int64)) error {
 	var n int64
-	for _, c := range f.W.count {
+	for _, c := range f.writeFn.count {
 		n += c
 	}
-	if err := f.W.FinishBundle(ctx); err != nil {
+	if err := f.writeFn.FinishBundle(ctx); err != nil {
 		return err
 	}
 	if n > 0 {
