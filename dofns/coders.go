@@ -45,12 +45,10 @@ var scratch = sync.Pool{New: func() any { return new([]byte) }}
 // byte of an element costs the runner and the SDK harness copies (prism
 // v2.77 decodes, groups, re-encodes and joins a stage's input in growing
 // buffers); one identity's readings of an hour share most of their bytes
-// (field names, identity, source), so they compress about 5x: a vitals
-// reading from 208 bytes to 42.6 (BenchmarkHourBatchCoder: 0.49 µs a
-// reading, encoded and decoded). Measured in a 300 k-reading local batch:
-// 12.0 to 8.6-9.9 µs of CPU per reading, and about 1 GB to 0.3 GB peak
-// memory (docs/performance.md). Zstandard would compress a little more, at
-// several times the CPU.
+// (field names, identity, source), so they compress several times over,
+// which cuts a local batch's CPU and peak memory (BenchmarkHourBatchCoder;
+// figures in docs/performance.md). Zstandard would compress a little
+// more, at several times the CPU.
 func encodeHourBatch(p HourBatch) []byte {
 	raw, packed := scratch.Get().(*[]byte), scratch.Get().(*[]byte)
 	defer scratch.Put(raw)

@@ -70,7 +70,8 @@ func (PaneBatchFn) ProcessElement(pane beam.PaneInfo, w beam.Window, key string,
 
 // EarlyState is StreamRowsFn's state of the early firings of one identity
 // and window (see schemas.EarlyState). A type of its own, with the same
-// fields, so that the state's registered type and coding stay as they were.
+// fields: the state's registered type and coding are part of the
+// Dataflow update contract.
 type EarlyState schemas.EarlyState
 
 // FinalState is StreamRowsFn's state of the on-time and late firings of

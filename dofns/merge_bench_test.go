@@ -68,6 +68,13 @@ func BenchmarkStreamMergeClosedHour(b *testing.B) {
 	if err := readpath.WriteMutations(ctx, c, muts); err != nil {
 		b.Fatal(err)
 	}
+	RegisterStores(Stores{OpenTables: func(ctx context.Context, project, instance string) (TableReader, error) {
+		r, err := bigtableio.OpenReader(ctx, project, instance)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}})
 	r, err := openReadBacker(ctx, spec, Recovery{Project: "p", Instance: "i"})
 	if err != nil {
 		b.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -20,8 +19,9 @@ import (
 func init() {
 	beam.RegisterType(reflect.TypeOf((*schemas.Record)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*schemas.DeadLetter)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*Message)(nil)).Elem())
 	register.DoFn5x0[context.Context, string, string, func(beam.EventTime, string, schemas.Record), func(schemas.DeadLetter)](&ParseFn{})
-	register.DoFn4x0[context.Context, pubsubio.Message, func(beam.EventTime, string, schemas.Record), func(schemas.DeadLetter)](&ParseMessageFn{})
+	register.DoFn4x0[context.Context, Message, func(beam.EventTime, string, schemas.Record), func(schemas.DeadLetter)](&ParseMessageFn{})
 	register.Emitter2[string, string]()
 	register.Emitter3[beam.EventTime, string, schemas.Record]()
 	register.Emitter1[schemas.DeadLetter]()
@@ -261,7 +261,7 @@ const maxKeptUnzipped = 16 << 20
 // message that cannot be read (a corrupt or too large gzip stream, data
 // that is not text, a broken protobuf batch) is one dead letter holding
 // the whole message as received.
-func (f *ParseMessageFn) ProcessElement(ctx context.Context, m pubsubio.Message, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
+func (f *ParseMessageFn) ProcessElement(ctx context.Context, m Message, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
 	f.ctrs.Inc(ctx, ledger.InputMessages, 1)
 	reject := func(payload string, err error) {
 		f.ctrs.Inc(ctx, ledger.InputRecords, 1)
@@ -319,7 +319,7 @@ func (f *ParseMessageFn) FinishBundle(ctx context.Context, _ func(beam.EventTime
 
 // attributeTime is the message's timestamp attribute, counting it when
 // missing or unparseable.
-func (f *ParseMessageFn) attributeTime(ctx context.Context, m pubsubio.Message) (int64, bool) {
+func (f *ParseMessageFn) attributeTime(ctx context.Context, m Message) (int64, bool) {
 	if f.TimestampAttribute == "" {
 		return 0, false
 	}
@@ -328,7 +328,7 @@ func (f *ParseMessageFn) attributeTime(ctx context.Context, m pubsubio.Message) 
 		f.ctrs.Inc(ctx, ledger.TimestampAttributeMissing, 1)
 		return 0, false
 	}
-	ms, err := pubsubio.ParseEventTime(v)
+	ms, err := ParseEventTime(v)
 	if err != nil {
 		f.ctrs.Inc(ctx, ledger.TimestampAttributeUnparseable, 1)
 		return 0, false
@@ -338,7 +338,7 @@ func (f *ParseMessageFn) attributeTime(ctx context.Context, m pubsubio.Message) 
 
 // compare counts a reading whose event time is further from its message's
 // timestamp attribute than the tolerance, and logs the first.
-func (f *ParseMessageFn) compare(ctx context.Context, m pubsubio.Message, attrMs int64, r *schemas.Record) {
+func (f *ParseMessageFn) compare(ctx context.Context, m Message, attrMs int64, r *schemas.Record) {
 	d := r.EventMs - attrMs
 	if d < 0 {
 		d = -d

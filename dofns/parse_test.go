@@ -14,7 +14,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
-	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -34,7 +33,7 @@ func TestParseMessageFnReadsEveryReading(t *testing.T) {
 	}
 	compiled := schemas.MustCompile(spec, schemas.CompileOptions{})
 	at := "1772360130250"
-	msgs := []pubsubio.Message{
+	msgs := []Message{
 		{ID: "1", Data: []byte(vitalsLine("a", at) + "\nnot json\n" + strings.Replace(vitalsLine("b", at), "{", `{"firmware_version":"2",`, 1)),
 			Attributes: map[string]string{"event_ts": at}},
 		{ID: "2", Data: []byte("[" + vitalsLine("c", at) + "," + vitalsLine("d", "1772367330250") + "]"),
@@ -86,7 +85,7 @@ func TestParseMessageFnRejectsAClockFarAhead(t *testing.T) {
 	compiled := schemas.MustCompile(spec, schemas.CompileOptions{})
 	now := time.Now()
 	ms := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).UnixMilli(), 10) }
-	msgs := []pubsubio.Message{
+	msgs := []Message{
 		{ID: "1", Data: []byte(vitalsLine("ok-1", ms(-time.Minute)) + "\n" + vitalsLine("fast", ms(72*time.Hour)) + "\n" + vitalsLine("ok-2", ms(0)))},
 		{ID: "2", Data: []byte(vitalsLine("fast", ms(73*time.Hour)))},
 		{ID: "3", Data: []byte(vitalsLine("slightly-fast", ms(50*time.Minute)))},
@@ -135,7 +134,7 @@ func TestParseMessageFnBoundsEachReading(t *testing.T) {
 		w.Close()
 		return out.Bytes()
 	}
-	msgs := []pubsubio.Message{
+	msgs := []Message{
 		{ID: "1", Data: []byte(vitalsLine("a", at) + "\n" + big + "\n" + vitalsLine("b", at))},
 		{ID: "2", Data: zip([]byte(vitalsLine("c", at) + "\n" + vitalsLine("d", at)))},
 		{ID: "3", Data: zip(bytes.Repeat([]byte(vitalsLine("e", at)+"\n"), 100))},

@@ -5,18 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"cloud.google.com/go/bigtable"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -50,36 +47,30 @@ var (
 )
 
 // readBacker reads a spec's readings back from Bigtable with the pure
-// schemas.ReadBack.
+// schemas.ReadBack, through the registered store (Stores.OpenTables).
 type readBacker struct {
 	rb     *schemas.ReadBack
-	client *bigtable.Client
-	table  *bigtable.Table
-	filter bigtable.Filter
+	reader TableReader
 }
 
-// openReadBacker opens a client for rec; the error wraps
+// openReadBacker opens a reader for rec; the error wraps
 // schemas.ErrNoReadBack when no table of spec can be read back.
 func openReadBacker(ctx context.Context, spec *schemas.Compiled, rec Recovery) (*readBacker, error) {
 	rb, err := schemas.NewReadBack(spec.Spec)
 	if err != nil {
 		return nil, err
 	}
-	c, err := bigtableio.NewClient(ctx, rec.Project, rec.Instance)
+	if stores.OpenTables == nil {
+		return nil, fmt.Errorf("read back %s: %w", rb.Table(), errNoStore)
+	}
+	tr, err := stores.OpenTables(ctx, rec.Project, rec.Instance)
 	if err != nil {
 		return nil, err
 	}
-	quoted := make([]string, len(rb.Families()))
-	for i, f := range rb.Families() {
-		quoted[i] = regexp.QuoteMeta(f)
-	}
-	return &readBacker{
-		rb: rb, client: c, table: c.Open(rb.Table()),
-		filter: bigtable.FamilyFilter("^(" + strings.Join(quoted, "|") + ")$"),
-	}, nil
+	return &readBacker{rb: rb, reader: tr}, nil
 }
 
-func (r *readBacker) close() error { return r.client.Close() }
+func (r *readBacker) close() error { return r.reader.Close() }
 
 // window reads back the readings of one identity (its IdentityKey) with
 // event times in [startMs, endMs). skipped counts readings whose cells
@@ -135,28 +126,9 @@ func (r *readBacker) discover(ctx context.Context, fromMs int64, size time.Durat
 // policy says, from the start, calling restart before each attempt.
 func (r *readBacker) scan(ctx context.Context, plan *schemas.ScanPlan, fromMs, toMs int64, policy retry.Policy,
 	restart func(), row func(schemas.ReadRow)) error {
-	var ranges bigtable.RowRangeList
-	for _, rg := range plan.Ranges {
-		ranges = append(ranges, bigtable.NewRange(rg.Start, rg.End))
-	}
-	end := bigtable.Timestamp(0) // no end
-	if toMs != math.MaxInt64 {
-		end = bigtable.Timestamp(toMs * 1000)
-	}
-	filter := bigtable.ChainFilters(r.filter, bigtable.TimestampRangeFilterMicros(bigtable.Timestamp(fromMs*1000), end))
 	err := retry.Do(ctx, policy, func(actx context.Context) error {
 		restart()
-		return r.table.ReadRows(actx, ranges, func(br bigtable.Row) bool {
-			rr := schemas.ReadRow{Key: br.Key()}
-			for fam, items := range br {
-				for _, it := range items {
-					rr.Cells = append(rr.Cells, schemas.Cell{Family: fam, Qualifier: strings.TrimPrefix(it.Column, fam+":"),
-						TsMicros: int64(it.Timestamp), Value: it.Value})
-				}
-			}
-			row(rr)
-			return true
-		}, bigtable.RowFilter(filter))
+		return r.reader.ReadRows(actx, r.rb.Table(), plan.Ranges, r.rb.Families(), fromMs, toMs, row)
 	})
 	if err != nil {
 		return fmt.Errorf("read back %s: %w", r.rb.Table(), err)

@@ -11,7 +11,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
@@ -69,7 +68,7 @@ type UnwrapDeadLetterFn struct {
 	Sinks []string
 	// MaxLineBytes is the run's --max_line_bytes: a too_large dead letter
 	// of a file (schemas.DeadLetter.Length) no longer than it is read
-	// back from the file (fileio.ReadRecord); a longer one stays
+	// back from the file (Stores.ReadRecord); a longer one stays
 	// too_large.
 	MaxLineBytes int
 
@@ -150,11 +149,20 @@ func (f *UnwrapDeadLetterFn) readBack(ctx context.Context, d schemas.DeadLetter,
 		again(schemas.TooLargeInFile(d.Length, max))
 		return
 	}
-	b, err := fileio.ReadRecord(ctx, d.Source, d.Offset, d.Length, d.SHA256)
+	b, err := readRecord(ctx, d)
 	if err != nil {
 		f.ctrs.Inc(ctx, ledger.ReplayNotReadBack, 1)
 		again(fmt.Errorf("%w: the record cannot be read back: %w", schemas.ErrTooLarge, err))
 		return
 	}
 	emit(schemas.ReplaySource(d), string(b))
+}
+
+// readRecord reads d's record back from its file with the registered
+// Stores.ReadRecord.
+func readRecord(ctx context.Context, d schemas.DeadLetter) ([]byte, error) {
+	if stores.ReadRecord == nil {
+		return nil, errNoStore
+	}
+	return stores.ReadRecord(ctx, d.Source, d.Offset, d.Length, d.SHA256)
 }

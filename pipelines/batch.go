@@ -37,16 +37,16 @@ func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 	if cfg.Local != nil {
 		return fmt.Errorf("pipelines: the local-runner options (arrival writes, recovery, disk state) apply to a stream; a batch's windows are read whole")
 	}
-	lines, readDead := fileio.Read(s, opts.Input, opts.Ranges, cfg.MaxLineBytes)
+	lines, readDead := fileio.Read(s, fileio.Config{Glob: opts.Input, Ranges: opts.Ranges, MaxLineBytes: cfg.MaxLineBytes})
 	records, parseDead := parseLines(s, cfg, lines, true)
 	dead := ingestBatch(s, cfg, opts.MergeStored, records)
 	// The sinks' dead letters cross a Reshuffle (random keys, not a fixed
 	// key) so the dead-letter write runs in a stage of its own: a failed
 	// dead-letter write then retries only that stage, not a whole bundle of
 	// Bigtable writes. It also gives the sink stage an output, which keeps
-	// prism (Beam v2.77) from busy-polling a stage with none: measured, the
-	// local batch goes from 0.66 to 0.9 of the plain writer's rate
-	// (docs/performance.md). Only the batch does this: a stream's late dead
+	// prism (Beam v2.77) from busy-polling a stage with none (its effect on
+	// a local batch's rate is in docs/performance.md). Only the batch does
+	// this: a stream's late dead
 	// letters must not meet another grouping that could drop them.
 	sinkDead := dead[:0:0]
 	for i, d := range dead {

@@ -115,15 +115,11 @@ func (c Config) Check() error {
 }
 
 // writeDeadLetters writes each PCollection of dead letters to the
-// configured target: on Dataflow with deadletterio.Write, elsewhere with
-// deadletterio.WriteReporting, which keeps prism from busy-waiting
+// configured target; on every runner but Dataflow the writers report
+// (deadletterio.Config.Reporting), which keeps prism from busy-waiting
 // through the bundles of a stage that ends in sinks.
 func writeDeadLetters(s beam.Scope, cfg Config, dead ...beam.PCollection) {
-	if isDataflow(cfg.Runner) {
-		deadletterio.Write(s, cfg.DeadLetter, cfg.Retry, dead...)
-		return
-	}
-	deadletterio.WriteReporting(s, cfg.DeadLetter, cfg.Retry, dead...)
+	deadletterio.Write(s, deadletterio.Config{Target: cfg.DeadLetter, Retry: cfg.Retry, Reporting: !isDataflow(cfg.Runner)}, dead...)
 }
 
 // isDataflow reports whether runner names Dataflow.
@@ -218,11 +214,14 @@ func writeSinks(s beam.Scope, cfg Config, b built) []beam.PCollection {
 	if bq.Table == "" {
 		bq.Table = cfg.Spec.BigQuery.Table
 	}
-	dead = append(dead, bigqueryio.Write(s, *bq, schemas.SinkBigQuery, cfg.Spec.BigQuery, b.BQRows))
+	readings := *bq
+	readings.Sink, readings.Columns = schemas.SinkBigQuery, cfg.Spec.BigQuery
+	dead = append(dead, bigqueryio.Write(s, readings, b.BQRows))
 	if roller := cfg.Spec.Roller(); roller != nil {
 		rollups := *bq
 		rollups.Table = roller.BigQuery().Table
-		dead = append(dead, bigqueryio.Write(s.Scope("rollups"), rollups, schemas.SinkBigQueryRollups, roller.BigQuery(), b.Rollups))
+		rollups.Sink, rollups.Columns = schemas.SinkBigQueryRollups, roller.BigQuery()
+		dead = append(dead, bigqueryio.Write(s.Scope("rollups"), rollups, b.Rollups))
 	}
 	return dead
 }

@@ -170,10 +170,10 @@ func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	streamReadings, streamRollups := upserts("stream")
 	batchReadings, batchRollups := upserts("batch")
 	for _, dead := range []beam.PCollection{
-		bigqueryio.Write(s.Scope("stream"), streamReadings, schemas.SinkBigQuery, spec.BigQuery, built.BQRows),
-		bigqueryio.Write(s.Scope("stream.rollups"), streamRollups, schemas.SinkBigQueryRollups, roller.BigQuery(), built.Rollups),
-		bigqueryio.Write(s.Scope("batch"), batchReadings, schemas.SinkBigQuery, spec.BigQuery, batch.BQRows),
-		bigqueryio.Write(s.Scope("batch.rollups"), batchRollups, schemas.SinkBigQueryRollups, roller.BigQuery(), batch.Rollups),
+		bigqueryio.Write(s.Scope("stream"), withColumns(streamReadings, schemas.SinkBigQuery, spec.BigQuery), built.BQRows),
+		bigqueryio.Write(s.Scope("stream.rollups"), withColumns(streamRollups, schemas.SinkBigQueryRollups, roller.BigQuery()), built.Rollups),
+		bigqueryio.Write(s.Scope("batch"), withColumns(batchReadings, schemas.SinkBigQuery, spec.BigQuery), batch.BQRows),
+		bigqueryio.Write(s.Scope("batch.rollups"), withColumns(batchRollups, schemas.SinkBigQueryRollups, roller.BigQuery()), batch.Rollups),
 	} {
 		passert.Empty(s, global(beam.ParDo(s, bqDeadText, dead)))
 	}
@@ -229,4 +229,10 @@ func bqTable(t *testing.T, bq *bqemu.TestServer, dataset, table string) []string
 	}
 	sort.Strings(out)
 	return out
+}
+
+// withColumns is cfg writing as sink with the table's columns.
+func withColumns(cfg bigqueryio.Config, sink string, cols *schemas.BigQuerySpec) bigqueryio.Config {
+	cfg.Sink, cfg.Columns = sink, cols
+	return cfg
 }

@@ -41,11 +41,11 @@ const (
 	StorageEmulatorHostEnv = "BIGQUERY_STORAGE_EMULATOR_HOST"
 )
 
-// Timeout bounds how long EnsureTable waits for BigQuery to answer.
-const Timeout = 10 * time.Second
+// timeout bounds how long EnsureTable waits for BigQuery to answer.
+const timeout = 10 * time.Second
 
-// ErrUnreachable means BigQuery did not answer in time.
-var ErrUnreachable = errors.New("bigquery unreachable")
+// errUnreachable means BigQuery did not answer in time.
+var errUnreachable = errors.New("bigquery unreachable")
 
 // ClientOptions returns the options for cloud.google.com/go/bigquery.NewClient:
 // with BIGQUERY_EMULATOR_HOST set, the emulator's REST endpoint without
@@ -64,7 +64,7 @@ func ClientOptions() []option.ClientOption {
 // WriterOptions returns the options for the Storage Write client: with
 // BIGQUERY_STORAGE_EMULATOR_HOST set, the emulator's gRPC endpoint without
 // authentication over an insecure connection; otherwise none.
-func WriterOptions() []option.ClientOption {
+func writerOptions() []option.ClientOption {
 	h := os.Getenv(StorageEmulatorHostEnv)
 	if h == "" {
 		return nil
@@ -77,7 +77,7 @@ func WriterOptions() []option.ClientOption {
 }
 
 // Endpoint names the REST endpoint ClientOptions points at, for messages.
-func Endpoint() string {
+func endpoint() string {
 	if h := os.Getenv(EmulatorHostEnv); h != "" {
 		return "the BigQuery emulator at " + h + " (" + EmulatorHostEnv + ")"
 	}
@@ -95,7 +95,7 @@ func WriterEndpoint() string {
 
 // FieldType maps a spec column type (STRING, FLOAT64, INT64, BOOL,
 // TIMESTAMP, BYTES) to the client's field type.
-func FieldType(t string) bigquery.FieldType {
+func fieldType(t string) bigquery.FieldType {
 	switch t {
 	case "FLOAT64":
 		return bigquery.FloatFieldType
@@ -124,10 +124,10 @@ func canonical(t bigquery.FieldType) bigquery.FieldType {
 }
 
 // Schema is the table schema of bq's columns.
-func Schema(bq *schemas.BigQuerySpec) bigquery.Schema {
+func schema(bq *schemas.BigQuerySpec) bigquery.Schema {
 	var s bigquery.Schema
 	for _, c := range bq.Columns {
-		s = append(s, &bigquery.FieldSchema{Name: c.Name, Type: FieldType(c.Type), Required: c.Mode == "REQUIRED"})
+		s = append(s, &bigquery.FieldSchema{Name: c.Name, Type: fieldType(c.Type), Required: c.Mode == "REQUIRED"})
 	}
 	return s
 }
@@ -135,8 +135,8 @@ func Schema(bq *schemas.BigQuerySpec) bigquery.Schema {
 // TableMetadata is the metadata a new table gets: the spec's schema, time
 // partitioning, clustering, and primary key (NOT ENFORCED) with its
 // max_staleness.
-func TableMetadata(bq *schemas.BigQuerySpec) *bigquery.TableMetadata {
-	md := &bigquery.TableMetadata{Schema: Schema(bq)}
+func tableMetadata(bq *schemas.BigQuerySpec) *bigquery.TableMetadata {
+	md := &bigquery.TableMetadata{Schema: schema(bq)}
 	if len(bq.PrimaryKey) > 0 {
 		md.TableConstraints = &bigquery.TableConstraints{PrimaryKey: &bigquery.PrimaryKey{Columns: append([]string(nil), bq.PrimaryKey...)}}
 		md.MaxStaleness = bigquery.IntervalValueFromDuration(bq.Staleness())
@@ -155,11 +155,11 @@ func TableMetadata(bq *schemas.BigQuerySpec) *bigquery.TableMetadata {
 // NULLABLE columns the spec has and the table lacks, and fails with a clear
 // error when the table cannot take the spec's rows. With create false,
 // nothing is created or changed and anything missing is an error. It gives
-// up when BigQuery does not answer before ctx's deadline (or Timeout).
+// up when BigQuery does not answer before ctx's deadline (or timeout).
 //
 // bq describes the table: a spec's BigQuery section, or another table the
 // pipeline writes (the hourly rollups). Every call is retried on transient
-// errors until ctx's deadline, or Timeout without one.
+// errors until ctx's deadline, or timeout without one.
 func EnsureTable(ctx context.Context, project, dataset, table string, bq *schemas.BigQuerySpec, create bool) error {
 	_, err := EnsureTableNotes(ctx, project, dataset, table, bq, create)
 	return err
@@ -174,7 +174,7 @@ func EnsureTableNotes(ctx context.Context, project, dataset, table string, bq *s
 	}
 	ref := fmt.Sprintf("%s:%s.%s", project, dataset, table)
 	err = ensureTable(ctx, project, dataset, table, bq, create, func(have bigquery.Schema) {
-		notes = UnwrittenColumns(ref, have, bq)
+		notes = unwrittenColumns(ref, have, bq)
 	})
 	return notes, err
 }
@@ -182,7 +182,7 @@ func EnsureTableNotes(ctx context.Context, project, dataset, table string, bq *s
 // UnwrittenColumns is a warning line for each column of table ref (its
 // schema have) that the spec's bq does not write: the rows a run writes,
 // new or rewritten (an upsert replaces a whole row), have it NULL.
-func UnwrittenColumns(ref string, have bigquery.Schema, bq *schemas.BigQuerySpec) []string {
+func unwrittenColumns(ref string, have bigquery.Schema, bq *schemas.BigQuerySpec) []string {
 	written := map[string]bool{}
 	for _, c := range bq.Columns {
 		written[strings.ToLower(c.Name)] = true
@@ -204,10 +204,10 @@ func ensureTable(ctx context.Context, project, dataset, table string, bq *schema
 	ref := fmt.Sprintf("%s:%s.%s", project, dataset, table)
 	c, err := bigquery.NewClient(ctx, project, ClientOptions()...)
 	if err != nil {
-		return fmt.Errorf("bigquery client for %s: %w", Endpoint(), err)
+		return fmt.Errorf("bigquery client for %s: %w", endpoint(), err)
 	}
 	defer c.Close()
-	limit := Timeout
+	limit := timeout
 	if dl, ok := ctx.Deadline(); ok {
 		// The caller's deadline: the launcher's --startup_timeout.
 		limit = time.Until(dl).Round(time.Millisecond)
@@ -242,7 +242,7 @@ func ensureTable(ctx context.Context, project, dataset, table string, bq *schema
 		case !create:
 			return fmt.Errorf("bigquery table %s does not exist: create it (bq mk --table with the columns of table %s in the spec) or run with --create_tables=true", ref, bq.Table)
 		}
-		err = call(func(ctx context.Context) error { return t.Create(ctx, TableMetadata(bq)) })
+		err = call(func(ctx context.Context) error { return t.Create(ctx, tableMetadata(bq)) })
 		if err == nil {
 			return nil
 		}
@@ -258,7 +258,7 @@ func ensureTable(ctx context.Context, project, dataset, table string, bq *schema
 	// A schema update needs the table's current ETag; a concurrent change
 	// fails the precondition, so re-read and try again.
 	for attempt := 0; ; attempt++ {
-		add, err := CheckSchema(ref, md.Schema, bq, create)
+		add, err := checkSchema(ref, md.Schema, bq, create)
 		if err != nil || len(add) == 0 {
 			return err
 		}
@@ -282,7 +282,7 @@ func ensureTable(ctx context.Context, project, dataset, table string, bq *schema
 // rows written by spec would be rejected: a missing REQUIRED column, a type
 // or mode mismatch, or a REQUIRED table column the spec does not write.
 // With add false, a missing NULLABLE column is an error too.
-func CheckSchema(ref string, have bigquery.Schema, bq *schemas.BigQuerySpec, add bool) (bigquery.Schema, error) {
+func checkSchema(ref string, have bigquery.Schema, bq *schemas.BigQuerySpec, add bool) (bigquery.Schema, error) {
 	byName := make(map[string]*bigquery.FieldSchema, len(have))
 	for _, f := range have {
 		byName[strings.ToLower(f.Name)] = f
@@ -294,7 +294,7 @@ func CheckSchema(ref string, have bigquery.Schema, bq *schemas.BigQuerySpec, add
 	)
 	for _, c := range bq.Columns {
 		written[strings.ToLower(c.Name)] = true
-		want := FieldType(c.Type)
+		want := fieldType(c.Type)
 		required := c.Mode == "REQUIRED"
 		f := byName[strings.ToLower(c.Name)]
 		switch {
@@ -327,27 +327,27 @@ func CheckSchema(ref string, have bigquery.Schema, bq *schemas.BigQuerySpec, add
 
 // EnsurePrimaryKey fails, with CheckPrimaryKey's error, when the table
 // does not have the primary key of spec's table, which the upsert write
-// method needs. It gives up after Timeout when BigQuery does not answer.
+// method needs. It gives up after timeout when BigQuery does not answer.
 func EnsurePrimaryKey(ctx context.Context, project, dataset, table string, bq *schemas.BigQuerySpec) error {
 	ref := fmt.Sprintf("%s:%s.%s", project, dataset, table)
 	c, err := bigquery.NewClient(ctx, project, ClientOptions()...)
 	if err != nil {
-		return fmt.Errorf("bigquery client for %s: %w", Endpoint(), err)
+		return fmt.Errorf("bigquery client for %s: %w", endpoint(), err)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	md, err := c.Dataset(dataset).Table(table).Metadata(ctx)
 	if err != nil {
-		return describe(ctx, "bigquery table "+ref, Timeout, err)
+		return describe(ctx, "bigquery table "+ref, timeout, err)
 	}
-	return CheckPrimaryKey(ref, md, bq)
+	return checkPrimaryKey(ref, md, bq)
 }
 
 // CheckPrimaryKey compares an existing table's primary key with spec's
 // table's. A table without one gets an error naming the ALTER TABLE that
 // adds it; a table with another key, one saying why it cannot be used.
-func CheckPrimaryKey(ref string, md *bigquery.TableMetadata, bq *schemas.BigQuerySpec) error {
+func checkPrimaryKey(ref string, md *bigquery.TableMetadata, bq *schemas.BigQuerySpec) error {
 	want := strings.Join(bq.PrimaryKey, ", ")
 	if len(bq.PrimaryKey) == 0 {
 		return fmt.Errorf("bigquery table %s: the spec's table %s has no primary_key, which the upsert write method needs: add primary_key to the spec's bigquery section, or use --bigquery_write_method=storage_write", ref, bq.Table)
@@ -397,7 +397,7 @@ func describe(ctx context.Context, op string, limit time.Duration, err error) er
 	case errors.As(err, &ge):
 		return fmt.Errorf("%s: %w", op, err)
 	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ue) || errors.As(err, &ne):
-		return fmt.Errorf("%s: %w: no answer from %s within %v: %w", op, ErrUnreachable, Endpoint(), limit, err)
+		return fmt.Errorf("%s: %w: no answer from %s within %v: %w", op, errUnreachable, endpoint(), limit, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -44,7 +44,7 @@ func useEmulator(t *testing.T) *bigquery.Client {
 // without returns spec's schema minus the named columns.
 func without(spec *schemas.Spec, drop ...string) bigquery.Schema {
 	var out bigquery.Schema
-	for _, f := range Schema(spec.BigQuery) {
+	for _, f := range schema(spec.BigQuery) {
 		keep := true
 		for _, d := range drop {
 			keep = keep && f.Name != d
@@ -145,7 +145,7 @@ func TestEnsureTableExistingTables(t *testing.T) {
 		{
 			name: "type mismatch is an error",
 			schema: func(s *schemas.Spec) bigquery.Schema {
-				sc := Schema(s.BigQuery)
+				sc := schema(s.BigQuery)
 				sc[2] = &bigquery.FieldSchema{Name: "heart_rate", Type: bigquery.StringFieldType}
 				return sc
 			},
@@ -156,7 +156,7 @@ func TestEnsureTableExistingTables(t *testing.T) {
 		{
 			name: "REQUIRED table column the spec does not write is an error",
 			schema: func(s *schemas.Spec) bigquery.Schema {
-				return append(Schema(s.BigQuery), &bigquery.FieldSchema{Name: "site", Type: bigquery.StringFieldType, Required: true})
+				return append(schema(s.BigQuery), &bigquery.FieldSchema{Name: "site", Type: bigquery.StringFieldType, Required: true})
 			},
 			create:   true,
 			wantErr:  []string{project + ":sensors.readings", "site", "DROP NOT NULL"},
@@ -165,7 +165,7 @@ func TestEnsureTableExistingTables(t *testing.T) {
 		{
 			name: "extra NULLABLE table column is fine",
 			schema: func(s *schemas.Spec) bigquery.Schema {
-				return append(Schema(s.BigQuery), &bigquery.FieldSchema{Name: "site", Type: bigquery.StringFieldType})
+				return append(schema(s.BigQuery), &bigquery.FieldSchema{Name: "site", Type: bigquery.StringFieldType})
 			},
 			create:   false,
 			wantCols: 10,
@@ -180,7 +180,7 @@ func TestEnsureTableExistingTables(t *testing.T) {
 				t.Fatal(err)
 			}
 			tbl := c.Dataset("sensors").Table("readings")
-			md := TableMetadata(spec.BigQuery)
+			md := tableMetadata(spec.BigQuery)
 			md.Schema = tc.schema(spec)
 			if !hasColumn(md.Schema, "reading_id") {
 				md.TableConstraints = nil // the key cannot name a missing column
@@ -211,7 +211,7 @@ func TestEnsureTableExistingTables(t *testing.T) {
 				t.Errorf("table has %d columns afterwards, want %d", len(got.Schema), tc.wantCols)
 			}
 			if len(tc.wantErr) == 0 {
-				if _, err := CheckSchema("t", got.Schema, spec.BigQuery, false); err != nil {
+				if _, err := checkSchema("t", got.Schema, spec.BigQuery, false); err != nil {
 					t.Errorf("table still cannot take the spec's rows: %v", err)
 				}
 			}
@@ -270,8 +270,8 @@ func TestEnsureTableUnreachableFailsInBoundedTime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err = EnsureTable(ctx, project, "sensors", "readings", vitals(t).BigQuery, true)
-	if !errors.Is(err, ErrUnreachable) {
-		t.Fatalf("err = %v, want ErrUnreachable", err)
+	if !errors.Is(err, errUnreachable) {
+		t.Fatalf("err = %v, want errUnreachable", err)
 	}
 	t.Logf("error: %v", err)
 	if !strings.Contains(err.Error(), addr) {
@@ -288,19 +288,19 @@ func TestCheckSchema(t *testing.T) {
 		wantAdd []string
 		wantErr string
 	}{
-		{"same schema", Schema(spec.BigQuery), false, nil, ""},
+		{"same schema", schema(spec.BigQuery), false, nil, ""},
 		{"standard SQL type names compare equal", func() bigquery.Schema {
-			s := Schema(spec.BigQuery)
+			s := schema(spec.BigQuery)
 			s[2] = &bigquery.FieldSchema{Name: "heart_rate", Type: "FLOAT64"}
 			return s
 		}(), false, nil, ""},
 		{"column names compare case-insensitively", func() bigquery.Schema {
-			s := Schema(spec.BigQuery)
+			s := schema(spec.BigQuery)
 			s[4] = &bigquery.FieldSchema{Name: "SPO2", Type: bigquery.FloatFieldType}
 			return s
 		}(), false, nil, ""},
 		{"REQUIRED in spec, NULLABLE in table is fine", func() bigquery.Schema {
-			s := Schema(spec.BigQuery)
+			s := schema(spec.BigQuery)
 			s[0] = &bigquery.FieldSchema{Name: "sensor_id", Type: bigquery.StringFieldType}
 			return s
 		}(), false, nil, ""},
@@ -308,19 +308,19 @@ func TestCheckSchema(t *testing.T) {
 		{"missing NULLABLE without add", without(spec, "spO2"), false, nil, "ALTER TABLE `p.d.t` ADD COLUMN spO2 FLOAT64"},
 		{"missing REQUIRED", without(spec, "sensor_id"), true, nil, "column sensor_id (STRING REQUIRED) is missing"},
 		{"REPEATED column", func() bigquery.Schema {
-			s := Schema(spec.BigQuery)
+			s := schema(spec.BigQuery)
 			s[3] = &bigquery.FieldSchema{Name: "body_temperature", Type: bigquery.FloatFieldType, Repeated: true}
 			return s
 		}(), true, nil, "body_temperature is FLOAT REPEATED in the table"},
 		{"NULLABLE in spec, REQUIRED in table", func() bigquery.Schema {
-			s := Schema(spec.BigQuery)
+			s := schema(spec.BigQuery)
 			s[5] = &bigquery.FieldSchema{Name: "battery_level", Type: bigquery.FloatFieldType, Required: true}
 			return s
 		}(), true, nil, "battery_level is REQUIRED in the table but NULLABLE in the spec"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			add, err := CheckSchema("p:d.t", tc.have, spec.BigQuery, tc.add)
+			add, err := checkSchema("p:d.t", tc.have, spec.BigQuery, tc.add)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "p:d.t") {
 					t.Fatalf("err = %v, want one naming p:d.t and containing %q", err, tc.wantErr)
@@ -361,11 +361,11 @@ func TestOptionsFollowTheEnvironment(t *testing.T) {
 			if n := len(ClientOptions()); n != tc.wantRest {
 				t.Errorf("ClientOptions has %d options, want %d", n, tc.wantRest)
 			}
-			if n := len(WriterOptions()); n != tc.wantGRPC {
+			if n := len(writerOptions()); n != tc.wantGRPC {
 				t.Errorf("WriterOptions has %d options, want %d", n, tc.wantGRPC)
 			}
-			if e := Endpoint(); !strings.Contains(e, tc.wantEndpoint) {
-				t.Errorf("Endpoint() = %q, want it to name %s", e, tc.wantEndpoint)
+			if e := endpoint(); !strings.Contains(e, tc.wantEndpoint) {
+				t.Errorf("endpoint() = %q, want it to name %s", e, tc.wantEndpoint)
 			}
 		})
 	}
@@ -380,10 +380,10 @@ func TestEnsurePrimaryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A table made before the key: every column, no constraint.
-	if err := ds.Table("old").Create(ctx, &bigquery.TableMetadata{Schema: Schema(spec.BigQuery)}); err != nil {
+	if err := ds.Table("old").Create(ctx, &bigquery.TableMetadata{Schema: schema(spec.BigQuery)}); err != nil {
 		t.Fatal(err)
 	}
-	other := TableMetadata(spec.BigQuery)
+	other := tableMetadata(spec.BigQuery)
 	other.TableConstraints.PrimaryKey.Columns = []string{"sensor_id"}
 	if err := ds.Table("other").Create(ctx, other); err != nil {
 		t.Fatal(err)
@@ -438,7 +438,7 @@ func TestUnwrittenColumns(t *testing.T) {
 		{Name: "firmware", Type: bigquery.StringFieldType},
 		{Name: "legacy_id", Type: bigquery.StringFieldType, Required: true},
 	}
-	got := UnwrittenColumns("p:ds.readings", have, spec)
+	got := unwrittenColumns("p:ds.readings", have, spec)
 	if len(got) != 1 {
 		t.Fatalf("warnings %q; want one, for firmware", got)
 	}

@@ -1,5 +1,5 @@
 // Package bigqueryio is sensorpipe's BigQuery edge: the sink that writes
-// the readings' and rollups' rows (Write, WriteFn) with the Storage Write
+// the readings' and rollups' rows (Write, writeFn) with the Storage Write
 // API (with or without change data capture) or tabledata.insertAll, its
 // clients' options (honouring the emulator variables), and its table
 // set-up (EnsureTable, CheckSchema, EnsurePrimaryKey).
@@ -32,22 +32,25 @@ type Config struct {
 	MaxRequestBytes int
 	// MaxBufferedBytes caps the memory of the Storage Write requests in
 	// flight, or of an insertAll batch (0: DefaultBQBufferedBytes; see
-	// WriteFn.MaxBufferedBytes).
+	// writeFn.MaxBufferedBytes).
 	MaxBufferedBytes int
+	// Sink names the sink in dead letters and the run's ledger
+	// (schemas.SinkBigQuery or schemas.SinkBigQueryRollups).
+	Sink string
+	// Columns describes the table's columns: the spec's BigQuery section,
+	// or the hourly rollup table.
+	Columns *schemas.BigQuerySpec
 }
 
 // Write writes BQRows to cfg's table and returns the dead letters of the
 // rows BigQuery rejected, in the global window. Each DoFn instance writes
 // on its own: there is no grouping onto a fixed key.
 //
-// sink names the sink in dead letters and the run's ledger
-// (schemas.SinkBigQuery or schemas.SinkBigQueryRollups); table describes
-// the table's columns: the spec's BigQuery section, or the hourly rollup
-// table. Rows may come in any window and pane: the sink takes them in the
+// Rows may come in any window and pane: the sink takes them in the
 // global window, where its end-of-bundle dead letters are emitted.
-func Write(s beam.Scope, cfg Config, sink string, table *schemas.BigQuerySpec, rows beam.PCollection) beam.PCollection {
+func Write(s beam.Scope, cfg Config, rows beam.PCollection) beam.PCollection {
 	s = s.Scope("bigquery.Write")
-	fn := NewWriteFn(cfg.Project, cfg.Dataset, cfg.Table, cfg.WriteMethod, table)
-	fn.Sink, fn.Retry, fn.MaxRequestBytes, fn.MaxBufferedBytes = sink, cfg.Retry, cfg.MaxRequestBytes, cfg.MaxBufferedBytes
+	fn := newWriteFn(cfg.Project, cfg.Dataset, cfg.Table, cfg.WriteMethod, cfg.Columns)
+	fn.Sink, fn.Retry, fn.MaxRequestBytes, fn.MaxBufferedBytes = cfg.Sink, cfg.Retry, cfg.MaxRequestBytes, cfg.MaxBufferedBytes
 	return beam.ParDo(s, fn, beam.WindowInto(s.Scope("GlobalWindow"), window.NewGlobalWindows(), rows))
 }

@@ -156,7 +156,7 @@ func insertMessage(errs bigquery.MultiError) (string, bool) {
 // stream's final firing renders each reading's) is sent smaller than
 // MaxInsertRows, not held whole.
 type insertAllWriter struct {
-	f     *WriteFn
+	f     *writeFn
 	bq    *bigquery.Client
 	w     InsertAll
 	idCol int // the column holding the insertId, or -1
@@ -175,10 +175,10 @@ func insertRowMemory(row schemas.BQRow, encoded []byte) int {
 }
 
 // openInsertAllWriter opens a BigQuery client for f's table.
-func openInsertAllWriter(ctx context.Context, f *WriteFn) (*insertAllWriter, error) {
+func openInsertAllWriter(ctx context.Context, f *writeFn) (*insertAllWriter, error) {
 	c, err := bigquery.NewClient(ctx, f.Project, ClientOptions()...)
 	if err != nil {
-		return nil, fmt.Errorf("bigquery client for %s: %w", Endpoint(), err)
+		return nil, fmt.Errorf("bigquery client for %s: %w", endpoint(), err)
 	}
 	return &insertAllWriter{
 		f: f, bq: c, idCol: insertIDColumn(f.Schema),

@@ -60,7 +60,7 @@ func TestInsertAllWriterHoldsAtMostItsBuffer(t *testing.T) {
 	if err := EnsureTable(ctx, bqProject, bqDataset, "insertall_buffered", spec.BigQuery, true); err != nil {
 		t.Fatalf("EnsureTable: %v", err)
 	}
-	f := NewWriteFn(bqProject, bqDataset, "insertall_buffered", WriteInsertAll, spec.BigQuery)
+	f := newWriteFn(bqProject, bqDataset, "insertall_buffered", WriteInsertAll, spec.BigQuery)
 	f.Retry = retry.Settings{AttemptTimeout: 5 * time.Second, Deadline: time.Minute}
 	f.MaxBufferedBytes = 4 << 10
 	if err := f.Setup(ctx); err != nil {

@@ -61,7 +61,8 @@ func TestWriteBigQueryAppliesTheConfiguredSink(t *testing.T) {
 			}
 
 			p, s := beam.NewPipelineWithRoot()
-			dead := bigqueryio.Write(s, cfg, schemas.SinkBigQuery, spec.BigQuery, beam.CreateList(s, rows))
+			cfg.Sink, cfg.Columns = schemas.SinkBigQuery, spec.BigQuery
+			dead := bigqueryio.Write(s, cfg, beam.CreateList(s, rows))
 			passert.Empty(s, beam.ParDo(s, bqDeadText, dead))
 			if err := ptest.Run(p); err != nil {
 				t.Fatalf("pipeline: %v", err)

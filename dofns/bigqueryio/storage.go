@@ -38,7 +38,7 @@ import (
 // close loops forever without an answer. Here every call waits at most an
 // attempt timeout, and settle is the only retry.
 type storageWriter struct {
-	f      *WriteFn
+	f      *writeFn
 	upsert bool
 
 	client *storage.BigQueryWriteClient
@@ -102,7 +102,7 @@ type bqAppend struct {
 // message. An unreachable endpoint does not fail Setup: the first request
 // tries again, under the retry policy, and dead-letters its rows if
 // BigQuery stays unavailable.
-func openStorageWriter(ctx context.Context, f *WriteFn, upsert bool) (*storageWriter, error) {
+func openStorageWriter(ctx context.Context, f *writeFn, upsert bool) (*storageWriter, error) {
 	desc := f.enc.Descriptor()
 	if upsert {
 		desc = f.enc.ChangeDescriptor()
@@ -115,7 +115,7 @@ func openStorageWriter(ctx context.Context, f *WriteFn, upsert bool) (*storageWr
 	}
 	var err error
 	// The client's context lives as long as the client.
-	w.client, err = storage.NewBigQueryWriteClient(context.Background(), WriterOptions()...)
+	w.client, err = storage.NewBigQueryWriteClient(context.Background(), writerOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("bigquery storage write client for %s: %w", WriterEndpoint(), err)
 	}

@@ -21,7 +21,7 @@ import (
 // storageFixture creates the vitals table on an in-process emulator and
 // returns a storage writer that reaches it at storageAddr(emulator's gRPC
 // address), with retry settings rs.
-func storageFixture(t *testing.T, table string, rs retry.Settings, storageAddr func(string) string) (*WriteFn, *storageWriter, []schemas.BQRow) {
+func storageFixture(t *testing.T, table string, rs retry.Settings, storageAddr func(string) string) (*writeFn, *storageWriter, []schemas.BQRow) {
 	t.Helper()
 	ts := bqemu.StartServerForTest(t)
 	t.Setenv(EmulatorHostEnv, strings.TrimPrefix(ts.RESTEndpoint, "http://"))
@@ -33,7 +33,7 @@ func storageFixture(t *testing.T, table string, rs retry.Settings, storageAddr f
 		t.Fatalf("EnsureTable: %v", err)
 	}
 	t.Setenv(StorageEmulatorHostEnv, storageAddr(ts.GRPCAddr))
-	f := NewWriteFn(bqProject, bqDataset, table, WriteStorageWrite, spec.BigQuery)
+	f := newWriteFn(bqProject, bqDataset, table, WriteStorageWrite, spec.BigQuery)
 	f.Retry = rs
 	if err := f.Setup(context.Background()); err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func storageFixture(t *testing.T, table string, rs retry.Settings, storageAddr f
 
 // addAll hands rows to the writer in requests of at most 600 bytes (six
 // vitals rows), so that several are in flight.
-func addAll(t *testing.T, f *WriteFn, w *storageWriter, rows []schemas.BQRow, dead func(schemas.DeadLetter)) {
+func addAll(t *testing.T, f *writeFn, w *storageWriter, rows []schemas.BQRow, dead func(schemas.DeadLetter)) {
 	t.Helper()
 	f.MaxRequestBytes = 600
 	for _, row := range rows {
@@ -195,7 +195,7 @@ func TestStorageWriterHoldsAtMostItsBuffer(t *testing.T) {
 // keep alive, held about five times that (append grows large slices by a
 // quarter).
 func TestStorageWriterBatchKeepsOneCopyOfItsRows(t *testing.T) {
-	w := &storageWriter{f: &WriteFn{MaxRequestBytes: DefaultBQRequestBytes, MaxBufferedBytes: 1 << 30, MaxInflight: DefaultBQInflight}}
+	w := &storageWriter{f: &writeFn{MaxRequestBytes: DefaultBQRequestBytes, MaxBufferedBytes: 1 << 30, MaxInflight: DefaultBQInflight}}
 	enc := make([]byte, 100)
 	const n = 40_000
 	var before, after runtime.MemStats

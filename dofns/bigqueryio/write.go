@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	register.DoFn3x1[context.Context, schemas.BQRow, func(schemas.DeadLetter), error](&WriteFn{})
+	register.DoFn3x1[context.Context, schemas.BQRow, func(schemas.DeadLetter), error](&writeFn{})
 }
 
 // BigQuery write methods.
@@ -36,13 +36,13 @@ const (
 	// primary key.
 	WriteUpsert = "upsert"
 
-	// DefaultWriteMethod is the write method of a Config or WriteFn that
+	// DefaultWriteMethod is the write method of a Config or writeFn that
 	// names none, and the launcher's --bigquery_write_method default:
 	// one row per reading however often it is written.
 	DefaultWriteMethod = WriteUpsert
 )
 
-// Defaults of WriteFn's settings.
+// Defaults of writeFn's settings.
 const (
 	// DefaultBQRequestBytes keeps an AppendRows request under BigQuery's
 	// 10 MB limit with room for the request's own fields.
@@ -58,7 +58,7 @@ const (
 	DefaultBQBufferedBytes = 32 << 20
 )
 
-// WriteFn writes BigQuery rows, without any GroupByKey: each DoFn
+// writeFn writes BigQuery rows, without any GroupByKey: each DoFn
 // instance opens its own writer in Setup.
 //
 // It encodes each row as a protobuf message of the descriptor derived from
@@ -77,7 +77,7 @@ const (
 // It emits dead letters from FinishBundle, which Beam Go does in the
 // global window, so its input must be in the global window:
 // Write puts it there.
-type WriteFn struct {
+type writeFn struct {
 	Project string
 	Dataset string
 	Table   string
@@ -130,15 +130,15 @@ type bqWriter interface {
 	close() error
 }
 
-// NewWriteFn returns a writer of spec's rows to project:dataset.table.
-func NewWriteFn(project, dataset, table, method string, schema *schemas.BigQuerySpec) *WriteFn {
-	return &WriteFn{Project: project, Dataset: dataset, Table: table, WriteMethod: method, Schema: schema}
+// newWriteFn returns a writer of spec's rows to project:dataset.table.
+func newWriteFn(project, dataset, table, method string, schema *schemas.BigQuerySpec) *writeFn {
+	return &writeFn{Project: project, Dataset: dataset, Table: table, WriteMethod: method, Schema: schema}
 }
 
 // Setup compiles the row encoder and opens the write method's writer. Both
 // writers honour the emulator variables (see ClientOptions and
 // WriterOptions).
-func (f *WriteFn) Setup(ctx context.Context) error {
+func (f *writeFn) Setup(ctx context.Context) error {
 	if f.Sink == "" {
 		f.Sink = schemas.SinkBigQuery
 	}
@@ -183,7 +183,7 @@ func (f *WriteFn) Setup(ctx context.Context) error {
 }
 
 // open keeps w, the writer Setup opened, unless opening it failed.
-func (f *WriteFn) open(w bqWriter, err error) error {
+func (f *writeFn) open(w bqWriter, err error) error {
 	if err != nil {
 		return err
 	}
@@ -194,12 +194,12 @@ func (f *WriteFn) open(w bqWriter, err error) error {
 // StartBundle registers the table's ledger counters before the first
 // write (see ledger.Recorder.Register). Beam wants StartBundle to take
 // ProcessElement's emitters.
-func (f *WriteFn) StartBundle(ctx context.Context, _ func(schemas.DeadLetter)) {
+func (f *writeFn) StartBundle(ctx context.Context, _ func(schemas.DeadLetter)) {
 	f.ctrs.Register(ctx, ledger.RowsKey(f.Sink, f.Table))
 }
 
 // Teardown closes the writer.
-func (f *WriteFn) Teardown() error {
+func (f *writeFn) Teardown() error {
 	if f.w == nil {
 		return nil
 	}
@@ -210,7 +210,7 @@ func (f *WriteFn) Teardown() error {
 
 // ProcessElement encodes row and hands it to the writer. A row whose values
 // the table cannot hold is dead-lettered.
-func (f *WriteFn) ProcessElement(ctx context.Context, row schemas.BQRow, dead func(schemas.DeadLetter)) (err error) {
+func (f *writeFn) ProcessElement(ctx context.Context, row schemas.BQRow, dead func(schemas.DeadLetter)) (err error) {
 	defer f.resetOnError(&err)
 	f.ctrs.Sink(ctx, f.Sink, f.Table, row.Origin.Kind, ledger.Routed, 1)
 	if perr := ledger.Guard(func() { f.scratch, err = f.enc.Append(f.scratch[:0], row.Values) }); perr != nil {
@@ -226,7 +226,7 @@ func (f *WriteFn) ProcessElement(ctx context.Context, row schemas.BQRow, dead fu
 // FinishBundle sends what is left and waits for every write, so the bundle
 // commits only once each row has landed or been dead-lettered; then its
 // counts go to the run's ledger record.
-func (f *WriteFn) FinishBundle(ctx context.Context, dead func(schemas.DeadLetter)) (err error) {
+func (f *writeFn) FinishBundle(ctx context.Context, dead func(schemas.DeadLetter)) (err error) {
 	defer f.resetOnError(&err)
 	if err := f.w.flush(ctx, dead); err != nil {
 		return err
@@ -235,7 +235,7 @@ func (f *WriteFn) FinishBundle(ctx context.Context, dead func(schemas.DeadLetter
 }
 
 // policy is the retry policy of one request.
-func (f *WriteFn) policy() retry.Policy {
+func (f *writeFn) policy() retry.Policy {
 	p := f.Retry.Policy()
 	p.Latency = f.latency
 	return f.down.Policy(p)
@@ -244,14 +244,14 @@ func (f *WriteFn) policy() retry.Policy {
 // resetOnError drops the bundle's pending and in-flight rows when it fails:
 // the runner retries the whole bundle, so this instance must not settle
 // them again in its next bundle.
-func (f *WriteFn) resetOnError(err *error) {
+func (f *writeFn) resetOnError(err *error) {
 	if *err != nil {
 		f.w.reset()
 	}
 }
 
 // landed counts the rows of origins as written.
-func (f *WriteFn) landed(ctx context.Context, origins []schemas.Origin) {
+func (f *writeFn) landed(ctx context.Context, origins []schemas.Origin) {
 	f.down.Record(nil)
 	for _, o := range origins {
 		f.ctrs.Sink(ctx, f.Sink, f.Table, o.Kind, ledger.Written, 1)
@@ -261,7 +261,7 @@ func (f *WriteFn) landed(ctx context.Context, origins []schemas.Origin) {
 
 // reject dead-letters one row as write_failed (internal when the row could
 // not be handled) with the server's message.
-func (f *WriteFn) reject(ctx context.Context, o schemas.Origin, cause error, dead func(schemas.DeadLetter)) {
+func (f *writeFn) reject(ctx context.Context, o schemas.Origin, cause error, dead func(schemas.DeadLetter)) {
 	f.ctrs.Sink(ctx, f.Sink, f.Table, o.Kind, ledger.Failed, 1)
 	if errors.Is(cause, retry.ErrExhausted) {
 		f.down.Record(cause)

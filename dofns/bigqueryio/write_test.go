@@ -195,21 +195,21 @@ func sinkCounter(res beam.PipelineResult, table, outcome string) int64 {
 // writeCase is one configuration of the sink.
 type writeCase struct {
 	name string
-	fn   WriteFn
+	fn   writeFn
 }
 
 var writeCases = []writeCase{
-	{"storage_write", WriteFn{WriteMethod: WriteStorageWrite}},
-	{"storage_write in many small requests", WriteFn{WriteMethod: WriteStorageWrite, MaxRequestBytes: 1500, MaxInflight: 2}},
-	{"insert_all", WriteFn{WriteMethod: WriteInsertAll}},
-	{"insert_all in many small requests", WriteFn{WriteMethod: WriteInsertAll, MaxInsertRows: 7}},
-	{"upsert", WriteFn{WriteMethod: WriteUpsert}},
-	{"upsert in many small requests", WriteFn{WriteMethod: WriteUpsert, MaxRequestBytes: 1500, MaxInflight: 2}},
+	{"storage_write", writeFn{WriteMethod: WriteStorageWrite}},
+	{"storage_write in many small requests", writeFn{WriteMethod: WriteStorageWrite, MaxRequestBytes: 1500, MaxInflight: 2}},
+	{"insert_all", writeFn{WriteMethod: WriteInsertAll}},
+	{"insert_all in many small requests", writeFn{WriteMethod: WriteInsertAll, MaxInsertRows: 7}},
+	{"upsert", writeFn{WriteMethod: WriteUpsert}},
+	{"upsert in many small requests", writeFn{WriteMethod: WriteUpsert, MaxRequestBytes: 1500, MaxInflight: 2}},
 }
 
 // runWrite writes rows through the sink on prism, asserts the dead letters
 // and returns the pipeline result.
-func runWrite(t *testing.T, fn WriteFn, spec *schemas.Spec, table string, rows []schemas.BQRow, wantDead []string) beam.PipelineResult {
+func runWrite(t *testing.T, fn writeFn, spec *schemas.Spec, table string, rows []schemas.BQRow, wantDead []string) beam.PipelineResult {
 	t.Helper()
 	fn.Project, fn.Dataset, fn.Table, fn.Schema = bqProject, bqDataset, table, spec.BigQuery
 	fn.Retry.Initial = 10 * time.Millisecond
@@ -303,7 +303,7 @@ func TestBigQueryWriteFnUpsertKeepsTheNewestRow(t *testing.T) {
 		newer[i].Values[bqCol(spec.BigQuery, "heart_rate")] = schemas.Value{Kind: schemas.KindFloat, Num: 200 + float64(i)}
 		newer[i].Seq = schemas.ChangeSeq{Micros: old[i].Seq.Micros, Pane: 1} // a later firing, same microsecond
 	}
-	fn := WriteFn{WriteMethod: WriteUpsert, MaxRequestBytes: 2000}
+	fn := writeFn{WriteMethod: WriteUpsert, MaxRequestBytes: 2000}
 	// Both versions in one run, interleaved, the newer first half the time.
 	var mixed []schemas.BQRow
 	for i := range old {
@@ -337,7 +337,7 @@ func TestBigQueryWriteFnUpsertNeedsAPrimaryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec.BigQuery.PrimaryKey = nil
-	fn := NewWriteFn(bqProject, bqDataset, "readings", WriteUpsert, spec.BigQuery)
+	fn := newWriteFn(bqProject, bqDataset, "readings", WriteUpsert, spec.BigQuery)
 	err = fn.Setup(context.Background())
 	defer fn.Teardown()
 	if err == nil || !strings.Contains(err.Error(), "needs a primary key") {
@@ -351,7 +351,7 @@ func TestBigQueryWriteFnSetupNamesAMissingTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fn := NewWriteFn(bqProject, bqDataset, "nope", WriteStorageWrite, spec.BigQuery)
+	fn := newWriteFn(bqProject, bqDataset, "nope", WriteStorageWrite, spec.BigQuery)
 	err = fn.Setup(context.Background())
 	defer fn.Teardown()
 	if err == nil || !strings.Contains(err.Error(), bqProject+":"+bqDataset+".nope") || !strings.Contains(err.Error(), "emulator") {

@@ -21,8 +21,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
-// ErrUnreachable means Bigtable did not answer.
-var ErrUnreachable = errors.New("bigtable unreachable")
+// errUnreachable means Bigtable did not answer.
+var errUnreachable = errors.New("bigtable unreachable")
 
 // EnsureTables checks every table of spec. Missing tables and families are
 // created when create is true, and reported as errors otherwise. Each call
@@ -114,7 +114,7 @@ func ensureTable(ctx context.Context, ac *bigtable.AdminClient, t schemas.TableS
 		if err != nil {
 			return unreachable(fmt.Sprintf("create family %s:%s", t.Name, fam.Name), timeout, err)
 		}
-		if p := GCPolicy(fam.GC); p != nil {
+		if p := gCPolicy(fam.GC); p != nil {
 			if err := call(func(ctx context.Context) error { return ac.SetGCPolicy(ctx, t.Name, fam.Name, p) }); err != nil {
 				return unreachable(fmt.Sprintf("gc policy %s:%s", t.Name, fam.Name), timeout, err)
 			}
@@ -123,17 +123,17 @@ func ensureTable(ctx context.Context, ac *bigtable.AdminClient, t schemas.TableS
 	return nil
 }
 
-// unreachable words a failed admin call: ErrUnreachable when Bigtable did
+// unreachable words a failed admin call: errUnreachable when Bigtable did
 // not answer (the retries ran out, or the start-up timeout passed).
 func unreachable(what string, timeout time.Duration, err error) error {
 	if errors.Is(err, retry.ErrExhausted) || errors.Is(err, context.DeadlineExceeded) || retry.Retryable(err) {
-		return fmt.Errorf("%w: %s: no answer from %s within %v (--startup_timeout): %w", ErrUnreachable, what, Where(), timeout, err)
+		return fmt.Errorf("%w: %s: no answer from %s within %v (--startup_timeout): %w", errUnreachable, what, Where(), timeout, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// GCPolicy converts a spec GC policy; nil means keep everything.
-func GCPolicy(gc *schemas.GCSpec) bigtable.GCPolicy {
+// gCPolicy converts a spec GC policy; nil means keep everything.
+func gCPolicy(gc *schemas.GCSpec) bigtable.GCPolicy {
 	if gc == nil {
 		return nil
 	}

@@ -1,5 +1,5 @@
 // Package bigtableio is sensorpipe's Cloud Bigtable edge: the sink that
-// writes the readings' and rollups' row mutations (Write, WriteFn), its
+// writes the readings' and rollups' row mutations (Write, writeFn), its
 // flow control (flow.go and the flowcontrol package), its clients
 // (NewClient) and its table set-up (EnsureTables).
 //
@@ -39,7 +39,7 @@ type Config struct {
 	// Retry is the writes' retry policy (zero: retry.Policy's defaults).
 	Retry retry.Settings
 	// WorkerBudget bounds the cells in flight per worker process rather
-	// than per DoFn instance (see WriteFn.WorkerBudget): a batch's.
+	// than per DoFn instance (see writeFn.WorkerBudget): a batch's.
 	WorkerBudget bool
 }
 
@@ -49,7 +49,7 @@ type Config struct {
 // end-of-bundle dead letters are emitted.
 func Write(s beam.Scope, cfg Config, rows beam.PCollection) beam.PCollection {
 	s = s.Scope("bigtable.Write")
-	fn := NewWriteFn(cfg.Project, cfg.Instance)
+	fn := newWriteFn(cfg.Project, cfg.Instance)
 	fn.Retry, fn.BatchCells = cfg.Retry, cfg.BatchCells
 	fn.AppProfile, fn.Flow = cfg.AppProfile, cfg.Flow
 	fn.WorkerBudget = cfg.WorkerBudget

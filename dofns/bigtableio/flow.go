@@ -15,14 +15,14 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
-// applyBulk is one attempt of WriteFn's ApplyBulk under the
+// applyBulk is one attempt of writeFn's ApplyBulk under the
 // worker's flow controller (dofns/bigtableio/flowcontrol): it waits until the
 // entries' mutations and bytes fit under the worker's caps and no
 // push-back pause runs, then applies them under the attempt's context (so
 // the wait does not eat the attempt's timeout), and reports the call's
 // latency and whether Bigtable pushed back (RESOURCE_EXHAUSTED) or ran out
 // of time (DEADLINE_EXCEEDED).
-func (f *WriteFn) applyBulk(ctx context.Context, bo *retry.Backoff, t *bigtable.Table, keys []string, muts []*bigtable.Mutation, entries []entry) ([]error, error) {
+func (f *writeFn) applyBulk(ctx context.Context, bo *retry.Backoff, t *bigtable.Table, keys []string, muts []*bigtable.Mutation, entries []entry) ([]error, error) {
 	var n, b int64
 	for i, e := range entries {
 		n += int64(e.cells)

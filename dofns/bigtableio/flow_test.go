@@ -97,7 +97,7 @@ func wideRows(n, cells int) []schemas.RowMutation {
 
 // runWriter drives fn over rows as one bundle (Setup, ProcessElement,
 // FinishBundle, Teardown) and returns its dead letters.
-func runWriter(ctx context.Context, fn *WriteFn, rows []schemas.RowMutation) ([]schemas.DeadLetter, error) {
+func runWriter(ctx context.Context, fn *writeFn, rows []schemas.RowMutation) ([]schemas.DeadLetter, error) {
 	var dead []schemas.DeadLetter
 	emit := func(d schemas.DeadLetter) { dead = append(dead, d) }
 	if err := fn.Setup(ctx); err != nil {
@@ -164,7 +164,7 @@ func TestFlowControlCapsOutstandingMutations(t *testing.T) {
 	const project, limit = "flow-cap", 30_000
 	createTable(t, ctx, project)
 
-	fn := NewWriteFn(project, "i")
+	fn := newWriteFn(project, "i")
 	fn.MaxInflight = 4
 	fn.AppProfile = "backfill"
 	fn.Flow = flowcontrol.Settings{MaxMutations: limit}
@@ -228,7 +228,7 @@ func TestWorkerBoundsCellsInFlightAcrossInstances(t *testing.T) {
 	rows := wideRows(writers*40, 1000)
 	errs := make(chan error, writers)
 	for w := range writers {
-		fn := NewWriteFn(project, "i")
+		fn := newWriteFn(project, "i")
 		fn.MaxInflight, fn.BatchCells, fn.WorkerBudget = 4, batch, true
 		go func() {
 			dead, err := runWriter(ctx, fn, rows[w*40:(w+1)*40])
@@ -272,7 +272,7 @@ func TestFlowControlBacksOffOnResourceExhausted(t *testing.T) {
 	const project = "flow-pushback"
 	createTable(t, ctx, project)
 
-	fn := NewWriteFn(project, "i")
+	fn := newWriteFn(project, "i")
 	fn.Retry = retry.Settings{Initial: 10 * time.Millisecond}
 	fn.Flow = flowcontrol.Settings{MaxMutations: 100_000}
 	dead, err := runWriter(ctx, fn, wideRows(50, 10))

@@ -20,7 +20,7 @@ import (
 )
 
 func init() {
-	register.DoFn3x1[context.Context, schemas.RowMutation, func(schemas.DeadLetter), error](&WriteFn{})
+	register.DoFn3x1[context.Context, schemas.RowMutation, func(schemas.DeadLetter), error](&writeFn{})
 }
 
 // Limits of one Bigtable MutateRows request (Cloud Bigtable's quotas and
@@ -33,7 +33,7 @@ const (
 	DefaultBatchCells = 20_000
 )
 
-// WriteFn writes row mutations with ApplyBulk. It batches entries,
+// writeFn writes row mutations with ApplyBulk. It batches entries,
 // flushes when the batch is full and at the end of every bundle, retries
 // transient errors under the retry policy (internal/retry: backoff with
 // jitter, a timeout per attempt, a total deadline), and dead-letters the
@@ -51,7 +51,7 @@ const (
 // dead-lettered. It emits dead letters from FinishBundle, which Beam Go
 // does in the global window, so its input must be in the global window:
 // Write puts it there.
-type WriteFn struct {
+type writeFn struct {
 	Project  string
 	Instance string
 	// Retry is the retry policy's settings (zero: retry.Policy's
@@ -65,10 +65,9 @@ type WriteFn struct {
 	// instances with the same target to MaxInflight x BatchCells
 	// (workerCells), since a runner runs bundles of one stage side by
 	// side; otherwise the instance alone holds that budget. For batches
-	// (Write): a local stream bounded so held more at an
-	// hour's close (RSS 1.34x its 3-minute value at 10 minutes, against
-	// 1.19x without; one run each), its on-time firings' writes waiting
-	// behind each other.
+	// (Write): a local stream bounded so holds more memory at an hour's
+	// close, its on-time firings' writes waiting behind each other
+	// (docs/performance.md).
 	WorkerBudget bool
 	// BatchCells is how many cells one ApplyBulk batch holds (default
 	// DefaultBatchCells).
@@ -120,13 +119,13 @@ type entry struct {
 	origins []schemas.Origin
 }
 
-// NewWriteFn returns a writer for project/instance.
-func NewWriteFn(project, instance string) *WriteFn {
-	return &WriteFn{Project: project, Instance: instance}
+// newWriteFn returns a writer for project/instance.
+func newWriteFn(project, instance string) *writeFn {
+	return &writeFn{Project: project, Instance: instance}
 }
 
 // Setup opens the client. BIGTABLE_EMULATOR_HOST is honoured by the client.
-func (f *WriteFn) Setup(ctx context.Context) error {
+func (f *writeFn) Setup(ctx context.Context) error {
 	if f.MaxInflight <= 0 {
 		f.MaxInflight = 4
 	}
@@ -172,25 +171,8 @@ func workerCells(target string, budget int64) *semaphore.Weighted {
 	return cellBudgets.Get(budgetKey{target, budget}, func() *semaphore.Weighted { return semaphore.NewWeighted(budget) })
 }
 
-// NewClient opens a data client with client-side metrics export off
-// (it would need Cloud Monitoring credentials and means nothing on the
-// emulator).
-func NewClient(ctx context.Context, project, instance string) (*bigtable.Client, error) {
-	return NewClientProfile(ctx, project, instance, "")
-}
-
-// NewClientProfile is NewClient with an app profile ("" is
-// the instance's default profile).
-func NewClientProfile(ctx context.Context, project, instance, appProfile string) (*bigtable.Client, error) {
-	c, err := bigtable.NewClientWithConfig(ctx, project, instance, bigtable.ClientConfig{AppProfile: appProfile, MetricsProvider: bigtable.NoopMetricsProvider{}})
-	if err != nil {
-		return nil, fmt.Errorf("bigtable client for %s/%s: %w", project, instance, err)
-	}
-	return c, nil
-}
-
 // Teardown closes the client.
-func (f *WriteFn) Teardown() error {
+func (f *writeFn) Teardown() error {
 	if f.client != nil {
 		return f.client.Close()
 	}
@@ -200,7 +182,7 @@ func (f *WriteFn) Teardown() error {
 // ProcessElement buffers m, splitting rows too large for one entry, and
 // flushes when the buffer is full. A mutation it cannot handle is
 // dead-lettered with reason internal.
-func (f *WriteFn) ProcessElement(ctx context.Context, m schemas.RowMutation, dead func(schemas.DeadLetter)) error {
+func (f *writeFn) ProcessElement(ctx context.Context, m schemas.RowMutation, dead func(schemas.DeadLetter)) error {
 	f.countOrigins(ctx, m.Table, ledger.Routed, m.Origins)
 	var entries []entry
 	if err := ledger.Guard(func() { entries = splitEntries(m) }); err != nil {
@@ -225,7 +207,7 @@ func (f *WriteFn) ProcessElement(ctx context.Context, m schemas.RowMutation, dea
 // FinishBundle writes what is left and waits for every batch in flight, so
 // the bundle commits only once every mutation has landed or been
 // dead-lettered; then its counts go to the run's ledger record.
-func (f *WriteFn) FinishBundle(ctx context.Context, dead func(schemas.DeadLetter)) error {
+func (f *writeFn) FinishBundle(ctx context.Context, dead func(schemas.DeadLetter)) error {
 	f.flush(ctx)
 	f.wg.Wait()
 	if err := f.collect(ctx, dead); err != nil {
@@ -263,7 +245,7 @@ func splitEntries(m schemas.RowMutation) []entry {
 	return append(out, cur)
 }
 
-func (f *WriteFn) table(name string) *bigtable.Table {
+func (f *writeFn) table(name string) *bigtable.Table {
 	t, ok := f.tables[name]
 	if !ok {
 		t = f.client.Open(name)
@@ -274,7 +256,7 @@ func (f *WriteFn) table(name string) *bigtable.Table {
 
 // flush starts writing the pending entries in the background, table by
 // table, once a slot is free.
-func (f *WriteFn) flush(ctx context.Context) {
+func (f *writeFn) flush(ctx context.Context) {
 	if len(f.pending) == 0 {
 		return
 	}
@@ -331,7 +313,7 @@ func (f *WriteFn) flush(ctx context.Context) {
 // collect emits the dead letters and counts of the batches that have
 // finished, and returns the first error among them (the bundle then fails
 // and the runner retries it: the writes are idempotent).
-func (f *WriteFn) collect(ctx context.Context, dead func(schemas.DeadLetter)) error {
+func (f *writeFn) collect(ctx context.Context, dead func(schemas.DeadLetter)) error {
 	f.mu.Lock()
 	results := f.results
 	f.results = nil
@@ -352,7 +334,7 @@ func (f *WriteFn) collect(ctx context.Context, dead func(schemas.DeadLetter)) er
 }
 
 // count counts an entry's writes as acknowledged.
-func (f *WriteFn) count(ctx context.Context, e entry) {
+func (f *writeFn) count(ctx context.Context, e entry) {
 	f.countOrigins(ctx, e.table, ledger.Written, e.origins)
 	f.ctrs.Inc(ctx, ledger.RowsKey(schemas.SinkBigtable, e.table), 1)
 }
@@ -360,7 +342,7 @@ func (f *WriteFn) count(ctx context.Context, e entry) {
 // countOrigins counts origins' writes to table with outcome: one counter
 // update per kind, not per reading (each update builds its key and looks
 // its counter up; per reading that was 1-2 % of a batch's CPU).
-func (f *WriteFn) countOrigins(ctx context.Context, table, outcome string, origins []schemas.Origin) {
+func (f *writeFn) countOrigins(ctx context.Context, table, outcome string, origins []schemas.Origin) {
 	var n [4]int64
 	for _, o := range origins {
 		if int(o.Kind) < len(n) {
@@ -375,7 +357,7 @@ func (f *WriteFn) countOrigins(ctx context.Context, table, outcome string, origi
 }
 
 // fail dead-letters an entry's readings as write_failed (or internal).
-func (f *WriteFn) fail(ctx context.Context, fe failedEntry, dead func(schemas.DeadLetter)) {
+func (f *writeFn) fail(ctx context.Context, fe failedEntry, dead func(schemas.DeadLetter)) {
 	err := fe.err
 	if !errors.Is(err, schemas.ErrInternal) {
 		err = fmt.Errorf("%w: bigtable table %s row %q: %w", schemas.ErrWriteFailed, fe.entry.table, fe.entry.key, err)
@@ -399,7 +381,7 @@ type failedEntry struct {
 // landed and those that failed: permanently, or still failing when the
 // deadline passed (ErrExhausted). Only a cancelled run is returned as an
 // error (the bundle fails, and the runner retries or stops it).
-func (f *WriteFn) apply(ctx context.Context, t *bigtable.Table, entries []entry) ([]entry, []failedEntry, error) {
+func (f *writeFn) apply(ctx context.Context, t *bigtable.Table, entries []entry) ([]entry, []failedEntry, error) {
 	var (
 		written []entry
 		failed  []failedEntry

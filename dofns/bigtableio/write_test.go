@@ -59,7 +59,7 @@ func TestBigtableWriteFnLandsGoodRowsAndDeadLettersFailures(t *testing.T) {
 		row("no-cells", "f", 0, "nothing to write"),
 	)
 	p, s := beam.NewPipelineWithRoot()
-	fn := NewWriteFn("p", "i")
+	fn := newWriteFn("p", "i")
 	fn.MaxInflight = 2
 	dead := beam.ParDo(s, fn, beam.CreateList(s, rows))
 	passert.Equals(s, beam.ParDo(s, deadLetterSummary, dead), "write_failed bad family", "write_failed empty key")

@@ -1,7 +1,7 @@
 // Package deadletterio is sensorpipe's dead-letter edge: it writes the
 // records that did not land (schemas.DeadLetter: payload, reason, sink,
 // error, source) to a folder, a gs:// prefix, a BigQuery table or a
-// Pub/Sub topic (Write, WriteFn), and prepares that target before a run
+// Pub/Sub topic (Write, writeFn), and prepares that target before a run
 // (EnsureTarget).
 package deadletterio
 
@@ -12,33 +12,41 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
-// Write writes each PCollection of dead letters to target under the
-// retry policy. They are written separately, not flattened, since they
-// may be windowed differently.
-func Write(s beam.Scope, target schemas.DeadLetterTarget, policy retry.Settings, dead ...beam.PCollection) {
-	s = s.Scope("deadletter.Write")
-	for _, d := range dead {
-		beam.ParDo0(s, &WriteFn{Target: target, Retry: policy}, d)
-	}
+// Config is where and how Write writes dead letters. Its zero value
+// writes nowhere useful: Target is required.
+type Config struct {
+	// Target is where the dead letters go.
+	Target schemas.DeadLetterTarget
+	// Retry is the writes' retry policy (zero: retry.Policy's defaults).
+	Retry retry.Settings
+	// Reporting has each writer also emit, at the end of a bundle, the
+	// count of dead letters it made durable, into a step that discards it
+	// behind a fusion break (beam.Reshuffle, which prism turns into just
+	// that). Set it on every runner but Dataflow.
+	//
+	// A stage whose every branch ends in a sink and a dead-letter writer
+	// has no data output, and prism (Beam v2.77) busy-waits through each
+	// of its bundles: it selects on the bundle's outputs-done channel,
+	// closed from the start, until the SDK reports the bundle done,
+	// spinning a core for as long as the sinks wait for their writes
+	// (docs/upstream/prism-busy-wait.md). The count is such a stage's data
+	// output. The writers stay fused with their producers: a bundle still
+	// commits only once its dead letters are durable.
+	Reporting bool
 }
 
-// WriteReporting is Write for prism, and every runner but Dataflow: each
-// writer (ReportingWriteFn) also emits, at the end of a bundle, the count
-// of dead letters it made durable, into a step that discards it behind a
-// fusion break (beam.Reshuffle, which prism turns into just that).
-//
-// A stage whose every branch ends in a sink and a dead-letter writer has
-// no data output, and prism (Beam v2.77) busy-waits through each of its
-// bundles: it selects on the bundle's outputs-done channel, closed from
-// the start, until the SDK reports the bundle done, spinning a core for as
-// long as the sinks wait for their writes
-// (docs/upstream/prism-busy-wait.md). The count is such a stage's data
-// output. The writers stay fused with their producers: a bundle still
-// commits only once its dead letters are durable.
-func WriteReporting(s beam.Scope, target schemas.DeadLetterTarget, policy retry.Settings, dead ...beam.PCollection) {
+// Write writes each PCollection of dead letters to cfg.Target under
+// cfg.Retry. They are written separately, not flattened, since they may
+// be windowed differently.
+func Write(s beam.Scope, cfg Config, dead ...beam.PCollection) {
 	s = s.Scope("deadletter.Write")
 	for _, d := range dead {
-		written := beam.ParDo(s, &ReportingWriteFn{WriteFn{Target: target, Retry: policy}}, d)
+		w := writeFn{Target: cfg.Target, Retry: cfg.Retry}
+		if !cfg.Reporting {
+			beam.ParDo0(s, &w, d)
+			continue
+		}
+		written := beam.ParDo(s, &reportingWriteFn{writeFn: w}, d)
 		beam.ParDo0(s, discardReport, beam.Reshuffle(s, written))
 	}
 }

@@ -46,7 +46,7 @@ func TestDeadLettersFitTheirTarget(t *testing.T) {
 		name := tt.target.String() + "/" + map[bool]string{true: "whole", false: "cut"}[tt.whole]
 		t.Run(name, func(t *testing.T) {
 			store := &keptLines{}
-			f := &WriteFn{Target: tt.target, sink: store}
+			f := &writeFn{Target: tt.target, sink: store}
 			d := schemas.NewDeadLetter(schemas.SinkParse, tt.payload, "projects/p/subscriptions/s", schemas.ErrMalformed, time.Now())
 			if err := f.ProcessElement(context.Background(), d); err != nil {
 				t.Fatal(err)

@@ -32,13 +32,13 @@ import (
 )
 
 func init() {
-	register.DoFn2x1[context.Context, schemas.DeadLetter, error](&WriteFn{})
-	register.DoFn3x1[context.Context, schemas.DeadLetter, func(int64), error](&ReportingWriteFn{})
+	register.DoFn2x1[context.Context, schemas.DeadLetter, error](&writeFn{})
+	register.DoFn3x1[context.Context, schemas.DeadLetter, func(int64), error](&reportingWriteFn{})
 	register.Emitter1[int64]()
 	register.Function1x0(discardReport)
 }
 
-// WriteFn writes dead letters to Target, parsed once by the
+// writeFn writes dead letters to Target, parsed once by the
 // launcher (schemas.ParseDeadLetterTarget):
 //
 //   - a local folder or gs:// prefix: JSON Lines, one file per bundle;
@@ -55,7 +55,7 @@ func init() {
 // BigQuery insert is deduplicated best-effort by its insertId; a retried
 // Pub/Sub bundle may publish some letters twice). Each dead letter made
 // durable is counted in the run's ledger by sink and reason.
-type WriteFn struct {
+type writeFn struct {
 	Target schemas.DeadLetterTarget
 	// Retry is the retry policy's settings (zero: a 2-minute deadline).
 	Retry retry.Settings
@@ -77,13 +77,13 @@ type deadLetterSink interface {
 }
 
 // Setup opens the store's client.
-func (f *WriteFn) Setup(ctx context.Context) (err error) {
+func (f *writeFn) Setup(ctx context.Context) (err error) {
 	f.sink, err = openDeadLetterSink(ctx, f.Target)
 	return err
 }
 
 // StartBundle drops anything left by a failed bundle.
-func (f *WriteFn) StartBundle(context.Context) {
+func (f *writeFn) StartBundle(context.Context) {
 	if f.sink != nil {
 		f.sink.reset()
 	}
@@ -93,7 +93,7 @@ func (f *WriteFn) StartBundle(context.Context) {
 // ProcessElement hands one dead letter to the store, its payload cut
 // to its first schemas.TooLargePrefix bytes when the store cannot hold it
 // whole (Limits).
-func (f *WriteFn) ProcessElement(ctx context.Context, d schemas.DeadLetter) error {
+func (f *writeFn) ProcessElement(ctx context.Context, d schemas.DeadLetter) error {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("encode dead letter: %w", err)
@@ -116,7 +116,7 @@ func (f *WriteFn) ProcessElement(ctx context.Context, d schemas.DeadLetter) erro
 
 // FinishBundle makes the bundle's dead letters durable. A failure fails the
 // bundle, so the runner retries it and no dead letter is lost.
-func (f *WriteFn) FinishBundle(ctx context.Context) error {
+func (f *writeFn) FinishBundle(ctx context.Context) error {
 	// Register the ledger's dead-letter counters with the first bundle,
 	// before the first dead letter (see ledger.Recorder.Register).
 	f.ctrs.Register(ctx, ledger.DeadLetterKey(schemas.SinkParse, schemas.ErrMalformed.Error()))
@@ -134,7 +134,7 @@ func (f *WriteFn) FinishBundle(ctx context.Context) error {
 }
 
 // Teardown closes the store's client.
-func (f *WriteFn) Teardown() error {
+func (f *writeFn) Teardown() error {
 	if f.sink == nil {
 		return nil
 	}
@@ -235,7 +235,7 @@ func (s *fileDeadLetters) reset() { s.buf.Reset() }
 func (s *fileDeadLetters) close() error { return nil }
 
 func (s *fileDeadLetters) flush(ctx context.Context) error {
-	name, err := FileName(s.dir)
+	name, err := fileName(s.dir)
 	if err != nil {
 		return err
 	}
@@ -263,7 +263,7 @@ func (s *fileDeadLetters) flush(ctx context.Context) error {
 }
 
 // FileName returns a new, unique file name under dir.
-func FileName(dir string) (string, error) {
+func fileName(dir string) (string, error) {
 	var r [6]byte
 	if _, err := rand.Read(r[:]); err != nil {
 		return "", fmt.Errorf("dead letter name: %w", err)
@@ -274,7 +274,7 @@ func FileName(dir string) (string, error) {
 
 // Schema is the schema of a BigQuery dead-letter table: the
 // fields of schemas.DeadLetter, partitioned by day on time.
-func Schema() bigquery.Schema {
+func schema() bigquery.Schema {
 	return bigquery.Schema{
 		{Name: "payload", Type: bigquery.StringFieldType, Description: "The rejected input, as read (invalid UTF-8 replaced: see payload_base64)."},
 		{Name: "reason", Type: bigquery.StringFieldType, Description: "Why: malformed, missing_field, invalid_field, bad_timestamp, out_of_range, write_failed, too_late or internal."},
@@ -328,7 +328,7 @@ func (s *bigQueryDeadLetters) ensureTable(ctx context.Context) error {
 	}
 	err = s.table.Create(ctx, &bigquery.TableMetadata{
 		Description:      "sensorpipe dead letters: records that could not be written, with why.",
-		Schema:           Schema(),
+		Schema:           schema(),
 		TimePartitioning: &bigquery.TimePartitioning{Type: bigquery.DayPartitioningType, Field: "time"},
 	})
 	switch {
@@ -349,16 +349,16 @@ func (s *bigQueryDeadLetters) addMissingColumns(ctx context.Context, md *bigquer
 	for _, f := range md.Schema {
 		have[f.Name] = true
 	}
-	schema := append(bigquery.Schema(nil), md.Schema...)
-	for _, f := range Schema() {
+	cols := append(bigquery.Schema(nil), md.Schema...)
+	for _, f := range schema() {
 		if !have[f.Name] {
-			schema = append(schema, f)
+			cols = append(cols, f)
 		}
 	}
-	if len(schema) == len(md.Schema) {
+	if len(cols) == len(md.Schema) {
 		return nil
 	}
-	if _, err := s.table.Update(ctx, bigquery.TableMetadataToUpdate{Schema: schema}, md.ETag); err != nil {
+	if _, err := s.table.Update(ctx, bigquery.TableMetadataToUpdate{Schema: cols}, md.ETag); err != nil {
 		return fmt.Errorf("dead letter table %s: add the columns sensorpipe now writes: %w", s.name, err)
 	}
 	return nil
@@ -378,7 +378,7 @@ func (s *bigQueryDeadLetters) reset() { s.rows = s.rows[:0] }
 
 func (s *bigQueryDeadLetters) close() error { return s.client.Close() }
 
-// flush inserts the rows, one attempt each (WriteFn retries the
+// flush inserts the rows, one attempt each (writeFn retries the
 // whole flush under the retry policy). A row BigQuery rejects fails the
 // flush, and so the bundle: a dead letter has nowhere else to go.
 func (s *bigQueryDeadLetters) flush(ctx context.Context) error {
@@ -504,32 +504,34 @@ func payloadBytes(d schemas.DeadLetter) []byte {
 	return b
 }
 
-// ReportingWriteFn is WriteFn with an output: at the end of each bundle
-// in which it made dead letters durable, it emits how many. WriteReporting
+// reportingWriteFn is writeFn with an output: at the end of each bundle
+// in which it made dead letters durable, it emits how many. Config.Reporting
 // says what the output is for.
-type ReportingWriteFn struct {
-	WriteFn
+type reportingWriteFn struct {
+	// writeFn is embedded: its settings serialize as promoted fields, and
+	// its Setup and Teardown are the DoFn's.
+	writeFn
 }
 
-// StartBundle is WriteFn's. (Beam Go wants StartBundle to take
+// StartBundle is writeFn's. (Beam Go wants StartBundle to take
 // ProcessElement's emitters.)
-func (f *ReportingWriteFn) StartBundle(ctx context.Context, _ func(int64)) {
-	f.WriteFn.StartBundle(ctx)
+func (f *reportingWriteFn) StartBundle(ctx context.Context, _ func(int64)) {
+	f.writeFn.StartBundle(ctx)
 }
 
-// ProcessElement is WriteFn's: it emits nothing.
-func (f *ReportingWriteFn) ProcessElement(ctx context.Context, d schemas.DeadLetter, _ func(int64)) error {
-	return f.WriteFn.ProcessElement(ctx, d)
+// ProcessElement is writeFn's: it emits nothing.
+func (f *reportingWriteFn) ProcessElement(ctx context.Context, d schemas.DeadLetter, _ func(int64)) error {
+	return f.writeFn.ProcessElement(ctx, d)
 }
 
-// FinishBundle is WriteFn's, then emits the count of dead letters it made
+// FinishBundle is writeFn's, then emits the count of dead letters it made
 // durable, if any.
-func (f *ReportingWriteFn) FinishBundle(ctx context.Context, emit func(int64)) error {
+func (f *reportingWriteFn) FinishBundle(ctx context.Context, emit func(int64)) error {
 	var n int64
-	for _, c := range f.count {
+	for _, c := range f.writeFn.count {
 		n += c
 	}
-	if err := f.WriteFn.FinishBundle(ctx); err != nil {
+	if err := f.writeFn.FinishBundle(ctx); err != nil {
 		return err
 	}
 	if n > 0 {
@@ -538,5 +540,5 @@ func (f *ReportingWriteFn) FinishBundle(ctx context.Context, emit func(int64)) e
 	return nil
 }
 
-// discardReport drops a ReportingWriteFn's count: the ledger has it.
+// discardReport drops a reportingWriteFn's count: the ledger has it.
 func discardReport(int64) {}

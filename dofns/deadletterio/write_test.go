@@ -43,12 +43,12 @@ func testLetters(n int, tag string) []schemas.DeadLetter {
 	return out
 }
 
-// writeDirect runs one bundle of WriteFn by hand and returns the
+// writeDirect runs one bundle of writeFn by hand and returns the
 // FinishBundle error.
 func writeDirect(t *testing.T, dir string, letters []schemas.DeadLetter) error {
 	t.Helper()
 	ctx := context.Background()
-	f := &WriteFn{Target: mustTarget(t, dir)}
+	f := &writeFn{Target: mustTarget(t, dir)}
 	if err := f.Setup(ctx); err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
@@ -66,13 +66,13 @@ func writeDirect(t *testing.T, dir string, letters []schemas.DeadLetter) error {
 	return f.FinishBundle(ctx)
 }
 
-// writePipeline writes letters through WriteFn in a pipeline on
+// writePipeline writes letters through writeFn in a pipeline on
 // the test runner (prism).
 func writePipeline(t *testing.T, dir string, letters []schemas.DeadLetter) {
 	t.Helper()
 	p, s := beam.NewPipelineWithRoot()
 	col := beam.CreateList(s, letters)
-	beam.ParDo0(s, &WriteFn{Target: mustTarget(t, dir)}, col)
+	beam.ParDo0(s, &writeFn{Target: mustTarget(t, dir)}, col)
 	if _, err := ptest.RunWithMetrics(p); err != nil {
 		t.Fatalf("pipeline: %v", err)
 	}

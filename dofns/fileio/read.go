@@ -1,5 +1,5 @@
 // Package fileio is sensorpipe's file edge: it reads the lines of local,
-// gs:// and .gz files (Read, ReadLinesFn), whole or in the ranges of a
+// gs:// and .gz files (Read, readLinesFn), whole or in the ranges of a
 // local run's part, with each line's source and offset for the dead
 // letter.
 package fileio
@@ -31,27 +31,38 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
-// Read reads every line of the files matching glob (local paths or gs://,
-// .gz decompressed) as KV<file, line>, and dead letters for lines over
-// maxLine bytes (too_large; 0: the default limit) and files that cannot be
-// read to the end. Non-empty ranges limit the read to those parts of the
-// files (a local run's part).
-func Read(s beam.Scope, glob string, ranges []FileRange, maxLine int) (lines, dead beam.PCollection) {
+// Config is what Read reads. Its zero value reads nothing: Glob is
+// required.
+type Config struct {
+	// Glob names the files: local paths or gs://, .gz decompressed.
+	Glob string
+	// Ranges, when non-empty, limit the read to those parts of the files
+	// (a local run's part).
+	Ranges []FileRange
+	// MaxLineBytes is the longest line read (0: the default limit); a
+	// longer one is a too_large dead letter.
+	MaxLineBytes int
+}
+
+// Read reads every line of the files matching cfg.Glob as KV<file, line>,
+// and dead letters for lines over cfg.MaxLineBytes and files that cannot
+// be read to the end.
+func Read(s beam.Scope, cfg Config) (lines, dead beam.PCollection) {
 	s = s.Scope("ReadFiles")
-	matches := beamfileio.MatchFiles(s, glob, beamfileio.MatchEmptyAllow())
+	matches := beamfileio.MatchFiles(s, cfg.Glob, beamfileio.MatchEmptyAllow())
 	files := beamfileio.ReadMatches(s, matches)
-	return beam.ParDo2(s, &ReadLinesFn{MaxLineBytes: maxLine, Ranges: ranges}, files)
+	return beam.ParDo2(s, &readLinesFn{MaxLineBytes: cfg.MaxLineBytes, Ranges: cfg.Ranges}, files)
 }
 
 func init() {
-	register.DoFn5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(string, string), func(schemas.DeadLetter), error](&ReadLinesFn{})
+	register.DoFn5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(string, string), func(schemas.DeadLetter), error](&readLinesFn{})
 	register.Emitter2[string, string]()
 }
 
 // splitBytes is the size of the blocks an uncompressed file is split into.
 const splitBytes int64 = 64 << 20
 
-// ReadLinesFn is a splittable DoFn that emits every line of a file as
+// readLinesFn is a splittable DoFn that emits every line of a file as
 // KV<path, line>. Uncompressed files split into 64 MiB blocks; compressed
 // (.gz) files are read whole by one worker.
 //
@@ -60,7 +71,7 @@ const splitBytes int64 = 64 << 20
 // the rest of the file without an error. A file that cannot be read to the
 // end is dead-lettered (reason malformed) with the line it stopped at,
 // rather than failing the job.
-type ReadLinesFn struct {
+type readLinesFn struct {
 	// MaxLineBytes limits a line (default schemas.DefaultMaxLineBytes).
 	MaxLineBytes int
 	// Ranges, when set, is the part of the input to read: of each file it
@@ -73,7 +84,7 @@ type ReadLinesFn struct {
 	ctrs ledger.Recorder
 }
 
-// Compressed reports whether ReadLinesFn reads path as one compressed unit
+// Compressed reports whether readLinesFn reads path as one compressed unit
 // (whole, by one worker).
 func Compressed(path string) bool {
 	return strings.HasSuffix(path, ".gz") || strings.HasSuffix(path, ".gzip")
@@ -148,7 +159,7 @@ type FileRange struct {
 }
 
 // rangeOf is the range of Ranges that names path.
-func (fn *ReadLinesFn) rangeOf(path string) (FileRange, bool) {
+func (fn *readLinesFn) rangeOf(path string) (FileRange, bool) {
 	for _, r := range fn.Ranges {
 		if r.Path == path {
 			return r, true
@@ -159,7 +170,7 @@ func (fn *ReadLinesFn) rangeOf(path string) (FileRange, bool) {
 
 // CreateInitialRestriction covers the file (or its range in Ranges): its
 // bytes, or for a compressed file a single unit claimed by reading it all.
-func (fn *ReadLinesFn) CreateInitialRestriction(file beamfileio.ReadableFile) offsetrange.Restriction {
+func (fn *readLinesFn) CreateInitialRestriction(file beamfileio.ReadableFile) offsetrange.Restriction {
 	start, end := int64(0), file.Metadata.Size
 	if len(fn.Ranges) > 0 {
 		r, _ := fn.rangeOf(file.Metadata.Path)
@@ -172,7 +183,7 @@ func (fn *ReadLinesFn) CreateInitialRestriction(file beamfileio.ReadableFile) of
 }
 
 // SplitRestriction splits uncompressed files into blocks.
-func (fn *ReadLinesFn) SplitRestriction(file beamfileio.ReadableFile, rest offsetrange.Restriction) []offsetrange.Restriction {
+func (fn *readLinesFn) SplitRestriction(file beamfileio.ReadableFile, rest offsetrange.Restriction) []offsetrange.Restriction {
 	if Compressed(file.Metadata.Path) {
 		return []offsetrange.Restriction{rest}
 	}
@@ -180,7 +191,7 @@ func (fn *ReadLinesFn) SplitRestriction(file beamfileio.ReadableFile, rest offse
 }
 
 // RestrictionSize is the restriction's byte count.
-func (fn *ReadLinesFn) RestrictionSize(file beamfileio.ReadableFile, rest offsetrange.Restriction) float64 {
+func (fn *readLinesFn) RestrictionSize(file beamfileio.ReadableFile, rest offsetrange.Restriction) float64 {
 	if Compressed(file.Metadata.Path) {
 		return float64(file.Metadata.Size)
 	}
@@ -188,12 +199,12 @@ func (fn *ReadLinesFn) RestrictionSize(file beamfileio.ReadableFile, rest offset
 }
 
 // CreateTracker wraps an offset-range tracker.
-func (fn *ReadLinesFn) CreateTracker(rest offsetrange.Restriction) *sdf.LockRTracker {
+func (fn *readLinesFn) CreateTracker(rest offsetrange.Restriction) *sdf.LockRTracker {
 	return sdf.NewLockRTracker(offsetrange.NewTracker(rest))
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (fn *ReadLinesFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(schemas.DeadLetter)) error {
+func (fn *readLinesFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(schemas.DeadLetter)) error {
 	return fn.ctrs.Commit(ctx)
 }
 
@@ -202,7 +213,7 @@ func (fn *ReadLinesFn) FinishBundle(ctx context.Context, _ func(string, string),
 // bytes, and is never held whole: only its first MaxLineBytes are kept
 // while the rest is skipped. A UTF-8 byte-order mark at the start of a
 // file is dropped; CRLF line ends are read as LF.
-func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, file beamfileio.ReadableFile, emit func(string, string), dead func(schemas.DeadLetter)) error {
+func (fn *readLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, file beamfileio.ReadableFile, emit func(string, string), dead func(schemas.DeadLetter)) error {
 	path := file.Metadata.Path
 	rest, ok := rt.GetRestriction().(offsetrange.Restriction)
 	if !ok {
@@ -332,7 +343,7 @@ func (fn *ReadLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 // (mine; offsets asked in increasing order), whether this read also owns
 // the file's read errors (owner: one share does), and a func that closes
 // what it opened. Without Shares in the file's range, every line is.
-func (fn *ReadLinesFn) share(path string) (mine func(off int64) (bool, error), owner bool, done func(), err error) {
+func (fn *readLinesFn) share(path string) (mine func(off int64) (bool, error), owner bool, done func(), err error) {
 	r, _ := fn.rangeOf(path)
 	if r.Shares <= 1 {
 		return func(int64) (bool, error) { return true, nil }, true, func() {}, nil
@@ -350,34 +361,34 @@ func (fn *ReadLinesFn) share(path string) (mine func(off int64) (bool, error), o
 	return mine, r.Share == 0, func() { x.Close() }, nil
 }
 
-// ErrRecordChanged is wrapped by ReadRecord's error when the file no
+// errRecordChanged is wrapped by ReadRecord's error when the file no
 // longer holds the record its dead letter names.
-var ErrRecordChanged = errors.New("the source file changed since the record was dead-lettered")
+var errRecordChanged = errors.New("the source file changed since the record was dead-lettered")
 
 // ReadRecord reads back the record a too_large dead letter names: length
 // bytes at offset of path (local, gs://; of a compressed file, of its
 // decompressed text), whose SHA-256 must be sum (hex). A record at the
 // file's start loses its UTF-8 byte-order mark, as the read drops it. A
 // file that is gone, shorter, or holds other bytes there is an error
-// wrapping ErrRecordChanged, which names the file.
+// wrapping errRecordChanged, which names the file.
 func ReadRecord(ctx context.Context, path string, offset, length int64, sum string) ([]byte, error) {
 	fd, err := OpenInput(ctx, path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrRecordChanged, path, err)
+		return nil, fmt.Errorf("%w: %s: %w", errRecordChanged, path, err)
 	}
 	defer fd.Close()
 	if offset > 0 {
 		if _, err := io.CopyN(io.Discard, fd, offset); err != nil {
-			return nil, fmt.Errorf("%w: %s: it ends before the record's offset %d (%w)", ErrRecordChanged, path, offset, err)
+			return nil, fmt.Errorf("%w: %s: it ends before the record's offset %d (%w)", errRecordChanged, path, offset, err)
 		}
 	}
 	b := make([]byte, length)
 	if _, err := io.ReadFull(fd, b); err != nil {
-		return nil, fmt.Errorf("%w: %s: it ends inside the record's %d bytes at offset %d (%w)", ErrRecordChanged, path, length, offset, err)
+		return nil, fmt.Errorf("%w: %s: it ends inside the record's %d bytes at offset %d (%w)", errRecordChanged, path, length, offset, err)
 	}
 	if h := sha256.Sum256(b); hex.EncodeToString(h[:]) != sum {
 		return nil, fmt.Errorf("%w: %s: the %d bytes at offset %d have sha256 %s, not the dead letter's %s",
-			ErrRecordChanged, path, length, offset, hex.EncodeToString(h[:8]), cut(sum, 16))
+			errRecordChanged, path, length, offset, hex.EncodeToString(h[:8]), cut(sum, 16))
 	}
 	if offset == 0 {
 		b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))

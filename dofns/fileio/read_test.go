@@ -73,7 +73,7 @@ func TestReadGivesEveryLineWithItsPlace(t *testing.T) {
 	write(t, filepath.Join(dir, "c.jsonl.gz"), "not gzip at all\n")
 
 	p, s := beam.NewPipelineWithRoot()
-	lines, dead := Read(s, filepath.Join(dir, "*"), nil, 1024)
+	lines, dead := Read(s, Config{Glob: filepath.Join(dir, "*"), MaxLineBytes: 1024})
 	passert.Equals(s, beam.ParDo(s, sourceAndLine, lines),
 		at("a.jsonl", 1, 0)+" a1", at("a.jsonl", 2, 0)+" a2", at("a.jsonl", 4, 0)+" a4", at("b.jsonl.gz", 1, 0)+" b1", at("b.jsonl.gz", 2, 0)+" b2")
 	passert.Equals(s, beam.ParDo(s, reasonAndSource, dead), "too_large a.jsonl line 3", "malformed c.jsonl.gz line 0")
@@ -89,7 +89,7 @@ func TestReadRangesReadsOnlyTheirLines(t *testing.T) {
 	write(t, filepath.Join(dir, "b.jsonl"), "b1\n")
 
 	p, s := beam.NewPipelineWithRoot()
-	lines, dead := Read(s, filepath.Join(dir, "*"), []FileRange{{Path: a, Start: 1, End: 6}}, 0)
+	lines, dead := Read(s, Config{Glob: filepath.Join(dir, "*"), Ranges: []FileRange{{Path: a, Start: 1, End: 6}}})
 	passert.Equals(s, beam.ParDo(s, sourceAndLine, lines), at("a.jsonl", 0, 3)+" a2")
 	passert.Empty(s, dead)
 	ptest.RunAndValidate(t, p)
@@ -107,7 +107,7 @@ func TestReadSkipsFolders(t *testing.T) {
 	write(t, filepath.Join(dir, "_ledger", "run", "bundle-1.json"), "[]\n")
 
 	p, s := beam.NewPipelineWithRoot()
-	lines, dead := Read(s, filepath.Join(dir, "*"), nil, 0)
+	lines, dead := Read(s, Config{Glob: filepath.Join(dir, "*")})
 	passert.Equals(s, beam.ParDo(s, sourceAndLine, lines), at("a.jsonl", 1, 0)+" a1", at("a.jsonl", 2, 0)+" a2")
 	passert.Empty(s, dead)
 	ptest.RunAndValidate(t, p)

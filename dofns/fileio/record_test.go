@@ -41,7 +41,7 @@ func TestReadRecord(t *testing.T) {
 		name, path string
 		off, n     int64
 		sum        string
-		want       string // "" for ErrRecordChanged
+		want       string // "" for errRecordChanged
 	}{
 		{"plain", plain, off, int64(len(rec)), sum, rec},
 		{"gzip", packed, off, int64(len(rec)), sum, rec},
@@ -54,8 +54,8 @@ func TestReadRecord(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ReadRecord(ctx, tc.path, tc.off, tc.n, tc.sum)
 			if tc.want == "" {
-				if !errors.Is(err, ErrRecordChanged) {
-					t.Errorf("ReadRecord = %q, %v; want ErrRecordChanged", got, err)
+				if !errors.Is(err, errRecordChanged) {
+					t.Errorf("ReadRecord = %q, %v; want errRecordChanged", got, err)
 				}
 				return
 			}

@@ -7,16 +7,18 @@ import (
 	beampubsubio "github.com/apache/beam/sdks/v2/go/pkg/beam/io/pubsubio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	pubsubpb "google.golang.org/genproto/googleapis/pubsub/v1"
+
+	"github.com/sensorpipe/sensorpipe/dofns"
 )
 
 func init() {
-	register.DoFn2x0[*pubsubpb.PubsubMessage, func(Message)](&FromPubsubMessageFn{})
-	register.DoFn2x0[Message, func(string, string)](&MessageLinesFn{})
-	register.Emitter1[Message]()
+	register.DoFn2x0[*pubsubpb.PubsubMessage, func(dofns.Message)](&fromPubsubMessageFn{})
+	register.DoFn2x0[dofns.Message, func(string, string)](&MessageLinesFn{})
+	register.Emitter1[dofns.Message]()
 	register.Emitter2[string, string]()
 }
 
-// ReadMessages reads cfg.Subscription's messages as PCollection<Message>,
+// ReadMessages reads cfg.Subscription's messages as PCollection<dofns.Message>,
 // the input of the parse (dofns.ParseMessageFn).
 //
 // Locally (cfg.Dataflow unset), Read stamps each message with its
@@ -29,7 +31,7 @@ func init() {
 // attribute alike.
 func ReadMessages(s beam.Scope, cfg Config) (beam.PCollection, error) {
 	if !cfg.Dataflow {
-		return TryRead(s, cfg)
+		return tryRead(s, cfg)
 	}
 	s = s.Scope("ReadPubSub")
 	msgs := beampubsubio.Read(s, cfg.Subscription.Project, beampubsubio.ReadOptions{
@@ -37,23 +39,23 @@ func ReadMessages(s beam.Scope, cfg Config) (beam.PCollection, error) {
 		IDAttribute:    cfg.IDAttribute,
 		WithAttributes: true,
 	})
-	return beam.ParDo(s, &FromPubsubMessageFn{}, msgs), nil
+	return beam.ParDo(s, &fromPubsubMessageFn{}, msgs), nil
 }
 
-// FromPubsubMessageFn turns a message read by Beam's pubsubio (on
-// Dataflow, with its attributes) into the Message the local reader emits,
+// fromPubsubMessageFn turns a message read by Beam's pubsubio (on
+// Dataflow, with its attributes) into the dofns.Message the local reader emits,
 // so that one parse reads both alike.
-type FromPubsubMessageFn struct{}
+type fromPubsubMessageFn struct{}
 
-// ProcessElement emits m as a Message; its event time is its publish
+// ProcessElement emits m as a dofns.Message; its event time is its publish
 // time, as the local reader gives a message without a timestamp
 // attribute.
-func (f *FromPubsubMessageFn) ProcessElement(m *pubsubpb.PubsubMessage, emit func(Message)) {
+func (f *fromPubsubMessageFn) ProcessElement(m *pubsubpb.PubsubMessage, emit func(dofns.Message)) {
 	if m == nil {
 		return
 	}
 	pt := m.GetPublishTime().AsTime().UnixMilli()
-	emit(Message{ID: m.GetMessageId(), Data: m.GetData(), Attributes: m.GetAttributes(), PublishTime: pt, EventTime: pt})
+	emit(dofns.Message{ID: m.GetMessageId(), Data: m.GetData(), Attributes: m.GetAttributes(), PublishTime: pt, EventTime: pt})
 }
 
 // MessageLinesFn reads messages as KV<source, line>, the input of a
@@ -65,7 +67,7 @@ type MessageLinesFn struct {
 }
 
 // ProcessElement emits each non-empty line of m.
-func (f *MessageLinesFn) ProcessElement(m Message, emit func(string, string)) {
+func (f *MessageLinesFn) ProcessElement(m dofns.Message, emit func(string, string)) {
 	for line := range strings.SplitSeq(string(m.Data), "\n") {
 		if strings.TrimSpace(line) != "" {
 			emit(f.Source, line)

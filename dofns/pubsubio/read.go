@@ -38,16 +38,16 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 func init() {
 	register.DoFn6x2[
 		context.Context, *watermarkEstimator, beam.BundleFinalization, *sdf.LockRTracker, []byte,
-		func(beam.EventTime, Message), sdf.ProcessContinuation, error,
+		func(beam.EventTime, dofns.Message), sdf.ProcessContinuation, error,
 	]((*readFn)(nil))
-	register.Emitter2[beam.EventTime, Message]()
-	beam.RegisterType(reflect.TypeOf((*Message)(nil)).Elem())
+	register.Emitter2[beam.EventTime, dofns.Message]()
 	beam.RegisterType(reflect.TypeOf((*Restriction)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*WatermarkState)(nil)).Elem())
 }
@@ -58,12 +58,10 @@ func init() {
 // commits has a cost downstream that does not depend on its size: prism
 // (Beam v2.77) schedules and persists each stage's bundle, and
 // re-examines every element a triggered GroupByKey holds each time a
-// bundle adds to it. Draining a backlog in make bench-backlog, bundles of
-// up to 8,000 messages and 2 s of pulling took the launcher's CPU a reading
-// from 97 to 82 µs, and bundles of up to 16,000 and 4 s to 62-74 µs. A
-// bundle of a live stream ends well before it is full: at its first empty
-// pull (at a steady 2,000 readings/s, publish to visible stays at a p99 of
-// half a second).
+// bundle adds to it, so larger bundles drain a backlog with less CPU a
+// reading (make bench-backlog; figures in docs/performance.md). A bundle
+// of a live stream ends well before it is full: at its first empty pull,
+// so its latency does not grow with the bound.
 //
 // DefaultMaxBytesPerBundle bounds the message bytes one bundle holds, so
 // that a backlog of large messages (batched readings, up to Pub/Sub's 10
@@ -106,7 +104,7 @@ type Config struct {
 	// TimestampAttribute, if set, names the attribute holding each message's
 	// event time, as epoch milliseconds (RFC 3339 is accepted too). Messages
 	// where it is missing or unparseable carry their publish time and a
-	// non-empty Message.TimestampError. If empty, the publish time is used.
+	// non-empty dofns.Message.TimestampError. If empty, the publish time is used.
 	TimestampAttribute string
 	// IDAttribute optionally names an attribute with a unique record id, used
 	// for best-effort deduplication of redeliveries.
@@ -139,23 +137,6 @@ type Config struct {
 	Dataflow bool
 }
 
-// Message is one Pub/Sub message as emitted by Read.
-type Message struct {
-	// ID is the Pub/Sub message id.
-	ID string
-	// Data is the message payload.
-	Data []byte
-	// Attributes are the message attributes (nil if none).
-	Attributes map[string]string
-	// PublishTime is the publish time, epoch milliseconds.
-	PublishTime int64
-	// EventTime is the element's event timestamp, epoch milliseconds.
-	EventTime int64
-	// TimestampError is non-empty when Config.TimestampAttribute was set but
-	// missing or unparseable on this message; EventTime is then PublishTime.
-	TimestampError string
-}
-
 // withDefaults validates cfg and fills in defaults.
 func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Subscription.Project == "" || cfg.Subscription.ID == "" {
@@ -185,19 +166,19 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-// Read returns an unbounded PCollection<Message> read from cfg.Subscription,
+// Read returns an unbounded PCollection<dofns.Message> read from cfg.Subscription,
 // each element timestamped with its event time. It panics if cfg is invalid
-// (at pipeline construction time); see TryRead.
+// (at pipeline construction time); see tryRead.
 func Read(s beam.Scope, cfg Config) beam.PCollection {
-	out, err := TryRead(s, cfg)
+	out, err := tryRead(s, cfg)
 	if err != nil {
 		panic(err)
 	}
 	return out
 }
 
-// TryRead is Read, returning an error instead of panicking on invalid cfg.
-func TryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
+// tryRead is Read, returning an error instead of panicking on invalid cfg.
+func tryRead(s beam.Scope, cfg Config) (beam.PCollection, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return beam.PCollection{}, err
@@ -363,7 +344,7 @@ func (fn *readFn) ProcessElement(
 	bf beam.BundleFinalization,
 	rt *sdf.LockRTracker,
 	_ []byte,
-	emit func(beam.EventTime, Message),
+	emit func(beam.EventTime, dofns.Message),
 ) (sdf.ProcessContinuation, error) {
 	start := time.Now()
 	rest, ok := restriction(rt)
@@ -658,9 +639,9 @@ func (fn *readFn) pull(ctx context.Context, max int) (*pubsubpb.PullResponse, er
 	return nil, fmt.Errorf("pubsubio: pulling %s: %w", fn.Subscription, err)
 }
 
-// convert turns a Pub/Sub message into a Message, resolving its event time.
-func (fn *readFn) convert(pm *pubsubpb.PubsubMessage) Message {
-	m := Message{
+// convert turns a Pub/Sub message into a dofns.Message, resolving its event time.
+func (fn *readFn) convert(pm *pubsubpb.PubsubMessage) dofns.Message {
+	m := dofns.Message{
 		ID:          pm.GetMessageId(),
 		Data:        pm.GetData(),
 		Attributes:  pm.GetAttributes(),
@@ -678,7 +659,7 @@ func (fn *readFn) convert(pm *pubsubpb.PubsubMessage) Message {
 		m.TimestampError = fmt.Sprintf("timestamp attribute %q missing", fn.TimestampAttribute)
 		return m
 	}
-	et, err := ParseEventTime(v)
+	et, err := dofns.ParseEventTime(v)
 	if err != nil {
 		m.TimestampError = fmt.Sprintf("timestamp attribute %q: %v", fn.TimestampAttribute, err)
 		return m

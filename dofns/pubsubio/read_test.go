@@ -20,6 +20,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
+	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/loopback"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -28,11 +29,11 @@ import (
 const project = "test-project"
 
 func init() {
-	register.DoFn3x0[context.Context, beam.EventTime, pubsubio.Message]((*recordFn)(nil))
-	register.DoFn1x2[pubsubio.Message, string, string]((*keyByOneFn)(nil))
+	register.DoFn3x0[context.Context, beam.EventTime, dofns.Message]((*recordFn)(nil))
+	register.DoFn1x2[dofns.Message, string, string]((*keyByOneFn)(nil))
 	register.DoFn3x0[beam.Window, string, func(*string) bool]((*recordPaneFn)(nil))
 	register.Iter1[string]()
-	register.DoFn1x0[pubsubio.Message]((*bundleSizeFn)(nil))
+	register.DoFn1x0[dofns.Message]((*bundleSizeFn)(nil))
 }
 
 func TestMain(m *testing.M) {
@@ -55,7 +56,7 @@ func TestMain(m *testing.M) {
 
 type seen struct {
 	ElementTime int64 // element timestamp, epoch ms
-	Msg         pubsubio.Message
+	Msg         dofns.Message
 }
 
 type pane struct {
@@ -113,7 +114,7 @@ type recordFn struct {
 	BlockOnBatch string
 }
 
-func (fn *recordFn) ProcessElement(ctx context.Context, et beam.EventTime, m pubsubio.Message) {
+func (fn *recordFn) ProcessElement(ctx context.Context, et beam.EventTime, m dofns.Message) {
 	store.Lock()
 	store.elems[fn.Run] = append(store.elems[fn.Run], seen{ElementTime: et.Milliseconds(), Msg: m})
 	store.Unlock()
@@ -134,7 +135,7 @@ type bundleSizeFn struct {
 
 func (fn *bundleSizeFn) StartBundle() { fn.n = 0 }
 
-func (fn *bundleSizeFn) ProcessElement(m pubsubio.Message) {
+func (fn *bundleSizeFn) ProcessElement(m dofns.Message) {
 	fn.n++
 	store.Lock()
 	store.elems[fn.Run] = append(store.elems[fn.Run], seen{Msg: m})
@@ -158,7 +159,7 @@ func bundlesOf(run string) []int {
 
 type keyByOneFn struct{}
 
-func (*keyByOneFn) ProcessElement(m pubsubio.Message) (string, string) { return "all", m.ID }
+func (*keyByOneFn) ProcessElement(m dofns.Message) (string, string) { return "all", m.ID }
 
 type recordPaneFn struct{ Run string }
 

@@ -1,4 +1,4 @@
-package pubsubio
+package dofns
 
 import (
 	"fmt"
@@ -8,6 +8,25 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 )
+
+// Message is one Pub/Sub message as the parse reads it
+// (ParseMessageFn): the stream's source emits it.
+type Message struct {
+	// ID is the Pub/Sub message id.
+	ID string
+	// Data is the message payload.
+	Data []byte
+	// Attributes are the message attributes (nil if none).
+	Attributes map[string]string
+	// PublishTime is the publish time, epoch milliseconds.
+	PublishTime int64
+	// EventTime is the element's event timestamp, epoch milliseconds.
+	EventTime int64
+	// TimestampError is non-empty when the source was given a timestamp
+	// attribute that is missing or unparseable on this message; EventTime
+	// is then PublishTime.
+	TimestampError string
+}
 
 // Event times outside [minEventMs, maxEventMs] (years 1000..9999) are
 // rejected as unparseable: they are certainly bad data, and far-out values
@@ -31,15 +50,15 @@ func ParseEventTime(v string) (int64, error) {
 	} else if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		ms = t.UnixMilli()
 	} else {
-		return 0, fmt.Errorf("timestamp %q is neither epoch milliseconds nor RFC 3339", truncate(v, 64))
+		return 0, fmt.Errorf("timestamp %q is neither epoch milliseconds nor RFC 3339", truncateAttr(v, 64))
 	}
 	if ms < minEventMs || ms > maxEventMs || ms < int64(mtime.MinTimestamp) || ms > int64(mtime.MaxTimestamp) {
-		return 0, fmt.Errorf("timestamp %q is out of range", truncate(v, 64))
+		return 0, fmt.Errorf("timestamp %q is out of range", truncateAttr(v, 64))
 	}
 	return ms, nil
 }
 
-func truncate(s string, n int) string {
+func truncateAttr(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
