@@ -276,33 +276,33 @@ func TestDataflowDryRunStreaming(t *testing.T) {
 	})
 	checkGraph(t, out.pipeline)
 	checkSummary(t, out, "JOB_TYPE_STREAMING", "source:     Pub/Sub "+sub, "at the watermark", "allowed lateness")
-	t.Run("README's stateful steps", func(t *testing.T) {
+	t.Run("the guide's stateful steps", func(t *testing.T) {
 		checkStatefulSteps(t, out.pipeline)
 	})
 }
 
-// checkStatefulSteps holds the README's list of the stream's stateful
-// steps (its "Updating a running Dataflow stream" section), by which
-// Dataflow matches a running stream on update, to the stream's graph:
+// checkStatefulSteps holds the Dataflow guide's list of the stream's
+// stateful steps (its "The stateful steps and their coders" section), by
+// which Dataflow matches a running stream on update, to the stream's graph:
 // each is a step of it.
 func checkStatefulSteps(t *testing.T, p *pipepb.Pipeline) {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/guide/dataflow.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec := regexp.MustCompile(`(?s)### Updating a running Dataflow stream\n(.*?)\n#`).FindSubmatch(b)
+	sec := regexp.MustCompile(`(?s)### The stateful steps and their coders\n(.*?)\n#`).FindSubmatch(b)
 	if sec == nil {
-		t.Fatal(`README.md has no "### Updating a running Dataflow stream" section`)
+		t.Fatal(`docs/guide/dataflow.md has no "### The stateful steps and their coders" section`)
 	}
 	steps := regexp.MustCompile("(?m)^- `(Ingest/[^`]+)`").FindAllSubmatch(sec[1], -1)
 	if len(steps) < 3 {
-		t.Fatalf("README.md's update section lists %d stateful steps (- `Ingest/...`); want the grouping, PaneBatchFn and StreamRowsFn", len(steps))
+		t.Fatalf("docs/guide/dataflow.md's stateful-steps section lists %d stateful steps (- `Ingest/...`); want the grouping, PaneBatchFn and StreamRowsFn", len(steps))
 	}
 	names := transformNames(p)
 	for _, m := range steps {
 		if !slices.Contains(names, string(m[1])) {
-			t.Errorf("README.md lists %q as a stateful step, which is no step of the stream", m[1])
+			t.Errorf("docs/guide/dataflow.md lists %q as a stateful step, which is no step of the stream", m[1])
 		}
 	}
 }
