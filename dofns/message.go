@@ -7,7 +7,13 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 )
+
+func init() {
+	register.DoFn2x0[Message, func(string, string)](&MessageLinesFn{})
+	register.Emitter2[string, string]()
+}
 
 // Message is one Pub/Sub message as the parse reads it
 // (ParseMessageFn): the stream's source emits it.
@@ -26,6 +32,23 @@ type Message struct {
 	// attribute that is missing or unparseable on this message; EventTime
 	// is then PublishTime.
 	TimestampError string
+}
+
+// MessageLinesFn reads messages as KV<source, line>, the input of a
+// replay's dead-letter unwrapping: each non-empty line of a message is a
+// dead-letter record (the dead-letter topic carries one a message), and
+// Source, the subscription, names them all.
+type MessageLinesFn struct {
+	Source string
+}
+
+// ProcessElement emits each non-empty line of m.
+func (f *MessageLinesFn) ProcessElement(m Message, emit func(string, string)) {
+	for line := range strings.SplitSeq(string(m.Data), "\n") {
+		if strings.TrimSpace(line) != "" {
+			emit(f.Source, line)
+		}
+	}
 }
 
 // Event times outside [minEventMs, maxEventMs] (years 1000..9999) are

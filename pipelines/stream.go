@@ -110,7 +110,7 @@ func Stream(s beam.Scope, cfg Config, opts StreamOptions) error {
 	if cfg.Replay != nil {
 		// A replay's messages are dead-letter records, unwrapped to the
 		// payloads they carry (and the rollups' rebuild probes).
-		lines := beam.ParDo(s.Scope("ReplayLines"), &pubsubio.MessageLinesFn{Source: opts.Source.Subscription.String()}, msgs)
+		lines := beam.ParDo(s.Scope("ReplayLines"), &dofns.MessageLinesFn{Source: opts.Source.Subscription.String()}, msgs)
 		records, parseDead := parseLinesChecked(s, cfg, lines, true, cfg.Spec.FutureLimit())
 		dead := replayStream(s, cfg, opts.MergeStored, records)
 		writeDeadLetters(s, cfg, append(dead, parseDead)...)

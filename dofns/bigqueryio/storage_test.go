@@ -195,7 +195,7 @@ func TestStorageWriterHoldsAtMostItsBuffer(t *testing.T) {
 // keep alive, held about five times that (append grows large slices by a
 // quarter).
 func TestStorageWriterBatchKeepsOneCopyOfItsRows(t *testing.T) {
-	w := &storageWriter{f: &writeFn{MaxRequestBytes: DefaultBQRequestBytes, MaxBufferedBytes: 1 << 30, MaxInflight: DefaultBQInflight}}
+	w := &storageWriter{f: &writeFn{MaxRequestBytes: DefaultBQRequestBytes, MaxBufferedBytes: 1 << 30, MaxInflight: defaultBQInflight}}
 	enc := make([]byte, 100)
 	const n = 40_000
 	var before, after runtime.MemStats

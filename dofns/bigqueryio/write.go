@@ -50,9 +50,9 @@ const (
 	// DefaultInsertAllRows is the rows per insertAll request BigQuery
 	// recommends.
 	DefaultInsertAllRows = 500
-	// DefaultBQInflight is how many AppendRows requests a bundle keeps in
+	// defaultBQInflight is how many AppendRows requests a bundle keeps in
 	// flight before it waits for the oldest.
-	DefaultBQInflight = 8
+	defaultBQInflight = 8
 	// DefaultBQBufferedBytes is the memory a Storage Write writer gives
 	// to the rows BigQuery has not yet answered for.
 	DefaultBQBufferedBytes = 32 << 20
@@ -154,7 +154,7 @@ func (f *writeFn) Setup(ctx context.Context) error {
 		f.MaxInsertRows = DefaultInsertAllRows
 	}
 	if f.MaxInflight <= 0 {
-		f.MaxInflight = DefaultBQInflight
+		f.MaxInflight = defaultBQInflight
 	}
 	if f.MaxBufferedBytes <= 0 {
 		f.MaxBufferedBytes = DefaultBQBufferedBytes

@@ -1,8 +1,6 @@
 package pubsubio
 
 import (
-	"strings"
-
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	beampubsubio "github.com/apache/beam/sdks/v2/go/pkg/beam/io/pubsubio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
@@ -13,9 +11,7 @@ import (
 
 func init() {
 	register.DoFn2x0[*pubsubpb.PubsubMessage, func(dofns.Message)](&fromPubsubMessageFn{})
-	register.DoFn2x0[dofns.Message, func(string, string)](&MessageLinesFn{})
 	register.Emitter1[dofns.Message]()
-	register.Emitter2[string, string]()
 }
 
 // ReadMessages reads cfg.Subscription's messages as PCollection<dofns.Message>,
@@ -56,21 +52,4 @@ func (f *fromPubsubMessageFn) ProcessElement(m *pubsubpb.PubsubMessage, emit fun
 	}
 	pt := m.GetPublishTime().AsTime().UnixMilli()
 	emit(dofns.Message{ID: m.GetMessageId(), Data: m.GetData(), Attributes: m.GetAttributes(), PublishTime: pt, EventTime: pt})
-}
-
-// MessageLinesFn reads messages as KV<source, line>, the input of a
-// replay's dead-letter unwrapping: each non-empty line of a message is a
-// dead-letter record (the dead-letter topic carries one a message), and
-// Source, the subscription, names them all.
-type MessageLinesFn struct {
-	Source string
-}
-
-// ProcessElement emits each non-empty line of m.
-func (f *MessageLinesFn) ProcessElement(m dofns.Message, emit func(string, string)) {
-	for line := range strings.SplitSeq(string(m.Data), "\n") {
-		if strings.TrimSpace(line) != "" {
-			emit(f.Source, line)
-		}
-	}
 }

@@ -48,13 +48,13 @@ func init() {
 		func(beam.EventTime, dofns.Message), sdf.ProcessContinuation, error,
 	]((*readFn)(nil))
 	register.Emitter2[beam.EventTime, dofns.Message]()
-	beam.RegisterType(reflect.TypeOf((*Restriction)(nil)).Elem())
-	beam.RegisterType(reflect.TypeOf((*WatermarkState)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*pullRestriction)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*watermarkState)(nil)).Elem())
 }
 
 // Defaults for Config fields left zero.
 //
-// DefaultMaxMessagesPerBundle is large because each bundle the reader
+// defaultMaxMessagesPerBundle is large because each bundle the reader
 // commits has a cost downstream that does not depend on its size: prism
 // (Beam v2.77) schedules and persists each stage's bundle, and
 // re-examines every element a triggered GroupByKey holds each time a
@@ -63,15 +63,15 @@ func init() {
 // of a live stream ends well before it is full: at its first empty pull,
 // so its latency does not grow with the bound.
 //
-// DefaultMaxBytesPerBundle bounds the message bytes one bundle holds, so
+// defaultMaxBytesPerBundle bounds the message bytes one bundle holds, so
 // that a backlog of large messages (batched readings, up to Pub/Sub's 10
 // MB each) is read a few at a time rather than 16,000 at once.
 const (
-	DefaultIdleAdvance          = 3 * time.Second
-	DefaultMaxMessagesPerBundle = 16000
-	DefaultMaxBytesPerBundle    = 64 << 20
+	defaultIdleAdvance          = 3 * time.Second
+	defaultMaxMessagesPerBundle = 16000
+	defaultMaxBytesPerBundle    = 64 << 20
 	DefaultAckDeadline          = 60 * time.Second
-	DefaultFinalizeTimeout      = 5 * time.Minute
+	defaultFinalizeTimeout      = 5 * time.Minute
 )
 
 const (
@@ -110,13 +110,13 @@ type Config struct {
 	// for best-effort deduplication of redeliveries.
 	IDAttribute string
 	// IdleAdvance is how long the subscription must be idle before the
-	// watermark advances to wall time (default DefaultIdleAdvance).
+	// watermark advances to wall time (default defaultIdleAdvance).
 	IdleAdvance time.Duration
 	// MaxMessagesPerBundle caps the messages emitted by one bundle
-	// (default DefaultMaxMessagesPerBundle).
+	// (default defaultMaxMessagesPerBundle).
 	MaxMessagesPerBundle int
 	// MaxBytesPerBundle caps the bytes of the messages one bundle emits
-	// (default DefaultMaxBytesPerBundle): a pull asks for no more messages
+	// (default defaultMaxBytesPerBundle): a pull asks for no more messages
 	// than fit, each reckoned at the largest message seen lately (at first
 	// Pub/Sub's 10 MB), so a bundle passes it only when its messages are
 	// larger than the last ones, or when one message alone is larger.
@@ -128,7 +128,7 @@ type Config struct {
 	AckDeadline time.Duration
 	// FinalizeTimeout is how long an emitted message waits for its bundle to
 	// be finalized before its lease is released so that Pub/Sub redelivers it
-	// (the bundle presumably failed). Default DefaultFinalizeTimeout.
+	// (the bundle presumably failed). Default defaultFinalizeTimeout.
 	FinalizeTimeout time.Duration
 
 	// Dataflow has ReadMessages read with Beam's pubsubio, which only
@@ -146,13 +146,13 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, errors.New("pubsubio: negative durations or sizes are not allowed")
 	}
 	if cfg.IdleAdvance == 0 {
-		cfg.IdleAdvance = DefaultIdleAdvance
+		cfg.IdleAdvance = defaultIdleAdvance
 	}
 	if cfg.MaxMessagesPerBundle == 0 {
-		cfg.MaxMessagesPerBundle = DefaultMaxMessagesPerBundle
+		cfg.MaxMessagesPerBundle = defaultMaxMessagesPerBundle
 	}
 	if cfg.MaxBytesPerBundle == 0 {
-		cfg.MaxBytesPerBundle = DefaultMaxBytesPerBundle
+		cfg.MaxBytesPerBundle = defaultMaxBytesPerBundle
 	}
 	if cfg.AckDeadline == 0 {
 		cfg.AckDeadline = DefaultAckDeadline
@@ -161,7 +161,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("pubsubio: AckDeadline %v outside 10s..600s", cfg.AckDeadline)
 	}
 	if cfg.FinalizeTimeout == 0 {
-		cfg.FinalizeTimeout = DefaultFinalizeTimeout
+		cfg.FinalizeTimeout = defaultFinalizeTimeout
 	}
 	return cfg, nil
 }
@@ -253,15 +253,15 @@ func (fn *readFn) Teardown(ctx context.Context) error {
 }
 
 // CreateInitialRestriction starts at the first pull.
-func (fn *readFn) CreateInitialRestriction(_ []byte) Restriction { return Restriction{} }
+func (fn *readFn) CreateInitialRestriction(_ []byte) pullRestriction { return pullRestriction{} }
 
 // SplitRestriction does not split: one reader per subscription.
-func (fn *readFn) SplitRestriction(_ []byte, rest Restriction) []Restriction {
-	return []Restriction{rest}
+func (fn *readFn) SplitRestriction(_ []byte, rest pullRestriction) []pullRestriction {
+	return []pullRestriction{rest}
 }
 
 // RestrictionSize is unknown for a stream; report a constant.
-func (fn *readFn) RestrictionSize(_ []byte, rest Restriction) float64 {
+func (fn *readFn) RestrictionSize(_ []byte, rest pullRestriction) float64 {
 	if rest.Done {
 		return 0
 	}
@@ -269,13 +269,13 @@ func (fn *readFn) RestrictionSize(_ []byte, rest Restriction) float64 {
 }
 
 // CreateTracker wraps the restriction tracker in a LockRTracker.
-func (fn *readFn) CreateTracker(rest Restriction) *sdf.LockRTracker {
+func (fn *readFn) CreateTracker(rest pullRestriction) *sdf.LockRTracker {
 	return sdf.NewLockRTracker(newTracker(rest))
 }
 
 // TruncateRestriction stops reading when the pipeline is drained (the
 // pending acknowledgements are still made).
-func (fn *readFn) TruncateRestriction(rt *sdf.LockRTracker, _ []byte) Restriction {
+func (fn *readFn) TruncateRestriction(rt *sdf.LockRTracker, _ []byte) pullRestriction {
 	r, _ := restriction(rt)
 	r.Done = true
 	return r
@@ -283,23 +283,23 @@ func (fn *readFn) TruncateRestriction(rt *sdf.LockRTracker, _ []byte) Restrictio
 
 // restriction is rt's restriction; ok is false when rt holds another type
 // (never, as CreateTracker makes it), so nothing here can panic.
-func restriction(rt *sdf.LockRTracker) (Restriction, bool) {
-	r, ok := rt.GetRestriction().(Restriction)
+func restriction(rt *sdf.LockRTracker) (pullRestriction, bool) {
+	r, ok := rt.GetRestriction().(pullRestriction)
 	return r, ok
 }
 
 // InitialWatermarkEstimatorState starts the watermark at the impulse's time.
-func (fn *readFn) InitialWatermarkEstimatorState(et beam.EventTime, _ Restriction, _ []byte) WatermarkState {
-	return WatermarkState{WatermarkMs: et.Milliseconds()}
+func (fn *readFn) InitialWatermarkEstimatorState(et beam.EventTime, _ pullRestriction, _ []byte) watermarkState {
+	return watermarkState{WatermarkMs: et.Milliseconds()}
 }
 
 // CreateWatermarkEstimator restores the manual watermark estimator.
-func (fn *readFn) CreateWatermarkEstimator(st WatermarkState) *watermarkEstimator {
+func (fn *readFn) CreateWatermarkEstimator(st watermarkState) *watermarkEstimator {
 	return &watermarkEstimator{state: st}
 }
 
 // WatermarkEstimatorState saves the estimator's state into the residual.
-func (fn *readFn) WatermarkEstimatorState(we *watermarkEstimator) WatermarkState {
+func (fn *readFn) WatermarkEstimatorState(we *watermarkEstimator) watermarkState {
 	return we.state
 }
 
@@ -349,7 +349,7 @@ func (fn *readFn) ProcessElement(
 	start := time.Now()
 	rest, ok := restriction(rt)
 	if !ok {
-		return sdf.StopProcessing(), fmt.Errorf("pubsubio: restriction %T is not a pubsubio.Restriction", rt.GetRestriction())
+		return sdf.StopProcessing(), fmt.Errorf("pubsubio: restriction %T is not a pubsubio.pullRestriction", rt.GetRestriction())
 	}
 	fn.ackCommitted(ctx, rest.PendingAcks, rest.PendingIDs, true)
 	if len(rest.PendingAcks) > 0 {
@@ -585,7 +585,7 @@ type pulled struct {
 // maxBytes is MaxBytesPerBundle, or its default.
 func (fn *readFn) maxBytes() int {
 	if fn.MaxBytesPerBundle <= 0 {
-		return DefaultMaxBytesPerBundle
+		return defaultMaxBytesPerBundle
 	}
 	return fn.MaxBytesPerBundle
 }

@@ -8,12 +8,12 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 )
 
-// Restriction is the (unbounded) restriction of the reading SDF. A Pub/Sub
+// pullRestriction is the (unbounded) restriction of the reading SDF. A Pub/Sub
 // subscription has no offsets a runner could split on, so the restriction
 // counts the pulls claimed so far and carries the acknowledgements owed for
 // the bundle that wrote it: it exists so that the reader can checkpoint
 // itself (ProcessContinuation) and be resumed as a residual.
-type Restriction struct {
+type pullRestriction struct {
 	// Pulls is the number of pulls claimed by earlier bundles.
 	Pulls int64
 	// Done marks a restriction that must not claim anything any more
@@ -29,7 +29,7 @@ type Restriction struct {
 	PendingIDs []string
 }
 
-// tracker is the RTracker for Restriction. A claim (position = next pull
+// tracker is the RTracker for pullRestriction. A claim (position = next pull
 // number, int64) is made before every Pull, so everything a pull returns
 // belongs to the claiming bundle.
 //
@@ -41,7 +41,7 @@ type Restriction struct {
 // messages) before the bundle that emitted them is committed. Bundles are
 // short (a couple of seconds), so the runner loses nothing by this.
 type tracker struct {
-	rest    Restriction
+	rest    pullRestriction
 	stopped bool
 	err     error
 
@@ -50,7 +50,7 @@ type tracker struct {
 	pendingIDs  []string
 }
 
-func newTracker(rest Restriction) *tracker {
+func newTracker(rest pullRestriction) *tracker {
 	return &tracker{rest: rest, stopped: rest.Done}
 }
 
@@ -96,7 +96,7 @@ func (t *tracker) TrySplit(fraction float64) (primary, residual any, err error) 
 	p := t.rest
 	p.Done = true
 	p.PendingAcks, p.PendingIDs = nil, nil
-	return p, Restriction{Pulls: t.rest.Pulls, PendingAcks: t.pendingAcks, PendingIDs: t.pendingIDs}, nil
+	return p, pullRestriction{Pulls: t.rest.Pulls, PendingAcks: t.pendingAcks, PendingIDs: t.pendingIDs}, nil
 }
 
 // GetProgress reports the pulls done; the remaining work of an unbounded
@@ -117,10 +117,10 @@ func (t *tracker) GetRestriction() any { return t.rest }
 // IsBounded is false: the restriction covers the unbounded subscription.
 func (t *tracker) IsBounded() bool { return false }
 
-// WatermarkState is the persisted state of the reader's manual watermark
+// watermarkState is the persisted state of the reader's manual watermark
 // estimator. It travels with every residual, so it survives checkpoints and
 // the fact that successive bundles may run on different DoFn instances.
-type WatermarkState struct {
+type watermarkState struct {
 	// WatermarkMs is the current output watermark, epoch milliseconds.
 	WatermarkMs int64
 	// LastMessageMs is the wall time (epoch ms) at which the reader last
@@ -133,7 +133,7 @@ type WatermarkState struct {
 // does not observe output timestamps), extended with the idle bookkeeping.
 // It never moves backwards.
 type watermarkEstimator struct {
-	state WatermarkState
+	state watermarkState
 }
 
 // CurrentWatermark implements sdf.WatermarkEstimator.

@@ -9,7 +9,7 @@ import (
 )
 
 func TestTrackerSplitsOnlyAtCheckpoint(t *testing.T) {
-	tr := newTracker(Restriction{Pulls: 3})
+	tr := newTracker(pullRestriction{Pulls: 3})
 	if !tr.TryClaim(int64(4)) {
 		t.Fatal("claim 4 failed")
 	}
@@ -21,10 +21,10 @@ func TestTrackerSplitsOnlyAtCheckpoint(t *testing.T) {
 	if err != nil || r == nil {
 		t.Fatalf("checkpoint split: %v, %v", r, err)
 	}
-	if !p.(Restriction).Done || !tr.IsDone() || tr.TryClaim(int64(5)) {
+	if !p.(pullRestriction).Done || !tr.IsDone() || tr.TryClaim(int64(5)) {
 		t.Errorf("primary %+v not done", p)
 	}
-	if res := r.(Restriction); res.Pulls != 4 || res.Done || len(res.PendingAcks) != 1 {
+	if res := r.(pullRestriction); res.Pulls != 4 || res.Done || len(res.PendingAcks) != 1 {
 		t.Errorf("residual = %+v", res)
 	}
 }
@@ -75,12 +75,12 @@ func TestNextWatermarkNeverPassesTheWallClock(t *testing.T) {
 		{"readings from now", now, now, now - lag, true},
 		{"one reading 3 days ahead", now + 72*3600_000, now, now - lag, true},
 		{"a reading at the end of time", none - 1, now, now - lag, true},
-		{"idle for IdleAdvance", none, now - DefaultIdleAdvance.Milliseconds(), now - lag, true},
+		{"idle for IdleAdvance", none, now - defaultIdleAdvance.Milliseconds(), now - lag, true},
 		{"no on-time reading, not idle", none, now - 100, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := nextWatermark(tt.minOnTime, tt.lastMsgMs, now, DefaultIdleAdvance)
+			got, ok := nextWatermark(tt.minOnTime, tt.lastMsgMs, now, defaultIdleAdvance)
 			if got != tt.want || ok != tt.ok {
 				t.Errorf("nextWatermark = %d, %v; want %d, %v", got, ok, tt.want, tt.ok)
 			}
