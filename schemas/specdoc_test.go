@@ -81,10 +81,12 @@ template is one error naming the file, the YAML path and the fix.
 
 Its JSON Schema, ` + "`schemas/spec.schema.json`" + `, carries the same keys for
 editors; put this first line in a spec for completion and checks with the
-YAML language server:
+YAML language server, with the schema's path relative to the spec (here, a
+spec in the checkout's top folder; the built-in specs use
+` + "`../spec.schema.json`" + `):
 
 ` + "```yaml" + `
-# yaml-language-server: $schema=https://raw.githubusercontent.com/sensorpipe/sensorpipe/main/schemas/spec.schema.json
+# yaml-language-server: $schema=schemas/spec.schema.json
 ` + "```" + `
 
 Templates (` + "`row_key`" + `, ` + "`qualifier`" + `) and their functions (` + "`hour`, `pad:N`, `reverse`, `salt:N`" + `, …)
