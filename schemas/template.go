@@ -228,7 +228,7 @@ func appendDigits(dst []byte, n, width int) []byte {
 func padOp(arg string) (func(Value) (Value, error), error) {
 	w, err := strconv.Atoi(arg)
 	if err != nil || w < 1 || w > 19 {
-		return nil, fmt.Errorf("pad:%s: give a width from 1 to 19, e.g. pad:13", arg)
+		return nil, fmt.Errorf("pad:%s: give a width between 1 and 19, e.g. pad:13", arg)
 	}
 	return func(v Value) (Value, error) {
 		if v.Int < 0 {
