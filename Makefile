@@ -75,7 +75,7 @@ fuzz-short:
 ## bench: micro-benchmarks (among them a stream's read-back and merge per closed sensor-hour, against the Bigtable emulator), the BigQuery emulator's dedup-query latency over 1M rows, and the end-to-end throughput comparison, with the batch merge's cost into empty tables and into hours already stored (see README, docs/performance.md).
 ##   BENCH_FLAGS e.g. -count 5; E2E_FLAGS e.g. -sensors 2000 -cpuprofile .run/pipeline.pprof
 bench:
-	go test -run '^$$' -bench . -benchmem $(BENCH_FLAGS) ./schemas/ ./dofns/...
+	go test -run '^$$' -bench . -benchmem $(BENCH_FLAGS) ./schemas/... ./dofns/...
 	go test -run '^$$' -bench BenchmarkDedupQuery1M -benchtime 3x $(BENCH_FLAGS) ./launch/bqemulator/bqemu/sqlengine/
 	@mkdir -p .run
 	go run ./launch/bench/e2e -out .run/bench-e2e.json $(E2E_FLAGS)

@@ -3,6 +3,7 @@ package schemas
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"sync"
 )
 
@@ -403,4 +404,42 @@ func (b *Builder) BQRow(r *Record, ingestedMs int64) BQRow {
 		vals[i] = b.value(c, r, ingestedMs)
 	}
 	return BQRow{Values: vals, Origin: Origin{Raw: r.Raw, Source: r.Source}, Seq: ChangeSeq{Micros: ingestedMs * 1000}}
+}
+
+// ChangeSeq is a row's _CHANGE_SEQUENCE_NUMBER: the wall-clock
+// microsecond its firing (or its batch) built it, then the firing's pane
+// index. Between two changes of one primary key BigQuery applies the one
+// with the higher sequence number, comparing section by section. A
+// window's firings are built one after another, each taking more than a
+// microsecond, so the firing built later (the one that saw every reading
+// before it) has the larger first section, whatever order its appends
+// arrive in, and even when the runner delivered its pane before an earlier
+// one; the pane index only breaks a tie. A restarted launcher's rows beat
+// the killed one's, being later by the clock. (A key's firings move
+// between workers only when the runner rebalances; a worker clock behind
+// the previous one's by more than the time between two firings of one
+// window would let the older row win.)
+type ChangeSeq struct {
+	Micros int64
+	Pane   int64
+}
+
+// String renders the sequence number as BigQuery takes it: hexadecimal
+// sections separated by '/', e.g. "18F2EBB6480/1".
+func (c ChangeSeq) String() string {
+	return string(c.Append(nil))
+}
+
+// Append appends the sequence number as String renders it to dst.
+func (c ChangeSeq) Append(dst []byte) []byte {
+	start := len(dst)
+	dst = strconv.AppendUint(dst, uint64(max(c.Micros, 0)), 16)
+	dst = append(dst, '/')
+	dst = strconv.AppendUint(dst, uint64(max(c.Pane, 0)), 16)
+	for i := start; i < len(dst); i++ {
+		if 'a' <= dst[i] && dst[i] <= 'f' {
+			dst[i] -= 'a' - 'A'
+		}
+	}
+	return dst
 }

@@ -146,7 +146,7 @@ func Compile(s *Spec, opts CompileOptions) (*Compiled, error) {
 		return nil, err
 	}
 	for _, bq := range c.BigQueryTables() {
-		if _, err := NewBQEncoder(bq); err != nil {
+		if err := CheckBigQueryColumns(bq); err != nil {
 			return nil, s.errf("bigquery", "table %s: %w", bq.Table, err)
 		}
 	}

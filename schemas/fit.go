@@ -82,3 +82,46 @@ func (s *Spec) checkColumnTypes() error {
 	}
 	return nil
 }
+
+// CheckBigQueryColumns checks that bq declares columns, each of a type
+// the Storage Write API row message can carry, under a valid column name
+// and once.
+func CheckBigQueryColumns(bq *BigQuerySpec) error {
+	if bq == nil || len(bq.Columns) == 0 {
+		return fmt.Errorf("bigquery: the spec has no bigquery columns")
+	}
+	seen := make(map[string]bool, len(bq.Columns))
+	for _, c := range bq.Columns {
+		switch c.Type {
+		case "STRING", "BYTES", "INT64", "TIMESTAMP", "FLOAT64", "BOOL":
+		default:
+			return fmt.Errorf("bigquery column %s: unsupported type %q; use STRING, FLOAT64, INT64, BOOL, TIMESTAMP or BYTES", c.Name, c.Type)
+		}
+		if !protoIdent(c.Name) {
+			return fmt.Errorf("bigquery column %q: not a valid column name; use letters, digits and _", c.Name)
+		}
+		if seen[c.Name] {
+			return fmt.Errorf("bigquery column %s: declared twice", c.Name)
+		}
+		seen[c.Name] = true
+	}
+	return nil
+}
+
+// protoIdent reports whether s is a valid protobuf field name, which every
+// valid BigQuery column name is.
+func protoIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -200,3 +200,19 @@ func TestTooLargeDeadLetterNamesItsRecord(t *testing.T) {
 		t.Errorf("read back, then malformed: %+v; want no length or hash (its payload is whole)", other)
 	}
 }
+
+// firingsHour is a closed UTC hour.
+var firingsHour = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+// firingsSpec is vitals with body_temperature and spO2 optional.
+func firingsSpec(t *testing.T) (*Spec, *Compiled) {
+	t.Helper()
+	loaded, err := BuiltinSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded.Field("body_temperature").Required = false
+	loaded.Field("spO2").Required = false
+	spec := MustCompile(loaded, CompileOptions{})
+	return spec.Spec, spec
+}

@@ -208,7 +208,7 @@ func TestRollupBigQuery(t *testing.T) {
 	if g := strings.Join(cols, " "); g != wantCols {
 		t.Fatalf("columns:\n got %s\nwant %s", g, wantCols)
 	}
-	if _, err := NewBQEncoder(bq); err != nil {
+	if err := CheckBigQueryColumns(bq); err != nil {
 		t.Fatalf("the rollup table cannot be encoded: %v", err)
 	}
 

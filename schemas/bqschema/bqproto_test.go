@@ -1,10 +1,11 @@
-package schemas
+package bqschema
 
 import (
 	"errors"
 	"math"
 	"testing"
 
+	"github.com/sensorpipe/sensorpipe/schemas"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -12,7 +13,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 )
 
-func vitalsBQ(t testing.TB) (*Spec, *BQEncoder) {
+func vitalsBQ(t testing.TB) (*schemas.Spec, *BQEncoder) {
 	t.Helper()
 	spec, err := LoadSpec("vitals")
 	if err != nil {
@@ -87,16 +88,16 @@ func TestBQDescriptorFollowsTheSpecColumns(t *testing.T) {
 func TestNewBQEncoderRejectsBadColumns(t *testing.T) {
 	tests := []struct {
 		name string
-		cols []BQColumnSpec
+		cols []schemas.BQColumnSpec
 	}{
 		{"no columns", nil},
-		{"unknown type", []BQColumnSpec{{Name: "a", Type: "NUMERIC"}}},
-		{"bad name", []BQColumnSpec{{Name: "1a", Type: "STRING"}}},
-		{"duplicate", []BQColumnSpec{{Name: "a", Type: "STRING"}, {Name: "a", Type: "INT64"}}},
+		{"unknown type", []schemas.BQColumnSpec{{Name: "a", Type: "NUMERIC"}}},
+		{"bad name", []schemas.BQColumnSpec{{Name: "1a", Type: "STRING"}}},
+		{"duplicate", []schemas.BQColumnSpec{{Name: "a", Type: "STRING"}, {Name: "a", Type: "INT64"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := NewBQEncoder(&BigQuerySpec{Columns: tc.cols}); err == nil {
+			if _, err := NewBQEncoder(&schemas.BigQuerySpec{Columns: tc.cols}); err == nil {
 				t.Error("NewBQEncoder succeeded, want an error")
 			}
 		})
@@ -106,21 +107,21 @@ func TestNewBQEncoderRejectsBadColumns(t *testing.T) {
 func TestBQEncoderAppendDecodesWithDynamicpb(t *testing.T) {
 	spec, enc := vitalsBQ(t)
 	mt := messageType(t, enc.Descriptor())
-	b, err := NewBuilder(spec)
+	b, err := schemas.NewBuilder(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const eventMs = 1_714_560_000_123 // 2024-05-01T10:40:00.123Z
 	const ingestedMs = 1_714_563_600_000
-	rec := Record{
-		Values: []Value{
-			{Kind: KindString, Str: "sensor-7"},
-			{Kind: KindTime, Int: eventMs},
+	rec := schemas.Record{
+		Values: []schemas.Value{
+			{Kind: schemas.KindString, Str: "sensor-7"},
+			{Kind: schemas.KindTime, Int: eventMs},
 			{}, // heart_rate not observed
-			{Kind: KindFloat, Num: 36.8},
-			{Kind: KindFloat, Num: 98},
-			{Kind: KindFloat, Num: -0.5},
-			{Kind: KindBool, Bool: false},
+			{Kind: schemas.KindFloat, Num: 36.8},
+			{Kind: schemas.KindFloat, Num: 98},
+			{Kind: schemas.KindFloat, Num: -0.5},
+			{Kind: schemas.KindBool, Bool: false},
 		},
 		EventMs: eventMs,
 	}
@@ -128,7 +129,7 @@ func TestBQEncoderAppendDecodesWithDynamicpb(t *testing.T) {
 
 	tests := []struct {
 		name string
-		vals []Value
+		vals []schemas.Value
 		want map[string]any // absent keys must be unset
 	}{
 		{
@@ -147,17 +148,17 @@ func TestBQEncoderAppendDecodesWithDynamicpb(t *testing.T) {
 		},
 		{
 			name: "every optional column null",
-			vals: []Value{{Kind: KindString, Str: ""}, {Kind: KindTime, Int: -1}, {}, {}, {}, {}, {}, {Kind: KindString, Str: "id"}, {}},
+			vals: []schemas.Value{{Kind: schemas.KindString, Str: ""}, {Kind: schemas.KindTime, Int: -1}, {}, {}, {}, {}, {}, {Kind: schemas.KindString, Str: "id"}, {}},
 			want: map[string]any{"sensor_id": "", "event_timestamp": int64(-1000), "reading_id": "id"},
 		},
 		{
 			name: "ints widen to float, extreme floats survive",
-			vals: []Value{{Kind: KindString, Str: "s"}, {Kind: KindTime, Int: 0}, {Kind: KindInt, Int: 72}, {Kind: KindFloat, Num: math.Inf(1)}, {Kind: KindFloat, Num: math.SmallestNonzeroFloat64}, {Kind: KindFloat, Num: math.MaxFloat64}, {Kind: KindBool, Bool: true}, {Kind: KindString, Str: "ü✓"}, {Kind: KindTime, Int: 253402300799999}},
+			vals: []schemas.Value{{Kind: schemas.KindString, Str: "s"}, {Kind: schemas.KindTime, Int: 0}, {Kind: schemas.KindInt, Int: 72}, {Kind: schemas.KindFloat, Num: math.Inf(1)}, {Kind: schemas.KindFloat, Num: math.SmallestNonzeroFloat64}, {Kind: schemas.KindFloat, Num: math.MaxFloat64}, {Kind: schemas.KindBool, Bool: true}, {Kind: schemas.KindString, Str: "ü✓"}, {Kind: schemas.KindTime, Int: 253402300799999}},
 			want: map[string]any{"sensor_id": "s", "event_timestamp": int64(0), "heart_rate": 72.0, "body_temperature": math.Inf(1), "spO2": math.SmallestNonzeroFloat64, "battery_level": math.MaxFloat64, "heart_rate_imputed": true, "reading_id": "ü✓", "ingested_at": int64(253402300799999000)},
 		},
 		{
 			name: "a null REQUIRED column is left for BigQuery to reject",
-			vals: []Value{{}, {Kind: KindTime, Int: 5}, {}, {}, {}, {}, {}, {Kind: KindString, Str: "id"}, {}},
+			vals: []schemas.Value{{}, {Kind: schemas.KindTime, Int: 5}, {}, {}, {}, {}, {}, {Kind: schemas.KindString, Str: "id"}, {}},
 			want: map[string]any{"event_timestamp": int64(5000), "reading_id": "id"},
 		},
 	}
@@ -196,18 +197,18 @@ func TestBQEncoderAppendDecodesWithDynamicpb(t *testing.T) {
 
 func TestBQEncoderAppendRejectsValuesTheColumnCannotHold(t *testing.T) {
 	_, enc := vitalsBQ(t)
-	good := func() []Value {
-		return []Value{{Kind: KindString, Str: "s"}, {Kind: KindTime, Int: 1}, {}, {}, {}, {}, {}, {Kind: KindString, Str: "id"}, {}}
+	good := func() []schemas.Value {
+		return []schemas.Value{{Kind: schemas.KindString, Str: "s"}, {Kind: schemas.KindTime, Int: 1}, {}, {}, {}, {}, {}, {Kind: schemas.KindString, Str: "id"}, {}}
 	}
 	tests := []struct {
 		name string
 		col  int
-		v    Value
+		v    schemas.Value
 	}{
-		{"string in FLOAT64", 2, Value{Kind: KindString, Str: "72"}},
-		{"float in BOOL", 6, Value{Kind: KindFloat, Num: 1}},
-		{"int in TIMESTAMP", 1, Value{Kind: KindInt, Int: 1}},
-		{"tags in STRING", 0, Value{Kind: KindTags, Pairs: []Pair{{"a", "b"}}}},
+		{"string in FLOAT64", 2, schemas.Value{Kind: schemas.KindString, Str: "72"}},
+		{"float in BOOL", 6, schemas.Value{Kind: schemas.KindFloat, Num: 1}},
+		{"int in TIMESTAMP", 1, schemas.Value{Kind: schemas.KindInt, Int: 1}},
+		{"tags in STRING", 0, schemas.Value{Kind: schemas.KindTags, Pairs: []schemas.Pair{{K: "a", V: "b"}}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -231,21 +232,21 @@ func TestBQEncoderAppendRejectsValuesTheColumnCannotHold(t *testing.T) {
 
 // benchBQRecord is the vitals encoder and builder, and one prepared record,
 // for the BigQuery row benchmarks.
-func benchBQRecord(b *testing.B) (*BQEncoder, *Builder, Record) {
+func benchBQRecord(b *testing.B) (*BQEncoder, *schemas.Builder, schemas.Record) {
 	spec, enc := vitalsBQ(b)
-	bld, err := NewBuilder(spec)
+	bld, err := schemas.NewBuilder(spec)
 	if err != nil {
 		b.Fatal(err)
 	}
-	rec := Record{
-		Values: []Value{
-			{Kind: KindString, Str: "sensor-000123"},
-			{Kind: KindTime, Int: 1_714_560_000_123},
-			{Kind: KindFloat, Num: 72.5},
-			{Kind: KindFloat, Num: 36.8},
-			{Kind: KindFloat, Num: 98},
-			{Kind: KindFloat, Num: 87},
-			{Kind: KindBool, Bool: false},
+	rec := schemas.Record{
+		Values: []schemas.Value{
+			{Kind: schemas.KindString, Str: "sensor-000123"},
+			{Kind: schemas.KindTime, Int: 1_714_560_000_123},
+			{Kind: schemas.KindFloat, Num: 72.5},
+			{Kind: schemas.KindFloat, Num: 36.8},
+			{Kind: schemas.KindFloat, Num: 98},
+			{Kind: schemas.KindFloat, Num: 87},
+			{Kind: schemas.KindBool, Bool: false},
 		},
 		EventMs: 1_714_560_000_123,
 	}
@@ -288,13 +289,13 @@ func BenchmarkBQRowBuildAndEncode(b *testing.B) {
 
 func TestChangeSeqOrdersFirings(t *testing.T) {
 	for _, tc := range []struct {
-		seq  ChangeSeq
+		seq  schemas.ChangeSeq
 		want string
 	}{
-		{ChangeSeq{Micros: 1714475984000, Pane: 0}, "18F2EBB6480/0"},
-		{ChangeSeq{Micros: 1714475984000, Pane: 11}, "18F2EBB6480/B"},
-		{ChangeSeq{Micros: 0, Pane: 0}, "0/0"},
-		{ChangeSeq{Micros: -5, Pane: -1}, "0/0"},
+		{schemas.ChangeSeq{Micros: 1714475984000, Pane: 0}, "18F2EBB6480/0"},
+		{schemas.ChangeSeq{Micros: 1714475984000, Pane: 11}, "18F2EBB6480/B"},
+		{schemas.ChangeSeq{Micros: 0, Pane: 0}, "0/0"},
+		{schemas.ChangeSeq{Micros: -5, Pane: -1}, "0/0"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			if got := tc.seq.String(); got != tc.want {
@@ -315,13 +316,13 @@ func TestBQEncoderAppendChange(t *testing.T) {
 	if len(enc.Descriptor().Field) != n {
 		t.Fatalf("ChangeDescriptor changed Descriptor: %d fields", len(enc.Descriptor().Field))
 	}
-	vals := make([]Value, n)
-	vals[0] = Value{Kind: KindString, Str: "s1"}
+	vals := make([]schemas.Value, n)
+	vals[0] = schemas.Value{Kind: schemas.KindString, Str: "s1"}
 	b, err := enc.Append(nil, vals)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b = enc.AppendChange(b, ChangeUpsert, ChangeSeq{Micros: 1714475984000, Pane: 2})
+	b = enc.AppendChange(b, ChangeUpsert, schemas.ChangeSeq{Micros: 1714475984000, Pane: 2})
 	msg := messageType(t, dp).New()
 	if err := (proto.UnmarshalOptions{AllowPartial: true}).Unmarshal(b, msg.Interface()); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,5 @@
-package schemas
+// Package bqschema is the BigQuery side of a spec: dataset and table names, and the rows of its tables for the Storage Write API and for insertAll.
+package bqschema
 
 import (
 	"errors"
@@ -6,6 +7,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/sensorpipe/sensorpipe/schemas"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/descriptorpb"
@@ -43,15 +45,14 @@ type bqCol struct {
 }
 
 // NewBQEncoder compiles the encoder of bq's columns.
-func NewBQEncoder(bq *BigQuerySpec) (*BQEncoder, error) {
-	if bq == nil || len(bq.Columns) == 0 {
-		return nil, fmt.Errorf("bigquery: the spec has no bigquery columns")
+func NewBQEncoder(bq *schemas.BigQuerySpec) (*BQEncoder, error) {
+	if err := schemas.CheckBigQueryColumns(bq); err != nil {
+		return nil, err
 	}
 	e := &BQEncoder{
 		cols: make([]bqCol, len(bq.Columns)),
 		desc: &descriptorpb.DescriptorProto{Name: proto.String(BQRowMessageName)},
 	}
-	seen := make(map[string]bool, len(bq.Columns))
 	for i, c := range bq.Columns {
 		num := protowire.Number(i + 1)
 		var (
@@ -72,13 +73,6 @@ func NewBQEncoder(bq *BigQuerySpec) (*BQEncoder, error) {
 		default:
 			return nil, fmt.Errorf("bigquery column %s: unsupported type %q; use STRING, FLOAT64, INT64, BOOL, TIMESTAMP or BYTES", c.Name, c.Type)
 		}
-		if !protoIdent(c.Name) {
-			return nil, fmt.Errorf("bigquery column %q: not a valid column name; use letters, digits and _", c.Name)
-		}
-		if seen[c.Name] {
-			return nil, fmt.Errorf("bigquery column %s: declared twice", c.Name)
-		}
-		seen[c.Name] = true
 		label := descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL
 		if c.Mode == "REQUIRED" {
 			label = descriptorpb.FieldDescriptorProto_LABEL_REQUIRED
@@ -119,43 +113,6 @@ const (
 	ChangeDelete         = "DELETE"
 )
 
-// ChangeSeq is a row's _CHANGE_SEQUENCE_NUMBER: the wall-clock
-// microsecond its firing (or its batch) built it, then the firing's pane
-// index. Between two changes of one primary key BigQuery applies the one
-// with the higher sequence number, comparing section by section. A
-// window's firings are built one after another, each taking more than a
-// microsecond, so the firing built later (the one that saw every reading
-// before it) has the larger first section, whatever order its appends
-// arrive in, and even when the runner delivered its pane before an earlier
-// one; the pane index only breaks a tie. A restarted launcher's rows beat
-// the killed one's, being later by the clock. (A key's firings move
-// between workers only when the runner rebalances; a worker clock behind
-// the previous one's by more than the time between two firings of one
-// window would let the older row win.)
-type ChangeSeq struct {
-	Micros int64
-	Pane   int64
-}
-
-// String renders the sequence number as BigQuery takes it: hexadecimal
-// sections separated by '/', e.g. "18F2EBB6480/1".
-func (c ChangeSeq) String() string {
-	return string(c.append(nil))
-}
-
-func (c ChangeSeq) append(dst []byte) []byte {
-	start := len(dst)
-	dst = strconv.AppendUint(dst, uint64(max(c.Micros, 0)), 16)
-	dst = append(dst, '/')
-	dst = strconv.AppendUint(dst, uint64(max(c.Pane, 0)), 16)
-	for i := start; i < len(dst); i++ {
-		if 'a' <= dst[i] && dst[i] <= 'f' {
-			dst[i] -= 'a' - 'A'
-		}
-	}
-	return dst
-}
-
 // ChangeDescriptor is Descriptor with the pseudo-columns _CHANGE_TYPE and
 // _CHANGE_SEQUENCE_NUMBER after the columns: the writer schema of a change
 // data capture (upsert) stream. The caller must not modify it.
@@ -163,32 +120,14 @@ func (e *BQEncoder) ChangeDescriptor() *descriptorpb.DescriptorProto { return e.
 
 // AppendChange appends the pseudo-columns of a row of ChangeDescriptor's
 // message (change type typ, sequence number seq) to dst, an encoded row.
-func (e *BQEncoder) AppendChange(dst []byte, typ string, seq ChangeSeq) []byte {
+func (e *BQEncoder) AppendChange(dst []byte, typ string, seq schemas.ChangeSeq) []byte {
 	dst = protowire.AppendVarint(dst, e.typeTag)
 	dst = protowire.AppendString(dst, typ)
 	dst = protowire.AppendVarint(dst, e.seqTag)
 	var buf [40]byte
-	s := seq.append(buf[:0])
+	s := seq.Append(buf[:0])
 	dst = protowire.AppendVarint(dst, uint64(len(s)))
 	return append(dst, s...)
-}
-
-// protoIdent reports whether s is a valid protobuf field name, which every
-// valid BigQuery column name is.
-func protoIdent(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
-		case '0' <= c && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // Descriptor returns the row message's descriptor, self-contained (no
@@ -204,48 +143,48 @@ func (e *BQEncoder) NumColumns() int { return len(e.cols) }
 // REQUIRED or not: BigQuery itself rejects a row that lacks a REQUIRED
 // column, with its own message. A value the column cannot hold is an error
 // wrapping ErrBQValue, and dst is returned unchanged.
-func (e *BQEncoder) Append(dst []byte, vals []Value) ([]byte, error) {
+func (e *BQEncoder) Append(dst []byte, vals []schemas.Value) ([]byte, error) {
 	if len(vals) != len(e.cols) {
 		return dst, fmt.Errorf("%w: row has %d values for %d columns", ErrBQValue, len(vals), len(e.cols))
 	}
 	start := len(dst)
 	for i := range vals {
 		v := &vals[i]
-		if v.Kind == KindNull {
+		if v.Kind == schemas.KindNull {
 			continue
 		}
 		c := &e.cols[i]
 		switch c.typ {
 		case "STRING", "BYTES":
 			switch v.Kind {
-			case KindString, KindBytes:
+			case schemas.KindString, schemas.KindBytes:
 				dst = protowire.AppendVarint(dst, c.tag)
 				dst = protowire.AppendString(dst, v.Str)
 				continue
 			}
-			if c.typ == "STRING" && v.Kind != KindTags {
+			if c.typ == "STRING" && v.Kind != schemas.KindTags {
 				dst = protowire.AppendVarint(dst, c.tag)
-				dst = protowire.AppendBytes(dst, AppendText(nil, *v))
+				dst = protowire.AppendBytes(dst, schemas.AppendText(nil, *v))
 				continue
 			}
 		case "FLOAT64":
 			switch v.Kind {
-			case KindFloat:
+			case schemas.KindFloat:
 				dst = protowire.AppendVarint(dst, c.tag)
 				dst = protowire.AppendFixed64(dst, math.Float64bits(v.Num))
 				continue
-			case KindInt:
+			case schemas.KindInt:
 				dst = protowire.AppendVarint(dst, c.tag)
 				dst = protowire.AppendFixed64(dst, math.Float64bits(float64(v.Int)))
 				continue
 			}
 		case "INT64":
 			switch v.Kind {
-			case KindInt, KindTime:
+			case schemas.KindInt, schemas.KindTime:
 				dst = protowire.AppendVarint(dst, c.tag)
 				dst = protowire.AppendVarint(dst, uint64(v.Int))
 				continue
-			case KindFloat:
+			case schemas.KindFloat:
 				if v.Num == math.Trunc(v.Num) && math.Abs(v.Num) < 1<<63 {
 					dst = protowire.AppendVarint(dst, c.tag)
 					dst = protowire.AppendVarint(dst, uint64(int64(v.Num)))
@@ -253,25 +192,28 @@ func (e *BQEncoder) Append(dst []byte, vals []Value) ([]byte, error) {
 				}
 			}
 		case "BOOL":
-			if v.Kind == KindBool {
+			if v.Kind == schemas.KindBool {
 				dst = protowire.AppendVarint(dst, c.tag)
 				dst = protowire.AppendVarint(dst, protowire.EncodeBool(v.Bool))
 				continue
 			}
 		case "TIMESTAMP":
-			if v.Kind == KindTime {
+			if v.Kind == schemas.KindTime {
 				dst = protowire.AppendVarint(dst, c.tag)
 				dst = protowire.AppendVarint(dst, uint64(TimestampMicros(v.Int)))
 				continue
 			}
 		}
-		return dst[:start], fmt.Errorf("%w: column %s (%s) cannot hold %s value %s", ErrBQValue, c.name, c.typ, kindName(v.Kind), strconv.Quote(string(AppendText(nil, *v))))
+		return dst[:start], fmt.Errorf("%w: column %s (%s) cannot hold %s value %s", ErrBQValue, c.name, c.typ, kindName(v.Kind), strconv.Quote(string(schemas.AppendText(nil, *v))))
 	}
 	return dst, nil
 }
 
+// kindNames names the value kinds for messages, as the spec's types do.
+var kindNames = map[schemas.Kind]string{schemas.KindString: "string", schemas.KindFloat: "float", schemas.KindInt: "int", schemas.KindBool: "bool", schemas.KindTime: "timestamp", schemas.KindTags: "tags", schemas.KindBytes: "bytes"}
+
 // kindName names a value kind for messages.
-func kindName(k Kind) string {
+func kindName(k schemas.Kind) string {
 	if n, ok := kindNames[k]; ok {
 		return "a " + n
 	}

@@ -1,4 +1,5 @@
-package schemas
+// Package targets parses the names a run reads from and writes dead letters to: a Pub/Sub subscription and a dead-letter target (a folder, a bucket, a BigQuery table or a Pub/Sub topic).
+package targets
 
 import (
 	"errors"

@@ -1,4 +1,6 @@
-package schemas
+package hours
+
+import "github.com/sensorpipe/sensorpipe/schemas"
 
 // HourRows builds the mutations of an hour's recs, as Mutations (or
 // Rewrites when rewrite is set) with kind(i) the kind of recs[i]'s writes
@@ -7,15 +9,15 @@ package schemas
 // first-table row, so they are written (or dead-lettered) with it; each row
 // of rollupRows that recs do not touch gets a mutation of the rollup cells
 // alone.
-func (c *Compiled) HourRows(recs []Record, rollup *Rollup, rewrite bool, rollupRows []string, kind func(int) OriginKind) ([]RowMutation, []Rejected) {
+func HourRows(c *schemas.Compiled, recs []schemas.Record, rollup *schemas.Rollup, rewrite bool, rollupRows []string, kind func(int) schemas.OriginKind) ([]schemas.RowMutation, []schemas.Rejected) {
 	first := c.Bigtable.Tables[0].Name
-	muts, rejected := c.builder.Build(recs, rewrite, kind)
+	muts, rejected := c.Builder().Build(recs, rewrite, kind)
 	if rollup == nil {
 		return muts, rejected
 	}
-	cells, dels := c.roller.Cells(rollup), []Cell(nil)
+	cells, dels := c.Roller().Cells(rollup), []schemas.Cell(nil)
 	if rewrite {
-		cells, dels = c.roller.RewriteCells(rollup)
+		cells, dels = c.Roller().RewriteCells(rollup)
 	}
 	touched := map[string]bool{}
 	for i := range muts {
@@ -30,9 +32,9 @@ func (c *Compiled) HourRows(recs []Record, rollup *Rollup, rewrite bool, rollupR
 	}
 	for _, key := range rollupRows {
 		if !touched[key] {
-			o := c.roller.Origin(rollup)
+			o := c.Roller().Origin(rollup)
 			o.Cells, o.Deletes = len(cells), len(dels)
-			muts = append(muts, RowMutation{Table: first, RowKey: key, Cells: cells, Deletes: dels, Origins: []Origin{o}})
+			muts = append(muts, schemas.RowMutation{Table: first, RowKey: key, Cells: cells, Deletes: dels, Origins: []schemas.Origin{o}})
 		}
 	}
 	return muts, rejected

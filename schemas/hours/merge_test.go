@@ -1,6 +1,7 @@
-package schemas
+package hours
 
 import (
+	"github.com/sensorpipe/sensorpipe/schemas"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 // and the rollup is the batch's.
 func TestMergeHourAnySplitAnyOrderIsTheBatch(t *testing.T) {
 	spec, h := firingsSpec(t)
-	rb, err := NewReadBack(spec)
+	rb, err := schemas.NewReadBack(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +31,7 @@ func TestMergeHourAnySplitAnyOrderIsTheBatch(t *testing.T) {
 	}
 	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
 	want := batchTable(t, spec, h, all)
-	wantRollup := h.BatchHour(HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, all...)}, true, 1).Rollup
+	wantRollup := BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, all...)}, true, 1).Rollup
 	orders := [][]int{{0, 1, 2}, {2, 1, 0}, {1, 0, 2}, {2, 0, 1}}
 	for i := 1; i < len(all); i++ {
 		for j := i + 1; j < len(all); j++ {
@@ -43,7 +44,7 @@ func TestMergeHourAnySplitAnyOrderIsTheBatch(t *testing.T) {
 					if skipped > 0 {
 						t.Fatalf("%d readings not read back", skipped)
 					}
-					last = h.MergeHour(HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, pieces[k]...)}, stored, true, 1)
+					last = MergeHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, pieces[k]...)}, stored, true, 1)
 					if len(last.Dead) > 0 {
 						t.Fatalf("dead letters: %v", last.Dead)
 					}
@@ -61,10 +62,10 @@ func TestMergeHourAnySplitAnyOrderIsTheBatch(t *testing.T) {
 }
 
 // bqRollupText is a rollup row's values, without when it was built.
-func bqRollupText(r *BQRow) string {
+func bqRollupText(r *schemas.BQRow) string {
 	var b strings.Builder
 	for _, v := range r.Values {
-		b.Write(AppendText(nil, v))
+		b.Write(schemas.AppendText(nil, v))
 		b.WriteByte(',')
 	}
 	return b.String()
@@ -75,14 +76,14 @@ func bqRollupText(r *BQRow) string {
 // readings that it wins, and the stored readings it keeps as merged.
 func TestMergeHourCountsTheBatchsReadingsOnly(t *testing.T) {
 	spec, h := firingsSpec(t)
-	rb, _ := NewReadBack(spec)
+	rb, _ := schemas.NewReadBack(spec)
 	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
 	first := []string{vitals(0, "60", "36.8", "98"), vitals(time.Minute, "61", "36.8", "98")}
 	tb := table{}
-	tb.apply(h.BatchHour(HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, first...)}, false, 1).Rows)
+	tb.apply(BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, first...)}, false, 1).Rows)
 	stored, _ := rb.Records(tb.rows(t), "s", start, end)
 	second := []string{vitals(time.Minute, "61", "36.8", "98"), vitals(2*time.Minute, "62", "36.8", "98")}
-	out := h.MergeHour(HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, second...)}, stored, false, 1)
+	out := MergeHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, second...)}, stored, false, 1)
 	if out.Readings != 2 || out.Merged != 1 || out.Dropped != 0 {
 		t.Errorf("readings %d, merged %d, dropped %d; want 2, 1, 0", out.Readings, out.Merged, out.Dropped)
 	}

@@ -1,4 +1,4 @@
-package schemas
+package bqschema
 
 import (
 	"strings"

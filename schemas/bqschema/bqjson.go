@@ -1,7 +1,8 @@
-package schemas
+package bqschema
 
 import (
 	"fmt"
+	"github.com/sensorpipe/sensorpipe/schemas"
 	"math"
 	"time"
 )
@@ -9,18 +10,18 @@ import (
 // BQJSONValue converts v to the value tabledata.insertAll takes for column
 // c (the BigQuery client encodes it as JSON), or an error wrapping
 // ErrBQValue when c cannot hold it.
-func BQJSONValue(c BQColumnSpec, v Value) (any, error) {
+func BQJSONValue(c schemas.BQColumnSpec, v schemas.Value) (any, error) {
 	switch c.Type {
 	case "STRING":
-		if v.Kind != KindTags {
-			return string(AppendText(nil, v)), nil
+		if v.Kind != schemas.KindTags {
+			return string(schemas.AppendText(nil, v)), nil
 		}
 	case "BYTES":
-		if v.Kind == KindString || v.Kind == KindBytes {
+		if v.Kind == schemas.KindString || v.Kind == schemas.KindBytes {
 			return []byte(v.Str), nil // encoding/json sends base64, as BYTES wants
 		}
 	case "FLOAT64":
-		if v.Kind == KindFloat || v.Kind == KindInt {
+		if v.Kind == schemas.KindFloat || v.Kind == schemas.KindInt {
 			x := v.Float()
 			switch {
 			case math.IsNaN(x):
@@ -34,21 +35,21 @@ func BQJSONValue(c BQColumnSpec, v Value) (any, error) {
 		}
 	case "INT64":
 		switch v.Kind {
-		case KindInt, KindTime:
+		case schemas.KindInt, schemas.KindTime:
 			return v.Int, nil
-		case KindFloat:
+		case schemas.KindFloat:
 			if v.Num == math.Trunc(v.Num) && math.Abs(v.Num) < 1<<63 {
 				return int64(v.Num), nil
 			}
 		}
 	case "BOOL":
-		if v.Kind == KindBool {
+		if v.Kind == schemas.KindBool {
 			return v.Bool, nil
 		}
 	case "TIMESTAMP":
-		if v.Kind == KindTime {
+		if v.Kind == schemas.KindTime {
 			return time.UnixMilli(v.Int).UTC(), nil
 		}
 	}
-	return nil, fmt.Errorf("%w: column %s (%s) cannot hold %q", ErrBQValue, c.Name, c.Type, AppendText(nil, v))
+	return nil, fmt.Errorf("%w: column %s (%s) cannot hold %q", ErrBQValue, c.Name, c.Type, schemas.AppendText(nil, v))
 }

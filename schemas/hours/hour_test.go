@@ -1,7 +1,8 @@
-package schemas
+package hours
 
 import (
 	"fmt"
+	"github.com/sensorpipe/sensorpipe/schemas"
 	"sort"
 	"strings"
 	"testing"
@@ -27,15 +28,15 @@ func vitals(at time.Duration, hr, temp, spo2 string) string {
 
 // firingsSpec is vitals with body_temperature and spO2 optional, so that
 // duplicates can hold different fields.
-func firingsSpec(t *testing.T) (*Spec, *Compiled) {
+func firingsSpec(t *testing.T) (*schemas.Spec, *schemas.Compiled) {
 	t.Helper()
-	loaded, err := BuiltinSpec("vitals")
+	loaded, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
 	loaded.Field("body_temperature").Required = false
 	loaded.Field("spO2").Required = false
-	spec := MustCompile(loaded, CompileOptions{})
+	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
 	return spec.Spec, spec
 }
 
@@ -43,8 +44,8 @@ func firingsSpec(t *testing.T) (*Spec, *Compiled) {
 // overwrites its version, a deletion removes it.
 type table map[string]string
 
-func (tb table) apply(muts []RowMutation) {
-	key := func(m RowMutation, c Cell) string {
+func (tb table) apply(muts []schemas.RowMutation) {
+	key := func(m schemas.RowMutation, c schemas.Cell) string {
 		return fmt.Sprintf("%s %s:%s@%d", m.RowKey, c.Family, c.Qualifier, c.TsMicros)
 	}
 	for _, m := range muts {
@@ -59,8 +60,8 @@ func (tb table) apply(muts []RowMutation) {
 
 // cellsAndDeletes lists a mutation's cells, then its deletions with the
 // value "-".
-func cellsAndDeletes(m RowMutation) []Cell {
-	out := append([]Cell(nil), m.Cells...)
+func cellsAndDeletes(m schemas.RowMutation) []schemas.Cell {
+	out := append([]schemas.Cell(nil), m.Cells...)
 	for _, c := range m.Deletes {
 		c.Value = []byte("-")
 		out = append(out, c)
@@ -80,14 +81,14 @@ func (tb table) String() string {
 // written renders what a firing writes to the vitals family as
 // "+10m hr=70 imp=false temp=- ..." per reading (- is a deletion), and the
 // rollup count when it writes one.
-func written(muts []RowMutation) string {
+func written(muts []schemas.RowMutation) string {
 	byMin := map[int64][]string{}
 	var rollup string
 	for _, m := range muts {
 		for _, c := range cellsAndDeletes(m) {
 			v := string(c.Value)
 			if c.Family == "hourly" {
-				if c.Qualifier == RollupCount {
+				if c.Qualifier == schemas.RollupCount {
 					rollup = " rollup count=" + v
 				}
 				continue
@@ -113,11 +114,11 @@ func written(muts []RowMutation) string {
 	return strings.Join(parts, ", ") + rollup
 }
 
-func bqHR(spec *Spec, rows []BQRow) string {
+func bqHR(spec *schemas.Spec, rows []schemas.BQRow) string {
 	var out []string
 	for _, r := range rows {
 		ms := r.Values[bqColumn(spec.BigQuery, "event_timestamp")].Int
-		out = append(out, fmt.Sprintf("+%dm:%s", (ms-firingsHour.UnixMilli())/60000, AppendText(nil, r.Values[bqColumn(spec.BigQuery, "heart_rate")])))
+		out = append(out, fmt.Sprintf("+%dm:%s", (ms-firingsHour.UnixMilli())/60000, schemas.AppendText(nil, r.Values[bqColumn(spec.BigQuery, "heart_rate")])))
 	}
 	sort.Strings(out)
 	return strings.Join(out, " ")
@@ -138,18 +139,18 @@ type windowState struct {
 	arrival bool
 }
 
-func (ws *windowState) fire(h *Compiled, timing string, index int64, recs []Record) Firing {
+func (ws *windowState) fire(h *schemas.Compiled, timing string, index int64, recs []schemas.Record) Firing {
 	return ws.fireRecovered(h, timing, index, recs, nil)
 }
 
 // fireRecovered is fire with the readings a final firing read back.
-func (ws *windowState) fireRecovered(h *Compiled, timing string, index int64, recs, recovered []Record) Firing {
-	p := HourPane{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Pane: Pane{Timing: timing, Index: index}, Records: recs}
+func (ws *windowState) fireRecovered(h *schemas.Compiled, timing string, index int64, recs, recovered []schemas.Record) Firing {
+	p := HourPane{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Pane: schemas.Pane{Timing: timing, Index: index}, Records: recs}
 	var out Firing
 	if timing == PaneEarly && !ws.final {
-		out = h.EarlyFiring(p, &ws.early, ws.arrival)
+		out = EarlyFiring(h, p, &ws.early, ws.arrival)
 	} else {
-		var prev []Record
+		var prev []schemas.Record
 		for _, c := range ws.held {
 			var err error
 			if prev, err = h.DecodeHeld(prev, c); err != nil {
@@ -160,7 +161,7 @@ func (ws *windowState) fireRecovered(h *Compiled, timing string, index int64, re
 		if !ws.final {
 			counted = ws.early.Dropped
 		}
-		ws.fin, out = h.FinalFiring(p, prev, recovered, ws.fin, ws.final, counted, true, 1)
+		ws.fin, out = FinalFiring(h, p, prev, recovered, ws.fin, ws.final, counted, true, 1)
 		ws.final, ws.early = true, EarlyState{}
 	}
 	if len(out.Keep) > 0 {
@@ -170,8 +171,8 @@ func (ws *windowState) fireRecovered(h *Compiled, timing string, index int64, re
 }
 
 // batchTable is what the batch pipeline writes for the lines.
-func batchTable(t *testing.T, spec *Spec, h *Compiled, lines []string) table {
-	out := h.BatchHour(HourPane{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Records: parseAll(t, spec, lines...)}, false, 1)
+func batchTable(t *testing.T, spec *schemas.Spec, h *schemas.Compiled, lines []string) table {
+	out := BatchHour(h, HourPane{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Records: parseAll(t, spec, lines...)}, false, 1)
 	muts, dead := out.Rows, out.Dead
 	if len(dead) > 0 {
 		t.Fatalf("batch dead letters: %v", dead)
@@ -302,10 +303,10 @@ func kindsFollowTiming(out Firing, timing string, final bool) error {
 	for _, m := range out.Rows {
 		for _, o := range m.Origins {
 			switch {
-			case o.Kind == OriginRollup:
-			case timing == PaneEarly && !final && o.Kind != OriginProvisional:
+			case o.Kind == schemas.OriginRollup:
+			case timing == PaneEarly && !final && o.Kind != schemas.OriginProvisional:
 				return fmt.Errorf("early write of kind %v", o.Kind)
-			case o.Kind == OriginReading:
+			case o.Kind == schemas.OriginReading:
 				n++
 			}
 		}
@@ -340,9 +341,9 @@ func TestFiringsCountEachDuplicateOnce(t *testing.T) {
 }
 
 // rows turns the table back into Bigtable rows, as a read returns them.
-func (tb table) rows(t *testing.T) []ReadRow {
+func (tb table) rows(t *testing.T) []schemas.ReadRow {
 	t.Helper()
-	byKey := map[string]*ReadRow{}
+	byKey := map[string]*schemas.ReadRow{}
 	var keys []string
 	for k, v := range tb {
 		row, rest, _ := strings.Cut(k, " ")
@@ -353,13 +354,13 @@ func (tb table) rows(t *testing.T) []ReadRow {
 			t.Fatal(err)
 		}
 		if byKey[row] == nil {
-			byKey[row] = &ReadRow{Key: row}
+			byKey[row] = &schemas.ReadRow{Key: row}
 			keys = append(keys, row)
 		}
-		byKey[row].Cells = append(byKey[row].Cells, Cell{Family: fam, Qualifier: q, TsMicros: micros, Value: []byte(v)})
+		byKey[row].Cells = append(byKey[row].Cells, schemas.Cell{Family: fam, Qualifier: q, TsMicros: micros, Value: []byte(v)})
 	}
 	sort.Strings(keys)
-	var out []ReadRow
+	var out []schemas.ReadRow
 	for _, k := range keys {
 		out = append(out, *byKey[k])
 	}
@@ -374,7 +375,7 @@ func (tb table) rows(t *testing.T) []ReadRow {
 // counted apart, not as duplicates.
 func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 	spec, h := firingsSpec(t)
-	rb, err := NewReadBack(spec)
+	rb, err := schemas.NewReadBack(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,8 +392,8 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 	wantBQ := map[string]string{}
 	kept, _ := spec.PrepareGroup(parseAll(t, spec, all...))
 	for i := range kept {
-		r := h.builder.BQRow(&kept[i], 1)
-		wantBQ[fmt.Sprint(r.Values[bqColumn(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []BQRow{r})
+		r := h.Builder().BQRow(&kept[i], 1)
+		wantBQ[fmt.Sprint(r.Values[bqColumn(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []schemas.BQRow{r})
 	}
 	type step struct {
 		timing string
@@ -454,15 +455,15 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 			var dropped, recovered, super, readings int64
 			play := func(ws *windowState, i int, st step) {
 				for _, l := range st.arrive {
-					muts, _ := h.builder.Mutations(parseAll(t, spec, l))
+					muts, _ := h.Builder().Mutations(parseAll(t, spec, l))
 					tb.apply(muts)
 				}
 				recs := parseAll(t, spec, st.lines...)
 				for j := range recs { // written on arrival
-					muts, _ := h.builder.Mutations(recs[j : j+1])
+					muts, _ := h.Builder().Mutations(recs[j : j+1])
 					tb.apply(muts)
 				}
-				var back []Record
+				var back []schemas.Record
 				if st.readBack {
 					var skipped int
 					back, skipped = rb.Records(tb.rows(t), "s", firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli())
@@ -473,7 +474,7 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 				out := ws.fireRecovered(h, st.timing, int64(i), recs, back)
 				tb.apply(out.Rows)
 				for _, r := range out.BQ {
-					bq[fmt.Sprint(r.Values[bqColumn(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []BQRow{r})
+					bq[fmt.Sprint(r.Values[bqColumn(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []schemas.BQRow{r})
 				}
 				dropped += out.Dropped
 				recovered += out.Recovered
@@ -515,7 +516,7 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 }
 
 // bqColumn is the index of the BigQuery column called name.
-func bqColumn(t *BigQuerySpec, name string) int {
+func bqColumn(t *schemas.BigQuerySpec, name string) int {
 	for i, c := range t.Columns {
 		if c.Name == name {
 			return i
@@ -559,7 +560,7 @@ func TestEarlyFiringsAfterArrivalWritesConvergeToBatch(t *testing.T) {
 			for i, lines := range tc.early {
 				recs := parseAll(t, spec, lines...)
 				for _, r := range recs {
-					arrival, _ := h.builder.Build([]Record{spec.ArrivalRecord(r)}, false, nil)
+					arrival, _ := h.Builder().Build([]schemas.Record{spec.ArrivalRecord(r)}, false, nil)
 					got.apply(arrival)
 				}
 				out := ws.fire(h, PaneEarly, int64(i), recs)
@@ -586,7 +587,7 @@ func TestEarlyFiringsAfterArrivalWritesConvergeToBatch(t *testing.T) {
 // nothing new rewrites nothing.
 func TestTwoStreamsFinalFiringsMergeToBatch(t *testing.T) {
 	spec, h := firingsSpec(t)
-	rb, err := NewReadBack(spec)
+	rb, err := schemas.NewReadBack(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -615,15 +616,15 @@ func TestTwoStreamsFinalFiringsMergeToBatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tb := table{}
-			arrive := func(lines []string) []Record {
+			arrive := func(lines []string) []schemas.Record {
 				recs := parseAll(t, spec, lines...)
 				for j := range recs {
-					muts, _ := h.builder.Mutations(recs[j : j+1])
+					muts, _ := h.Builder().Mutations(recs[j : j+1])
 					tb.apply(muts)
 				}
 				return recs
 			}
-			readBack := func() []Record {
+			readBack := func() []schemas.Record {
 				back, skipped := rb.Records(tb.rows(t), "s", firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli())
 				if skipped > 0 {
 					t.Fatalf("%d readings skipped", skipped)

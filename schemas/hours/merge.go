@@ -1,6 +1,9 @@
-package schemas
+package hours
 
-import "time"
+import (
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"time"
+)
 
 // MergeHour builds an hour fired once (the batch windowing) whose
 // identity already has readings stored in Bigtable for the hour (stored,
@@ -20,41 +23,41 @@ import "time"
 // BigQuery with the rollup row, which an upsert replaces by its key.
 //
 // With no stored reading it is BatchHour.
-func (c *Compiled) MergeHour(p HourPane, stored []Record, bigQuery bool, nowMs int64) Firing {
+func MergeHour(c *schemas.Compiled, p HourPane, stored []schemas.Record, bigQuery bool, nowMs int64) Firing {
 	if len(stored) == 0 {
-		return c.BatchHour(p, bigQuery, nowMs)
+		return BatchHour(c, p, bigQuery, nowMs)
 	}
-	all := make([]Record, 0, len(stored)+len(p.Records))
+	all := make([]schemas.Record, 0, len(stored)+len(p.Records))
 	all = append(append(all, stored...), p.Records...)
 	kept, _ := c.PrepareGroup(all)
 	start, end := p.StartMs, p.EndMs
 	if start == 0 && end == 0 && len(kept) > 0 {
-		start, end = WindowStart(kept[0].EventMs, time.Hour), WindowEnd(kept[0].EventMs, time.Hour)
+		start, end = schemas.WindowStart(kept[0].EventMs, time.Hour), schemas.WindowEnd(kept[0].EventMs, time.Hour)
 	}
-	kinds := make([]OriginKind, len(kept))
+	kinds := make([]schemas.OriginKind, len(kept))
 	var out Firing
 	for i := range kept {
-		if IsReadBack(&kept[i]) {
-			kinds[i] = OriginRewrite
+		if schemas.IsReadBack(&kept[i]) {
+			kinds[i] = schemas.OriginRewrite
 			out.Merged++
 		} else {
-			kinds[i] = OriginReading
+			kinds[i] = schemas.OriginReading
 			out.Readings++
 		}
 	}
 	out.Dropped = int64(len(p.Records)) - out.Readings
-	rollup := c.hourRollup(start, end, kept)
-	out.Rows, out.Dead = c.HourRows(kept, rollup, true, nil, func(i int) OriginKind { return kinds[i] })
+	rollup := hourRollup(c, start, end, kept)
+	out.Rows, out.Dead = HourRows(c, kept, rollup, true, nil, func(i int) schemas.OriginKind { return kinds[i] })
 	if !bigQuery {
 		return out
 	}
 	for i := range kept {
-		row := c.builder.BQRow(&kept[i], nowMs)
+		row := c.Builder().BQRow(&kept[i], nowMs)
 		row.Origin.Kind = kinds[i]
 		out.BQ = append(out.BQ, row)
 	}
 	if rollup != nil {
-		row := c.roller.BQRow(rollup, p.Pane, nowMs)
+		row := c.Roller().BQRow(rollup, p.Pane, nowMs)
 		out.Rollup = &row
 	}
 	return out

@@ -1,8 +1,9 @@
-package schemas
+package hours
 
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // A local stream (prism) keeps its state in the launcher's heap, where an
@@ -27,7 +28,7 @@ func SplitChunks(b []byte) ([][]byte, error) {
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || n > uint64(len(b)-k) {
-			return nil, fmt.Errorf("%w: a held chunk cut short (%d bytes left)", ErrCodec, len(b))
+			return nil, fmt.Errorf("%w: a held chunk cut short (%d bytes left)", schemas.ErrCodec, len(b))
 		}
 		chunks = append(chunks, b[k:k+int(n):k+int(n)])
 		b = b[k+int(n):]
@@ -51,11 +52,11 @@ func AppendFinalState(dst []byte, fin FinalState) []byte {
 
 // DecodeFinalState decodes what AppendFinalState wrote.
 func DecodeFinalState(b []byte) (FinalState, error) {
-	d := decoder{b: b}
+	d := reader{b: b}
 	fin := FinalState{Dropped: d.varint()}
 	n := d.uvarint()
 	if n > uint64(len(d.b)) {
-		return FinalState{}, fmt.Errorf("%w: %d finalized readings in %d bytes", ErrCodec, n, len(d.b))
+		return FinalState{}, fmt.Errorf("%w: %d finalized readings in %d bytes", schemas.ErrCodec, n, len(d.b))
 	}
 	fin.Ms, fin.Prints = make([]int64, n), make([]uint64, n)
 	var ms int64
@@ -67,7 +68,51 @@ func DecodeFinalState(b []byte) (FinalState, error) {
 		return FinalState{}, d.err
 	}
 	if len(d.b) != 0 {
-		return FinalState{}, fmt.Errorf("%w: %d bytes after a final state", ErrCodec, len(d.b))
+		return FinalState{}, fmt.Errorf("%w: %d bytes after a final state", schemas.ErrCodec, len(d.b))
 	}
 	return fin, nil
+}
+
+// reader reads the varints and fixed-width integers of a final state; the
+// first short read sets err, and every read after it gives 0.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (d *reader) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: truncated %s", schemas.ErrCodec, what)
+	}
+	d.b = nil
+}
+
+func (d *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *reader) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *reader) uint64() uint64 {
+	if len(d.b) < 8 {
+		d.fail("float")
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
 }

@@ -1,6 +1,10 @@
-package schemas
+// Package hours builds one identity's event-time hour: a batch's hour, a stream's early and final firings, the merge with the readings already stored, and a local stream's hour state on disk.
+package hours
 
-import "time"
+import (
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"time"
+)
 
 // The per-hour rules: how one identity's readings in one event-time window
 // (an hour) become Bigtable mutations, BigQuery rows and the rollup, in the
@@ -27,8 +31,8 @@ const (
 // previous firing).
 type HourPane struct {
 	StartMs, EndMs int64
-	Pane           Pane
-	Records        []Record
+	Pane           schemas.Pane
+	Records        []schemas.Record
 }
 
 // EarlyState is the summary of the early firings of one identity and
@@ -40,8 +44,8 @@ type EarlyState struct {
 	StartMs, EndMs int64
 	Firings        int64
 	Dropped        int64
-	Seen           Seen
-	Rollup         Rollup
+	Seen           schemas.Seen
+	Rollup         schemas.Rollup
 }
 
 // FinalState is what the on-time and late firings of one identity and
@@ -55,13 +59,13 @@ type FinalState struct {
 
 // Firing is what one firing of an hour builds.
 type Firing struct {
-	Rows   []RowMutation
-	Dead   []Rejected
-	BQ     []BQRow
-	Rollup *BQRow
+	Rows   []schemas.RowMutation
+	Dead   []schemas.Rejected
+	BQ     []schemas.BQRow
+	Rollup *schemas.BQRow
 	// Keep are the readings that join the hour's state, for the firings
 	// to come (the stream's; BatchHour leaves it empty).
-	Keep []Record
+	Keep []schemas.Record
 	// Readings counts the distinct readings this firing built for the
 	// first time with their final values (the run's ledger counts them
 	// here); Dropped the duplicates found in this firing; Sent, Resent and
@@ -83,11 +87,11 @@ type Firing struct {
 
 // hourRollup is the rollup of the prepared readings in the window [start,
 // end), or nil when the spec has none.
-func (c *Compiled) hourRollup(start, end int64, kept []Record) *Rollup {
-	if c.roller == nil {
+func hourRollup(c *schemas.Compiled, start, end int64, kept []schemas.Record) *schemas.Rollup {
+	if c.Roller() == nil {
 		return nil
 	}
-	ru := c.roller.Compute(kept, start, end)
+	ru := c.Roller().Compute(kept, start, end)
 	return &ru
 }
 
@@ -96,23 +100,23 @@ func (c *Compiled) hourRollup(start, end int64, kept []Record) *Rollup {
 // Bigtable row with the rollup's cells, and with bigQuery the BigQuery rows
 // and the rollup row, stamped nowMs. Zero bounds (outside an interval
 // window) mean the UTC hour of the first reading kept.
-func (c *Compiled) BatchHour(p HourPane, bigQuery bool, nowMs int64) Firing {
+func BatchHour(c *schemas.Compiled, p HourPane, bigQuery bool, nowMs int64) Firing {
 	kept, dropped := c.PrepareGroup(p.Records)
 	start, end := p.StartMs, p.EndMs
 	if start == 0 && end == 0 && len(kept) > 0 {
-		start, end = WindowStart(kept[0].EventMs, time.Hour), WindowEnd(kept[0].EventMs, time.Hour)
+		start, end = schemas.WindowStart(kept[0].EventMs, time.Hour), schemas.WindowEnd(kept[0].EventMs, time.Hour)
 	}
 	out := Firing{Readings: int64(len(kept)), Dropped: int64(dropped)}
-	rollup := c.hourRollup(start, end, kept)
-	out.Rows, out.Dead = c.HourRows(kept, rollup, false, nil, nil)
+	rollup := hourRollup(c, start, end, kept)
+	out.Rows, out.Dead = HourRows(c, kept, rollup, false, nil, nil)
 	if !bigQuery {
 		return out
 	}
 	for i := range kept {
-		out.BQ = append(out.BQ, c.builder.BQRow(&kept[i], nowMs))
+		out.BQ = append(out.BQ, c.Builder().BQRow(&kept[i], nowMs))
 	}
 	if rollup != nil {
-		row := c.roller.BQRow(rollup, p.Pane, nowMs)
+		row := c.Roller().BQRow(rollup, p.Pane, nowMs)
 		out.Rollup = &row
 	}
 	return out
@@ -129,11 +133,11 @@ func (c *Compiled) BatchHour(p HourPane, bigQuery bool, nowMs int64) Firing {
 // firing then writes only the readings whose cells it adds to (an imputed
 // value) or that came with a copy in the same firing, and the rollup
 // cells, not every reading a second time.
-func (c *Compiled) EarlyFiring(p HourPane, es *EarlyState, arrivalWritten bool) Firing {
+func EarlyFiring(c *schemas.Compiled, p HourPane, es *EarlyState, arrivalWritten bool) Firing {
 	// Every reading joins the state, duplicates too: the on-time firing
 	// must know which readings had more than one copy written (locally,
 	// WriteOnArrival writes each copy).
-	keep := append([]Record(nil), p.Records...)
+	keep := append([]schemas.Record(nil), p.Records...)
 	var copies map[int64]int
 	if arrivalWritten {
 		copies = make(map[int64]int, len(p.Records))
@@ -144,8 +148,8 @@ func (c *Compiled) EarlyFiring(p HourPane, es *EarlyState, arrivalWritten bool) 
 	kept, dropped := c.PrepareEarly(p.Records, &es.Seen)
 	es.StartMs, es.EndMs, es.Firings = p.StartMs, p.EndMs, max(es.Firings, p.Pane.Index+1)
 	es.Dropped += int64(dropped)
-	var rollup *Rollup
-	if r := c.roller; r != nil {
+	var rollup *schemas.Rollup
+	if r := c.Roller(); r != nil {
 		if es.Rollup.Stats == nil {
 			es.Rollup = r.Start(p.StartMs, p.EndMs)
 		}
@@ -153,14 +157,14 @@ func (c *Compiled) EarlyFiring(p HourPane, es *EarlyState, arrivalWritten bool) 
 		rollup = &es.Rollup
 	}
 	out := Firing{Keep: keep, Dropped: int64(dropped)}
-	provisional := func(int) OriginKind { return OriginProvisional }
+	provisional := func(int) schemas.OriginKind { return schemas.OriginProvisional }
 	if !arrivalWritten {
-		out.Rows, out.Dead = c.HourRows(kept, rollup, false, nil, provisional)
+		out.Rows, out.Dead = HourRows(c, kept, rollup, false, nil, provisional)
 		return out
 	}
 	// The arrival write stored every other reading's cells as this firing
 	// would write them; the rollup cells go to each row regardless.
-	var write []Record
+	var write []schemas.Record
 	for i := range kept {
 		if copies[kept[i].EventMs] > 1 || !c.ArrivalComplete(&kept[i]) {
 			write = append(write, kept[i])
@@ -168,9 +172,9 @@ func (c *Compiled) EarlyFiring(p HourPane, es *EarlyState, arrivalWritten bool) 
 	}
 	var rollupRows []string
 	if rollup != nil {
-		rollupRows = c.builder.RowKeys(c.Bigtable.Tables[0].Name, kept)
+		rollupRows = c.Builder().RowKeys(c.Bigtable.Tables[0].Name, kept)
 	}
-	out.Rows, out.Dead = c.HourRows(write, rollup, false, rollupRows, provisional)
+	out.Rows, out.Dead = HourRows(c, write, rollup, false, rollupRows, provisional)
 	return out
 }
 
@@ -198,7 +202,7 @@ func (c *Compiled) EarlyFiring(p HourPane, es *EarlyState, arrivalWritten bool) 
 //
 // An early pane that comes after the on-time one is handled, and its
 // rollup row labelled, as a late one.
-func (c *Compiled) FinalFiring(p HourPane, prev, recovered []Record, fin FinalState, final bool, counted int64, bigQuery bool, nowMs int64) (FinalState, Firing) {
+func FinalFiring(c *schemas.Compiled, p HourPane, prev, recovered []schemas.Record, fin FinalState, final bool, counted int64, bigQuery bool, nowMs int64) (FinalState, Firing) {
 	out := Firing{Keep: p.Records}
 	// sent is what the final firing before built, wrote and sent to
 	// BigQuery.
@@ -214,7 +218,7 @@ func (c *Compiled) FinalFiring(p HourPane, prev, recovered []Record, fin FinalSt
 	// (heldBefore) or now.
 	heldBefore := make(map[int64]bool, len(prev))
 	for i := range prev {
-		if !IsReadBack(&prev[i]) {
+		if !schemas.IsReadBack(&prev[i]) {
 			heldBefore[prev[i].EventMs] = true
 		}
 	}
@@ -231,7 +235,7 @@ func (c *Compiled) FinalFiring(p HourPane, prev, recovered []Record, fin FinalSt
 	kept := prev[:0:0]
 	for i := range prev {
 		r := &prev[i]
-		if IsReadBack(r) && held[r.EventMs] {
+		if schemas.IsReadBack(r) && held[r.EventMs] {
 			if arrived[r.EventMs] && !heldBefore[r.EventMs] && !own[r.EventMs] {
 				own[r.EventMs] = true
 				out.Superseded++
@@ -249,7 +253,7 @@ func (c *Compiled) FinalFiring(p HourPane, prev, recovered []Record, fin FinalSt
 	// finalized readings whose cells read back are not what was written.
 	fromBigtable := make(map[int64]bool, len(recovered))
 	stale := map[int64]bool{}
-	var joined []Record
+	var joined []schemas.Record
 	for i := range recovered {
 		r := &recovered[i]
 		if held[r.EventMs] || inPrev[r.EventMs] {
@@ -262,9 +266,9 @@ func (c *Compiled) FinalFiring(p HourPane, prev, recovered []Record, fin FinalSt
 		joined = append(joined, *r)
 	}
 	out.Recovered = int64(len(joined))
-	out.Keep = append(append([]Record(nil), p.Records...), joined...)
+	out.Keep = append(append([]schemas.Record(nil), p.Records...), joined...)
 	// PrepareGroup re-imputes prev's values in place.
-	all := make([]Record, 0, len(prev)+len(joined)+len(p.Records))
+	all := make([]schemas.Record, 0, len(prev)+len(joined)+len(p.Records))
 	all = append(append(append(all, prev...), joined...), p.Records...)
 	kept, dropped := c.PrepareGroup(all)
 	out.Dropped = int64(dropped) - counted
@@ -274,8 +278,8 @@ func (c *Compiled) FinalFiring(p HourPane, prev, recovered []Record, fin FinalSt
 		return next, out
 	}
 	var (
-		rewrite []Record
-		kinds   []OriginKind
+		rewrite []schemas.Record
+		kinds   []schemas.OriginKind
 	)
 	for i := range kept {
 		r := &kept[i]
@@ -292,12 +296,12 @@ func (c *Compiled) FinalFiring(p HourPane, prev, recovered []Record, fin FinalSt
 		}
 		switch {
 		case first && fromBigtable[r.EventMs]:
-			rewrite, kinds = append(rewrite, *r), append(kinds, OriginRewrite)
+			rewrite, kinds = append(rewrite, *r), append(kinds, schemas.OriginRewrite)
 		case first:
 			out.Readings++
-			rewrite, kinds = append(rewrite, *r), append(kinds, OriginReading)
+			rewrite, kinds = append(rewrite, *r), append(kinds, schemas.OriginReading)
 		case old != fp || arrived[r.EventMs] || stale[r.EventMs]:
-			rewrite, kinds = append(rewrite, *r), append(kinds, OriginRewrite)
+			rewrite, kinds = append(rewrite, *r), append(kinds, schemas.OriginRewrite)
 		}
 		if !bigQuery {
 			continue
@@ -305,36 +309,36 @@ func (c *Compiled) FinalFiring(p HourPane, prev, recovered []Record, fin FinalSt
 		switch {
 		case first && fromBigtable[r.EventMs]:
 			out.SentRecovered++
-			row := c.builder.BQRow(r, nowMs)
-			row.Origin.Kind = OriginRewrite
+			row := c.Builder().BQRow(r, nowMs)
+			row.Origin.Kind = schemas.OriginRewrite
 			out.BQ = append(out.BQ, row)
 		case first:
 			out.Sent++
-			out.BQ = append(out.BQ, c.builder.BQRow(r, nowMs))
+			out.BQ = append(out.BQ, c.Builder().BQRow(r, nowMs))
 		case old != fp:
 			out.Resent++
-			row := c.builder.BQRow(r, nowMs)
-			row.Origin.Kind = OriginRewrite
+			row := c.Builder().BQRow(r, nowMs)
+			row.Origin.Kind = schemas.OriginRewrite
 			out.BQ = append(out.BQ, row)
 		default:
 			out.Suppressed++
 		}
 	}
-	rollup := c.hourRollup(p.StartMs, p.EndMs, kept)
+	rollup := hourRollup(c, p.StartMs, p.EndMs, kept)
 	var rollupRows []string
 	if rollup != nil {
-		rollupRows = c.builder.RowKeys(c.Bigtable.Tables[0].Name, kept)
+		rollupRows = c.Builder().RowKeys(c.Bigtable.Tables[0].Name, kept)
 		if bigQuery {
 			pane := p.Pane
 			if pane.Timing == PaneEarly {
 				pane.Timing = PaneLate
 			}
-			row := c.roller.BQRow(rollup, pane, nowMs)
+			row := c.Roller().BQRow(rollup, pane, nowMs)
 			out.Rollup = &row
 		}
 	}
 	out.Rewritten = int64(len(rewrite))
-	out.Rows, out.Dead = c.HourRows(rewrite, rollup, true, rollupRows, func(i int) OriginKind { return kinds[i] })
+	out.Rows, out.Dead = HourRows(c, rewrite, rollup, true, rollupRows, func(i int) schemas.OriginKind { return kinds[i] })
 	return next, out
 }
 
@@ -342,7 +346,7 @@ func (c *Compiled) FinalFiring(p HourPane, prev, recovered []Record, fin FinalSt
 // (ChangeSeq): the microsecond the firing was built, then its pane index,
 // so that the rows of the firing built later win in BigQuery.
 func (out *Firing) Sequence(micros, pane int64) {
-	seq := ChangeSeq{Micros: micros, Pane: pane}
+	seq := schemas.ChangeSeq{Micros: micros, Pane: pane}
 	for i := range out.BQ {
 		out.BQ[i].Seq = seq
 	}

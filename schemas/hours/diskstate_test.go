@@ -1,8 +1,9 @@
-package schemas
+package hours
 
 import (
 	"errors"
 	"fmt"
+	"github.com/sensorpipe/sensorpipe/schemas"
 	"reflect"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func TestDiskStateComesBackAsItWent(t *testing.T) {
 			t.Errorf("the first %d of %d bytes split into every chunk", n, len(b))
 		}
 	}
-	if got, err := SplitChunks(b[:len(b)-1]); !errors.Is(err, ErrCodec) {
+	if got, err := SplitChunks(b[:len(b)-1]); !errors.Is(err, schemas.ErrCodec) {
 		t.Errorf("a chunk cut short: %v, %v; want ErrCodec", got, err)
 	}
 
@@ -43,11 +44,11 @@ func TestDiskStateComesBackAsItWent(t *testing.T) {
 			t.Errorf("DecodeFinalState = %+v, %v; want %+v", got, err, fin)
 		}
 		for n := 0; n < len(b); n++ {
-			if _, err := DecodeFinalState(b[:n]); !errors.Is(err, ErrCodec) {
+			if _, err := DecodeFinalState(b[:n]); !errors.Is(err, schemas.ErrCodec) {
 				t.Errorf("the first %d of %d bytes: err = %v, want ErrCodec", n, len(b), err)
 			}
 		}
-		if _, err := DecodeFinalState(append(b, 0)); !errors.Is(err, ErrCodec) {
+		if _, err := DecodeFinalState(append(b, 0)); !errors.Is(err, schemas.ErrCodec) {
 			t.Errorf("a byte too many: err = %v, want ErrCodec", err)
 		}
 	}
