@@ -21,6 +21,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/spill"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
@@ -69,15 +70,15 @@ func (PaneBatchFn) ProcessElement(pane beam.PaneInfo, w beam.Window, key string,
 }
 
 // EarlyState is StreamRowsFn's state of the early firings of one identity
-// and window (see schemas.EarlyState). A type of its own, with the same
+// and window (see hours.EarlyState). A type of its own, with the same
 // fields: the state's registered type and coding are part of the
 // Dataflow update contract.
-type EarlyState schemas.EarlyState
+type EarlyState hours.EarlyState
 
 // FinalState is StreamRowsFn's state of the on-time and late firings of
-// one identity and window (see schemas.FinalState), a type of its own for
+// one identity and window (see hours.FinalState), a type of its own for
 // the same reason.
-type FinalState schemas.FinalState
+type FinalState hours.FinalState
 
 // StreamRowsFn builds the rows of a stream's firings, keyed by identity and
 // window, with state per key, so that an early firing costs the readings it
@@ -177,8 +178,8 @@ type StreamRowsFn struct {
 
 	// DiskState, on a local runner, keeps each window's held readings and
 	// final state in files on local disk (internal/spill: the readings
-	// appended as each firing brings them, framed by schemas.AppendChunk;
-	// the final state packed by schemas.AppendFinalState) instead of in
+	// appended as each firing brings them, framed by hours.AppendChunk;
+	// the final state packed by hours.AppendFinalState) instead of in
 	// Readings and Final: prism keeps state in the launcher's heap, where
 	// an open hour grows by every reading and a closed one stays for the
 	// allowed lateness (a day by default). They come back byte for byte, so
@@ -434,13 +435,13 @@ func (f *StreamRowsFn) OnTimer(ctx context.Context, sp state.Provider, tp timers
 // window's final state, if final.
 func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Provider, key string, p PaneBatch, fin FinalState, final, settle bool,
 	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) error {
-	var out schemas.Firing
+	var out hours.Firing
 	if p.Timing == typex.PaneEarly && !final {
 		es, hadEarly, err := f.Early.Read(sp)
 		if err != nil {
 			return fmt.Errorf("read early-firing state: %w", err)
 		}
-		if err := ledger.Guard(func() { out = f.Spec.EarlyFiring(p.hour(), (*schemas.EarlyState)(&es), f.ArrivalWritten) }); err != nil {
+		if err := ledger.Guard(func() { out = hours.EarlyFiring(f.Spec, p.hour(), (*hours.EarlyState)(&es), f.ArrivalWritten) }); err != nil {
 			f.hour.reject(ctx, p.Records, err, emitDead)
 			return nil
 		}
@@ -487,10 +488,10 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 			}
 			counted = es.Dropped
 		}
-		var next schemas.FinalState
+		var next hours.FinalState
 		now := time.Now()
 		if err := ledger.Guard(func() {
-			next, out = f.Spec.FinalFiring(p.hour(), prev, recovered, schemas.FinalState(fin), final, counted, f.BigQuery, now.UnixMilli())
+			next, out = hours.FinalFiring(f.Spec, p.hour(), prev, recovered, hours.FinalState(fin), final, counted, f.BigQuery, now.UnixMilli())
 		}); err != nil {
 			f.hour.reject(ctx, p.Records, err, emitDead)
 			return nil
@@ -563,7 +564,7 @@ func (f *StreamRowsFn) readFinal(sp state.Provider, key string) (FinalState, boo
 	if err != nil || !ok {
 		return FinalState{}, false, err
 	}
-	dfin, err := schemas.DecodeFinalState(b)
+	dfin, err := hours.DecodeFinalState(b)
 	if err != nil {
 		return FinalState{}, false, fmt.Errorf("window %s: decode its final state on disk: %w", key, err)
 	}
@@ -578,7 +579,7 @@ func (f *StreamRowsFn) readHeld(sp state.Provider, key string) (chunks [][]byte,
 		if err != nil {
 			return nil, false, err
 		}
-		if chunks, err = schemas.SplitChunks(b); err != nil {
+		if chunks, err = hours.SplitChunks(b); err != nil {
 			return nil, false, fmt.Errorf("window %s: its readings on disk: %w", key, err)
 		}
 	}
@@ -598,7 +599,7 @@ func (f *StreamRowsFn) hold(ctx context.Context, sp state.Provider, key string, 
 	}
 	chunk := f.Spec.AppendHeld(nil, keep)
 	if f.disk != nil {
-		err := f.disk.Append(diskGroup(f.SpillRun, startMs), diskHeldKey(f.SpillRun, key), schemas.AppendChunk(nil, chunk))
+		err := f.disk.Append(diskGroup(f.SpillRun, startMs), diskHeldKey(f.SpillRun, key), hours.AppendChunk(nil, chunk))
 		if f.diskOK(ctx, key, err) {
 			return nil
 		}
@@ -616,7 +617,7 @@ func (f *StreamRowsFn) hold(ctx context.Context, sp state.Provider, key string, 
 // part, so that a closed window's place on disk is one part, not one per
 // early firing, and they leave state; otherwise (a late firing) keep is
 // appended. Whatever the disk fails to take stays in state.
-func (f *StreamRowsFn) keepFinal(ctx context.Context, sp state.Provider, key string, startMs int64, next schemas.FinalState,
+func (f *StreamRowsFn) keepFinal(ctx context.Context, sp state.Provider, key string, startMs int64, next hours.FinalState,
 	chunks [][]byte, rewrite bool, keep []schemas.Record) error {
 	if f.disk == nil || !rewrite {
 		if err := f.hold(ctx, sp, key, startMs, keep); err != nil {
@@ -634,7 +635,7 @@ func (f *StreamRowsFn) keepFinal(ctx context.Context, sp state.Provider, key str
 			return err
 		}
 	}
-	err := f.disk.Put(diskGroup(f.SpillRun, startMs), diskFinalKey(f.SpillRun, key), schemas.AppendFinalState(nil, next))
+	err := f.disk.Put(diskGroup(f.SpillRun, startMs), diskFinalKey(f.SpillRun, key), hours.AppendFinalState(nil, next))
 	if f.diskOK(ctx, key, err) {
 		return f.Final.Clear(sp)
 	}
@@ -650,10 +651,10 @@ func (f *StreamRowsFn) keepFinal(ctx context.Context, sp state.Provider, key str
 func (f *StreamRowsFn) rewriteHeld(ctx context.Context, sp state.Provider, key string, startMs int64, chunks [][]byte, keep []schemas.Record) error {
 	var all []byte
 	for _, c := range chunks {
-		all = schemas.AppendChunk(all, c)
+		all = hours.AppendChunk(all, c)
 	}
 	if len(keep) > 0 {
-		all = schemas.AppendChunk(all, f.Spec.AppendHeld(nil, keep))
+		all = hours.AppendChunk(all, f.Spec.AppendHeld(nil, keep))
 	}
 	err := f.disk.Put(diskGroup(f.SpillRun, startMs), diskHeldKey(f.SpillRun, key), all)
 	if !f.diskOK(ctx, key, err) {
@@ -689,8 +690,8 @@ func diskGroup(run string, startMs int64) string {
 }
 
 // hour is the firing as the per-hour rules take it.
-func (p PaneBatch) hour() schemas.HourPane {
-	return schemas.HourPane{StartMs: p.StartMs, EndMs: p.EndMs, Pane: schemas.Pane{Timing: p.Timing.String(), Index: p.Index}, Records: p.Records}
+func (p PaneBatch) hour() hours.HourPane {
+	return hours.HourPane{StartMs: p.StartMs, EndMs: p.EndMs, Pane: schemas.Pane{Timing: p.Timing.String(), Index: p.Index}, Records: p.Records}
 }
 
 // The tags of StreamRowsFn's timer.

@@ -15,6 +15,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
@@ -99,7 +100,7 @@ func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Wind
 	if len(recs) == 0 {
 		return nil
 	}
-	p := schemas.HourPane{Pane: schemas.Pane{Timing: pane.Timing.String(), Index: int64(pane.Index)}}
+	p := hours.HourPane{Pane: schemas.Pane{Timing: pane.Timing.String(), Index: int64(pane.Index)}}
 	p.StartMs, p.EndMs = windowBounds(w, recs[0].EventMs)
 	// A replay writes only the sinks its records' dead letters name (a
 	// write's dead letter, the sink that failed it), and a rollup's
@@ -147,9 +148,9 @@ func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Wind
 		return nil
 	}
 	p.Records = recs
-	var out schemas.Firing
+	var out hours.Firing
 	now := time.Now().UnixMilli()
-	if err := ledger.Guard(func() { out = f.Spec.MergeHour(p, stored, f.BigQuery, now) }); err != nil {
+	if err := ledger.Guard(func() { out = hours.MergeHour(f.Spec, p, stored, f.BigQuery, now) }); err != nil {
 		f.hour.reject(ctx, recs, err, dead)
 		return nil
 	}
@@ -185,7 +186,7 @@ func (h *hourBuilder) setup(spec *schemas.Compiled) error {
 // emit emits a firing's rows, BigQuery rows and rollup row, and the dead
 // letters of the records it could not build for a table (sink bigtable:
 // each counted in that table's ledger as routed and failed).
-func (h *hourBuilder) emit(ctx context.Context, out schemas.Firing, emitRow func(schemas.RowMutation),
+func (h *hourBuilder) emit(ctx context.Context, out hours.Firing, emitRow func(schemas.RowMutation),
 	emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) {
 	h.emitTo(ctx, out, schemas.AllSinks, emitRow, emitBQ, emitRollup, emitDead)
 }
@@ -193,7 +194,7 @@ func (h *hourBuilder) emit(ctx context.Context, out schemas.Firing, emitRow func
 // emitTo is emit to the sinks of allow only (a replay's); the firing's
 // readings not routed to a sink are counted as the replay's skipped
 // (ledger.ReplaySkipped).
-func (h *hourBuilder) emitTo(ctx context.Context, out schemas.Firing, allow schemas.SinkSet, emitRow func(schemas.RowMutation),
+func (h *hourBuilder) emitTo(ctx context.Context, out hours.Firing, allow schemas.SinkSet, emitRow func(schemas.RowMutation),
 	emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) {
 	if allow != schemas.AllSinks {
 		for _, sink := range []string{schemas.SinkBigtable, schemas.SinkBigQuery} {

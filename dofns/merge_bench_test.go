@@ -10,6 +10,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/readside/readpath"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // BenchmarkStreamMergeClosedHour is what --merge_stored adds to a stream's
@@ -81,7 +82,7 @@ func BenchmarkStreamMergeClosedHour(b *testing.B) {
 	}
 	defer r.close()
 	identity := spec.IdentityKey(&recs[0])
-	pane := schemas.HourPane{StartMs: start.UnixMilli(), EndMs: start.Add(time.Hour).UnixMilli(), Pane: schemas.Pane{Timing: schemas.PaneOnTime}}
+	pane := hours.HourPane{StartMs: start.UnixMilli(), EndMs: start.Add(time.Hour).UnixMilli(), Pane: schemas.Pane{Timing: hours.PaneOnTime}}
 
 	for _, bc := range []struct {
 		name  string
@@ -106,7 +107,7 @@ func BenchmarkStreamMergeClosedHour(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				_, out := spec.FinalFiring(pane, prev, stored, schemas.FinalState{}, false, 0, true, time.Now().UnixMilli())
+				_, out := hours.FinalFiring(spec, pane, prev, stored, hours.FinalState{}, false, 0, true, time.Now().UnixMilli())
 				built = len(out.BQ)
 			}
 			if built != len(recs) {

@@ -11,7 +11,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/pipelines"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/bqschema"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // The local BigQuery Storage emulator's address (scripts/emulators.sh,
@@ -22,7 +23,7 @@ const localBigQueryStorageHost = "127.0.0.1:9060"
 // BigQuery would refuse: a usage error naming the flag.
 func checkBigQueryNames(cfg pipelines.Config) error {
 	if bq := cfg.BigQuery; bq != nil {
-		if err := schemas.CheckBigQueryDataset(bq.Dataset); err != nil {
+		if err := bqschema.CheckBigQueryDataset(bq.Dataset); err != nil {
 			return cli.Usage(fmt.Errorf("--bigquery_dataset: %w", err))
 		}
 		for i, t := range cfg.Spec.BigQueryTables() {
@@ -30,16 +31,16 @@ func checkBigQueryNames(cfg pipelines.Config) error {
 			if i == 0 {
 				name, where = bq.Table, "--bigquery_table"
 			}
-			if err := schemas.CheckBigQueryTable(name); err != nil {
+			if err := bqschema.CheckBigQueryTable(name); err != nil {
 				return cli.Usage(fmt.Errorf("%s: %w", where, err))
 			}
 		}
 	}
-	if dl := cfg.DeadLetter; dl.Kind == schemas.DeadLetterBigQuery {
-		if err := schemas.CheckBigQueryDataset(dl.Dataset); err != nil {
+	if dl := cfg.DeadLetter; dl.Kind == targets.DeadLetterBigQuery {
+		if err := bqschema.CheckBigQueryDataset(dl.Dataset); err != nil {
 			return cli.Usage(fmt.Errorf("--dead_letter: %w", err))
 		}
-		if err := schemas.CheckBigQueryTable(dl.Table); err != nil {
+		if err := bqschema.CheckBigQueryTable(dl.Table); err != nil {
 			return cli.Usage(fmt.Errorf("--dead_letter: %w", err))
 		}
 	}
@@ -73,13 +74,13 @@ func checkEndpoints(ctx context.Context, cfg pipelines.Config, p plan) error {
 	if _, ok := cli.Emulator(cli.BigtableEmulatorEnv); !ok {
 		cloud = append(cloud, endpoint{"Bigtable", "bigtable.googleapis.com:443"})
 	}
-	if (cfg.BigQuery != nil || cfg.DeadLetter.Kind == schemas.DeadLetterBigQuery) && !restSet {
+	if (cfg.BigQuery != nil || cfg.DeadLetter.Kind == targets.DeadLetterBigQuery) && !restSet {
 		cloud = append(cloud, endpoint{"BigQuery", "bigquery.googleapis.com:443"})
 	}
 	if storageWrites && !storageSet {
 		cloud = append(cloud, endpoint{"BigQuery Storage Write", "bigquerystorage.googleapis.com:443"})
 	}
-	if _, ok := cli.Emulator(cli.PubSubEmulatorEnv); !ok && (p.streaming || cfg.DeadLetter.Kind == schemas.DeadLetterPubSub) {
+	if _, ok := cli.Emulator(cli.PubSubEmulatorEnv); !ok && (p.streaming || cfg.DeadLetter.Kind == targets.DeadLetterPubSub) {
 		cloud = append(cloud, endpoint{"Pub/Sub", "pubsub.googleapis.com:443"})
 	}
 	if strings.HasPrefix(p.batch.Input, "gs://") || strings.HasPrefix(cfg.DeadLetter.Path, "gs://") {

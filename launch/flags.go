@@ -11,6 +11,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // flags are the launcher's own flags, as given: parse turns them into a
@@ -81,7 +82,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.btMaxBytes, "bigtable_max_outstanding_bytes", bigtableio.DefaultFlow.MaxBytes, "Flow control: the most Bigtable request bytes in flight per worker process; further writes wait (0: no cap).")
 	fs.DurationVar(&f.btLatency, "bigtable_target_latency", 0, "Flow control: a MutateRows latency to steer toward; the per-worker mutation cap then adapts between 1% and 100% of --bigtable_max_outstanding_mutations as Bigtable slows or recovers (0: off). RESOURCE_EXHAUSTED always cuts the cap and pauses writes.")
 	fs.StringVar(&f.btTable, "bigtable_table", "", "Bigtable table for the spec's first table (default: the name the spec gives it).")
-	fs.StringVar(&f.deadLetter, "dead_letter", "", "Where rejected records go, each with its payload and reason (required): "+schemas.DeadLetterTargetForms+".")
+	fs.StringVar(&f.deadLetter, "dead_letter", "", "Where rejected records go, each with its payload and reason (required): "+targets.DeadLetterTargetForms+".")
 	fs.BoolVar(&f.createTables, "create_tables", true, "Create missing Bigtable tables and column families (with the spec's GC policies) before running.")
 	fs.DurationVar(&f.timeout, "startup_timeout", 30*time.Second, "How long the start-up checks (Bigtable tables, BigQuery tables, the dead-letter target, the subscription) may take in all; transient errors are retried within it.")
 	fs.DurationVar(&f.btTimeout, "bigtable_timeout", 0, "Deprecated: use --startup_timeout.")

@@ -20,6 +20,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // plan is what run needs beyond the pipeline's configuration: the runner,
@@ -154,7 +155,7 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 	if w := deadletterio.Limits(dl); w != "" {
 		p.warnings = append(p.warnings, "warning: "+w)
 	}
-	if dl.Kind == schemas.DeadLetterFiles && localPath(dl.Path) {
+	if dl.Kind == targets.DeadLetterFiles && localPath(dl.Path) {
 		// The workers may run in another working directory: they get
 		// the folder the preflight creates and the summary names.
 		if dl.Path, err = filepath.Abs(dl.Path); err != nil {
@@ -192,7 +193,7 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 			Flow: flowcontrol.Settings{MaxMutations: f.btMaxMuts, MaxBytes: f.btMaxBytes, TargetLatency: f.btLatency}},
 		Retry:        retry.Settings{Deadline: f.retryDeadline, AttemptTimeout: f.attemptTimeout},
 		MaxLineBytes: f.maxLineBytes, MaxDecompressedBytes: f.maxUnzipped}
-	if cfg.DeadLetter.Kind == schemas.DeadLetterFiles {
+	if cfg.DeadLetter.Kind == targets.DeadLetterFiles {
 		cfg.DeadLetter.Run = runID
 	}
 	if f.bqDataset != "" {
@@ -329,7 +330,7 @@ func parseStream(f *flags, r runner, cfg *pipelines.Config, p *plan) error {
 	if f.subscription == "" {
 		return usagef("--subscription is required with --source=pubsub: give projects/P/subscriptions/S")
 	}
-	sub, err := schemas.ParseSubscription(f.subscription)
+	sub, err := targets.ParseSubscription(f.subscription)
 	if err != nil {
 		return usagef("--subscription: %w", err)
 	}

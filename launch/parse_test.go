@@ -13,6 +13,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // parseEnv clears the emulator variables parse reads (the local
@@ -160,7 +161,7 @@ func TestParseDefaults(t *testing.T) {
 		{"flow control bytes", cfg.Bigtable.Flow.MaxBytes, bigtableio.DefaultFlow.MaxBytes},
 		{"target latency", cfg.Bigtable.Flow.TargetLatency, time.Duration(0)},
 		{"BigQuery", cfg.BigQuery == nil, true},
-		{"dead letter", cfg.DeadLetter.Kind, schemas.DeadLetterFiles},
+		{"dead letter", cfg.DeadLetter.Kind, targets.DeadLetterFiles},
 		{"dead letter's run", cfg.DeadLetter.Run, runID},
 		{"retry deadline", cfg.Retry, retry.Settings{Deadline: retry.DefaultDeadline, AttemptTimeout: retry.DefaultAttemptTimeout}},
 		{"line limit", cfg.MaxLineBytes, schemas.DefaultMaxLineBytes},
@@ -192,7 +193,7 @@ func TestParseDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"streaming", p.streaming, true},
-		{"subscription", p.stream.Source.Subscription, schemas.Subscription{Project: "p", ID: "s"}},
+		{"subscription", p.stream.Source.Subscription, targets.Subscription{Project: "p", ID: "s"}},
 		{"not Dataflow's source", p.stream.Source.Dataflow, false},
 		{"ack deadline", p.stream.Source.AckDeadline, time.Duration(0)},
 		{"windowing", p.stream.Windowing, pipelines.Windowing{EarlyFiring: pipelines.DefaultEarlyFiring, LateFiring: pipelines.DefaultLateFiring, AllowedLateness: pipelines.DefaultAllowedLateness}},

@@ -16,7 +16,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/pipelines"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // preflight checks, before the job starts, every place the job will write:
@@ -73,12 +73,12 @@ func preflight(ctx context.Context, cfg pipelines.Config, p plan) error {
 // prefix's bucket must be listable; a BigQuery table is created when
 // missing (its dataset must exist); a Pub/Sub topic must exist. Transient
 // errors are retried for up to limit.
-func checkDeadLetter(ctx context.Context, t schemas.DeadLetterTarget, limit time.Duration) error {
-	if t.Kind == schemas.DeadLetterFiles && !strings.HasPrefix(t.Path, "gs://") {
+func checkDeadLetter(ctx context.Context, t targets.DeadLetterTarget, limit time.Duration) error {
+	if t.Kind == targets.DeadLetterFiles && !strings.HasPrefix(t.Path, "gs://") {
 		return checkFolder(t.Path)
 	}
 	err := retry.Do(ctx, retry.Policy{Deadline: limit, AttemptTimeout: 10 * time.Second}, func(ctx context.Context) error {
-		if t.Kind == schemas.DeadLetterFiles {
+		if t.Kind == targets.DeadLetterFiles {
 			return listPrefix(ctx, t.Path)
 		}
 		return deadletterio.EnsureTarget(ctx, t)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // allRejected reports whether a batch's ledger read records and rejected
@@ -45,7 +46,7 @@ func rejectedReasons(l *ledger.Ledger) []reasonCount {
 // allRejectedMessage is the one line of a batch that rejected every record
 // it read: its top reasons with their counts, and the likely cause the
 // leading reason points to.
-func allRejectedMessage(l *ledger.Ledger, format, spec string, dl schemas.DeadLetterTarget) string {
+func allRejectedMessage(l *ledger.Ledger, format, spec string, dl targets.DeadLetterTarget) string {
 	reasons := rejectedReasons(l)
 	var top []string
 	for i, rc := range reasons {

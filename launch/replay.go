@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // replayDropped are the flags a replay command does not take from the run
@@ -61,12 +62,12 @@ func isBoolFlag(name string) bool { return name == "local_state_on_disk" }
 // run's files alone), the command with the subscription to make for a
 // Pub/Sub topic, and the export to make first for a BigQuery table. args
 // and format are the run's command line and --format.
-func replayAdvice(target schemas.DeadLetterTarget, sinks []string, args []string, format string) string {
+func replayAdvice(target targets.DeadLetterTarget, sinks []string, args []string, format string) string {
 	switch target.Kind {
-	case schemas.DeadLetterPubSub:
+	case targets.DeadLetterPubSub:
 		return fmt.Sprintf("replay them from a subscription on %s made before this run: %s", target.Topic,
 			replayArgs(args, sinks, format, "--source=pubsub", "--subscription=projects/"+target.TopicProject()+"/subscriptions/SUBSCRIPTION"))
-	case schemas.DeadLetterBigQuery:
+	case targets.DeadLetterBigQuery:
 		return fmt.Sprintf("export the rows of %s with reason write_failed as JSON lines (bq extract --destination_format=NEWLINE_DELIMITED_JSON) and replay them: %s",
 			target, replayArgs(args, sinks, format, "--source=files", "--input=EXPORTED_FILES"))
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // progressLine is a progress line from the runner's counters (a stream's
@@ -178,7 +179,7 @@ func showRows(ctx context.Context, cfg pipelines.Config, n int) error {
 // letters go to a folder keeps one there, in _ledger/RUN. A stream's, and
 // a Dataflow job's, ledger is the runner's metrics.
 func ledgerRecord(cfg pipelines.Config, p plan) string {
-	if p.streaming || !p.runner.local() || cfg.DeadLetter.Kind != schemas.DeadLetterFiles || cfg.DeadLetter.Path == "" {
+	if p.streaming || !p.runner.local() || cfg.DeadLetter.Kind != targets.DeadLetterFiles || cfg.DeadLetter.Path == "" {
 		return ""
 	}
 	return ledger.RecordFolder(cfg.DeadLetter.Path, runID)

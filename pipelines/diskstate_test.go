@@ -23,6 +23,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // TestStreamStateOnDiskConvergesToBatch runs a local stream (ingestStream as
@@ -133,12 +134,12 @@ func runDiskStream(t *testing.T, host string, bq *bqemu.TestServer, spec *schema
 	bqCfg := func(ds string) *bigqueryio.Config {
 		return &bigqueryio.Config{Project: "p", Dataset: ds, Table: spec.BigQuery.Table, WriteMethod: "upsert"}
 	}
-	cfg := Config{Spec: spec, Bigtable: bigtableio.Config{Project: "p", Instance: name}, DeadLetter: schemas.DeadLetterTarget{Path: t.TempDir()},
+	cfg := Config{Spec: spec, Bigtable: bigtableio.Config{Project: "p", Instance: name}, DeadLetter: targets.DeadLetterTarget{Path: t.TempDir()},
 		Local: &LocalRunner{WriteOnArrival: true, Recover: true, DiskState: true}, BigQuery: bqCfg(name)}
 	records, parseDead := parseLines(s, cfg, beam.ParDo(s, keyByTestSource, teststream.Create(s, con)), false)
 	dead := ingestStream(s, cfg, Windowing{EarlyFiring: 10 * time.Second}, false, records)
 
-	batchCfg := Config{Spec: spec, Bigtable: bigtableio.Config{Project: "p", Instance: "batch"}, DeadLetter: schemas.DeadLetterTarget{Path: t.TempDir()},
+	batchCfg := Config{Spec: spec, Bigtable: bigtableio.Config{Project: "p", Instance: "batch"}, DeadLetter: targets.DeadLetterTarget{Path: t.TempDir()},
 		BigQuery: bqCfg("batch")}
 	batchRecords, _ := parseLines(s.Scope("batch"), batchCfg, beam.ParDo(s, keyByTestSource, beam.Create(s, a, b, c, f, d, d, g, eA, eB)), true)
 	dead = append(dead, ingestBatch(s.Scope("batch"), batchCfg, false, batchRecords)...)

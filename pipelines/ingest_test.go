@@ -17,6 +17,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/internal/loopback"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 func TestMain(m *testing.M) { loopback.TestMain(m) }
@@ -153,7 +154,7 @@ func TestConfigCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
-	bt, dl := bigtableio.Config{Project: "p", Instance: "i"}, schemas.DeadLetterTarget{Path: "d"}
+	bt, dl := bigtableio.Config{Project: "p", Instance: "i"}, targets.DeadLetterTarget{Path: "d"}
 	tests := []struct {
 		name string
 		cfg  Config

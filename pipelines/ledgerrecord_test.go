@@ -17,6 +17,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // TestBatchLedgerIsItsRecord runs a batch of 8 files against a Bigtable
@@ -64,7 +65,7 @@ func TestBatchLedgerIsItsRecord(t *testing.T) {
 	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
 	spec.Rollup = nil
 	cfg := Config{Spec: spec, Bigtable: bigtableio.Config{Project: "p", Instance: "i"},
-		DeadLetter: schemas.DeadLetterTarget{Path: dl},
+		DeadLetter: targets.DeadLetterTarget{Path: dl},
 		Retry:      retry.Settings{Deadline: 2 * time.Second, AttemptTimeout: 500 * time.Millisecond}}
 	p, s := beam.NewPipelineWithRoot()
 	if err := Batch(s, cfg, BatchOptions{Input: filepath.Join(dir, "in-*.jsonl")}); err != nil {

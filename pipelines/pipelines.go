@@ -23,6 +23,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/deadletterio"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // Config is what both graphs take: the spec, where they write, and how.
@@ -38,9 +39,9 @@ type Config struct {
 	BigQuery *bigqueryio.Config
 
 	// DeadLetter is where rejected records go: a folder, a gs:// prefix,
-	// a BigQuery table or a Pub/Sub topic (schemas.ParseDeadLetterTarget,
+	// a BigQuery table or a Pub/Sub topic (targets.ParseDeadLetterTarget,
 	// run once by the launcher).
-	DeadLetter schemas.DeadLetterTarget
+	DeadLetter targets.DeadLetterTarget
 
 	// Retry is the sinks', read-backs' and dead-letter writers' retry
 	// policy (zero: retry.Policy's defaults).
@@ -106,7 +107,7 @@ func (c Config) Check() error {
 		return fmt.Errorf("pipelines: no compiled dataset spec (schemas.Compile)")
 	case c.Bigtable.Project == "" || c.Bigtable.Instance == "":
 		return fmt.Errorf("pipelines: bigtable project and instance are required")
-	case c.DeadLetter == (schemas.DeadLetterTarget{}):
+	case c.DeadLetter == (targets.DeadLetterTarget{}):
 		return fmt.Errorf("pipelines: a dead-letter location is required")
 	case c.Local != nil && isDataflow(c.Runner):
 		return fmt.Errorf("pipelines: the local-runner options (arrival writes, recovery, disk state) are for runners that keep windows in their workers' memory, not %s, whose state is durable: leave Config.Local nil", c.Runner)

@@ -17,6 +17,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/readside/readpath"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // TestStreamRecoversWhatAKilledRunWrote starts a stream (ingestStream with
@@ -127,7 +128,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 	con.AdvanceWatermarkToInfinity()
 
 	pipe, s := beam.NewPipelineWithRoot()
-	cfg := Config{Spec: spec, Bigtable: bigtableio.Config{Project: "p", Instance: "restart"}, DeadLetter: schemas.DeadLetterTarget{Path: t.TempDir()},
+	cfg := Config{Spec: spec, Bigtable: bigtableio.Config{Project: "p", Instance: "restart"}, DeadLetter: targets.DeadLetterTarget{Path: t.TempDir()},
 		Local: &LocalRunner{WriteOnArrival: true, Recover: true}}
 	records, parseDead := parseLines(s, cfg, beam.ParDo(s, keyByTestSource, teststream.Create(s, con)), false)
 	dead := ingestStream(s, cfg, Windowing{EarlyFiring: 10 * time.Second}, false, records)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/bqschema"
 )
 
 // InsertAll sends rows with tabledata.insertAll: requests of at most
@@ -271,7 +272,7 @@ func (s bqSaver) Save() (map[string]bigquery.Value, string, error) { return s.ro
 func (w *insertAllWriter) saver(r schemas.BQRow) (bqSaver, error) {
 	cols := w.f.Schema.Columns
 	if len(r.Values) != len(cols) {
-		return bqSaver{}, fmt.Errorf("%w: row has %d values for %d columns", schemas.ErrBQValue, len(r.Values), len(cols))
+		return bqSaver{}, fmt.Errorf("%w: row has %d values for %d columns", bqschema.ErrBQValue, len(r.Values), len(cols))
 	}
 	s := bqSaver{row: make(map[string]bigquery.Value, len(cols))}
 	for i, c := range cols {
@@ -279,7 +280,7 @@ func (w *insertAllWriter) saver(r schemas.BQRow) (bqSaver, error) {
 		if v.Null() {
 			continue
 		}
-		x, err := schemas.BQJSONValue(c, v)
+		x, err := bqschema.BQJSONValue(c, v)
 		if err != nil {
 			return bqSaver{}, err
 		}

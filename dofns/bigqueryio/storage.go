@@ -19,6 +19,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/bqschema"
 )
 
 // storageWriter appends rows to the table's default stream with the
@@ -136,7 +137,7 @@ func openStorageWriter(ctx context.Context, f *writeFn, upsert bool) (*storageWr
 // to the request being filled, sending it first when row would not fit.
 func (w *storageWriter) add(ctx context.Context, row schemas.BQRow, encoded []byte, dead func(schemas.DeadLetter)) error {
 	if w.upsert {
-		encoded = w.f.enc.AppendChange(encoded, schemas.ChangeUpsert, row.Seq)
+		encoded = w.f.enc.AppendChange(encoded, bqschema.ChangeUpsert, row.Seq)
 	}
 	size := len(encoded) + 1 + protowire.SizeVarint(uint64(len(encoded)))
 	mem := rowMemory(encoded, row.Origin)

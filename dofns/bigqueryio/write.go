@@ -14,6 +14,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/bqschema"
 )
 
 func init() {
@@ -62,7 +63,7 @@ const (
 // instance opens its own writer in Setup.
 //
 // It encodes each row as a protobuf message of the descriptor derived from
-// the spec (schemas.BQEncoder), which checks its values, and hands it to the
+// the spec (bqschema.BQEncoder), which checks its values, and hands it to the
 // write method's bqWriter: storageWriter (storage.go) for WriteUpsert and
 // WriteStorageWrite, insertAllWriter (insertall.go) for WriteInsertAll.
 //
@@ -104,7 +105,7 @@ type writeFn struct {
 	// insertAll batches than MaxInsertRows) to fit.
 	MaxBufferedBytes int
 
-	enc     *schemas.BQEncoder
+	enc     *bqschema.BQEncoder
 	ref     string // project:dataset.table, for messages
 	w       bqWriter
 	scratch []byte
@@ -162,7 +163,7 @@ func (f *writeFn) Setup(ctx context.Context) error {
 	if f.Schema == nil {
 		return fmt.Errorf("bigquery write: no table schema")
 	}
-	enc, err := schemas.NewBQEncoder(f.Schema)
+	enc, err := bqschema.NewBQEncoder(f.Schema)
 	if err != nil {
 		return fmt.Errorf("bigquery write: %w", err)
 	}

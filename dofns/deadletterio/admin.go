@@ -14,24 +14,24 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // EnsureTarget prepares the store t before a run, so a
 // missing store stops the launch instead of failing every bundle: it
 // creates a missing BigQuery table (the dataset must exist) and checks that
 // a Pub/Sub topic exists. Folders and gs:// prefixes need nothing.
-func EnsureTarget(ctx context.Context, t schemas.DeadLetterTarget) error {
+func EnsureTarget(ctx context.Context, t targets.DeadLetterTarget) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	switch t.Kind {
-	case schemas.DeadLetterBigQuery:
+	case targets.DeadLetterBigQuery:
 		s, err := openBigQueryDeadLetters(ctx, t)
 		if err != nil {
 			return err
 		}
 		return s.close()
-	case schemas.DeadLetterPubSub:
+	case targets.DeadLetterPubSub:
 		c, err := pubsub.NewClient(ctx, t.TopicProject())
 		if err != nil {
 			return fmt.Errorf("dead letter %s: pubsub client: %w", t, err)

@@ -9,14 +9,14 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/sensorpipe/sensorpipe/internal/retry"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // Config is where and how Write writes dead letters. Its zero value
 // writes nowhere useful: Target is required.
 type Config struct {
 	// Target is where the dead letters go.
-	Target schemas.DeadLetterTarget
+	Target targets.DeadLetterTarget
 	// Retry is the writes' retry policy (zero: retry.Policy's defaults).
 	Retry retry.Settings
 	// Reporting has each writer also emit, at the end of a bundle, the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // keptLines is a dead-letter store that keeps what it is given.
@@ -31,16 +32,16 @@ func TestDeadLettersFitTheirTarget(t *testing.T) {
 	text := strings.Repeat("t", 9<<20)
 	binary := string(bytes.Repeat([]byte{0xff, 'x'}, 4<<20))
 	tests := []struct {
-		target  schemas.DeadLetterTarget
+		target  targets.DeadLetterTarget
 		payload string
 		whole   bool
 	}{
-		{schemas.DeadLetterTarget{Kind: schemas.DeadLetterFiles, Path: "/dl"}, text, true},
-		{schemas.DeadLetterTarget{Kind: schemas.DeadLetterFiles, Path: "/dl"}, binary, true},
-		{schemas.DeadLetterTarget{Kind: schemas.DeadLetterPubSub, Topic: "projects/p/topics/dead"}, text, true},
-		{schemas.DeadLetterTarget{Kind: schemas.DeadLetterPubSub, Topic: "projects/p/topics/dead"}, binary, false},
-		{schemas.DeadLetterTarget{Kind: schemas.DeadLetterBigQuery, Dataset: "d", Table: "t"}, small, true},
-		{schemas.DeadLetterTarget{Kind: schemas.DeadLetterBigQuery, Dataset: "d", Table: "t"}, text, false},
+		{targets.DeadLetterTarget{Kind: targets.DeadLetterFiles, Path: "/dl"}, text, true},
+		{targets.DeadLetterTarget{Kind: targets.DeadLetterFiles, Path: "/dl"}, binary, true},
+		{targets.DeadLetterTarget{Kind: targets.DeadLetterPubSub, Topic: "projects/p/topics/dead"}, text, true},
+		{targets.DeadLetterTarget{Kind: targets.DeadLetterPubSub, Topic: "projects/p/topics/dead"}, binary, false},
+		{targets.DeadLetterTarget{Kind: targets.DeadLetterBigQuery, Dataset: "d", Table: "t"}, small, true},
+		{targets.DeadLetterTarget{Kind: targets.DeadLetterBigQuery, Dataset: "d", Table: "t"}, text, false},
 	}
 	for _, tt := range tests {
 		name := tt.target.String() + "/" + map[bool]string{true: "whole", false: "cut"}[tt.whole]
@@ -76,7 +77,7 @@ func TestDeadLettersFitTheirTarget(t *testing.T) {
 			}
 		})
 	}
-	if w := Limits(schemas.DeadLetterTarget{Kind: schemas.DeadLetterFiles, Path: "gs://b/dl"}); w != "" {
+	if w := Limits(targets.DeadLetterTarget{Kind: targets.DeadLetterFiles, Path: "gs://b/dl"}); w != "" {
 		t.Errorf("a gs:// prefix holds every dead letter whole; Limits says %q", w)
 	}
 }

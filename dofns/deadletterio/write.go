@@ -24,6 +24,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 func init() {
@@ -34,7 +35,7 @@ func init() {
 }
 
 // writeFn writes dead letters to Target, parsed once by the
-// launcher (schemas.ParseDeadLetterTarget):
+// launcher (targets.ParseDeadLetterTarget):
 //
 //   - a local folder or gs:// prefix: JSON Lines, one file per bundle;
 //   - bigquery:[PROJECT:]DATASET.TABLE: rows inserted with
@@ -51,7 +52,7 @@ func init() {
 // Pub/Sub bundle may publish some letters twice). Each dead letter made
 // durable is counted in the run's ledger by sink and reason.
 type writeFn struct {
-	Target schemas.DeadLetterTarget
+	Target targets.DeadLetterTarget
 	// Retry is the retry policy's settings (zero: a 2-minute deadline).
 	Retry retry.Settings
 
@@ -150,11 +151,11 @@ const (
 
 // maxLine is the largest dead letter a target of kind holds whole (0: no
 // limit), and why.
-func maxLine(kind schemas.DeadLetterKind) (int, string) {
+func maxLine(kind targets.DeadLetterKind) (int, string) {
 	switch kind {
-	case schemas.DeadLetterPubSub:
+	case targets.DeadLetterPubSub:
 		return maxPubSubLine, "a dead-letter topic's message holds 10 MB"
-	case schemas.DeadLetterBigQuery:
+	case targets.DeadLetterBigQuery:
 		return maxBigQueryLine, "a dead-letter table's row holds 16 KiB, 500 rows to an insertAll request of 10 MB"
 	}
 	return 0, ""
@@ -163,7 +164,7 @@ func maxLine(kind schemas.DeadLetterKind) (int, string) {
 // Limits says in one line what target cannot hold, for the launcher to
 // warn of at start, or "" for a folder or gs:// prefix, which holds every
 // dead letter whole.
-func Limits(target schemas.DeadLetterTarget) string {
+func Limits(target targets.DeadLetterTarget) string {
 	max, why := maxLine(target.Kind)
 	if max == 0 {
 		return ""
@@ -172,11 +173,11 @@ func Limits(target schemas.DeadLetterTarget) string {
 		target, max, why, schemas.TooLargePrefix)
 }
 
-func openDeadLetterSink(ctx context.Context, t schemas.DeadLetterTarget) (deadLetterSink, error) {
+func openDeadLetterSink(ctx context.Context, t targets.DeadLetterTarget) (deadLetterSink, error) {
 	switch t.Kind {
-	case schemas.DeadLetterBigQuery:
+	case targets.DeadLetterBigQuery:
 		return openBigQueryDeadLetters(ctx, t)
-	case schemas.DeadLetterPubSub:
+	case targets.DeadLetterPubSub:
 		return openPubSubDeadLetters(ctx, t)
 	}
 	return &fileDeadLetters{dir: t.Path, run: t.Run}, nil
@@ -263,7 +264,7 @@ type bigQueryDeadLetters struct {
 
 // openBigQueryDeadLetters opens a client (BIGQUERY_EMULATOR_HOST is
 // honoured) and creates the table when it is missing.
-func openBigQueryDeadLetters(ctx context.Context, t schemas.DeadLetterTarget) (*bigQueryDeadLetters, error) {
+func openBigQueryDeadLetters(ctx context.Context, t targets.DeadLetterTarget) (*bigQueryDeadLetters, error) {
 	project := t.Project
 	if project == "" {
 		project = bigquery.DetectProjectID
@@ -358,7 +359,7 @@ type publish struct {
 
 // openPubSubDeadLetters opens a client (PUBSUB_EMULATOR_HOST is honoured)
 // and a publisher on the topic.
-func openPubSubDeadLetters(ctx context.Context, t schemas.DeadLetterTarget) (*pubSubDeadLetters, error) {
+func openPubSubDeadLetters(ctx context.Context, t targets.DeadLetterTarget) (*pubSubDeadLetters, error) {
 	c, err := pubsub.NewClient(ctx, t.TopicProject())
 	if err != nil {
 		return nil, fmt.Errorf("dead letter %s: pubsub client: %w", t, err)

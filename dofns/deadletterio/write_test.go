@@ -23,6 +23,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // testLetters returns n dead letters with distinct payloads.
@@ -93,9 +94,9 @@ func equalLetters(t *testing.T, got, want []schemas.DeadLetter) {
 }
 
 // mustTarget parses a --dead_letter value, as the launcher does once.
-func mustTarget(t *testing.T, s string) schemas.DeadLetterTarget {
+func mustTarget(t *testing.T, s string) targets.DeadLetterTarget {
 	t.Helper()
-	target, err := schemas.ParseDeadLetterTarget(s)
+	target, err := targets.ParseDeadLetterTarget(s)
 	if err != nil {
 		t.Fatalf("ParseDeadLetterTarget(%q): %v", s, err)
 	}

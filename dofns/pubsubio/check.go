@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sensorpipe/sensorpipe/internal/retry"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // checkTimeout bounds CheckSubscription when ctx has no deadline (the
@@ -27,7 +27,7 @@ const checkTimeout = 10 * time.Second
 // do rather than a failed bundle once the job runs.
 // PUBSUB_EMULATOR_HOST is honoured. A subscriber without
 // pubsub.subscriptions.get passes: its pulls will tell.
-func CheckSubscription(ctx context.Context, sub schemas.Subscription) error {
+func CheckSubscription(ctx context.Context, sub targets.Subscription) error {
 	where := "Pub/Sub"
 	if host := os.Getenv("PUBSUB_EMULATOR_HOST"); host != "" {
 		where = "the Pub/Sub emulator at " + host

@@ -40,6 +40,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 func init() {
@@ -99,8 +100,8 @@ var afterAck func(sub string, n int)
 
 // Config configures Read.
 type Config struct {
-	// Subscription is the subscription to read (schemas.ParseSubscription).
-	Subscription schemas.Subscription
+	// Subscription is the subscription to read (targets.ParseSubscription).
+	Subscription targets.Subscription
 	// TimestampAttribute, if set, names the attribute holding each message's
 	// event time, as epoch milliseconds (RFC 3339 is accepted too). Messages
 	// where it is missing or unparseable carry their publish time and a

@@ -23,7 +23,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/loopback"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 const project = "test-project"
@@ -641,9 +641,9 @@ func testRestart(t *testing.T, e *env) {
 }
 
 // mustSub parses a subscription name, as the launcher does once.
-func mustSub(t *testing.T, name string) schemas.Subscription {
+func mustSub(t *testing.T, name string) targets.Subscription {
 	t.Helper()
-	sub, err := schemas.ParseSubscription(name)
+	sub, err := targets.ParseSubscription(name)
 	if err != nil {
 		t.Fatalf("ParseSubscription(%q): %v", name, err)
 	}

@@ -44,6 +44,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/sensorclock"
 	"github.com/sensorpipe/sensorpipe/internal/testrig/synth"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 type config struct {
@@ -105,9 +106,9 @@ func parseFlags(args []string) (config, error) {
 		return c, err
 	}
 	c.topic = topic
-	var sub schemas.Subscription
+	var sub targets.Subscription
 	if c.subscription != "" {
-		if sub, err = schemas.ParseSubscription(c.subscription); err != nil {
+		if sub, err = targets.ParseSubscription(c.subscription); err != nil {
 			return c, fmt.Errorf("--subscription: %w", err)
 		}
 	}

@@ -53,6 +53,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 var (
@@ -491,7 +493,7 @@ func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
 	if err != nil {
 		return err
 	}
-	cfg := pipelines.Config{Spec: compiled, Bigtable: bigtableio.Config{Project: project, Instance: instance}, DeadLetter: schemas.DeadLetterTarget{Path: dead}}
+	cfg := pipelines.Config{Spec: compiled, Bigtable: bigtableio.Config{Project: project, Instance: instance}, DeadLetter: targets.DeadLetterTarget{Path: dead}}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -627,7 +629,7 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 	for _, k := range order {
 		// The batch's per-hour rule, as BuildRowsFn runs it (the group's
 		// UTC hour: the plain writer has no windows).
-		out := compiled.BatchHour(schemas.HourPane{Records: groups[k]}, false, 0)
+		out := hours.BatchHour(compiled, hours.HourPane{Records: groups[k]}, false, 0)
 		s.DeadLetters += int64(len(out.Dead))
 		for _, rm := range out.Rows {
 			err := bench.ReadingMutations(rm, func(key string, m *bigtable.Mutation) error {
