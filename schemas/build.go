@@ -134,7 +134,7 @@ func NewBuilder(spec *Spec) (*Builder, error) {
 				}
 				q.delim, q.maxBytes = "", 0
 				cb := columnBuilder{family: fam.Name, value: ref(spec, c.Value), int64be: c.Encoding == "int64be"}
-				if q.isLiteral() {
+				if q.IsLiteral() {
 					cb.literal = c.Qualifier
 				} else {
 					cb.qualifier = q
@@ -160,7 +160,8 @@ func ref(spec *Spec, v string) valueRef {
 	return valueRef{field: spec.FieldIndex(v)}
 }
 
-func (t *Template) isLiteral() bool {
+// IsLiteral reports whether t renders no field: its text is fixed.
+func (t *Template) IsLiteral() bool {
 	for _, s := range t.segs {
 		if s.field >= 0 {
 			return false

@@ -49,14 +49,14 @@ func (s *Spec) ReadingID(r *Record) string {
 // which a stream's window state does not keep (AppendHeld). It returns the
 // number of duplicates dropped. recs is reordered in place.
 func (s *Spec) PrepareGroup(recs []Record) ([]Record, int) {
-	kept, dropped := s.dedup(recs)
+	kept, dropped := s.Dedup(recs)
 	s.impute(kept)
 	return kept, dropped
 }
 
-// dedup sorts recs by event time and drops duplicates as PrepareGroup
+// Dedup sorts recs by event time and drops duplicates as PrepareGroup
 // describes.
-func (s *Spec) dedup(recs []Record) ([]Record, int) {
+func (s *Spec) Dedup(recs []Record) ([]Record, int) {
 	sort.Slice(recs, func(i, j int) bool {
 		a, b := &recs[i], &recs[j]
 		if a.EventMs != b.EventMs {
@@ -115,7 +115,7 @@ type Observed struct {
 // far, and the window's on-time firing re-imputes it from all its readings.
 // Duplicates are dropped within recs only; it returns how many.
 func (s *Spec) PrepareEarly(recs []Record, seen *Seen) ([]Record, int) {
-	kept, dropped := s.dedup(recs)
+	kept, dropped := s.Dedup(recs)
 	if len(seen.Observed) != len(s.Impute) {
 		seen.Observed = make([]Observed, len(s.Impute))
 	}
@@ -179,7 +179,7 @@ func (s *Spec) PrepareEarly(recs []Record, seen *Seen) ([]Record, int) {
 // compareObserved orders two readings by their observed values, field by
 // field in spec order (an imputed value counts as null, as observed has
 // it): a value before none, then by kind and value. It returns -1, 0 or +1.
-// dedup calls it only for copies of one reading (same identity, millisecond
+// Dedup calls it only for copies of one reading (same identity, millisecond
 // and number of values), so the two scratch slices cost nothing that counts.
 func (s *Spec) compareObserved(a, b *Record) int {
 	va, vb := make([]Value, s.NumValues()), make([]Value, s.NumValues())

@@ -677,3 +677,11 @@ func ParseTimestamp(s string) (int64, error) {
 	}
 	return t.UnixMilli(), nil
 }
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}

@@ -1,10 +1,8 @@
 package schemas
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -75,7 +73,7 @@ func newReadBack(spec *Spec, t *TableSpec) (*ReadBack, error) {
 		literal: map[string]readColumn{}, templated: map[string][]readColumn{},
 		source: "bigtable:" + t.Name + " (read back)",
 	}
-	rb.fromKey = key.keyFields()
+	rb.fromKey = key.KeyFields()
 	known := map[int]bool{rb.eventIdx: true}
 	for f := range rb.fromKey {
 		known[f] = true
@@ -89,19 +87,19 @@ func newReadBack(spec *Spec, t *TableSpec) (*ReadBack, error) {
 				continue // $event_time, $reading_id, $ingested_at: computed
 			}
 			int64be := c.Encoding == "int64be"
-			if int64be && !kindIn(fieldKind(spec, fi), []Kind{KindInt, KindTime, KindBool}) {
+			if int64be && !KeepsInt64BE(spec, fi) {
 				continue // truncated to an integer: not the value
 			}
 			q, err := CompileTemplate(c.Qualifier, spec)
 			if err != nil {
 				return nil, err
 			}
-			q.delim, q.maxBytes = "", 0
+			q.AsQualifier()
 			col := readColumn{field: fi, int64be: int64be}
-			if q.isLiteral() {
+			if q.IsLiteral() {
 				rb.literal[fam.Name+"\x00"+c.Qualifier] = col
 			} else {
-				if !q.usesOnly(known) {
+				if !q.UsesOnly(known) {
 					continue // its qualifier needs a field the key does not give
 				}
 				col.qualifier = q
@@ -208,7 +206,7 @@ func (rb *ReadBack) Records(rows []ReadRow, identityKey string, startMs, endMs i
 		var order []int64
 		bad := map[int64]bool{}
 		for _, c := range row.Cells {
-			ms := floorDiv(c.TsMicros, 1000)
+			ms := cellMillis(c.TsMicros)
 			if ms < startMs || ms >= endMs {
 				continue
 			}
@@ -234,7 +232,7 @@ func (rb *ReadBack) Records(rows []ReadRow, identityKey string, startMs, endMs i
 				byMs[ms] = r
 				order = append(order, ms)
 			}
-			v, err := decodeCell(s, col, c.Value)
+			v, err := DecodeCell(s, col.field, col.int64be, c.Value)
 			if err != nil {
 				bad[ms] = true
 				continue
@@ -256,7 +254,7 @@ func (rb *ReadBack) Records(rows []ReadRow, identityKey string, startMs, endMs i
 			recs = append(recs, *r)
 		}
 	}
-	recs, _ = s.dedup(recs)
+	recs, _ = s.Dedup(recs)
 	return recs, skipped
 }
 
@@ -275,116 +273,28 @@ func (s *Spec) complete(r *Record) bool {
 func countReadings(cells []Cell, startMs, endMs int64) int {
 	seen := map[int64]bool{}
 	for _, c := range cells {
-		if ms := floorDiv(c.TsMicros, 1000); ms >= startMs && ms < endMs {
+		if ms := cellMillis(c.TsMicros); ms >= startMs && ms < endMs {
 			seen[ms] = true
 		}
 	}
 	return len(seen)
 }
 
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
+// cellMillis is a cell's timestamp (microseconds) in milliseconds, rounded
+// down.
+func cellMillis(us int64) int64 {
+	ms := us / 1000
+	if us%1000 != 0 && us < 0 {
+		ms--
 	}
-	return q
+	return ms
 }
 
-// decodeCell decodes a cell's bytes as the value of col's field: text (see
-// AppendText) or, with int64be, an 8-byte big-endian integer.
-func decodeCell(s *Spec, col readColumn, b []byte) (Value, error) {
-	kind := fieldKind(s, col.field)
-	if col.int64be {
-		if len(b) != 8 {
-			return Value{}, fmt.Errorf("int64be cell of %d bytes", len(b))
-		}
-		n := int64(binary.BigEndian.Uint64(b))
-		if kind == KindBool {
-			return Value{Kind: KindBool, Bool: n != 0}, nil
-		}
-		return Value{Kind: kind, Int: n}, nil
-	}
-	return textValue(kind, string(b))
-}
-
-// textValue parses the text AppendText renders for a value of kind.
-func textValue(kind Kind, text string) (Value, error) {
-	switch kind {
-	case KindString, KindBytes:
-		return Value{Kind: kind, Str: text}, nil
-	case KindFloat:
-		n, err := strconv.ParseFloat(text, 64)
-		return Value{Kind: KindFloat, Num: n}, err
-	case KindInt, KindTime:
-		n, err := strconv.ParseInt(text, 10, 64)
-		return Value{Kind: kind, Int: n}, err
-	case KindBool:
-		b, err := strconv.ParseBool(text)
-		return Value{Kind: KindBool, Bool: b}, err
-	case KindTags:
-		return parseTags(text)
-	}
-	return Value{}, fmt.Errorf("unknown kind %d", kind)
-}
-
-// usesOnly reports whether every field the template renders is in fields.
-func (t *Template) usesOnly(fields map[int]bool) bool {
-	for _, s := range t.segs {
-		switch s.kind {
-		case segField:
-			if !fields[s.field] {
-				return false
-			}
-		case segSalt, segHash:
-			for _, f := range s.fields {
-				if !fields[f] {
-					return false
-				}
-			}
-		}
-	}
-	return true
-}
-
-// keyFields are the fields Split and Decode recover from every key the
-// template renders: none when some segment cannot be split.
-func (t *Template) keyFields() map[int]bool {
-	out := map[int]bool{}
-	for i := range t.segs {
-		if t.segs[i].kind != segLiteral && !t.splittableAt(i) {
-			return map[int]bool{}
-		}
-	}
-	for i := range t.segs {
-		if s := &t.segs[i]; s.kind == segField && s.invertible() {
-			out[s.field] = true
-		}
-	}
-	return out
-}
-
-// parseKey decodes into vals the fields of key in fromKey (see keyFields).
-// It reports false when the key does not have the template's shape or a
-// field does not decode. A key can split in more than one way (a field
-// value holding a literal other than the delimiter): callers render the
-// key again to check.
+// parseKey decodes into vals the fields of key in fromKey (see
+// Template.KeyFields and Template.DecodeFields).
 func (rb *ReadBack) parseKey(key string, vals []Value) bool {
 	if len(rb.fromKey) == 0 {
 		return true
 	}
-	parts, err := rb.key.Split(key)
-	if err != nil {
-		return false
-	}
-	for _, p := range parts {
-		if p.seg.kind != segField || !rb.fromKey[p.seg.field] {
-			continue
-		}
-		v, ok := p.Decode()
-		if !ok {
-			return false
-		}
-		vals[p.seg.field] = v
-	}
-	return true
+	return rb.key.DecodeFields(key, rb.fromKey, vals)
 }
