@@ -71,7 +71,7 @@ func newReadBack(spec *Spec, t *TableSpec) (*ReadBack, error) {
 	rb := &ReadBack{
 		spec: spec, table: t, key: key, eventIdx: spec.FieldIndex(spec.EventTime),
 		literal: map[string]readColumn{}, templated: map[string][]readColumn{},
-		source: "bigtable:" + t.Name + " (read back)",
+		source: ReadBackSource(t.Name),
 	}
 	rb.fromKey = key.KeyFields()
 	known := map[int]bool{rb.eventIdx: true}
@@ -136,12 +136,6 @@ func (rb *ReadBack) Families() []string { return rb.families }
 
 // Source is the Source of the records ReadBack rebuilds.
 func (rb *ReadBack) Source() string { return rb.source }
-
-// IsReadBack reports whether r was rebuilt by a ReadBack rather than read
-// from the input.
-func IsReadBack(r *Record) bool {
-	return strings.HasPrefix(r.Source, "bigtable:") && strings.HasSuffix(r.Source, " (read back)")
-}
 
 // PlanWindow plans the row ranges that hold the readings of one identity
 // (its IdentityKey) with event times in [startMs, endMs).

@@ -108,6 +108,16 @@ func (d *DeadLetter) provenance(source string) {
 		PriorFailure{Reason: prior.Reason, Sink: prior.Sink, Error: prior.Error, Time: prior.Time})
 }
 
+// ReadBackSource is the source of the readings a ReadBack rebuilds from
+// Bigtable table.
+func ReadBackSource(table string) string { return "bigtable:" + table + " (read back)" }
+
+// IsReadBack reports whether r was rebuilt by a ReadBack rather than read
+// from the input.
+func IsReadBack(r *Record) bool {
+	return strings.HasPrefix(r.Source, "bigtable:") && strings.HasSuffix(r.Source, " (read back)")
+}
+
 // rollupHour is a rollup's sensor-hour as a RollupSource carries it.
 type rollupHour struct {
 	Identity map[string]string `json:"identity"`
