@@ -341,9 +341,9 @@ func TestFiringsCountEachDuplicateOnce(t *testing.T) {
 }
 
 // rows turns the table back into Bigtable rows, as a read returns them.
-func (tb table) rows(t *testing.T) []schemas.ReadRow {
+func (tb table) rows(t *testing.T) []ReadRow {
 	t.Helper()
-	byKey := map[string]*schemas.ReadRow{}
+	byKey := map[string]*ReadRow{}
 	var keys []string
 	for k, v := range tb {
 		row, rest, _ := strings.Cut(k, " ")
@@ -354,13 +354,13 @@ func (tb table) rows(t *testing.T) []schemas.ReadRow {
 			t.Fatal(err)
 		}
 		if byKey[row] == nil {
-			byKey[row] = &schemas.ReadRow{Key: row}
+			byKey[row] = &ReadRow{Key: row}
 			keys = append(keys, row)
 		}
 		byKey[row].Cells = append(byKey[row].Cells, schemas.Cell{Family: fam, Qualifier: q, TsMicros: micros, Value: []byte(v)})
 	}
 	sort.Strings(keys)
-	var out []schemas.ReadRow
+	var out []ReadRow
 	for _, k := range keys {
 		out = append(out, *byKey[k])
 	}
@@ -375,7 +375,7 @@ func (tb table) rows(t *testing.T) []schemas.ReadRow {
 // counted apart, not as duplicates.
 func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 	spec, h := firingsSpec(t)
-	rb, err := schemas.NewReadBack(spec)
+	rb, err := NewReadBack(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,7 +587,7 @@ func TestEarlyFiringsAfterArrivalWritesConvergeToBatch(t *testing.T) {
 // nothing new rewrites nothing.
 func TestTwoStreamsFinalFiringsMergeToBatch(t *testing.T) {
 	spec, h := firingsSpec(t)
-	rb, err := schemas.NewReadBack(spec)
+	rb, err := NewReadBack(spec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // and the rollup is the batch's.
 func TestMergeHourAnySplitAnyOrderIsTheBatch(t *testing.T) {
 	spec, h := firingsSpec(t)
-	rb, err := schemas.NewReadBack(spec)
+	rb, err := NewReadBack(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func bqRollupText(r *schemas.BQRow) string {
 // readings that it wins, and the stored readings it keeps as merged.
 func TestMergeHourCountsTheBatchsReadingsOnly(t *testing.T) {
 	spec, h := firingsSpec(t)
-	rb, _ := schemas.NewReadBack(spec)
+	rb, _ := NewReadBack(spec)
 	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
 	first := []string{vitals(0, "60", "36.8", "98"), vitals(time.Minute, "61", "36.8", "98")}
 	tb := table{}

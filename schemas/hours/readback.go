@@ -1,8 +1,9 @@
-package schemas
+package hours
 
 import (
 	"errors"
 	"fmt"
+	"github.com/sensorpipe/sensorpipe/schemas"
 	"strings"
 )
 
@@ -24,9 +25,9 @@ var ErrNoReadBack = errors.New("no table to read readings back from")
 // Every rebuilt reading is checked by rendering its row key again: a cell
 // that does not give back its own row is skipped.
 type ReadBack struct {
-	spec      *Spec
-	table     *TableSpec
-	key       *Template
+	spec      *schemas.Spec
+	table     *schemas.TableSpec
+	key       *schemas.Template
 	eventIdx  int
 	fromKey   map[int]bool          // fields decoded from the row key
 	literal   map[string]readColumn // family + "\x00" + qualifier
@@ -37,20 +38,20 @@ type ReadBack struct {
 
 // readColumn is a column whose cells hold one field or imputed flag.
 type readColumn struct {
-	qualifier *Template // nil for a literal qualifier
-	field     int       // index in Record.Values
+	qualifier *schemas.Template // nil for a literal qualifier
+	field     int               // index in Record.Values
 	int64be   bool
 }
 
 // ReadRow is one Bigtable row as read: its key and cells.
 type ReadRow struct {
 	Key   string
-	Cells []Cell
+	Cells []schemas.Cell
 }
 
 // NewReadBack picks the table to read readings back from. The error wraps
 // ErrNoReadBack and says, table by table, what is missing.
-func NewReadBack(spec *Spec) (*ReadBack, error) {
+func NewReadBack(spec *schemas.Spec) (*ReadBack, error) {
 	var why []string
 	for i := range spec.Bigtable.Tables {
 		rb, err := newReadBack(spec, &spec.Bigtable.Tables[i])
@@ -62,8 +63,8 @@ func NewReadBack(spec *Spec) (*ReadBack, error) {
 	return nil, fmt.Errorf("%w: spec %s: %s", ErrNoReadBack, spec.Name, strings.Join(why, "; "))
 }
 
-func newReadBack(spec *Spec, t *TableSpec) (*ReadBack, error) {
-	key, err := CompileTemplate(t.RowKey, spec)
+func newReadBack(spec *schemas.Spec, t *schemas.TableSpec) (*ReadBack, error) {
+	key, err := schemas.CompileTemplate(t.RowKey, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +72,7 @@ func newReadBack(spec *Spec, t *TableSpec) (*ReadBack, error) {
 	rb := &ReadBack{
 		spec: spec, table: t, key: key, eventIdx: spec.FieldIndex(spec.EventTime),
 		literal: map[string]readColumn{}, templated: map[string][]readColumn{},
-		source: ReadBackSource(t.Name),
+		source: schemas.ReadBackSource(t.Name),
 	}
 	rb.fromKey = key.KeyFields()
 	known := map[int]bool{rb.eventIdx: true}
@@ -87,10 +88,10 @@ func newReadBack(spec *Spec, t *TableSpec) (*ReadBack, error) {
 				continue // $event_time, $reading_id, $ingested_at: computed
 			}
 			int64be := c.Encoding == "int64be"
-			if int64be && !KeepsInt64BE(spec, fi) {
+			if int64be && !schemas.KeepsInt64BE(spec, fi) {
 				continue // truncated to an integer: not the value
 			}
-			q, err := CompileTemplate(c.Qualifier, spec)
+			q, err := schemas.CompileTemplate(c.Qualifier, spec)
 			if err != nil {
 				return nil, err
 			}
@@ -129,7 +130,7 @@ func newReadBack(spec *Spec, t *TableSpec) (*ReadBack, error) {
 func (rb *ReadBack) Table() string { return rb.table.Name }
 
 // Spec is the spec whose readings ReadBack rebuilds.
-func (rb *ReadBack) Spec() *Spec { return rb.spec }
+func (rb *ReadBack) Spec() *schemas.Spec { return rb.spec }
 
 // Families are the column families that hold the readings' values.
 func (rb *ReadBack) Families() []string { return rb.families }
@@ -139,30 +140,30 @@ func (rb *ReadBack) Source() string { return rb.source }
 
 // PlanWindow plans the row ranges that hold the readings of one identity
 // (its IdentityKey) with event times in [startMs, endMs).
-func (rb *ReadBack) PlanWindow(identityKey string, startMs, endMs int64) (*ScanPlan, error) {
-	q := KeyQuery{Table: rb.table.Name, FromMs: startMs, ToMs: endMs - 1}
-	if texts := rb.spec.IdentityTexts(identityKey); texts != nil {
+func (rb *ReadBack) PlanWindow(identityKey string, startMs, endMs int64) (*schemas.ScanPlan, error) {
+	q := schemas.KeyQuery{Table: rb.table.Name, FromMs: startMs, ToMs: endMs - 1}
+	if texts := IdentityTexts(rb.spec, identityKey); texts != nil {
 		q.Where = map[string]string{}
 		for i, name := range rb.spec.Identity {
 			q.Where[name] = texts[i]
 		}
-		if plan, err := PlanScan(rb.spec, q); err == nil {
+		if plan, err := schemas.PlanScan(rb.spec, q); err == nil {
 			return plan, nil
 		}
 		q.Where = nil // a value the plan cannot take: scan the time range
 	}
-	return PlanScan(rb.spec, q)
+	return schemas.PlanScan(rb.spec, q)
 }
 
 // PlanSince plans the row ranges that hold readings with event times in
 // [fromMs, toMs], of every identity.
-func (rb *ReadBack) PlanSince(fromMs, toMs int64) (*ScanPlan, error) {
-	return PlanScan(rb.spec, KeyQuery{Table: rb.table.Name, FromMs: fromMs, ToMs: toMs})
+func (rb *ReadBack) PlanSince(fromMs, toMs int64) (*schemas.ScanPlan, error) {
+	return schemas.PlanScan(rb.spec, schemas.KeyQuery{Table: rb.table.Name, FromMs: fromMs, ToMs: toMs})
 }
 
 // IdentityTexts splits an IdentityKey into the text of each identity
 // field, or returns nil when it does not split into as many.
-func (s *Spec) IdentityTexts(key string) []string {
+func IdentityTexts(s *schemas.Spec, key string) []string {
 	if len(s.Identity) == 1 {
 		return []string{key}
 	}
@@ -186,17 +187,17 @@ func (s *Spec) IdentityTexts(key string) []string {
 // The records come in event-time order, one per identity and millisecond.
 // skipped counts the readings that could not be rebuilt: a row key or cell
 // that does not parse or render back, or a required field with no cell.
-func (rb *ReadBack) Records(rows []ReadRow, identityKey string, startMs, endMs int64) (recs []Record, skipped int) {
+func (rb *ReadBack) Records(rows []ReadRow, identityKey string, startMs, endMs int64) (recs []schemas.Record, skipped int) {
 	s := rb.spec
 	var keyBuf, qBuf []byte
 	for ri := range rows {
 		row := &rows[ri]
-		base := make([]Value, s.NumValues())
+		base := make([]schemas.Value, s.NumValues())
 		if !rb.parseKey(row.Key, base) {
 			skipped += countReadings(row.Cells, startMs, endMs)
 			continue
 		}
-		byMs := map[int64]*Record{}
+		byMs := map[int64]*schemas.Record{}
 		var order []int64
 		bad := map[int64]bool{}
 		for _, c := range row.Cells {
@@ -206,8 +207,8 @@ func (rb *ReadBack) Records(rows []ReadRow, identityKey string, startMs, endMs i
 			}
 			r := byMs[ms]
 			if r == nil {
-				r = &Record{Values: append([]Value(nil), base...), EventMs: ms}
-				r.Values[rb.eventIdx] = Value{Kind: KindTime, Int: ms}
+				r = &schemas.Record{Values: append([]schemas.Value(nil), base...), EventMs: ms}
+				r.Values[rb.eventIdx] = schemas.Value{Kind: schemas.KindTime, Int: ms}
 			}
 			col, ok := rb.literal[c.Family+"\x00"+c.Qualifier]
 			if !ok {
@@ -226,7 +227,7 @@ func (rb *ReadBack) Records(rows []ReadRow, identityKey string, startMs, endMs i
 				byMs[ms] = r
 				order = append(order, ms)
 			}
-			v, err := DecodeCell(s, col.field, col.int64be, c.Value)
+			v, err := schemas.DecodeCell(s, col.field, col.int64be, c.Value)
 			if err != nil {
 				bad[ms] = true
 				continue
@@ -237,7 +238,7 @@ func (rb *ReadBack) Records(rows []ReadRow, identityKey string, startMs, endMs i
 			r := byMs[ms]
 			var err error
 			keyBuf, err = rb.key.Render(keyBuf[:0], r)
-			if bad[ms] || err != nil || string(keyBuf) != row.Key || !s.complete(r) {
+			if bad[ms] || err != nil || string(keyBuf) != row.Key || !complete(s, r) {
 				skipped++
 				continue
 			}
@@ -253,9 +254,9 @@ func (rb *ReadBack) Records(rows []ReadRow, identityKey string, startMs, endMs i
 }
 
 // complete reports whether r has every required field.
-func (s *Spec) complete(r *Record) bool {
+func complete(s *schemas.Spec, r *schemas.Record) bool {
 	for i := range s.Fields {
-		if s.Fields[i].Required && r.Values[i].Kind == KindNull {
+		if s.Fields[i].Required && r.Values[i].Kind == schemas.KindNull {
 			return false
 		}
 	}
@@ -264,7 +265,7 @@ func (s *Spec) complete(r *Record) bool {
 
 // countReadings counts the distinct timestamps of cells in [startMs,
 // endMs).
-func countReadings(cells []Cell, startMs, endMs int64) int {
+func countReadings(cells []schemas.Cell, startMs, endMs int64) int {
 	seen := map[int64]bool{}
 	for _, c := range cells {
 		if ms := cellMillis(c.TsMicros); ms >= startMs && ms < endMs {
@@ -286,7 +287,7 @@ func cellMillis(us int64) int64 {
 
 // parseKey decodes into vals the fields of key in fromKey (see
 // Template.KeyFields and Template.DecodeFields).
-func (rb *ReadBack) parseKey(key string, vals []Value) bool {
+func (rb *ReadBack) parseKey(key string, vals []schemas.Value) bool {
 	if len(rb.fromKey) == 0 {
 		return true
 	}

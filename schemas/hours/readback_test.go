@@ -1,9 +1,10 @@
-package schemas
+package hours
 
 import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/sensorpipe/sensorpipe/schemas"
 	"os"
 	"sort"
 	"strings"
@@ -13,19 +14,19 @@ import (
 
 // sampleRecords parses the valid lines of testdata/samples/<name>.jsonl
 // (the samples hold bad lines too).
-func sampleRecords(t *testing.T, spec *Spec, name string) []Record {
+func sampleRecords(t *testing.T, spec *schemas.Spec, name string) []schemas.Record {
 	t.Helper()
-	f, err := os.Open("../testdata/samples/" + name + ".jsonl")
+	f, err := os.Open("../../testdata/samples/" + name + ".jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	p := NewParser(spec)
-	b, err := NewBuilder(spec)
+	p := schemas.NewParser(spec)
+	b, err := schemas.NewBuilder(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []Record
+	var recs []schemas.Record
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -47,19 +48,19 @@ func sampleRecords(t *testing.T, spec *Spec, name string) []Record {
 
 // bigtableStore plays row mutations as Bigtable keeps them: per table and
 // row, one cell per column and timestamp.
-type bigtableStore map[string]map[string]map[string]Cell
+type bigtableStore map[string]map[string]map[string]schemas.Cell
 
-func (st bigtableStore) apply(muts []RowMutation) {
+func (st bigtableStore) apply(muts []schemas.RowMutation) {
 	for _, m := range muts {
 		if st[m.Table] == nil {
-			st[m.Table] = map[string]map[string]Cell{}
+			st[m.Table] = map[string]map[string]schemas.Cell{}
 		}
 		row := st[m.Table][m.RowKey]
 		if row == nil {
-			row = map[string]Cell{}
+			row = map[string]schemas.Cell{}
 			st[m.Table][m.RowKey] = row
 		}
-		id := func(c Cell) string { return fmt.Sprintf("%s:%s@%d", c.Family, c.Qualifier, c.TsMicros) }
+		id := func(c schemas.Cell) string { return fmt.Sprintf("%s:%s@%d", c.Family, c.Qualifier, c.TsMicros) }
 		for _, c := range m.Deletes {
 			delete(row, id(c))
 		}
@@ -85,7 +86,7 @@ func (st bigtableStore) rows(table string) []ReadRow {
 }
 
 // recordText renders a record's event time and values, for comparing.
-func recordText(s *Spec, r *Record) string {
+func recordText(s *schemas.Spec, r *schemas.Record) string {
 	var parts []string
 	for i, v := range r.Values {
 		name := ""
@@ -94,8 +95,8 @@ func recordText(s *Spec, r *Record) string {
 		} else {
 			name = s.Impute[i-len(s.Fields)].Flag
 		}
-		if v.Kind != KindNull {
-			parts = append(parts, fmt.Sprintf("%s=%s", name, AppendText(nil, v)))
+		if v.Kind != schemas.KindNull {
+			parts = append(parts, fmt.Sprintf("%s=%s", name, schemas.AppendText(nil, v)))
 		}
 	}
 	return fmt.Sprintf("%d %s", r.EventMs, strings.Join(parts, " "))
@@ -109,10 +110,10 @@ type windowKey struct {
 
 // preparedWindows groups records per identity and UTC hour and prepares
 // each group as the batch does.
-func preparedWindows(s *Spec, recs []Record) map[windowKey][]Record {
-	groups := map[windowKey][]Record{}
+func preparedWindows(s *schemas.Spec, recs []schemas.Record) map[windowKey][]schemas.Record {
+	groups := map[windowKey][]schemas.Record{}
 	for _, r := range recs {
-		k := windowKey{s.IdentityKey(&r), WindowStart(r.EventMs, time.Hour)}
+		k := windowKey{s.IdentityKey(&r), schemas.WindowStart(r.EventMs, time.Hour)}
 		groups[k] = append(groups[k], r)
 	}
 	for k, g := range groups {
@@ -146,11 +147,11 @@ func TestReadBackRebuildsEveryBuiltinSpecsReadings(t *testing.T) {
 			if rb.Table() != tc.table {
 				t.Fatalf("reads table %s; want %s", rb.Table(), tc.table)
 			}
-			b, err := NewBuilder(s)
+			b, err := schemas.NewBuilder(s)
 			if err != nil {
 				t.Fatal(err)
 			}
-			roller, err := NewRoller(s)
+			roller, err := schemas.NewRoller(s)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +166,7 @@ func TestReadBackRebuildsEveryBuiltinSpecsReadings(t *testing.T) {
 				if roller != nil { // rollup cells share the rows: not readings
 					ru := roller.Compute(w, k.start, k.start+time.Hour.Milliseconds())
 					for _, key := range b.RowKeys(s.Bigtable.Tables[0].Name, w) {
-						st.apply([]RowMutation{{Table: s.Bigtable.Tables[0].Name, RowKey: key, Cells: roller.Cells(&ru)}})
+						st.apply([]schemas.RowMutation{{Table: s.Bigtable.Tables[0].Name, RowKey: key, Cells: roller.Cells(&ru)}})
 					}
 				}
 			}
@@ -182,7 +183,7 @@ func TestReadBackRebuildsEveryBuiltinSpecsReadings(t *testing.T) {
 				var g, want []string
 				for i := range got {
 					g = append(g, recordText(s, &got[i]))
-					if !IsReadBack(&got[i]) {
+					if !schemas.IsReadBack(&got[i]) {
 						t.Errorf("source %q does not say read back", got[i].Source)
 					}
 				}
@@ -198,7 +199,7 @@ func TestReadBackRebuildsEveryBuiltinSpecsReadings(t *testing.T) {
 }
 
 // inRanges keeps the rows a scan of ranges reads.
-func inRanges(rows []ReadRow, ranges []RowRange) []ReadRow {
+func inRanges(rows []ReadRow, ranges []schemas.RowRange) []ReadRow {
 	var out []ReadRow
 	for _, r := range rows {
 		for _, rg := range ranges {
@@ -220,16 +221,16 @@ func TestReadBackImputedValuesAreNotObserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	rb, _ := NewReadBack(s)
-	b, _ := NewBuilder(s)
+	b, _ := schemas.NewBuilder(s)
 	h := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	line := func(min int, hr string) string {
 		return fmt.Sprintf(`{"sensor_id":"s1","timestamp":%d,"heart_rate":%s,"body_temperature":36.8,"spO2":98,"battery_level":87}`,
 			h.Add(time.Duration(min)*time.Minute).UnixMilli(), hr)
 	}
 	lines := []string{line(0, "null"), line(10, "70"), line(20, "null"), line(30, "80"), line(40, "null")}
-	p := NewParser(s)
-	parse := func(ls ...string) []Record {
-		var recs []Record
+	p := schemas.NewParser(s)
+	parse := func(ls ...string) []schemas.Record {
+		var recs []schemas.Record
 		for _, l := range ls {
 			recs, _ = p.Parse(recs, []byte(l), "sub")
 		}
@@ -238,7 +239,7 @@ func TestReadBackImputedValuesAreNotObserved(t *testing.T) {
 	// Early firings, one reading each, in arrival order: +20m takes 70 then
 	// (provisionally), and +0m nothing.
 	st := bigtableStore{}
-	var seen Seen
+	var seen schemas.Seen
 	for _, l := range []string{lines[1], lines[2], lines[0], lines[4]} {
 		kept, _ := s.PrepareEarly(parse(l), &seen)
 		muts, _ := b.Mutations(kept)
@@ -273,13 +274,13 @@ func TestReadBackSkipsWhatIsNotAReading(t *testing.T) {
 	rb, _ := NewReadBack(s)
 	h := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	ts := func(min int) int64 { return h.Add(time.Duration(min)*time.Minute).UnixMilli() * 1000 }
-	cell := func(fam, q string, at int64, v string) Cell {
-		return Cell{Family: fam, Qualifier: q, TsMicros: at, Value: []byte(v)}
+	cell := func(fam, q string, at int64, v string) schemas.Cell {
+		return schemas.Cell{Family: fam, Qualifier: q, TsMicros: at, Value: []byte(v)}
 	}
-	reading := func(at int64, temp string) []Cell {
-		return []Cell{cell("vitals", "body_temperature", at, temp), cell("vitals", "spO2", at, "98"), cell("meta", "battery_level", at, "87")}
+	reading := func(at int64, temp string) []schemas.Cell {
+		return []schemas.Cell{cell("vitals", "body_temperature", at, temp), cell("vitals", "spO2", at, "98"), cell("meta", "battery_level", at, "87")}
 	}
-	row := func(key string, cells ...[]Cell) ReadRow {
+	row := func(key string, cells ...[]schemas.Cell) ReadRow {
 		r := ReadRow{Key: key}
 		for _, c := range cells {
 			r.Cells = append(r.Cells, c...)
@@ -296,10 +297,10 @@ func TestReadBackSkipsWhatIsNotAReading(t *testing.T) {
 		{"a good reading", []ReadRow{row("s1#2026-03-01T10", reading(ts(5), "36.8"))}, "s1",
 			[]string{"1772359500000 sensor_id=s1 timestamp=1772359500000 body_temperature=36.8 spO2=98 battery_level=87"}, 0},
 		{"rollup cells at the hour's end and unknown columns are not readings",
-			[]ReadRow{row("s1#2026-03-01T10", []Cell{cell("hourly", "count", ts(60), "1"), cell("vitals", "other", ts(6), "1")})}, "s1", nil, 0},
+			[]ReadRow{row("s1#2026-03-01T10", []schemas.Cell{cell("hourly", "count", ts(60), "1"), cell("vitals", "other", ts(6), "1")})}, "s1", nil, 0},
 		{"cells outside the hour are left out", []ReadRow{row("s1#2026-03-01T10", reading(ts(-1), "36.8"), reading(ts(61), "36.8"))}, "s1", nil, 0},
 		{"a value that does not decode", []ReadRow{row("s1#2026-03-01T10", reading(ts(5), "warm"))}, "s1", nil, 1},
-		{"a required field with no cell", []ReadRow{row("s1#2026-03-01T10", []Cell{cell("vitals", "spO2", ts(5), "98")})}, "s1", nil, 1},
+		{"a required field with no cell", []ReadRow{row("s1#2026-03-01T10", []schemas.Cell{cell("vitals", "spO2", ts(5), "98")})}, "s1", nil, 1},
 		{"a row key of another shape", []ReadRow{row("garbage", reading(ts(5), "36.8"))}, "s1", nil, 1},
 		{"a cell in a row of another hour", []ReadRow{row("s1#2026-03-01T09", reading(ts(5), "36.8"))}, "s1", nil, 1},
 		{"another sensor", []ReadRow{row("s2#2026-03-01T10", reading(ts(5), "36.8"))}, "s1", nil, 0},
@@ -363,7 +364,7 @@ bigtable:
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := ParseSpec("kf.yaml", []byte(spec(tc.rowKey, tc.qualifier, tc.escape)))
+			s, err := schemas.ParseSpec("kf.yaml", []byte(spec(tc.rowKey, tc.qualifier, tc.escape)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -377,18 +378,18 @@ bigtable:
 			if err != nil {
 				t.Fatal(err)
 			}
-			recs, err := NewParser(s).Parse(nil, []byte(line), "sub")
+			recs, err := schemas.NewParser(s).Parse(nil, []byte(line), "sub")
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, _ := NewBuilder(s)
+			b, _ := schemas.NewBuilder(s)
 			muts, rejected := b.Mutations(recs)
 			if len(rejected) > 0 {
 				t.Fatal(rejected[0].Err)
 			}
 			st := bigtableStore{}
 			st.apply(muts)
-			start := WindowStart(recs[0].EventMs, time.Hour)
+			start := schemas.WindowStart(recs[0].EventMs, time.Hour)
 			got, skipped := rb.Records(st.rows("t"), s.IdentityKey(&recs[0]), start, start+time.Hour.Milliseconds())
 			if skipped != 0 || len(got) != 1 {
 				t.Fatalf("read back %d, skipped %d (key %s)", len(got), skipped, muts[0].RowKey)
@@ -401,7 +402,7 @@ bigtable:
 }
 
 func TestNewReadBackOnBuiltinSpecs(t *testing.T) {
-	for _, name := range BuiltinSpecNames() {
+	for _, name := range schemas.BuiltinSpecNames() {
 		s, err := LoadSpec(name)
 		if err != nil {
 			t.Fatal(err)
@@ -432,7 +433,7 @@ func TestCanonicalJSONParsesBackToTheSameRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := NewParser(s)
+			p := schemas.NewParser(s)
 			for _, r := range sampleRecords(t, s, tc.sample) {
 				js := s.CanonicalJSON(&r)
 				back, err := p.Parse(nil, []byte(js), "again")
@@ -451,26 +452,26 @@ func TestCanonicalJSON(t *testing.T) {
 	vitals, _ := LoadSpec("vitals")
 	heroic, _ := LoadSpec("heroic_metrics")
 	ms := time.Date(2026, 3, 1, 10, 15, 30, 250e6, time.UTC).UnixMilli()
-	str := func(s string) Value { return Value{Kind: KindString, Str: s} }
-	num := func(f float64) Value { return Value{Kind: KindFloat, Num: f} }
-	tm := Value{Kind: KindTime, Int: ms}
+	str := func(s string) schemas.Value { return schemas.Value{Kind: schemas.KindString, Str: s} }
+	num := func(f float64) schemas.Value { return schemas.Value{Kind: schemas.KindFloat, Num: f} }
+	tm := schemas.Value{Kind: schemas.KindTime, Int: ms}
 	tests := []struct {
 		name string
-		spec *Spec
-		vals []Value
+		spec *schemas.Spec
+		vals []schemas.Value
 		want string
 	}{
-		{"observed", vitals, []Value{str("s1"), tm, num(72), num(36.8), num(98), num(87), {Kind: KindBool}},
+		{"observed", vitals, []schemas.Value{str("s1"), tm, num(72), num(36.8), num(98), num(87), {Kind: schemas.KindBool}},
 			`{"sensor_id":"s1","timestamp":"2026-03-01T10:15:30.250Z","heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`},
-		{"an imputed value is left out", vitals, []Value{str(`s"1`), tm, num(72), num(36.8), num(98), num(87), {Kind: KindBool, Bool: true}},
+		{"an imputed value is left out", vitals, []schemas.Value{str(`s"1`), tm, num(72), num(36.8), num(98), num(87), {Kind: schemas.KindBool, Bool: true}},
 			`{"sensor_id":"s\"1","timestamp":"2026-03-01T10:15:30.250Z","body_temperature":36.8,"spO2":98,"battery_level":87}`},
-		{"nested paths, tags and an exploded point", heroic, []Value{str("system"), {Kind: KindTags, Pairs: []Pair{{"site", "gew"}, {"what", "cpu"}}},
-			{Kind: KindTags, Pairs: []Pair{{"host", "db"}}}, tm, num(42.5)},
+		{"nested paths, tags and an exploded point", heroic, []schemas.Value{str("system"), {Kind: schemas.KindTags, Pairs: []schemas.Pair{{K: "site", V: "gew"}, {K: "what", V: "cpu"}}},
+			{Kind: schemas.KindTags, Pairs: []schemas.Pair{{K: "host", V: "db"}}}, tm, num(42.5)},
 			`{"series":{"key":"system","tags":{"site":"gew","what":"cpu"},"resource":{"host":"db"}},"data":{"data":[[1772360130250,42.5]]}}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Record{Values: tc.vals, EventMs: ms}
+			r := schemas.Record{Values: tc.vals, EventMs: ms}
 			if got := tc.spec.CanonicalJSON(&r); got != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
