@@ -128,7 +128,7 @@ type FinalState hours.FinalState
 //     makes sure it gets a final firing: through the close timer if it has
 //     none yet, at once if it has had one.
 //   - The first final firing of a marked window reads it back (see
-//     schemas.ReadBack): the readings this run holds win over the read-back
+//     hours.ReadBack): the readings this run holds win over the read-back
 //     ones with the same millisecond; those it does not hold join the
 //     window's state and are re-imputed and rewritten like any other (their
 //     cells may hold an early firing's provisional values), and sent to
@@ -279,7 +279,7 @@ func (f *StreamRowsFn) Setup(ctx context.Context) error {
 		return nil
 	}
 	r, err := openReadBacker(ctx, f.Spec, f.Recovery)
-	if errors.Is(err, schemas.ErrNoReadBack) {
+	if errors.Is(err, hours.ErrNoReadBack) {
 		// The launcher says so at start.
 		return nil
 	}

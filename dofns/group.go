@@ -34,7 +34,7 @@ func init() {
 // Windows that fire more than once take PaneBatchFn and StreamRowsFn.
 //
 // With Merge on, each window is first read back from Bigtable (see
-// schemas.ReadBack) and built with the readings stored there by earlier
+// hours.ReadBack) and built with the readings stored there by earlier
 // runs (schemas.Compiled.MergeHour), so that batches that each bring part
 // of an hour, in any order, or a batch after a stream, leave what one
 // batch over all of them leaves. A window with nothing stored costs one
@@ -78,7 +78,7 @@ func (f *BuildRowsFn) Setup(ctx context.Context) error {
 		return nil
 	}
 	r, err := openReadBacker(ctx, f.Spec, f.Merge)
-	if errors.Is(err, schemas.ErrNoReadBack) {
+	if errors.Is(err, hours.ErrNoReadBack) {
 		return nil
 	}
 	f.reader = r

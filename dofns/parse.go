@@ -14,6 +14,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
@@ -177,7 +178,7 @@ func (c *clockAhead) check(ctx context.Context, ctrs *ledger.Recorder, spec *sch
 		if err == nil {
 			continue
 		}
-		sensor := strings.Join(spec.IdentityTexts(spec.IdentityKey(&recs[i])), "/")
+		sensor := strings.Join(hours.IdentityTexts(spec.Spec, spec.IdentityKey(&recs[i])), "/")
 		if *c == nil {
 			*c = clockAhead{}
 		}

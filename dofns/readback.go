@@ -16,6 +16,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
@@ -47,16 +48,16 @@ var (
 )
 
 // readBacker reads a spec's readings back from Bigtable with the pure
-// schemas.ReadBack, through the registered store (Stores.OpenTables).
+// hours.ReadBack, through the registered store (Stores.OpenTables).
 type readBacker struct {
-	rb     *schemas.ReadBack
+	rb     *hours.ReadBack
 	reader TableReader
 }
 
 // openReadBacker opens a reader for rec; the error wraps
-// schemas.ErrNoReadBack when no table of spec can be read back.
+// hours.ErrNoReadBack when no table of spec can be read back.
 func openReadBacker(ctx context.Context, spec *schemas.Compiled, rec Recovery) (*readBacker, error) {
-	rb, err := schemas.NewReadBack(spec.Spec)
+	rb, err := hours.NewReadBack(spec.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -85,8 +86,8 @@ func (r *readBacker) windowWithin(ctx context.Context, policy retry.Policy, iden
 	if err != nil {
 		return nil, 0, fmt.Errorf("read back %s: %w", r.rb.Table(), err)
 	}
-	var rows []schemas.ReadRow
-	err = r.scan(ctx, plan, startMs, endMs, policy, func() { rows = rows[:0] }, func(row schemas.ReadRow) {
+	var rows []hours.ReadRow
+	err = r.scan(ctx, plan, startMs, endMs, policy, func() { rows = rows[:0] }, func(row hours.ReadRow) {
 		rows = append(rows, row)
 	})
 	if err != nil {
@@ -104,8 +105,8 @@ func (r *readBacker) discover(ctx context.Context, fromMs int64, size time.Durat
 		return nil, 0, fmt.Errorf("read back %s: %w", r.rb.Table(), err)
 	}
 	found := map[string]bool{}
-	err = r.scan(ctx, plan, fromMs, math.MaxInt64, discoverPolicy, func() { skipped = 0 }, func(row schemas.ReadRow) {
-		recs, n := r.rb.Records([]schemas.ReadRow{row}, "", fromMs, math.MaxInt64)
+	err = r.scan(ctx, plan, fromMs, math.MaxInt64, discoverPolicy, func() { skipped = 0 }, func(row hours.ReadRow) {
+		recs, n := r.rb.Records([]hours.ReadRow{row}, "", fromMs, math.MaxInt64)
 		skipped += n
 		for i := range recs {
 			found[stateKey(r.rb.Spec().IdentityKey(&recs[i]), schemas.WindowStart(recs[i].EventMs, size))] = true
@@ -125,7 +126,7 @@ func (r *readBacker) discover(ctx context.Context, fromMs int64, size time.Durat
 // of the readings' families, calling row for each row. It retries as
 // policy says, from the start, calling restart before each attempt.
 func (r *readBacker) scan(ctx context.Context, plan *schemas.ScanPlan, fromMs, toMs int64, policy retry.Policy,
-	restart func(), row func(schemas.ReadRow)) error {
+	restart func(), row func(hours.ReadRow)) error {
 	err := retry.Do(ctx, policy, func(actx context.Context) error {
 		restart()
 		return r.reader.ReadRows(actx, r.rb.Table(), plan.Ranges, r.rb.Families(), fromMs, toMs, row)
@@ -178,7 +179,7 @@ func (f *RecoverWindowsFn) Setup(ctx context.Context) error {
 	f.found = beam.NewCounter("recover", "windows_found")
 	f.skipped = beam.NewCounter("recover", "readings_skipped")
 	r, err := openReadBacker(ctx, f.Spec, f.Recovery)
-	if errors.Is(err, schemas.ErrNoReadBack) {
+	if errors.Is(err, hours.ErrNoReadBack) {
 		return nil
 	}
 	f.reader = r

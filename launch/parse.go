@@ -20,6 +20,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
@@ -232,7 +233,7 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 	if !p.batch.MergeStored && !p.stream.MergeStored && !readBack {
 		return cfg, p, nil
 	}
-	if _, err := schemas.NewReadBack(spec); err != nil {
+	if _, err := hours.NewReadBack(spec); err != nil {
 		switch {
 		case p.batch.MergeStored:
 			p.warnings = append(p.warnings, fmt.Sprintf("warning: a batch that splits an hour recomputes its rollup (and imputed values) from the batch's readings only: %v", err))
