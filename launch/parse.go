@@ -347,7 +347,8 @@ func parseStream(f *flags, r runner, cfg *pipelines.Config, p *plan) error {
 	p.stream.MergeStored = f.mergeStored
 	if f.allowedLateness == 0 {
 		// 0 is a valid lateness (late readings are all too_late); the
-		// pipelines' zero means "default", so say 1ms.
+		// pipelines' zero means "default", so the smallest positive
+		// lateness stands for it.
 		p.stream.Windowing.AllowedLateness = time.Millisecond
 	}
 	if !r.dataflow() {

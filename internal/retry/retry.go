@@ -16,8 +16,8 @@
 // balancer, a stream reset without a status) waits out its attempt's
 // timeout before it is sent again. A fixed timeout must be long enough for
 // the slowest call the store ever answers, so it is many times a normal
-// call's latency: with 30 s, four lost answers in a row spend a 2-minute
-// deadline on one call that a store answering in 200 ms takes.
+// call's latency, and a few lost answers in a row spend the whole retry
+// deadline on one call the store normally answers at once.
 //
 // So a write's attempts take their timeouts from the latency of the calls
 // that answered (Policy.Latency; one Latency per store, write method and
