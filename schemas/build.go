@@ -132,7 +132,7 @@ func NewBuilder(spec *Spec) (*Builder, error) {
 				if err != nil {
 					return nil, fmt.Errorf("table %s: %w", t.Name, err)
 				}
-				q.delim, q.maxBytes = "", 0
+				q.Delim, q.MaxBytes = "", 0
 				cb := columnBuilder{family: fam.Name, value: ref(spec, c.Value), int64be: c.Encoding == "int64be"}
 				if q.IsLiteral() {
 					cb.literal = c.Qualifier
@@ -162,8 +162,8 @@ func ref(spec *Spec, v string) valueRef {
 
 // IsLiteral reports whether t renders no field: its text is fixed.
 func (t *Template) IsLiteral() bool {
-	for _, s := range t.segs {
-		if s.field >= 0 {
+	for _, s := range t.Segs {
+		if s.Field >= 0 {
 			return false
 		}
 	}

@@ -10,17 +10,17 @@ import (
 // holds the field's value: int, time and bool fields; any other kind is
 // truncated to an integer.
 func KeepsInt64BE(s *Spec, field int) bool {
-	return kindIn(fieldKind(s, field), []Kind{KindInt, KindTime, KindBool})
+	return KindIn(FieldKind(s, field), []Kind{KindInt, KindTime, KindBool})
 }
 
 // AsQualifier makes t render a column qualifier: whole, with no
 // delimiter and no byte limit of a row key.
-func (t *Template) AsQualifier() { t.delim, t.maxBytes = "", 0 }
+func (t *Template) AsQualifier() { t.Delim, t.MaxBytes = "", 0 }
 
 // DecodeCell decodes a Bigtable cell's bytes as the value of field: text
 // (see AppendText) or, with int64be, an 8-byte big-endian integer.
 func DecodeCell(s *Spec, field int, int64be bool, b []byte) (Value, error) {
-	kind := fieldKind(s, field)
+	kind := FieldKind(s, field)
 	if int64be {
 		if len(b) != 8 {
 			return Value{}, fmt.Errorf("int64be cell of %d bytes", len(b))
@@ -49,21 +49,21 @@ func textValue(kind Kind, text string) (Value, error) {
 		b, err := strconv.ParseBool(text)
 		return Value{Kind: KindBool, Bool: b}, err
 	case KindTags:
-		return parseTags(text)
+		return ParseTags(text)
 	}
 	return Value{}, fmt.Errorf("unknown kind %d", kind)
 }
 
 // UsesOnly reports whether every field the template renders is in fields.
 func (t *Template) UsesOnly(fields map[int]bool) bool {
-	for _, s := range t.segs {
-		switch s.kind {
-		case segField:
-			if !fields[s.field] {
+	for _, s := range t.Segs {
+		switch s.Kind {
+		case SegField:
+			if !fields[s.Field] {
 				return false
 			}
-		case segSalt, segHash:
-			for _, f := range s.fields {
+		case SegSalt, SegHash:
+			for _, f := range s.Fields {
 				if !fields[f] {
 					return false
 				}
@@ -77,14 +77,14 @@ func (t *Template) UsesOnly(fields map[int]bool) bool {
 // template renders: none when some segment cannot be split.
 func (t *Template) KeyFields() map[int]bool {
 	out := map[int]bool{}
-	for i := range t.segs {
-		if t.segs[i].kind != segLiteral && !t.splittableAt(i) {
+	for i := range t.Segs {
+		if t.Segs[i].Kind != SegLiteral && !t.splittableAt(i) {
 			return map[int]bool{}
 		}
 	}
-	for i := range t.segs {
-		if s := &t.segs[i]; s.kind == segField && s.invertible() {
-			out[s.field] = true
+	for i := range t.Segs {
+		if s := &t.Segs[i]; s.Kind == SegField && s.invertible() {
+			out[s.Field] = true
 		}
 	}
 	return out
@@ -101,14 +101,14 @@ func (t *Template) DecodeFields(key string, fields map[int]bool, vals []Value) b
 		return false
 	}
 	for _, p := range parts {
-		if p.seg.kind != segField || !fields[p.seg.field] {
+		if p.seg.Kind != SegField || !fields[p.seg.Field] {
 			continue
 		}
 		v, ok := p.Decode()
 		if !ok {
 			return false
 		}
-		vals[p.seg.field] = v
+		vals[p.seg.Field] = v
 	}
 	return true
 }

@@ -2,55 +2,8 @@ package schemas
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"sort"
-	"strings"
 )
-
-// Decoder turns one payload (a line of a file, or a Pub/Sub message's data)
-// into records. Parser is the JSON decoder, ProtoParser the proto one.
-type Decoder interface {
-	ParseString(dst []Record, payload, source string) ([]Record, error)
-	// ParseInput is ParseString with what the reader knows besides the
-	// payload: a message's attributes, and where to report payload keys
-	// the spec does not read.
-	ParseInput(dst []Record, payload, source string, in Input) ([]Record, error)
-	// Readings calls yield with the payload of each reading a Pub/Sub
-	// message's data carries, each a slice of data, until yield returns
-	// false; an error is the message's own (see Parser.Readings,
-	// ProtoParser.Readings and ReadMessage).
-	Readings(data []byte, yield func([]byte) bool) error
-	// Split is Readings collected, each payload copied.
-	Split(data []byte) ([]string, error)
-}
-
-// formats maps a payload format (the launcher's --format) to the
-// constructor of its decoder. A new format is one entry here.
-var formats = map[string]func(*Spec, EventTimeLimits) (Decoder, error){
-	"json": func(s *Spec, lim EventTimeLimits) (Decoder, error) { return NewParserLimited(s, lim), nil },
-	"proto": func(s *Spec, lim EventTimeLimits) (Decoder, error) {
-		p, err := NewProtoParserLimited(s, lim)
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
-	},
-}
-
-// FormatNames lists the payload formats, sorted.
-func FormatNames() []string {
-	names := make([]string, 0, len(formats))
-	for n := range formats {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// ErrFormat marks a payload format with no decoder, or one the spec does
-// not fit.
-var ErrFormat = errors.New("bad format")
 
 // CompileOptions are the run's choices that the compiled rules depend on.
 type CompileOptions struct {
@@ -131,32 +84,25 @@ func Compile(s *Spec, opts CompileOptions) (*Compiled, error) {
 	if opts.Format == "" {
 		opts.Format = "json"
 	}
-	if s.file == "" {
-		s.file = s.Name + ".yaml"
-	}
-	if err := s.validate(); err != nil {
+	if err := s.Validate(); err != nil {
 		return nil, err
 	}
 	c := &Compiled{Spec: s, opts: opts}
 	var err error
 	if c.builder, err = NewBuilder(s); err != nil {
-		return nil, s.errf("bigtable.tables", "%w", err)
+		return nil, s.Errorf("bigtable.tables", "%w", err)
 	}
 	if c.roller, err = NewRoller(s); err != nil {
 		return nil, err
 	}
 	for _, bq := range c.BigQueryTables() {
 		if err := CheckBigQueryColumns(bq); err != nil {
-			return nil, s.errf("bigquery", "table %s: %w", bq.Table, err)
+			return nil, s.Errorf("bigquery", "table %s: %w", bq.Table, err)
 		}
 	}
-	newDecoder, ok := formats[opts.Format]
-	if !ok {
-		return nil, fmt.Errorf("%w: format %q has no decoder (available: %s)", ErrFormat, opts.Format, strings.Join(FormatNames(), ", "))
-	}
 	c.limits = s.eventTimeLimits(opts)
-	if c.decoder, err = newDecoder(s, c.limits); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
+	if c.decoder, err = NewDecoder(opts.Format, s, c.limits); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -196,7 +142,7 @@ type compiledJSON struct {
 
 // MarshalJSON encodes the spec and the options.
 func (c *Compiled) MarshalJSON() ([]byte, error) {
-	return json.Marshal(compiledJSON{Spec: c.Spec, File: c.file, Options: c.opts})
+	return json.Marshal(compiledJSON{Spec: c.Spec, File: c.File(), Options: c.opts})
 }
 
 // UnmarshalJSON decodes a spec and options and compiles them.
@@ -208,7 +154,7 @@ func (c *Compiled) UnmarshalJSON(b []byte) error {
 	if j.Spec == nil {
 		return fmt.Errorf("%w: no dataset spec", ErrSpec)
 	}
-	j.Spec.file = j.File
+	j.Spec.SetFile(j.File)
 	cc, err := Compile(j.Spec, j.Options)
 	if err != nil {
 		return err

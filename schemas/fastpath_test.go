@@ -41,10 +41,10 @@ func TestAppendFloatMatchesStrconv(t *testing.T) {
 // TestUTCFieldsMatchesTime checks utcFields against time's UTC fields
 // across its fast range, its edges, and outside it.
 func TestUTCFieldsMatchesTime(t *testing.T) {
-	ms := []int64{0, 1, -1, 86399999, 86400000, 951782400000, 951868800000, maxEventMs - 1, maxEventMs, maxEventMs + 1, minEventMs, -62135596800000}
+	ms := []int64{0, 1, -1, 86399999, 86400000, 951782400000, 951868800000, MaxEventMs - 1, MaxEventMs, MaxEventMs + 1, MinEventMs, -62135596800000}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 500000 {
-		ms = append(ms, rng.Int64N(maxEventMs), rng.Int64N(maxEventMs-minEventMs)+minEventMs, rng.Int64N(4e12))
+		ms = append(ms, rng.Int64N(MaxEventMs), rng.Int64N(MaxEventMs-MinEventMs)+MinEventMs, rng.Int64N(4e12))
 	}
 	for _, m := range ms {
 		tt := time.UnixMilli(m).UTC()
@@ -62,9 +62,9 @@ func TestUTCTimestampFastPathRandom(t *testing.T) {
 	lo := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 	layouts := []string{"2006-01-02T15:04:05Z", "2006-01-02T15:04:05.0Z", "2006-01-02T15:04:05.000Z", "2006-01-02T15:04:05.000000000Z"}
 	for i := range 400000 {
-		in := time.UnixMilli(rng.Int64N(maxEventMs-lo) + lo).UTC().Format(layouts[i%len(layouts)])
+		in := time.UnixMilli(rng.Int64N(MaxEventMs-lo) + lo).UTC().Format(layouts[i%len(layouts)])
 		want, err := ParseTimestamp(in)
-		got, ok := parseUTCTimestamp([]byte(in))
+		got, ok := ParseUTCTimestamp([]byte(in))
 		if err != nil || !ok || got != want {
 			t.Fatalf("parseUTCTimestamp(%q) = %d, %v; ParseTimestamp = %d, %v", in, got, ok, want, err)
 		}

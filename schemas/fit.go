@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -50,14 +51,14 @@ func (s *Spec) checkColumnTypes() error {
 		for fi, fam := range t.Families {
 			for ci, c := range fam.Columns {
 				typ := s.valueType(c.Value)
-				if c.Encoding != "int64be" || typ == "" || contains(bigtableInt64BETypes, typ) {
+				if c.Encoding != "int64be" || typ == "" || slices.Contains(bigtableInt64BETypes, typ) {
 					continue
 				}
 				fix := "drop encoding: int64be (text keeps every value)"
 				if typ == TypeFloat {
 					fix += ", or declare the field type: int if its values are whole"
 				}
-				return s.errf(fmt.Sprintf("bigtable.tables[%d].families[%d].columns[%d].encoding", ti, fi, ci),
+				return s.Errorf(fmt.Sprintf("bigtable.tables[%d].families[%d].columns[%d].encoding", ti, fi, ci),
 					"column %s:%s is an 8-byte integer (int64be) but field %s is a %s, which it cannot hold exactly; %s", fam.Name, c.Qualifier, c.Value, typ, fix)
 			}
 		}
@@ -66,7 +67,7 @@ func (s *Spec) checkColumnTypes() error {
 		for ci, c := range bq.Columns {
 			typ := s.valueType(c.Value)
 			ok, known := bqColumnTypesFor[typ]
-			if !known || contains(ok, c.Type) {
+			if !known || slices.Contains(ok, c.Type) {
 				continue
 			}
 			fix := fmt.Sprintf("make the column type %s", strings.Join(ok, " or "))
@@ -75,7 +76,7 @@ func (s *Spec) checkColumnTypes() error {
 					fix += fmt.Sprintf(", or declare the field type: %s if its values are such", ft)
 				}
 			}
-			return s.errf(fmt.Sprintf("bigquery.columns[%d].type", ci),
+			return s.Errorf(fmt.Sprintf("bigquery.columns[%d].type", ci),
 				"column %s is %s but its value %s is a %s, which %s cannot hold (every reading would fail to write); %s",
 				c.Name, c.Type, c.Value, typ, c.Type, fix)
 		}

@@ -27,7 +27,7 @@ func CheckFuture(field string, eventMs, nowMs int64, maxFuture time.Duration) er
 	if ahead <= maxFuture {
 		return nil
 	}
-	return reject(ErrOutOfRange, "%s %s is %v ahead of the wall clock at arrival (%s), more than the spec's max_future %v: the device's clock is ahead; set it right, or raise max_future",
+	return Reject(ErrOutOfRange, "%s %s is %v ahead of the wall clock at arrival (%s), more than the spec's max_future %v: the device's clock is ahead; set it right, or raise max_future",
 		field, time.UnixMilli(eventMs).UTC().Format(time.RFC3339Nano), ahead.Round(time.Second),
 		time.UnixMilli(nowMs).UTC().Format(time.RFC3339), maxFuture)
 }

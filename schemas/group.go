@@ -183,8 +183,8 @@ func (s *Spec) PrepareEarly(recs []Record, seen *Seen) ([]Record, int) {
 // and number of values), so the two scratch slices cost nothing that counts.
 func (s *Spec) compareObserved(a, b *Record) int {
 	va, vb := make([]Value, s.NumValues()), make([]Value, s.NumValues())
-	s.observed(va, a)
-	s.observed(vb, b)
+	s.Observed(va, a)
+	s.Observed(vb, b)
 	for i := range s.Fields {
 		switch {
 		case va[i].Kind == vb[i].Kind:
@@ -195,7 +195,7 @@ func (s *Spec) compareObserved(a, b *Record) int {
 		default:
 			return cmp.Compare(va[i].Kind, vb[i].Kind)
 		}
-		if c := compareValues(va[i], vb[i]); c != 0 {
+		if c := CompareValues(va[i], vb[i]); c != 0 {
 			return c
 		}
 	}

@@ -53,7 +53,7 @@ func (s *Spec) AppendHeld(dst []byte, recs []Record) []byte {
 	same := make([]byte, (nv+7)/8)
 	for i := range recs {
 		r := &recs[i]
-		s.observed(cur, r)
+		s.Observed(cur, r)
 		dst = binary.AppendVarint(dst, r.EventMs-prevMs)
 		dst = binary.AppendUvarint(dst, uint64(index[r.Source]))
 		clear(same)
@@ -72,19 +72,6 @@ func (s *Spec) AppendHeld(dst []byte, recs []Record) []byte {
 		prevMs = r.EventMs
 	}
 	return dst
-}
-
-// observed sets dst to r's observed values: an imputed value (its flag
-// true) and every flag are left null, as a parsed record has them.
-func (s *Spec) observed(dst []Value, r *Record) {
-	clear(dst)
-	n := len(s.Fields)
-	copy(dst[:n], r.Values[:min(n, len(r.Values))])
-	for i, im := range s.Impute {
-		if f := n + i; f < len(r.Values) && r.Values[f].Bool {
-			dst[s.FieldIndex(im.Field)] = Value{}
-		}
-	}
 }
 
 // heldEqual reports whether a and b hold the same value.

@@ -16,7 +16,7 @@ type KeyPart struct {
 	Text string
 	// Start and End are its byte offsets in the key.
 	Start, End int
-	seg        *segment
+	seg        *Segment
 }
 
 // Split cuts a key that t rendered into its segments. A segment ends where
@@ -27,64 +27,64 @@ type KeyPart struct {
 func (t *Template) Split(key string) ([]KeyPart, error) {
 	var parts []KeyPart
 	pos := 0
-	for i := range t.segs {
-		s := &t.segs[i]
-		if s.kind == segLiteral {
-			if !strings.HasPrefix(key[pos:], s.literal) {
-				return nil, fmt.Errorf("key %q does not match %q at byte %d: want %q", key, t.src, pos, s.literal)
+	for i := range t.Segs {
+		s := &t.Segs[i]
+		if s.Kind == SegLiteral {
+			if !strings.HasPrefix(key[pos:], s.Literal) {
+				return nil, fmt.Errorf("key %q does not match %q at byte %d: want %q", key, t.Src, pos, s.Literal)
 			}
-			pos += len(s.literal)
+			pos += len(s.Literal)
 			continue
 		}
 		end := -1
 		if w := s.fixedWidth(); w > 0 {
 			end = pos + w
 			if end > len(key) {
-				return nil, fmt.Errorf("key %q is too short for {%s} in %q", key, segSource(s), t.src)
+				return nil, fmt.Errorf("key %q is too short for {%s} in %q", key, segSource(s), t.Src)
 			}
-		} else if i+1 < len(t.segs) && t.segs[i+1].kind == segLiteral {
-			next := t.segs[i+1].literal
-			if s.out == KindTags && strings.ContainsAny(next, ",=") {
-				return nil, fmt.Errorf("{%s} in %q may hold %q, so keys cannot be split there", segSource(s), t.src, next)
+		} else if i+1 < len(t.Segs) && t.Segs[i+1].Kind == SegLiteral {
+			next := t.Segs[i+1].Literal
+			if s.Out == KindTags && strings.ContainsAny(next, ",=") {
+				return nil, fmt.Errorf("{%s} in %q may hold %q, so keys cannot be split there", segSource(s), t.Src, next)
 			}
 			end = t.indexUnescaped(key, pos, next)
 			if end < 0 {
-				return nil, fmt.Errorf("key %q has no %q after {%s} (template %q)", key, next, segSource(s), t.src)
+				return nil, fmt.Errorf("key %q has no %q after {%s} (template %q)", key, next, segSource(s), t.Src)
 			}
-		} else if i+1 == len(t.segs) {
+		} else if i+1 == len(t.Segs) {
 			end = len(key)
 		} else {
-			return nil, fmt.Errorf("{%s} in %q has neither a fixed width nor a literal after it, so keys cannot be split there", segSource(s), t.src)
+			return nil, fmt.Errorf("{%s} in %q has neither a fixed width nor a literal after it, so keys cannot be split there", segSource(s), t.Src)
 		}
 		text := key[pos:end]
-		if t.escape {
+		if t.Escape {
 			text = unescapeKeyText(text)
 		}
 		p := KeyPart{Text: text, Start: pos, End: end, seg: s}
-		if s.kind == segField {
-			p.Field = s.name
+		if s.Kind == SegField {
+			p.Field = s.Name
 		}
 		parts = append(parts, p)
 		pos = end
 	}
 	if pos != len(key) {
-		return nil, fmt.Errorf("key %q is longer than %q renders (%d bytes left)", key, t.src, len(key)-pos)
+		return nil, fmt.Errorf("key %q is longer than %q renders (%d bytes left)", key, t.Src, len(key)-pos)
 	}
 	return parts, nil
 }
 
 // fixedWidth is the width of every rendering of s, or 0 when it varies.
-func (s *segment) fixedWidth() int {
-	if s.kind == segSalt {
-		return s.width
+func (s *Segment) fixedWidth() int {
+	if s.Kind == SegSalt {
+		return s.Width
 	}
-	if s.kind != segField || len(s.ops) == 0 {
+	if s.Kind != SegField || len(s.Ops) == 0 {
 		return 0
 	}
-	last := s.ops[len(s.ops)-1]
-	switch last.name {
+	last := s.Ops[len(s.Ops)-1]
+	switch last.Name {
 	case "pad":
-		w, _ := strconv.Atoi(last.arg)
+		w, _ := strconv.Atoi(last.Arg)
 		return w
 	case "reverse":
 		return ReverseWidth
@@ -96,7 +96,7 @@ func (s *segment) fixedWidth() int {
 // after from that is not escaped by a backslash (when escaping is on).
 func (t *Template) indexUnescaped(key string, from int, lit string) int {
 	for i := from; i < len(key); i++ {
-		if t.escape && key[i] == '\\' {
+		if t.Escape && key[i] == '\\' {
 			i++ // skip the escaped byte
 			continue
 		}
@@ -127,19 +127,19 @@ func unescapeKeyText(s string) string {
 // (time buckets, hash, base and offset, salts) or the text does not parse.
 func (p KeyPart) Decode() (v Value, ok bool) {
 	s := p.seg
-	if s == nil || s.kind != segField {
+	if s == nil || s.Kind != SegField {
 		return Value{}, false
 	}
 	text := p.Text
 	// Undo the ops from the last to the first; each must be invertible.
 	cur := Value{Kind: KindString, Str: text}
-	for i := len(s.ops) - 1; i >= 0; i-- {
-		o := s.ops[i]
-		in := s.in
+	for i := len(s.Ops) - 1; i >= 0; i-- {
+		o := s.Ops[i]
+		in := s.In
 		if i > 0 {
-			in = s.opOut(i - 1)
+			in = s.OpOut(i - 1)
 		}
-		switch o.name {
+		switch o.Name {
 		case "pad":
 			n, err := strconv.ParseInt(cur.Str, 10, 64)
 			if err != nil {
@@ -173,20 +173,20 @@ func (p KeyPart) Decode() (v Value, ok bool) {
 			return Value{}, false
 		}
 	}
-	if cur.Kind != KindString || s.in == KindString || s.in == KindBytes {
-		if cur.Kind == KindString && s.in == KindBytes {
+	if cur.Kind != KindString || s.In == KindString || s.In == KindBytes {
+		if cur.Kind == KindString && s.In == KindBytes {
 			cur.Kind = KindBytes
 		}
 		return cur, true
 	}
 	// No ops left to undo: the text is the field's own text form.
-	switch s.in {
+	switch s.In {
 	case KindInt, KindTime:
 		n, err := strconv.ParseInt(cur.Str, 10, 64)
 		if err != nil {
 			return Value{}, false
 		}
-		return Value{Kind: s.in, Int: n}, true
+		return Value{Kind: s.In, Int: n}, true
 	case KindFloat:
 		f, err := strconv.ParseFloat(cur.Str, 64)
 		if err != nil {
@@ -203,48 +203,10 @@ func (p KeyPart) Decode() (v Value, ok bool) {
 	return Value{}, false
 }
 
-// opOut is the kind segment s holds after its i-th op.
-func (s *segment) opOut(i int) Kind {
-	k := s.in
-	for _, o := range s.ops[:i+1] {
-		if def, ok := templateFuncs[o.name]; ok && def.out != KindNull {
-			k = def.out
-		}
-	}
-	return k
-}
-
-// keepsOrder reports whether the segment's text sorts as its values do
-// (ascending or, with up false, descending): strings as they are, padded
-// integers and times, reverse timestamps (descending), time buckets. Plain
-// decimal numbers do not (9 sorts after 10).
-func (s *segment) keepsOrder() (ordered, up bool) {
-	if s.kind != segField {
-		return false, false
-	}
-	up = true
-	for _, o := range s.ops {
-		switch o.order {
-		case orderNone:
-			return false, false
-		case orderDown:
-			up = !up
-		}
-	}
-	if len(s.ops) == 0 {
-		return s.in == KindString || s.in == KindBytes, true
-	}
-	switch s.ops[len(s.ops)-1].name {
-	case "pad", "reverse", "year", "month", "day", "hour", "minute", "hex":
-		return true, up
-	}
-	return false, false
-}
-
 // DecodeKey splits a row key of table into its field parts, by name. Salt
 // and hash parts are left out.
 func DecodeKey(spec *Spec, table, key string) (map[string]KeyPart, error) {
-	tmpl, err := tableTemplate(spec, table)
+	tmpl, err := TableTemplate(spec, table)
 	if err != nil {
 		return nil, err
 	}
@@ -264,11 +226,11 @@ func DecodeKey(spec *Spec, table, key string) (map[string]KeyPart, error) {
 }
 
 // TimePrefix is the part of a row key of table before its event-time
-// segment: the key prefix whose rows are one series in time order (for a
+// Segment: the key prefix whose rows are one series in time order (for a
 // reverse-timestamp key, the first row under it is the newest). ok is false
 // when the key has no event-time segment.
 func TimePrefix(spec *Spec, table, key string) (prefix string, ok bool, err error) {
-	tmpl, err := tableTemplate(spec, table)
+	tmpl, err := TableTemplate(spec, table)
 	if err != nil {
 		return "", false, err
 	}
@@ -287,49 +249,17 @@ func TimePrefix(spec *Spec, table, key string) (prefix string, ok bool, err erro
 // TimeKeyText renders the event-time segment of table's key for ms, e.g. a
 // reverse timestamp, so a reader can seek within a series.
 func TimeKeyText(spec *Spec, table string, ms int64) (string, error) {
-	tmpl, err := tableTemplate(spec, table)
+	tmpl, err := TableTemplate(spec, table)
 	if err != nil {
 		return "", err
 	}
 	idx := spec.FieldIndex(spec.EventTime)
-	for i := range tmpl.segs {
-		s := &tmpl.segs[i]
-		if s.kind == segField && s.field == idx {
+	for i := range tmpl.Segs {
+		s := &tmpl.Segs[i]
+		if s.Kind == SegField && s.Field == idx {
 			b, err := tmpl.appendField(nil, s, Value{Kind: KindTime, Int: ms})
 			return string(b), err
 		}
 	}
-	return "", fmt.Errorf("table %s: row key %q has no {%s}", table, tmpl.src, spec.EventTime)
-}
-
-// ReverseTimeKey reports whether table's key orders time newest first
-// (a reverse timestamp), and whether it has a time segment at all.
-func ReverseTimeKey(spec *Spec, table string) (reversed, hasTime bool) {
-	tmpl, err := tableTemplate(spec, table)
-	if err != nil {
-		return false, false
-	}
-	idx := spec.FieldIndex(spec.EventTime)
-	for i := range tmpl.segs {
-		s := &tmpl.segs[i]
-		if s.kind == segField && s.field == idx {
-			ordered, up := s.keepsOrder()
-			return ordered && !up, ordered
-		}
-	}
-	return false, false
-}
-
-func tableTemplate(spec *Spec, table string) (*Template, error) {
-	ts := &spec.Bigtable.Tables[0]
-	if table != "" {
-		if ts = spec.Table(table); ts == nil {
-			return nil, fmt.Errorf("spec %s has no table %q", spec.Name, table)
-		}
-	}
-	tmpl, err := CompileTemplate(ts.RowKey, spec)
-	if err != nil {
-		return nil, err
-	}
-	return tmpl.WithEscape(ts.Escape), nil
+	return "", fmt.Errorf("table %s: row key %q has no {%s}", table, tmpl.Src, spec.EventTime)
 }

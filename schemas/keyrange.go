@@ -2,8 +2,8 @@ package schemas
 
 import (
 	"fmt"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -36,24 +36,6 @@ type KeyQuery struct {
 	// NoFanOut keeps the plan from fanning a prefix out over an enum
 	// field's values (a latest-per-prefix read finds the prefixes itself).
 	NoFanOut bool
-}
-
-// Range is an inclusive range of a field's values, as text: "340".."350".
-type Range struct {
-	Lo, Hi string
-}
-
-// String renders the range as lo..hi, the query tools' syntax.
-func (r Range) String() string { return r.Lo + ".." + r.Hi }
-
-// ParseRange reads "lo..hi" (both inclusive). ok is false when text is not
-// a range, so it is an equality value.
-func ParseRange(text string) (r Range, ok bool) {
-	lo, hi, ok := strings.Cut(text, "..")
-	if !ok || lo == "" || hi == "" {
-		return Range{}, false
-	}
-	return Range{Lo: lo, Hi: hi}, true
 }
 
 // maxFanOut bounds the ranges an enum fan-out may produce.
@@ -133,7 +115,7 @@ func PlanScan(spec *Spec, q KeyQuery) (*ScanPlan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("where %s=%s: %w", name, r, err)
 		}
-		if compareValues(lo, hi) > 0 {
+		if CompareValues(lo, hi) > 0 {
 			return nil, fmt.Errorf("where %s=%s: the range is empty (%s is after %s)", name, r, r.Lo, r.Hi)
 		}
 		ranges[spec.FieldIndex(name)] = [2]Value{lo, hi}
@@ -165,38 +147,38 @@ func PlanScan(spec *Spec, q KeyQuery) (*ScanPlan, error) {
 	// later reports whether a segment after i narrows the scan, which is
 	// what makes fanning out over an enum worth its ranges.
 	later := func(i int) bool {
-		for j := i + 1; j < len(tmpl.segs); j++ {
-			s := &tmpl.segs[j]
-			if s.kind != segField {
+		for j := i + 1; j < len(tmpl.Segs); j++ {
+			s := &tmpl.Segs[j]
+			if s.Kind != SegField {
 				continue
 			}
-			if _, ok := values[s.field]; ok {
+			if _, ok := values[s.Field]; ok {
 				return true
 			}
-			if _, ok := ranges[s.field]; ok {
+			if _, ok := ranges[s.Field]; ok {
 				return true
 			}
-			if hasTime && s.field == eventIdx {
+			if hasTime && s.Field == eventIdx {
 				return true
 			}
 		}
 		return false
 	}
 walk:
-	for i := range tmpl.segs {
-		s := &tmpl.segs[i]
-		switch s.kind {
-		case segLiteral:
-			appendAll(s.literal)
+	for i := range tmpl.Segs {
+		s := &tmpl.Segs[i]
+		switch s.Kind {
+		case SegLiteral:
+			appendAll(s.Literal)
 			continue
-		case segSalt, segHash:
+		case SegSalt, SegHash:
 			texts, ok := fixedTexts(s, values)
 			if ok {
-				if s.kind == segHash {
+				if s.Kind == SegHash {
 					// A hash of the fields picks their rows (a salt only
 					// picks a bucket of many series: the fields still
 					// need checking on the rows read).
-					for _, n := range s.names {
+					for _, n := range s.Names {
 						used[n] = true
 					}
 				}
@@ -204,32 +186,32 @@ walk:
 				fixed = true
 				continue
 			}
-			if s.kind == segHash {
-				plan.Stop = fmt.Sprintf("{%s|%s} needs %s fixed by the query", s.name, strings.Join(s.names, ","), strings.Join(s.names, ", "))
+			if s.Kind == SegHash {
+				plan.Stop = fmt.Sprintf("{%s|%s} needs %s fixed by the query", s.Name, strings.Join(s.Names, ","), strings.Join(s.Names, ", "))
 				break walk
 			}
 			var fanned []string
 			for _, p := range prefixes {
-				for b := 0; b < s.buckets; b++ {
-					fanned = append(fanned, p+SaltText(b, s.buckets))
+				for b := 0; b < s.Buckets; b++ {
+					fanned = append(fanned, p+SaltText(b, s.Buckets))
 				}
 			}
 			prefixes = fanned
 			continue
 		}
-		if hasTime && s.field == eventIdx {
-			dir := orderUp
-			for _, o := range s.ops {
+		if hasTime && s.Field == eventIdx {
+			dir := OrderUp
+			for _, o := range s.Ops {
 				switch {
-				case o.order == orderNone:
-					dir = orderNone
-				case o.order == orderDown && dir == orderUp:
-					dir = orderDown
-				case o.order == orderDown && dir == orderDown:
-					dir = orderUp
+				case o.Order == OrderNone:
+					dir = OrderNone
+				case o.Order == OrderDown && dir == OrderUp:
+					dir = OrderDown
+				case o.Order == OrderDown && dir == OrderDown:
+					dir = OrderUp
 				}
 			}
-			if dir == orderNone {
+			if dir == OrderNone {
 				plan.Stop = fmt.Sprintf("{%s} does not keep time order, so a time range is not a key range", segSource(s))
 				break walk
 			}
@@ -241,7 +223,7 @@ walk:
 			if err != nil {
 				return nil, fmt.Errorf("time range end: %w", err)
 			}
-			if dir == orderDown {
+			if dir == OrderDown {
 				lo, hi = hi, lo
 				plan.Reversed = true
 			}
@@ -252,19 +234,19 @@ walk:
 			plan.TimeRanged = true
 			break walk
 		}
-		if r, ok := ranges[s.field]; ok {
-			ordered, up := s.keepsOrder()
+		if r, ok := ranges[s.Field]; ok {
+			ordered, up := s.KeepsOrder()
 			if !ordered {
-				plan.Stop = fmt.Sprintf("{%s} does not sort as its values do, so a range of %s is not a key range", segSource(s), s.name)
+				plan.Stop = fmt.Sprintf("{%s} does not sort as its values do, so a range of %s is not a key range", segSource(s), s.Name)
 				break walk
 			}
 			lo, err := tmpl.appendField(nil, s, r[0])
 			if err != nil {
-				return nil, fmt.Errorf("where %s range start: %w", s.name, err)
+				return nil, fmt.Errorf("where %s range start: %w", s.Name, err)
 			}
 			hi, err := tmpl.appendField(nil, s, r[1])
 			if err != nil {
-				return nil, fmt.Errorf("where %s range end: %w", s.name, err)
+				return nil, fmt.Errorf("where %s range end: %w", s.Name, err)
 			}
 			if !up {
 				lo, hi = hi, lo
@@ -272,37 +254,37 @@ walk:
 			// The end covers every key whose segment is hi: up to the
 			// literal that follows it, when there is one.
 			next := ""
-			if i+1 < len(tmpl.segs) && tmpl.segs[i+1].kind == segLiteral {
-				next = tmpl.segs[i+1].literal
+			if i+1 < len(tmpl.Segs) && tmpl.Segs[i+1].Kind == SegLiteral {
+				next = tmpl.Segs[i+1].Literal
 			}
 			for _, p := range prefixes {
 				out = append(out, RowRange{Start: p + string(lo), End: PrefixSuccessor(p + string(hi) + next)})
 			}
-			used[s.name], narrowed[s.name] = true, true
+			used[s.Name], narrowed[s.Name] = true, true
 			plan.Kind = ScanRange
 			plan.Stop = fmt.Sprintf("{%s} is a range, so the segments after it cannot narrow", segSource(s))
 			break walk
 		}
-		v, ok := values[s.field]
+		v, ok := values[s.Field]
 		if !ok {
-			if f := spec.Field(s.name); f != nil && len(f.Enum) > 0 && !q.NoFanOut && later(i) && len(prefixes)*len(f.Enum) <= maxFanOut {
+			if f := spec.Field(s.Name); f != nil && len(f.Enum) > 0 && !q.NoFanOut && later(i) && len(prefixes)*len(f.Enum) <= maxFanOut {
 				if fanned, err := fanOut(tmpl, s, f, prefixes); err == nil {
 					prefixes = fanned
-					plan.FanOut = append(plan.FanOut, s.name)
+					plan.FanOut = append(plan.FanOut, s.Name)
 					continue
 				}
 			}
 			plan.Stop = fmt.Sprintf("{%s} is not fixed by the query", segSource(s))
-			if s.field == eventIdx && !hasTime {
+			if s.Field == eventIdx && !hasTime {
 				plan.Stop = fmt.Sprintf("{%s} needs a time range (since)", segSource(s))
 			}
 			break walk
 		}
 		b, err := tmpl.appendField(nil, s, v)
 		if err != nil {
-			return nil, fmt.Errorf("where %s: %w", s.name, err)
+			return nil, fmt.Errorf("where %s: %w", s.Name, err)
 		}
-		used[s.name], narrowed[s.name] = true, true
+		used[s.Name], narrowed[s.Name] = true, true
 		appendAll(string(b))
 		fixed = true
 	}
@@ -317,16 +299,16 @@ walk:
 		}
 	}
 	plan.Ranges = out
-	for i := range tmpl.segs {
-		s := &tmpl.segs[i]
-		for _, n := range append([]string{s.name}, s.names...) {
-			if used[n] && !contains(plan.Used, n) {
+	for i := range tmpl.Segs {
+		s := &tmpl.Segs[i]
+		for _, n := range append([]string{s.Name}, s.Names...) {
+			if used[n] && !slices.Contains(plan.Used, n) {
 				plan.Used = append(plan.Used, n)
 			}
 		}
 	}
-	for i := range tmpl.segs {
-		if n := tmpl.segs[i].name; narrowed[n] && !contains(plan.Narrowed, n) {
+	for i := range tmpl.Segs {
+		if n := tmpl.Segs[i].Name; narrowed[n] && !slices.Contains(plan.Narrowed, n) {
 			plan.Narrowed = append(plan.Narrowed, n)
 		}
 	}
@@ -345,7 +327,7 @@ walk:
 }
 
 // fanOut renders every value of an enum field after each prefix.
-func fanOut(tmpl *Template, s *segment, f *FieldSpec, prefixes []string) ([]string, error) {
+func fanOut(tmpl *Template, s *Segment, f *FieldSpec, prefixes []string) ([]string, error) {
 	var out []string
 	for _, p := range prefixes {
 		for _, e := range f.Enum {
@@ -359,50 +341,9 @@ func fanOut(tmpl *Template, s *segment, f *FieldSpec, prefixes []string) ([]stri
 	return out, nil
 }
 
-// compareValues orders two values of the same kind: numbers numerically,
-// strings by bytes.
-func compareValues(a, b Value) int {
-	switch a.Kind {
-	case KindInt, KindTime:
-		return cmpInt(a.Int, b.Int)
-	case KindFloat:
-		switch {
-		case a.Num < b.Num:
-			return -1
-		case a.Num > b.Num:
-			return 1
-		}
-		return 0
-	case KindBool:
-		return cmpInt(boolInt(a.Bool), boolInt(b.Bool))
-	}
-	return strings.Compare(string(AppendText(nil, a)), string(AppendText(nil, b)))
-}
-
-// CompareValues orders two values of one field: numbers numerically,
-// strings and tag sets by their text.
-func CompareValues(a, b Value) int { return compareValues(a, b) }
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func fixedTexts(s *segment, values map[int]Value) ([][]byte, bool) {
-	texts := make([][]byte, len(s.fields))
-	for i, f := range s.fields {
+func fixedTexts(s *Segment, values map[int]Value) ([][]byte, bool) {
+	texts := make([][]byte, len(s.Fields))
+	for i, f := range s.Fields {
 		v, ok := values[f]
 		if !ok {
 			return nil, false
@@ -413,13 +354,13 @@ func fixedTexts(s *segment, values map[int]Value) ([][]byte, bool) {
 }
 
 // segSource is a segment's template text, without braces.
-func segSource(s *segment) string {
-	parts := []string{s.name}
-	for _, o := range s.ops {
-		if o.arg != "" {
-			parts = append(parts, o.name+":"+o.arg)
+func segSource(s *Segment) string {
+	parts := []string{s.Name}
+	for _, o := range s.Ops {
+		if o.Arg != "" {
+			parts = append(parts, o.Name+":"+o.Arg)
 		} else {
-			parts = append(parts, o.name)
+			parts = append(parts, o.Name)
 		}
 	}
 	return strings.Join(parts, "|")
@@ -444,67 +385,4 @@ func PrefixSuccessor(prefix string) string {
 		}
 	}
 	return ""
-}
-
-// ParseValue reads a field's value from text, as a query gives it: strings
-// as they are, numbers and booleans in Go syntax, timestamps as RFC 3339 or
-// epoch milliseconds, tags as k=v,k=v (sorted on reading).
-func ParseValue(f *FieldSpec, text string) (Value, error) {
-	switch f.Type {
-	case TypeString:
-		return Value{Kind: KindString, Str: text}, nil
-	case TypeBytes:
-		return Value{Kind: KindBytes, Str: text}, nil
-	case TypeInt:
-		n, err := strconv.ParseInt(text, 10, 64)
-		if err != nil {
-			return Value{}, fmt.Errorf("%s is an int: %w", f.Name, err)
-		}
-		return Value{Kind: KindInt, Int: n}, nil
-	case TypeFloat:
-		n, err := strconv.ParseFloat(text, 64)
-		if err != nil {
-			return Value{}, fmt.Errorf("%s is a float: %w", f.Name, err)
-		}
-		return Value{Kind: KindFloat, Num: n}, nil
-	case TypeBool:
-		b, err := strconv.ParseBool(text)
-		if err != nil {
-			return Value{}, fmt.Errorf("%s is a bool: %w", f.Name, err)
-		}
-		return Value{Kind: KindBool, Bool: b}, nil
-	case TypeTimestamp:
-		if ms, err := strconv.ParseInt(text, 10, 64); err == nil {
-			return Value{Kind: KindTime, Int: ms}, nil
-		}
-		ms, err := ParseTimestamp(text)
-		if err != nil {
-			return Value{}, err
-		}
-		return Value{Kind: KindTime, Int: ms}, nil
-	case TypeTags:
-		v, err := parseTags(text)
-		if err != nil {
-			return Value{}, fmt.Errorf("%s is a tag set: %w", f.Name, err)
-		}
-		return v, nil
-	}
-	return Value{}, fmt.Errorf("%s: unknown type %q", f.Name, f.Type)
-}
-
-// parseTags reads a tag set written k=v,k=v (AppendText's form), sorted on
-// reading.
-func parseTags(text string) (Value, error) {
-	var pairs []Pair
-	if text != "" {
-		for _, kv := range strings.Split(text, ",") {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				return Value{}, fmt.Errorf("give k=v,k=v, not %q", kv)
-			}
-			pairs = append(pairs, Pair{K: k, V: v})
-		}
-	}
-	sort.Slice(pairs, func(i, j int) bool { return pairs[i].K < pairs[j].K })
-	return Value{Kind: KindTags, Pairs: pairs}, nil
 }

@@ -97,19 +97,19 @@ type addFunc func(sev, rule, table, format string, args ...any)
 
 // firstSegment is the key's first non-literal segment (a constant prefix
 // shared by datasets does not spread writes), or nil.
-func firstSegment(t *Template) *segment {
-	for i := range t.segs {
-		if t.segs[i].kind != segLiteral {
-			return &t.segs[i]
+func firstSegment(t *Template) *Segment {
+	for i := range t.Segs {
+		if t.Segs[i].Kind != SegLiteral {
+			return &t.Segs[i]
 		}
 	}
 	return nil
 }
 
-func hasOp(s *segment, names ...string) bool {
-	for _, o := range s.ops {
+func hasOp(s *Segment, names ...string) bool {
+	for _, o := range s.Ops {
 		for _, n := range names {
-			if o.name == n {
+			if o.Name == n {
 				return true
 			}
 		}
@@ -123,13 +123,13 @@ func lintKeyStart(spec *Spec, t *TableSpec, key *Template, add addFunc) {
 		add(SeverityError, RuleLowCardinality, t.Name, "row key %q is a constant: every write goes to one row", t.RowKey)
 		return
 	}
-	if first.kind != segField || hasOp(first, "hash") {
+	if first.Kind != SegField || hasOp(first, "hash") {
 		return // a salt or a hash spreads writes
 	}
-	if first.field >= len(spec.Fields) {
+	if first.Field >= len(spec.Fields) {
 		return
 	}
-	f := &spec.Fields[first.field]
+	f := &spec.Fields[first.Field]
 	switch {
 	case f.Type == TypeTimestamp:
 		add(SeverityError, RuleTimestampFirst, t.Name, "row key %q starts with the time {%s}: writes at any moment all go to the tablet holding \"now\" (reversed or not); promote an identifying field (e.g. the sensor or user id) in front of it", t.RowKey, segSource(first))
@@ -142,14 +142,14 @@ func lintKeyStart(spec *Spec, t *TableSpec, key *Template, add addFunc) {
 
 func lintKeyFields(spec *Spec, t *TableSpec, key *Template, add addFunc) {
 	allHashed, fields := true, 0
-	for i := range key.segs {
-		s := &key.segs[i]
-		switch s.kind {
-		case segLiteral:
+	for i := range key.Segs {
+		s := &key.Segs[i]
+		switch s.Kind {
+		case SegLiteral:
 			continue
-		case segSalt:
+		case SegSalt:
 			continue
-		case segHash:
+		case SegHash:
 			fields++
 			continue
 		}
@@ -161,12 +161,12 @@ func lintKeyFields(spec *Spec, t *TableSpec, key *Template, add addFunc) {
 	if fields > 0 && allHashed {
 		add(SeverityError, RuleHashedKey, t.Name, "row key %q is a hash of its fields: the natural sort order is gone, so no prefix or range scan can serve a query; promote the fields themselves and, if writes need spreading, add a small salt ({salt:N|field}) in front", t.RowKey)
 	}
-	for i := range key.segs {
-		s := &key.segs[i]
-		if s.kind != segField || s.field >= len(spec.Fields) {
+	for i := range key.Segs {
+		s := &key.Segs[i]
+		if s.Kind != SegField || s.Field >= len(spec.Fields) {
 			continue
 		}
-		f := &spec.Fields[s.field]
+		f := &spec.Fields[s.Field]
 		if f.Type == TypeBytes && !hasOp(s, "hex", "hash") {
 			add(SeverityError, RuleRawBytes, t.Name, "row key %q renders %s as raw bytes: keys should be human-readable strings; use {%s|hex}", t.RowKey, f.Name, f.Name)
 		}
@@ -180,10 +180,10 @@ func lintKeyFields(spec *Spec, t *TableSpec, key *Template, add addFunc) {
 			if err != nil {
 				continue
 			}
-			for i := range q.segs {
-				s := &q.segs[i]
-				if s.kind == segField && s.field < len(spec.Fields) && spec.Fields[s.field].PII && !hasOp(s, "hash") {
-					add(SeverityError, RulePIIInKey, t.Name, "qualifier %q in family %s holds %s, marked pii: qualifiers are metadata too; move it into a cell value", c.Qualifier, fam.Name, s.name)
+			for i := range q.Segs {
+				s := &q.Segs[i]
+				if s.Kind == SegField && s.Field < len(spec.Fields) && spec.Fields[s.Field].PII && !hasOp(s, "hash") {
+					add(SeverityError, RulePIIInKey, t.Name, "qualifier %q in family %s holds %s, marked pii: qualifiers are metadata too; move it into a cell value", c.Qualifier, fam.Name, s.Name)
 				}
 			}
 		}
@@ -197,15 +197,15 @@ func lintKeyFields(spec *Spec, t *TableSpec, key *Template, add addFunc) {
 // dominates it.
 func maxKeyBytes(spec *Spec, t *TableSpec, key *Template) (int, string) {
 	total, worst, worstN := 0, "", 0
-	for i := range key.segs {
-		s := &key.segs[i]
+	for i := range key.Segs {
+		s := &key.Segs[i]
 		n := 0
-		switch s.kind {
-		case segLiteral:
-			n = len(s.literal)
-		case segSalt:
-			n = s.width
-		case segHash:
+		switch s.Kind {
+		case SegLiteral:
+			n = len(s.Literal)
+		case SegSalt:
+			n = s.Width
+		case SegHash:
 			n = 16
 		default:
 			n = segMaxBytes(spec, s)
@@ -214,20 +214,20 @@ func maxKeyBytes(spec *Spec, t *TableSpec, key *Template) (int, string) {
 			}
 		}
 		total += n
-		if s.kind != segLiteral && n > worstN {
+		if s.Kind != SegLiteral && n > worstN {
 			worst, worstN = fmt.Sprintf("{%s} up to %d", segSource(s), n), n
 		}
 	}
 	return total, worst
 }
 
-func segMaxBytes(spec *Spec, s *segment) int {
+func segMaxBytes(spec *Spec, s *Segment) int {
 	n := 0
 	var f *FieldSpec
-	if s.field < len(spec.Fields) {
-		f = &spec.Fields[s.field]
+	if s.Field < len(spec.Fields) {
+		f = &spec.Fields[s.Field]
 	}
-	switch s.in {
+	switch s.In {
 	case KindString, KindBytes:
 		n = assumedStringBytes
 		if f != nil && f.MaxLength > 0 {
@@ -242,8 +242,8 @@ func segMaxBytes(spec *Spec, s *segment) int {
 	default:
 		n = 20
 	}
-	for _, o := range s.ops {
-		switch o.name {
+	for _, o := range s.Ops {
+		switch o.Name {
 		case "year":
 			n = 4
 		case "month":
@@ -259,7 +259,7 @@ func segMaxBytes(spec *Spec, s *segment) int {
 		case "reverse":
 			n = ReverseWidth
 		case "pad":
-			n, _ = strconv.Atoi(o.arg)
+			n, _ = strconv.Atoi(o.Arg)
 		case "hash":
 			n = 16
 		case "hex":
@@ -270,18 +270,18 @@ func segMaxBytes(spec *Spec, s *segment) int {
 }
 
 // timeSegment reports whether s renders a timestamp field.
-func timeSegment(spec *Spec, s *segment) bool {
-	return s.kind == segField && s.in == KindTime && !hasOp(s, "hash")
+func timeSegment(spec *Spec, s *Segment) bool {
+	return s.Kind == SegField && s.In == KindTime && !hasOp(s, "hash")
 }
 
 func lintWideRows(spec *Spec, t *TableSpec, key *Template, add addFunc) {
 	keyHasTime := false
 	reverse := false
-	for i := range key.segs {
-		if timeSegment(spec, &key.segs[i]) {
+	for i := range key.Segs {
+		if timeSegment(spec, &key.Segs[i]) {
 			keyHasTime = true
 		}
-		if hasOp(&key.segs[i], "reverse") {
+		if hasOp(&key.Segs[i], "reverse") {
 			reverse = true
 		}
 	}
@@ -292,8 +292,8 @@ func lintWideRows(spec *Spec, t *TableSpec, key *Template, add addFunc) {
 				if err != nil {
 					continue
 				}
-				for i := range q.segs {
-					if timeSegment(spec, &q.segs[i]) {
+				for i := range q.Segs {
+					if timeSegment(spec, &q.Segs[i]) {
 						add(SeverityError, RuleUnboundedWideRow, t.Name, "qualifier %q in family %s holds a time but row key %q has no time bucket: each row grows without bound; add a bucket such as {%s|day} to the key", c.Qualifier, fam.Name, t.RowKey, spec.EventTime)
 						goto done
 					}

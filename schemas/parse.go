@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -124,15 +125,15 @@ func (p *Parser) ParseInput(dst []Record, line, source string, in Input) ([]Reco
 	defer p.pool.Put(jp)
 	root, err := jp.Parse(trimmed)
 	if err != nil {
-		return dst, reject(ErrMalformed, "not valid JSON: %v", err)
+		return dst, Reject(ErrMalformed, "not valid JSON: %v", err)
 	}
 	if root.Type() != fastjson.TypeObject {
-		return dst, reject(ErrMalformed, "a line must be a JSON object, got %s", root.Type())
+		return dst, Reject(ErrMalformed, "a line must be a JSON object, got %s", root.Type())
 	}
 	if k := duplicateKey(root); k != "" {
 		// Parsers disagree on which copy wins (fastjson keeps the first,
 		// encoding/json the last): refuse to guess.
-		return dst, reject(ErrMalformed, "key %q appears twice in the object", k)
+		return dst, Reject(ErrMalformed, "key %q appears twice in the object", k)
 	}
 	if err := p.unknownKeys(root, in.Unknown); err != nil {
 		return dst, err
@@ -191,23 +192,23 @@ func (p *Parser) explodePoints(dst []Record, root *fastjson.Value, base []Value,
 	ex := p.spec.Explode
 	pts := root.Get(p.explode...)
 	if pts == nil || pts.Type() == fastjson.TypeNull {
-		errs[classMissing] = firstNonNil(errs[classMissing], reject(ErrMissingField, "%s is missing", ex.Path))
+		errs[classMissing] = firstNonNil(errs[classMissing], Reject(ErrMissingField, "%s is missing", ex.Path))
 	} else if pts.Type() != fastjson.TypeArray {
-		errs[classInvalid] = firstNonNil(errs[classInvalid], reject(ErrInvalidField, "%s must be an array of [timestamp_ms, value] points", ex.Path))
+		errs[classInvalid] = firstNonNil(errs[classInvalid], Reject(ErrInvalidField, "%s must be an array of [timestamp_ms, value] points", ex.Path))
 	}
 	if err := firstError(errs); err != nil {
 		return dst, err
 	}
 	arr, _ := pts.Array()
 	if len(arr) == 0 {
-		return dst, reject(ErrMissingField, "%s has no points", ex.Path)
+		return dst, Reject(ErrMissingField, "%s has no points", ex.Path)
 	}
 	ti, vi := p.spec.FieldIndex(ex.TimeField), p.spec.FieldIndex(ex.ValueField)
 	start := len(dst)
 	for n, pt := range arr {
 		pair, err := pt.Array()
 		if err != nil || len(pair) != 2 {
-			return dst[:start], reject(ErrInvalidField, "%s[%d] must be a [timestamp_ms, value] pair", ex.Path, n)
+			return dst[:start], Reject(ErrInvalidField, "%s[%d] must be a [timestamp_ms, value] pair", ex.Path, n)
 		}
 		values := append([]Value(nil), base...)
 		var perr [numClasses]error
@@ -258,7 +259,7 @@ func (p *Parser) unknownKeys(root *fastjson.Value, unknown func(string)) error {
 		unknown(string(k))
 	})
 	if first != "" {
-		return reject(ErrUnknownField, "%q is not a field of the spec, which says unknown_fields: reject; declare it, or set unknown_fields: count to count such keys instead", first)
+		return Reject(ErrUnknownField, "%q is not a field of the spec, which says unknown_fields: reject; declare it, or set unknown_fields: count to count such keys instead", first)
 	}
 	return nil
 }
@@ -291,9 +292,9 @@ func (p *Parser) unitHint(f *FieldSpec, n int64) string {
 	if unit == "" {
 		unit = UnitMillis
 	}
-	for _, u := range unitOrder {
+	for _, u := range UnitOrder {
 		if alt, ok := EpochToMillis(n, u); ok && u != unit && alt >= p.minMs && alt <= p.maxMs {
-			return fmt.Sprintf("if the device sends %s, set `unit: %s` on field %s", unitNames[u], u, f.Name)
+			return fmt.Sprintf("if the device sends %s, set `unit: %s` on field %s", UnitNames[u], u, f.Name)
 		}
 	}
 	return fmt.Sprintf("no unit (s, ms, us, ns) puts %d among the accepted event times: check the device's clock", n)
@@ -313,7 +314,7 @@ func (p *Parser) checkEventTime(ms int64) error {
 	if ms < 0 && p.minMs >= 0 {
 		why = " (Bigtable cell timestamps cannot be negative)"
 	}
-	return reject(ErrOutOfRange, "%s %s is outside the accepted event times [%s, %s]%s; %s",
+	return Reject(ErrOutOfRange, "%s %s is outside the accepted event times [%s, %s]%s; %s",
 		p.spec.EventTime, at, lo, hi, why, p.limit)
 }
 
@@ -369,7 +370,7 @@ func firstNonNil(a, b error) error {
 func (p *Parser) field(out *Value, f *FieldSpec, v *fastjson.Value) (int, error) {
 	if v == nil || v.Type() == fastjson.TypeNull {
 		if f.Required {
-			return classMissing, reject(ErrMissingField, "%s is required", f.Name)
+			return classMissing, Reject(ErrMissingField, "%s is required", f.Name)
 		}
 		return 0, nil
 	}
@@ -377,10 +378,10 @@ func (p *Parser) field(out *Value, f *FieldSpec, v *fastjson.Value) (int, error)
 	case TypeString, TypeBytes:
 		b, err := v.StringBytes()
 		if err != nil {
-			return classInvalid, reject(ErrInvalidField, "%s must be a string, got %s", f.Name, v.Type())
+			return classInvalid, Reject(ErrInvalidField, "%s must be a string, got %s", f.Name, v.Type())
 		}
 		if len(b) == 0 && f.Required {
-			return classMissing, reject(ErrMissingField, "%s is empty", f.Name)
+			return classMissing, Reject(ErrMissingField, "%s is empty", f.Name)
 		}
 		kind := KindString
 		if f.Type == TypeBytes {
@@ -388,25 +389,25 @@ func (p *Parser) field(out *Value, f *FieldSpec, v *fastjson.Value) (int, error)
 		}
 		*out = Value{Kind: kind, Str: string(b)}
 		if f.MaxLength > 0 && len(b) > f.MaxLength {
-			return classInvalid, reject(ErrInvalidField, "%s is %d bytes; at most %d allowed", f.Name, len(b), f.MaxLength)
+			return classInvalid, Reject(ErrInvalidField, "%s is %d bytes; at most %d allowed", f.Name, len(b), f.MaxLength)
 		}
-		if len(f.Enum) > 0 && !contains(f.Enum, out.Str) {
-			return classInvalid, reject(ErrInvalidField, "%s %q is not one of %s", f.Name, out.Str, strings.Join(f.Enum, ", "))
+		if len(f.Enum) > 0 && !slices.Contains(f.Enum, out.Str) {
+			return classInvalid, Reject(ErrInvalidField, "%s %q is not one of %s", f.Name, out.Str, strings.Join(f.Enum, ", "))
 		}
 	case TypeFloat:
 		if v.Type() != fastjson.TypeNumber {
-			return classInvalid, reject(ErrInvalidField, "%s must be a number, got %s", f.Name, v.Type())
+			return classInvalid, Reject(ErrInvalidField, "%s must be a number, got %s", f.Name, v.Type())
 		}
 		n, err := v.Float64()
 		if err != nil || math.IsInf(n, 0) || math.IsNaN(n) {
-			return classInvalid, reject(ErrInvalidField, "%s %s is not a finite 64-bit number", f.Name, v)
+			return classInvalid, Reject(ErrInvalidField, "%s %s is not a finite 64-bit number", f.Name, v)
 		}
 		*out = Value{Kind: KindFloat, Num: n}
 		return classRange, checkRange(f, n)
 	case TypeInt:
 		n, err := v.Int64()
 		if v.Type() != fastjson.TypeNumber || err != nil {
-			return classInvalid, reject(ErrInvalidField, "%s must be an integer, got %s", f.Name, v)
+			return classInvalid, Reject(ErrInvalidField, "%s must be an integer, got %s", f.Name, v)
 		}
 		*out = Value{Kind: KindInt, Int: n}
 		return classRange, checkRange(f, float64(n))
@@ -417,17 +418,17 @@ func (p *Parser) field(out *Value, f *FieldSpec, v *fastjson.Value) (int, error)
 		case fastjson.TypeFalse:
 			*out = Value{Kind: KindBool}
 		default:
-			return classInvalid, reject(ErrInvalidField, "%s must be true or false, got %s", f.Name, v.Type())
+			return classInvalid, Reject(ErrInvalidField, "%s must be true or false, got %s", f.Name, v.Type())
 		}
 	case TypeTimestamp:
 		ms, err := timestampValue(v, f.Unit)
-		if errors.Is(err, errOutsideYears) && f.Name == p.spec.EventTime {
+		if errors.Is(err, ErrOutsideYears) && f.Name == p.spec.EventTime {
 			if n, ierr := v.Int64(); ierr == nil && n >= 0 {
-				return classTimestamp, reject(ErrBadTimestamp, "%s: %v; %s", f.Name, err, p.unitHint(f, n))
+				return classTimestamp, Reject(ErrBadTimestamp, "%s: %v; %s", f.Name, err, p.unitHint(f, n))
 			}
 		}
 		if err != nil {
-			return classTimestamp, reject(ErrBadTimestamp, "%s: %v", f.Name, err)
+			return classTimestamp, Reject(ErrBadTimestamp, "%s: %v", f.Name, err)
 		}
 		if err := p.plausible(f, v, ms); err != nil {
 			return classTimestamp, err
@@ -436,14 +437,14 @@ func (p *Parser) field(out *Value, f *FieldSpec, v *fastjson.Value) (int, error)
 	case TypeTags:
 		obj, err := v.Object()
 		if err != nil {
-			return classInvalid, reject(ErrInvalidField, "%s must be an object of strings, got %s", f.Name, v.Type())
+			return classInvalid, Reject(ErrInvalidField, "%s must be an object of strings, got %s", f.Name, v.Type())
 		}
 		pairs := make([]Pair, 0, obj.Len())
 		var bad error
 		obj.Visit(func(k []byte, tv *fastjson.Value) {
 			s, err := tv.StringBytes()
 			if err != nil && bad == nil {
-				bad = reject(ErrInvalidField, "%s.%s must be a string", f.Name, k)
+				bad = Reject(ErrInvalidField, "%s.%s must be a string", f.Name, k)
 			}
 			pairs = append(pairs, Pair{K: string(k), V: string(s)})
 		})
@@ -456,18 +457,9 @@ func (p *Parser) field(out *Value, f *FieldSpec, v *fastjson.Value) (int, error)
 	return 0, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func checkRange(f *FieldSpec, n float64) error {
 	if (f.Min != nil && n < *f.Min) || (f.Max != nil && n > *f.Max) {
-		return reject(ErrOutOfRange, "%s %v is outside %s", f.Name, n, rangeText(f))
+		return Reject(ErrOutOfRange, "%s %v is outside %s", f.Name, n, rangeText(f))
 	}
 	return nil
 }
@@ -483,42 +475,6 @@ func rangeText(f *FieldSpec) string {
 	}
 }
 
-// Bounds of a usable event time: years 1 to 9999, so every time renders in
-// the four-digit-year key forms.
-var (
-	minEventMs = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
-	maxEventMs = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC).UnixMilli()
-)
-
-// unitNames are the timestamp units a field may declare, and their names
-// in messages.
-var unitNames = map[string]string{UnitSeconds: "seconds", UnitMillis: "milliseconds", UnitMicros: "microseconds", UnitNanos: "nanoseconds"}
-
-// unitOrder is the order hints try the units in.
-var unitOrder = []string{UnitSeconds, UnitMillis, UnitMicros, UnitNanos}
-
-// EpochToMillis converts n epoch units (UnitSeconds, UnitMillis, UnitMicros
-// or UnitNanos; "" is milliseconds) to epoch milliseconds, rounding toward
-// the past; ok is false when the result would overflow.
-func EpochToMillis(n int64, unit string) (ms int64, ok bool) {
-	switch unit {
-	case UnitSeconds:
-		if n > math.MaxInt64/1000 || n < math.MinInt64/1000 {
-			return 0, false
-		}
-		return n * 1000, true
-	case UnitMicros:
-		return floorDiv(n, 1000), true
-	case UnitNanos:
-		return floorDiv(n, 1_000_000), true
-	}
-	return n, true
-}
-
-// errOutsideYears marks a number that is no time of years 1 to 9999 in
-// its unit.
-var errOutsideYears = errors.New("no four-digit year")
-
 // timestampValue reads an RFC 3339 string (any UTC offset, optional
 // fraction) or a number of epoch units (unit: "" or ms, s, us, ns): an
 // integer, or with seconds a decimal fraction.
@@ -529,27 +485,27 @@ func timestampValue(v *fastjson.Value, unit string) (int64, error) {
 	switch v.Type() {
 	case fastjson.TypeString:
 		b, _ := v.StringBytes()
-		if ms, ok := parseUTCTimestamp(b); ok {
+		if ms, ok := ParseUTCTimestamp(b); ok {
 			return ms, nil
 		}
 		return ParseTimestamp(string(b))
 	case fastjson.TypeNumber:
 		n, err := v.Int64()
 		if err != nil && unit == UnitSeconds {
-			if x, ferr := v.Float64(); ferr == nil && !math.IsInf(x, 0) && math.Abs(x) < float64(maxEventMs/1000) {
+			if x, ferr := v.Float64(); ferr == nil && !math.IsInf(x, 0) && math.Abs(x) < float64(MaxEventMs/1000) {
 				return int64(math.Floor(x * 1000)), nil
 			}
 		}
 		if err != nil {
-			return 0, fmt.Errorf("%s is not an integer of epoch %s", v, unitNames[unit])
+			return 0, fmt.Errorf("%s is not an integer of epoch %s", v, UnitNames[unit])
 		}
 		ms, ok := EpochToMillis(n, unit)
-		if !ok || ms < minEventMs || ms > maxEventMs {
-			return 0, fmt.Errorf("%d epoch %s is outside years 1 to 9999: %w", n, unitNames[unit], errOutsideYears)
+		if !ok || ms < MinEventMs || ms > MaxEventMs {
+			return 0, fmt.Errorf("%d epoch %s is outside years 1 to 9999: %w", n, UnitNames[unit], ErrOutsideYears)
 		}
 		return ms, nil
 	}
-	return 0, fmt.Errorf("want an RFC 3339 string or a number of epoch %s, got %s", unitNames[unit], v.Type())
+	return 0, fmt.Errorf("want an RFC 3339 string or a number of epoch %s, got %s", UnitNames[unit], v.Type())
 }
 
 // plausible rejects, as bad_timestamp, a non-negative number given as the
@@ -571,117 +527,7 @@ func (p *Parser) plausible(f *FieldSpec, v *fastjson.Value, ms int64) error {
 	if n, err := v.Int64(); err == nil {
 		hint = p.unitHint(f, n)
 	}
-	return reject(ErrBadTimestamp, "%s: %s is %s as %s, outside the accepted event times [%s, %s] (%s); %s",
-		f.Name, v, time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), unitNames[unit],
+	return Reject(ErrBadTimestamp, "%s: %s is %s as %s, outside the accepted event times [%s, %s] (%s); %s",
+		f.Name, v, time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), UnitNames[unit],
 		time.UnixMilli(p.minMs).UTC().Format(time.RFC3339), time.UnixMilli(p.maxMs).UTC().Format(time.RFC3339), p.limit, hint)
-}
-
-// parseUTCTimestamp is a fast path for the common form
-// YYYY-MM-DDTHH:MM:SS[.fraction]Z, parsed from the bytes without a string.
-// It reports false for anything else (other offsets, odd lengths, invalid
-// dates), which then goes through ParseTimestamp; where it succeeds it gives
-// exactly ParseTimestamp's result.
-func parseUTCTimestamp(b []byte) (int64, bool) {
-	n := len(b)
-	if n < 20 || n > 30 || (b[n-1] != 'Z' && b[n-1] != 'z') ||
-		b[4] != '-' || b[7] != '-' || (b[10] != 'T' && b[10] != 't') || b[13] != ':' || b[16] != ':' {
-		return 0, false
-	}
-	num := func(i, w int) (int, bool) {
-		v := 0
-		for _, c := range b[i : i+w] {
-			if c < '0' || c > '9' {
-				return 0, false
-			}
-			v = v*10 + int(c-'0')
-		}
-		return v, true
-	}
-	year, ok1 := num(0, 4)
-	month, ok2 := num(5, 2)
-	day, ok3 := num(8, 2)
-	hour, ok4 := num(11, 2)
-	minute, ok5 := num(14, 2)
-	sec, ok6 := num(17, 2)
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || sec > 59 {
-		return 0, false
-	}
-	if day > daysInMonth(year, month) {
-		return 0, false
-	}
-	ms := 0
-	if n > 20 {
-		// A fraction: '.', one to nine digits, then Z.
-		if b[19] != '.' || n-21 < 1 || n-21 > 9 {
-			return 0, false
-		}
-		frac, ok := num(20, n-21)
-		if !ok {
-			return 0, false
-		}
-		for i := n - 21; i < 3; i++ {
-			frac *= 10
-		}
-		for i := n - 21; i > 3; i-- {
-			frac /= 10
-		}
-		ms = frac
-	}
-	return (daysFromCivil(year, month, day)*86400+int64(hour*3600+minute*60+sec))*1000 + int64(ms), true
-}
-
-// daysInMonth is the number of days of month (1-12) in year, proleptic
-// Gregorian as the time package counts them.
-func daysInMonth(year, month int) int {
-	if month == 2 {
-		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
-			return 29
-		}
-		return 28
-	}
-	return 30 + (month+month/8)%2
-}
-
-// daysFromCivil is the days from 1970-01-01 to year-month-day (year 0 to
-// 9999), as time.Date counts them, without time.Date's normalisation:
-// Howard Hinnant's days_from_civil
-// (https://howardhinnant.github.io/date_algorithms.html), the inverse of
-// utcFields. TestUTCTimestampFastPathAgreesWithTimeParse and
-// FuzzUTCTimestampFastPath check it through parseUTCTimestamp.
-func daysFromCivil(year, month, day int) int64 {
-	y := int64(year)
-	if month <= 2 {
-		y--
-	}
-	era := y / 400
-	if y < 0 {
-		era = (y - 399) / 400
-	}
-	yoe := y - era*400
-	mp := int64(month + 9)
-	if month > 2 {
-		mp = int64(month - 3)
-	}
-	doy := (153*mp+2)/5 + int64(day) - 1
-	doe := yoe*365 + yoe/4 - yoe/100 + doy
-	return era*146097 + doe - 719468
-}
-
-// ParseTimestamp parses an RFC 3339 timestamp with any UTC offset and an
-// optional fraction, returning epoch milliseconds (sub-millisecond digits are
-// truncated toward the past).
-func ParseTimestamp(s string) (int64, error) {
-	t, err := time.Parse(time.RFC3339Nano, strings.ToUpper(s))
-	if err != nil {
-		return 0, fmt.Errorf("%q is not RFC 3339 (e.g. 2026-03-01T10:15:30.250Z or 2026-03-01T12:15:30+02:00)", s)
-	}
-	return t.UnixMilli(), nil
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
 }

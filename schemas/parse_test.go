@@ -162,7 +162,7 @@ func TestUTCTimestampFastPathAgreesWithTimeParse(t *testing.T) {
 	for _, in := range inputs {
 		t.Run(in, func(t *testing.T) {
 			want, werr := ParseTimestamp(in)
-			got, ok := parseUTCTimestamp([]byte(in))
+			got, ok := ParseUTCTimestamp([]byte(in))
 			if ok && (werr != nil || got != want) {
 				t.Fatalf("fast path = %d; ParseTimestamp = %d, %v", got, want, werr)
 			}
@@ -177,7 +177,7 @@ func FuzzUTCTimestampFastPath(f *testing.F) {
 	f.Add("2026-03-01T10:15:30.250Z")
 	f.Add("2024-02-29T23:59:59.9Z")
 	f.Fuzz(func(t *testing.T, in string) {
-		got, ok := parseUTCTimestamp([]byte(in))
+		got, ok := ParseUTCTimestamp([]byte(in))
 		if !ok {
 			return
 		}

@@ -23,150 +23,6 @@ import (
 // then checks the twin, so a protobuf payload and its JSON twin give the
 // same record or the same dead-letter reason.
 
-// ProtoSpec declares the protobuf message a dataset's --format=proto
-// payloads carry.
-type ProtoSpec struct {
-	// Message is the message's full name, e.g. sensorpipe.v1.Reading; it
-	// names the message in errors.
-	Message string `yaml:"message" jsonschema:"required,example=sensorpipe.v1.Reading"`
-	// Fields maps field numbers to the spec's fields.
-	Fields []ProtoFieldSpec `yaml:"fields" jsonschema:"required,minItems=1"`
-	// Batch, if set, declares the wrapper message a Pub/Sub message
-	// carries: its repeated field Number holds the readings, each a
-	// Message. A file's line is always one Message.
-	Batch *ProtoBatchSpec `yaml:"batch,omitempty"`
-}
-
-// ProtoBatchSpec is a message with a repeated field of readings, e.g.
-//
-//	message Readings { repeated Reading readings = 1; }
-type ProtoBatchSpec struct {
-	// Message is the wrapper message's full name, e.g. sensorpipe.v1.Readings.
-	Message string `yaml:"message" jsonschema:"required,example=sensorpipe.v1.Readings"`
-	// Number is the wrapper's repeated field that holds the readings.
-	Number int `yaml:"number" jsonschema:"required,minimum=1"`
-}
-
-// ProtoFieldSpec carries one spec field in one protobuf field.
-type ProtoFieldSpec struct {
-	Number int    `yaml:"number" jsonschema:"required,minimum=1,maximum=536870911"`
-	Field  string `yaml:"field" jsonschema:"required"`
-	// Type is the protobuf scalar type (string, double, int64, bool, ...).
-	// A timestamp field is carried as a string (RFC 3339) or an int64
-	// (epoch milliseconds), or both as a oneof: two entries for the field.
-	Type string `yaml:"type" jsonschema:"required,enum=string,enum=double,enum=float,enum=int32,enum=int64,enum=uint32,enum=uint64,enum=sint32,enum=sint64,enum=fixed32,enum=fixed64,enum=sfixed32,enum=sfixed64,enum=bool"`
-	// Optional is proto3's explicit presence (an optional field, or a
-	// oneof member): a zero value on the wire is present. Without it a zero
-	// value ("" or 0 or false) is absent, as proto3 does not tell them apart.
-	Optional bool `yaml:"optional,omitempty"`
-}
-
-// protoTypes are the protobuf scalar types a declaration may use, with
-// their wire types.
-var protoTypes = map[string]protowire.Type{
-	"string": protowire.BytesType,
-	"double": protowire.Fixed64Type, "float": protowire.Fixed32Type,
-	"int32": protowire.VarintType, "int64": protowire.VarintType,
-	"uint32": protowire.VarintType, "uint64": protowire.VarintType,
-	"sint32": protowire.VarintType, "sint64": protowire.VarintType,
-	"fixed32": protowire.Fixed32Type, "fixed64": protowire.Fixed64Type,
-	"sfixed32": protowire.Fixed32Type, "sfixed64": protowire.Fixed64Type,
-	"bool": protowire.VarintType,
-}
-
-// protoTypesFor lists, per spec field type, the protobuf types that carry
-// it; the first is the usual one.
-var protoTypesFor = map[string][]string{
-	TypeString:    {"string"},
-	TypeTimestamp: {"string", "int64", "sint64", "sfixed64"},
-	TypeFloat:     {"double", "float", "int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64", "sfixed32", "sfixed64"},
-	TypeInt:       {"int64", "int32", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64", "sfixed32", "sfixed64"},
-	TypeBool:      {"bool"},
-}
-
-func protoTypeNames() string {
-	names := make([]string, 0, len(protoTypes))
-	for n := range protoTypes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
-
-// validateProto checks the proto declaration, when there is one: numbers,
-// fields and types. Whether the format can decode the spec at all (nested
-// paths, explode, required fields not carried) is NewProtoCodec's check,
-// made only for --format=proto.
-func (s *Spec) validateProto() error {
-	p := s.Proto
-	if p == nil {
-		return nil
-	}
-	if p.Message == "" {
-		return s.errf("proto.message", "missing; name the protobuf message, e.g. sensorpipe.v1.Reading")
-	}
-	if len(p.Fields) == 0 {
-		return s.errf("proto.fields", "missing; map each field number to a field, e.g. {number: 1, field: %s, type: string}", s.Identity[0])
-	}
-	if b := p.Batch; b != nil {
-		if b.Message == "" {
-			return s.errf("proto.batch.message", "missing; name the wrapper message, e.g. sensorpipe.v1.Readings")
-		}
-		if n := protowire.Number(b.Number); !n.IsValid() || (n >= protowire.FirstReservedNumber && n <= protowire.LastReservedNumber) {
-			return s.errf("proto.batch.number", "%d; give the number of the wrapper's repeated %s field (1 to %d)", b.Number, p.Message, protowire.MaxValidNumber)
-		}
-	}
-	byNumber := map[int]int{}
-	byField := map[string]int{}
-	for i, pf := range p.Fields {
-		where := fmt.Sprintf("proto.fields[%d]", i)
-		n := protowire.Number(pf.Number)
-		if !n.IsValid() || (n >= protowire.FirstReservedNumber && n <= protowire.LastReservedNumber) {
-			return s.errf(where+".number", "%d; use a field number from 1 to %d, outside %d-%d (reserved by protobuf)",
-				pf.Number, protowire.MaxValidNumber, protowire.FirstReservedNumber, protowire.LastReservedNumber)
-		}
-		if j, ok := byNumber[pf.Number]; ok {
-			return s.errf(where+".number", "%d is also proto.fields[%d]'s; give each protobuf field its own number", pf.Number, j)
-		}
-		byNumber[pf.Number] = i
-		f := s.Field(pf.Field)
-		if f == nil {
-			return s.errf(where+".field", "%q is not a declared field; name one of fields[].name", pf.Field)
-		}
-		if _, ok := protoTypes[pf.Type]; !ok {
-			return s.errf(where+".type", "unknown protobuf type %q; use one of %s", pf.Type, protoTypeNames())
-		}
-		ok := protoTypesFor[f.Type]
-		if len(ok) == 0 {
-			return s.errf(where+".field", "%s field %q cannot be declared in protobuf yet; drop it from proto.fields, or use --format=json", f.Type, pf.Field)
-		}
-		if !contains(ok, pf.Type) {
-			return s.errf(where+".type", "a protobuf %s (wire type %s) cannot carry %s field %q; use %s", pf.Type, wireName(protoTypes[pf.Type]), f.Type, pf.Field, strings.Join(ok, " or "))
-		}
-		if j, dup := byField[pf.Field]; dup {
-			other := p.Fields[j]
-			if f.Type != TypeTimestamp || (other.Type == "string") == (pf.Type == "string") {
-				return s.errf(where+".field", "%q is already carried by proto.fields[%d]; a field has one number, or two only for a timestamp's oneof of a string (RFC 3339) and an integer (epoch ms)", pf.Field, j)
-			}
-		}
-		byField[pf.Field] = i
-	}
-	return nil
-}
-
-func wireName(t protowire.Type) string {
-	switch t {
-	case protowire.VarintType:
-		return "varint"
-	case protowire.Fixed32Type:
-		return "fixed32"
-	case protowire.Fixed64Type:
-		return "fixed64"
-	default:
-		return "length-delimited"
-	}
-}
-
 // protoField is one declared protobuf field, compiled.
 type protoField struct {
 	num      protowire.Number
@@ -194,10 +50,10 @@ type ProtoCodec struct {
 func NewProtoCodec(spec *Spec) (*ProtoCodec, error) {
 	p := spec.Proto
 	if p == nil {
-		return nil, spec.errf("proto", "missing: --format=proto needs the spec to declare its protobuf message (proto: {message: ..., fields: [{number: 1, field: ..., type: ...}]}, see schemas/README.md); add it, or use --format=json")
+		return nil, spec.Errorf("proto", "missing: --format=proto needs the spec to declare its protobuf message (proto: {message: ..., fields: [{number: 1, field: ..., type: ...}]}, see schemas/README.md); add it, or use --format=json")
 	}
 	if spec.Explode != nil {
-		return nil, spec.errf("explode", "the spec explodes %s, which a flat protobuf message does not carry: use --format=json", spec.Explode.Path)
+		return nil, spec.Errorf("explode", "the spec explodes %s, which a flat protobuf message does not carry: use --format=json", spec.Explode.Path)
 	}
 	c := &ProtoCodec{message: p.Message, byNum: map[protowire.Number]*protoField{}}
 	slots := map[string]int{}
@@ -208,7 +64,7 @@ func NewProtoCodec(spec *Spec) (*ProtoCodec, error) {
 	for i, pf := range p.Fields {
 		f := spec.Field(pf.Field)
 		if f.Path != "" && f.Path != f.Name {
-			return nil, spec.errf(fmt.Sprintf("proto.fields[%d].field", i), "%q is read from the JSON path %s, which a flat protobuf message does not carry: use --format=json", pf.Field, f.Path)
+			return nil, spec.Errorf(fmt.Sprintf("proto.fields[%d].field", i), "%q is read from the JSON path %s, which a flat protobuf message does not carry: use --format=json", pf.Field, f.Path)
 		}
 		slot, ok := slots[pf.Field]
 		if !ok {
@@ -217,13 +73,13 @@ func NewProtoCodec(spec *Spec) (*ProtoCodec, error) {
 			c.keys = append(c.keys, pf.Field)
 		}
 		c.fields = append(c.fields, protoField{
-			num: protowire.Number(pf.Number), typ: pf.Type, wire: protoTypes[pf.Type],
+			num: protowire.Number(pf.Number), typ: pf.Type, wire: ProtoTypes[pf.Type],
 			slot: slot, key: pf.Field, explicit: pf.Optional || count[pf.Field] > 1, oneof: count[pf.Field] > 1,
 		})
 	}
 	for _, f := range spec.Fields {
 		if _, carried := slots[f.Name]; f.Required && !carried {
-			return nil, spec.errf("proto.fields", "required field %q has no protobuf number, so every payload would miss it: add {number: N, field: %s, type: %s}, or use --format=json", f.Name, f.Name, protoTypesFor[f.Type][0])
+			return nil, spec.Errorf("proto.fields", "required field %q has no protobuf number, so every payload would miss it: add {number: N, field: %s, type: %s}, or use --format=json", f.Name, f.Name, ProtoTypesFor[f.Type][0])
 		}
 	}
 	// The order protobuf-go's encoder writes: by number, oneof members

@@ -125,15 +125,14 @@ type rollupHour struct {
 	End      string            `json:"window_end"`
 }
 
-// RollupSource is the source of a rollup's writes: its identity and hour,
-// which its dead letter carries as data (Identity, WindowStart,
-// WindowEnd).
-func (s *Spec) RollupSource(ru *Rollup) string {
+// HourSource is the source of the writes of identity's hour [startMs,
+// endMs): RollupSource's encoding.
+func HourSource(s *Spec, identity []Value, startMs, endMs int64) string {
 	hr := rollupHour{Identity: map[string]string{},
-		Start: time.UnixMilli(ru.StartMs).UTC().Format(time.RFC3339), End: time.UnixMilli(ru.EndMs).UTC().Format(time.RFC3339)}
+		Start: time.UnixMilli(startMs).UTC().Format(time.RFC3339), End: time.UnixMilli(endMs).UTC().Format(time.RFC3339)}
 	for i, name := range s.Identity {
-		if i < len(ru.Identity) {
-			hr.Identity[name] = string(AppendText(nil, ru.Identity[i]))
+		if i < len(identity) {
+			hr.Identity[name] = string(AppendText(nil, identity[i]))
 		}
 	}
 	b, _ := json.Marshal(hr)

@@ -17,7 +17,7 @@ const (
 )
 
 // FieldStats are the count, minimum, maximum and sum of one field's
-// observed values in a window.
+// Observed values in a window.
 type FieldStats struct {
 	N             int64
 	Min, Max, Sum float64
@@ -75,15 +75,15 @@ func NewRoller(s *Spec) (*Roller, error) {
 	if ru == nil {
 		return nil, nil
 	}
-	if s.file == "" {
-		s.file = s.Name + ".yaml"
+	if s.File() == "" {
+		s.SetFile(s.Name + ".yaml")
 	}
 	if ru.Family == "" {
-		return nil, s.errf("rollup.family", "missing; name the Bigtable column family the hourly aggregates go to (e.g. hourly)")
+		return nil, s.Errorf("rollup.family", "missing; name the Bigtable column family the hourly aggregates go to (e.g. hourly)")
 	}
 	for _, f := range s.Bigtable.Tables[0].Families {
 		if f.Name == ru.Family && len(f.Columns) > 0 {
-			return nil, s.errf("rollup.family", "%q already holds columns of table %s; use a family of its own", ru.Family, s.Bigtable.Tables[0].Name)
+			return nil, s.Errorf("rollup.family", "%q already holds columns of table %s; use a family of its own", ru.Family, s.Bigtable.Tables[0].Name)
 		}
 	}
 	r := &Roller{spec: s, family: ru.Family}
@@ -93,7 +93,7 @@ func NewRoller(s *Spec) (*Roller, error) {
 	seen := map[string]bool{}
 	col := func(where, name string) error {
 		if seen[name] {
-			return s.errf(where, "%q is listed twice; list each column once", name)
+			return s.Errorf(where, "%q is listed twice; list each column once", name)
 		}
 		seen[name] = true
 		return nil
@@ -101,7 +101,7 @@ func NewRoller(s *Spec) (*Roller, error) {
 	for _, name := range ru.Stats {
 		f := s.Field(name)
 		if f == nil || (f.Type != TypeFloat && f.Type != TypeInt) {
-			return nil, s.errf("rollup.stats", "%q is not a declared numeric field; list float or int fields", name)
+			return nil, s.Errorf("rollup.stats", "%q is not a declared numeric field; list float or int fields", name)
 		}
 		if err := col("rollup.stats", name); err != nil {
 			return nil, err
@@ -118,7 +118,7 @@ func NewRoller(s *Spec) (*Roller, error) {
 	for _, name := range ru.Last {
 		i := s.FieldIndex(name)
 		if i < 0 {
-			return nil, s.errf("rollup.last", "%q is not a declared field or imputed flag", name)
+			return nil, s.Errorf("rollup.last", "%q is not a declared field or imputed flag", name)
 		}
 		if err := col("rollup.last", name+"_last"); err != nil {
 			return nil, err
@@ -129,7 +129,7 @@ func NewRoller(s *Spec) (*Roller, error) {
 		i := s.FieldIndex(name)
 		isFlag := i >= len(s.Fields)
 		if i < 0 || (!isFlag && s.Fields[i].Type != TypeBool) {
-			return nil, s.errf("rollup.count_true", "%q is not a bool field or imputed flag", name)
+			return nil, s.Errorf("rollup.count_true", "%q is not a bool field or imputed flag", name)
 		}
 		if err := col("rollup.count_true", name+"_count"); err != nil {
 			return nil, err
@@ -381,4 +381,11 @@ func (r *Roller) describe(ru *Rollup) string {
 	}
 	return fmt.Sprintf("%s rollup %s [%s, %s)", r.spec.Name, b,
 		time.UnixMilli(ru.StartMs).UTC().Format(time.RFC3339), time.UnixMilli(ru.EndMs).UTC().Format(time.RFC3339))
+}
+
+// RollupSource is the source of a rollup's writes: its identity and hour,
+// which its dead letter carries as data (Identity, WindowStart,
+// WindowEnd).
+func (s *Spec) RollupSource(ru *Rollup) string {
+	return HourSource(s, ru.Identity, ru.StartMs, ru.EndMs)
 }

@@ -417,8 +417,12 @@ func ParseSpec(file string, data []byte) (*Spec, error) {
 // File is the file the spec was loaded from.
 func (s *Spec) File() string { return s.file }
 
-// errf formats a spec error naming the file, the field and the fix.
-func (s *Spec) errf(where, format string, args ...any) error {
+// SetFile names the file a spec decoded by other means (e.g. a DoFn's
+// serialized copy) came from, for its errors.
+func (s *Spec) SetFile(file string) { s.file = file }
+
+// Errorf formats a spec error naming the file, the field and the fix.
+func (s *Spec) Errorf(where, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s: %w", ErrSpec, s.file, where, fmt.Errorf(format, args...))
 }
 
@@ -436,7 +440,7 @@ func (s *Spec) Validate() error {
 
 func (s *Spec) validate() error {
 	if s.Name == "" {
-		return s.errf("name", "missing; give the dataset a name")
+		return s.Errorf("name", "missing; give the dataset a name")
 	}
 	if s.KeyDelimiter == "" {
 		s.KeyDelimiter = "#"
@@ -445,68 +449,68 @@ func (s *Spec) validate() error {
 	for i, f := range s.Fields {
 		where := fmt.Sprintf("fields[%d]", i)
 		if f.Name == "" || strings.HasPrefix(f.Name, "$") {
-			return s.errf(where+".name", "%q is not a field name; use letters, digits and _", f.Name)
+			return s.Errorf(where+".name", "%q is not a field name; use letters, digits and _", f.Name)
 		}
 		if seen[f.Name] {
-			return s.errf(where+".name", "%q is declared twice; remove one", f.Name)
+			return s.Errorf(where+".name", "%q is declared twice; remove one", f.Name)
 		}
 		seen[f.Name] = true
 		switch f.Type {
 		case TypeString, TypeFloat, TypeInt, TypeBool, TypeTimestamp, TypeTags, TypeBytes:
 		default:
-			return s.errf(where+".type", "unknown type %q; use one of string, float, int, bool, timestamp, tags, bytes", f.Type)
+			return s.Errorf(where+".type", "unknown type %q; use one of string, float, int, bool, timestamp, tags, bytes", f.Type)
 		}
 		if f.Cardinality != "" && f.Cardinality != "low" && f.Cardinality != "high" {
-			return s.errf(where+".cardinality", "%q; use low or high", f.Cardinality)
+			return s.Errorf(where+".cardinality", "%q; use low or high", f.Cardinality)
 		}
 		switch {
 		case f.Unit != "" && f.Type != TypeTimestamp:
-			return s.errf(where+".unit", "%q on a %s field; unit applies to timestamp fields sent as numbers", f.Unit, f.Type)
-		case f.Unit != "" && unitNames[f.Unit] == "":
-			return s.errf(where+".unit", "%q; use ms (the default), s, us or ns", f.Unit)
+			return s.Errorf(where+".unit", "%q on a %s field; unit applies to timestamp fields sent as numbers", f.Unit, f.Type)
+		case f.Unit != "" && UnitNames[f.Unit] == "":
+			return s.Errorf(where+".unit", "%q; use ms (the default), s, us or ns", f.Unit)
 		case f.AttributeWins && f.Attribute == "":
-			return s.errf(where+".attribute_wins", "set without attribute; name the message attribute (attribute: NAME) or drop attribute_wins")
+			return s.Errorf(where+".attribute_wins", "set without attribute; name the message attribute (attribute: NAME) or drop attribute_wins")
 		}
 		if f.MaxLength < 0 || (f.MaxLength > 0 && f.Type != TypeString && f.Type != TypeBytes) {
-			return s.errf(where+".max_length", "%d; max_length is a positive byte count for string and bytes fields", f.MaxLength)
+			return s.Errorf(where+".max_length", "%d; max_length is a positive byte count for string and bytes fields", f.MaxLength)
 		}
 	}
 	if ex := s.Explode; ex != nil {
 		if ex.Path == "" || !seen[ex.TimeField] || !seen[ex.ValueField] {
-			return s.errf("explode", "needs path, and time_field and value_field naming declared fields")
+			return s.Errorf("explode", "needs path, and time_field and value_field naming declared fields")
 		}
 	}
 	switch s.UnknownFields {
 	case "", UnknownIgnore, UnknownCount, UnknownReject:
 	default:
-		return s.errf("unknown_fields", "%q; use ignore, count (the default) or reject", s.UnknownFields)
+		return s.Errorf("unknown_fields", "%q; use ignore, count (the default) or reject", s.UnknownFields)
 	}
 	if v := s.TimestampAttributeTolerance; v != "" {
 		if d, err := time.ParseDuration(v); err != nil || d < 0 {
-			return s.errf("timestamp_attribute_tolerance", "%q is not a duration such as 10m", v)
+			return s.Errorf("timestamp_attribute_tolerance", "%q is not a duration such as 10m", v)
 		}
 	}
 	if v := s.MaxFuture; v != "" {
 		if d, err := time.ParseDuration(v); err != nil || d <= 0 {
-			return s.errf("max_future", "%q is not a positive duration such as 1h", v)
+			return s.Errorf("max_future", "%q is not a positive duration such as 1h", v)
 		}
 	}
 	if s.EventTime == "" {
-		return s.errf("event_time", "missing; name the timestamp field that holds the event time")
+		return s.Errorf("event_time", "missing; name the timestamp field that holds the event time")
 	}
 	if f := s.Field(s.EventTime); f == nil || f.Type != TypeTimestamp {
-		return s.errf("event_time", "%q is not a declared timestamp field", s.EventTime)
+		return s.Errorf("event_time", "%q is not a declared timestamp field", s.EventTime)
 	}
 	if r := s.EventTimeRange; r != nil {
 		bound := func(where, v string) (int64, error) {
 			ms, err := ParseTimestamp(v)
 			switch {
 			case err != nil:
-				return 0, s.errf(where, "%v", err)
+				return 0, s.Errorf(where, "%v", err)
 			case ms < EarliestEventTime.UnixMilli():
-				return 0, s.errf(where, "%s is before 1970-01-01T00:00:00Z: Bigtable cell timestamps (the event time, in microseconds since 1970) cannot be negative", v)
+				return 0, s.Errorf(where, "%s is before 1970-01-01T00:00:00Z: Bigtable cell timestamps (the event time, in microseconds since 1970) cannot be negative", v)
 			case ms > LatestEventTime.UnixMilli():
-				return 0, s.errf(where, "%s is after 9999-12-31T23:59:59.999Z, the latest time with a four-digit year", v)
+				return 0, s.Errorf(where, "%s is after 9999-12-31T23:59:59.999Z, the latest time with a four-digit year", v)
 			}
 			return ms, nil
 		}
@@ -523,15 +527,15 @@ func (s *Spec) validate() error {
 			}
 		}
 		if lo > hi {
-			return s.errf("event_time_range", "min %s is after max %s", r.Min, r.Max)
+			return s.Errorf("event_time_range", "min %s is after max %s", r.Min, r.Max)
 		}
 	}
 	if len(s.Identity) == 0 {
-		return s.errf("identity", "missing; list the fields that identify a series (e.g. [sensor_id]): they spread the grouping over many keys")
+		return s.Errorf("identity", "missing; list the fields that identify a series (e.g. [sensor_id]): they spread the grouping over many keys")
 	}
 	for _, id := range s.Identity {
 		if !seen[id] {
-			return s.errf("identity", "%q is not a declared field", id)
+			return s.Errorf("identity", "%q is not a declared field", id)
 		}
 	}
 	derived := map[string]bool{}
@@ -539,13 +543,13 @@ func (s *Spec) validate() error {
 		where := fmt.Sprintf("impute[%d]", i)
 		f := s.Field(im.Field)
 		if f == nil || (f.Type != TypeFloat && f.Type != TypeInt) {
-			return s.errf(where+".field", "%q is not a declared numeric field", im.Field)
+			return s.Errorf(where+".field", "%q is not a declared numeric field", im.Field)
 		}
 		if f.Required {
-			return s.errf(where+".field", "%q is required, so it is never missing; drop the imputation or make it optional", im.Field)
+			return s.Errorf(where+".field", "%q is required, so it is never missing; drop the imputation or make it optional", im.Field)
 		}
 		if im.Flag == "" || seen[im.Flag] || derived[im.Flag] {
-			return s.errf(where+".flag", "%q must be a new, unique name for the imputed flag", im.Flag)
+			return s.Errorf(where+".flag", "%q must be a new, unique name for the imputed flag", im.Flag)
 		}
 		derived[im.Flag] = true
 	}
@@ -553,39 +557,39 @@ func (s *Spec) validate() error {
 		return seen[v] || derived[v] || v == ValueEventTime || v == ValueReadingID || v == ValueIngestedAt
 	}
 	if len(s.Bigtable.Tables) == 0 {
-		return s.errf("bigtable.tables", "missing; declare at least one table with a row_key")
+		return s.Errorf("bigtable.tables", "missing; declare at least one table with a row_key")
 	}
 	for ti, t := range s.Bigtable.Tables {
 		tw := fmt.Sprintf("bigtable.tables[%d]", ti)
 		if t.Name == "" {
-			return s.errf(tw+".name", "missing")
+			return s.Errorf(tw+".name", "missing")
 		}
 		if _, err := CompileTemplate(t.RowKey, s); err != nil {
-			return s.errf(tw+".row_key", "%w", err)
+			return s.Errorf(tw+".row_key", "%w", err)
 		}
 		if len(t.Families) == 0 {
-			return s.errf(tw+".families", "missing; declare at least one column family")
+			return s.Errorf(tw+".families", "missing; declare at least one column family")
 		}
 		for fi, fam := range t.Families {
 			fw := fmt.Sprintf("%s.families[%d]", tw, fi)
 			if fam.Name == "" {
-				return s.errf(fw+".name", "missing")
+				return s.Errorf(fw+".name", "missing")
 			}
 			if fam.GC != nil && fam.GC.MaxAge != "" {
 				if _, err := time.ParseDuration(fam.GC.MaxAge); err != nil {
-					return s.errf(fw+".gc.max_age", "%q is not a Go duration such as 720h", fam.GC.MaxAge)
+					return s.Errorf(fw+".gc.max_age", "%q is not a Go duration such as 720h", fam.GC.MaxAge)
 				}
 			}
 			for ci, c := range fam.Columns {
 				cw := fmt.Sprintf("%s.columns[%d]", fw, ci)
 				if _, err := CompileTemplate(c.Qualifier, s); err != nil || c.Qualifier == "" {
-					return s.errf(cw+".qualifier", "bad qualifier %q: %v", c.Qualifier, err)
+					return s.Errorf(cw+".qualifier", "bad qualifier %q: %v", c.Qualifier, err)
 				}
 				if !known(c.Value) {
-					return s.errf(cw+".value", "%q is not a declared field, imputed flag or one of $event_time, $reading_id, $ingested_at", c.Value)
+					return s.Errorf(cw+".value", "%q is not a declared field, imputed flag or one of $event_time, $reading_id, $ingested_at", c.Value)
 				}
 				if c.Encoding != "" && c.Encoding != "text" && c.Encoding != "int64be" {
-					return s.errf(cw+".encoding", "%q; use text or int64be", c.Encoding)
+					return s.Errorf(cw+".encoding", "%q; use text or int64be", c.Encoding)
 				}
 			}
 		}
@@ -595,33 +599,33 @@ func (s *Spec) validate() error {
 		for ci, c := range bq.Columns {
 			cw := fmt.Sprintf("bigquery.columns[%d]", ci)
 			if !known(c.Value) {
-				return s.errf(cw+".value", "%q is not a declared field, imputed flag or one of $event_time, $reading_id, $ingested_at", c.Value)
+				return s.Errorf(cw+".value", "%q is not a declared field, imputed flag or one of $event_time, $reading_id, $ingested_at", c.Value)
 			}
 			switch c.Type {
 			case "STRING", "FLOAT64", "INT64", "BOOL", "TIMESTAMP", "BYTES":
 			default:
-				return s.errf(cw+".type", "%q; use STRING, FLOAT64, INT64, BOOL, TIMESTAMP or BYTES", c.Type)
+				return s.Errorf(cw+".type", "%q; use STRING, FLOAT64, INT64, BOOL, TIMESTAMP or BYTES", c.Type)
 			}
 			switch c.Mode {
 			case "", "NULLABLE", "REQUIRED":
 			default:
-				return s.errf(cw+".mode", "%q; use NULLABLE or REQUIRED", c.Mode)
+				return s.Errorf(cw+".mode", "%q; use NULLABLE or REQUIRED", c.Mode)
 			}
 			cols[c.Name] = c.Type
 		}
 		if p := bq.TimePartitioning; p != nil {
 			if cols[p.Field] != "TIMESTAMP" {
-				return s.errf("bigquery.time_partitioning.field", "%q is not a TIMESTAMP column of the table", p.Field)
+				return s.Errorf("bigquery.time_partitioning.field", "%q is not a TIMESTAMP column of the table", p.Field)
 			}
 			switch p.Type {
 			case "DAY", "HOUR", "MONTH", "YEAR":
 			default:
-				return s.errf("bigquery.time_partitioning.type", "%q; use DAY, HOUR, MONTH or YEAR", p.Type)
+				return s.Errorf("bigquery.time_partitioning.type", "%q; use DAY, HOUR, MONTH or YEAR", p.Type)
 			}
 		}
 		for _, c := range bq.Clustering {
 			if cols[c] == "" {
-				return s.errf("bigquery.clustering", "%q is not a column of the table", c)
+				return s.Errorf("bigquery.clustering", "%q is not a column of the table", c)
 			}
 		}
 		if err := s.validateKey(bq); err != nil {
@@ -638,7 +642,7 @@ func (s *Spec) validate() error {
 			return err
 		}
 		if names[q.Name] {
-			return s.errf(fmt.Sprintf("queries[%d].name", qi), "%q is declared twice; give each query its own name", q.Name)
+			return s.Errorf(fmt.Sprintf("queries[%d].name", qi), "%q is declared twice; give each query its own name", q.Name)
 		}
 		names[q.Name] = true
 	}
@@ -650,12 +654,12 @@ func (s *Spec) validate() error {
 func (s *Spec) validateKey(bq *BigQuerySpec) error {
 	if len(bq.PrimaryKey) == 0 {
 		if bq.MaxStaleness != "" {
-			return s.errf("bigquery.max_staleness", "%q is set but the table has no primary_key; max_staleness applies to CDC tables: add primary_key (e.g. [reading_id]) or remove max_staleness", bq.MaxStaleness)
+			return s.Errorf("bigquery.max_staleness", "%q is set but the table has no primary_key; max_staleness applies to CDC tables: add primary_key (e.g. [reading_id]) or remove max_staleness", bq.MaxStaleness)
 		}
 		return nil
 	}
 	if len(bq.PrimaryKey) > MaxPrimaryKeyColumns {
-		return s.errf("bigquery.primary_key", "%d columns; BigQuery allows at most %d", len(bq.PrimaryKey), MaxPrimaryKeyColumns)
+		return s.Errorf("bigquery.primary_key", "%d columns; BigQuery allows at most %d", len(bq.PrimaryKey), MaxPrimaryKeyColumns)
 	}
 	seen := map[string]bool{}
 	for i, k := range bq.PrimaryKey {
@@ -668,11 +672,11 @@ func (s *Spec) validateKey(bq *BigQuerySpec) error {
 		}
 		switch {
 		case col == nil:
-			return s.errf(where, "%q is not a column of the table; name one of bigquery.columns (e.g. reading_id)", k)
+			return s.Errorf(where, "%q is not a column of the table; name one of bigquery.columns (e.g. reading_id)", k)
 		case seen[k]:
-			return s.errf(where, "%q is listed twice; list each key column once", k)
+			return s.Errorf(where, "%q is listed twice; list each key column once", k)
 		case col.Mode != "REQUIRED":
-			return s.errf(where, "column %q is NULLABLE; make it mode: REQUIRED (a NULL cannot identify a row)", k)
+			return s.Errorf(where, "column %q is NULLABLE; make it mode: REQUIRED (a NULL cannot identify a row)", k)
 		}
 		seen[k] = true
 	}
@@ -681,7 +685,7 @@ func (s *Spec) validateKey(bq *BigQuerySpec) error {
 		return nil
 	}
 	if d, err := time.ParseDuration(bq.MaxStaleness); err != nil || d < 0 {
-		return s.errf("bigquery.max_staleness", "%q is not a duration such as 15m or 1h", bq.MaxStaleness)
+		return s.Errorf("bigquery.max_staleness", "%q is not a duration such as 15m or 1h", bq.MaxStaleness)
 	}
 	return nil
 }

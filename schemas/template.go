@@ -1,7 +1,6 @@
 package schemas
 
 import (
-	"bytes"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
@@ -22,62 +21,62 @@ const ReverseWidth = 19
 
 // Template is a compiled row-key or qualifier template such as
 // "{sensor_id}#{timestamp|hour}": literal text, and segments in braces. A
-// segment is a field piped through functions ({field|fn|fn:arg}), a salt
+// Segment is a field piped through functions ({field|fn|fn:arg}), a salt
 // ({salt:N|f1,f2}) or a hash of fields ({hash|f1,f2}). See schemas/README.md.
 type Template struct {
-	src      string
-	segs     []segment
-	delim    string
-	escape   bool
-	maxBytes int
+	Src      string
+	Segs     []Segment
+	Delim    string
+	Escape   bool
+	MaxBytes int
 }
 
 // Segment kinds.
 const (
-	segLiteral = iota
-	segField
-	segSalt
-	segHash
+	SegLiteral = iota
+	SegField
+	SegSalt
+	SegHash
 )
 
-// segment is a literal (field < 0), a field piped through ops, a salt or a
+// Segment is a literal (field < 0), a field piped through ops, a salt or a
 // hash. Salt and hash segments list their fields in fields; field holds the
 // first of them, so field >= 0 means "not a literal".
-type segment struct {
-	kind    int
-	literal string
-	field   int
-	name    string
-	ops     []op
-	fields  []int    // salt and hash: the fields hashed
-	names   []string // salt and hash: their names
-	buckets int      // salt: N
-	width   int      // salt: digits of N-1
+type Segment struct {
+	Kind    int
+	Literal string
+	Field   int
+	Name    string
+	Ops     []op
+	Fields  []int    // salt and hash: the fields hashed
+	Names   []string // salt and hash: their names
+	Buckets int      // salt: N
+	Width   int      // salt: digits of N-1
 	// valuesOnly renders a tag set as its values only (the values op).
-	valuesOnly bool
+	ValuesOnly bool
 	// in is the field's kind; out the kind the segment renders (after its
 	// ops).
-	in, out Kind
+	In, Out Kind
 }
 
 // op transforms one value; name and arg are kept for introspection.
 type op struct {
-	name string
-	arg  string
-	fn   func(Value) (Value, error)
+	Name string
+	Arg  string
+	Fn   func(Value) (Value, error)
 	// app, when set, renders the op's output straight into the key (no
 	// intermediate string); it is used when the op is the segment's last.
-	app func(dst []byte, v Value) []byte
+	App func(dst []byte, v Value) []byte
 	// order is how the op's output sorts against its input: orderUp keeps
 	// the order, orderDown reverses it, orderNone scrambles it.
-	order int
+	Order int
 }
 
 // How an op's output order follows its input's.
 const (
-	orderUp = iota
-	orderDown
-	orderNone
+	OrderUp = iota
+	OrderDown
+	OrderNone
 )
 
 // opDef is one template function: the kinds it accepts, the kind it
@@ -94,28 +93,28 @@ var timeKinds = []Kind{KindTime}
 
 // templateFuncs are the functions a template may pipe a field through.
 var templateFuncs = map[string]opDef{
-	"year":   {timeKinds, KindString, orderUp, timeBucket("2006")},
-	"month":  {timeKinds, KindString, orderUp, timeBucket("2006-01")},
-	"day":    {timeKinds, KindString, orderUp, timeBucket("2006-01-02")},
-	"hour":   {timeKinds, KindString, orderUp, timeBucket("2006-01-02T15")},
-	"minute": {timeKinds, KindString, orderUp, timeBucket("2006-01-02T15:04")},
-	"ms": {timeKinds, KindInt, orderUp, noArg(func(v Value) (Value, error) {
+	"year":   {timeKinds, KindString, OrderUp, timeBucket("2006")},
+	"month":  {timeKinds, KindString, OrderUp, timeBucket("2006-01")},
+	"day":    {timeKinds, KindString, OrderUp, timeBucket("2006-01-02")},
+	"hour":   {timeKinds, KindString, OrderUp, timeBucket("2006-01-02T15")},
+	"minute": {timeKinds, KindString, OrderUp, timeBucket("2006-01-02T15:04")},
+	"ms": {timeKinds, KindInt, OrderUp, noArg(func(v Value) (Value, error) {
 		return Value{Kind: KindInt, Int: v.Int}, nil
 	})},
-	"pad":     {[]Kind{KindInt, KindTime}, KindString, orderUp, padOp},
-	"reverse": {[]Kind{KindInt, KindTime}, KindString, orderDown, noArg(reverseTs)},
-	"base":    {timeKinds, KindInt, orderUp, timeBase(false)},
-	"offset":  {timeKinds, KindInt, orderNone, timeBase(true)},
-	"values": {[]Kind{KindTags}, KindNull, orderNone, noArg(func(v Value) (Value, error) {
+	"pad":     {[]Kind{KindInt, KindTime}, KindString, OrderUp, padOp},
+	"reverse": {[]Kind{KindInt, KindTime}, KindString, OrderDown, noArg(reverseTs)},
+	"base":    {timeKinds, KindInt, OrderUp, timeBase(false)},
+	"offset":  {timeKinds, KindInt, OrderNone, timeBase(true)},
+	"values": {[]Kind{KindTags}, KindNull, OrderNone, noArg(func(v Value) (Value, error) {
 		return v, nil
 	})},
-	"revdomain": {[]Kind{KindString}, KindString, orderNone, noArg(func(v Value) (Value, error) {
+	"revdomain": {[]Kind{KindString}, KindString, OrderNone, noArg(func(v Value) (Value, error) {
 		return Value{Kind: KindString, Str: ReverseDomain(v.Str)}, nil
 	})},
-	"hash": {nil, KindString, orderNone, noArg(func(v Value) (Value, error) {
-		return Value{Kind: KindString, Str: hashHex(AppendText(nil, v))}, nil
+	"hash": {nil, KindString, OrderNone, noArg(func(v Value) (Value, error) {
+		return Value{Kind: KindString, Str: HashHex(AppendText(nil, v))}, nil
 	})},
-	"hex": {[]Kind{KindString, KindBytes}, KindString, orderUp, noArg(func(v Value) (Value, error) {
+	"hex": {[]Kind{KindString, KindBytes}, KindString, OrderUp, noArg(func(v Value) (Value, error) {
 		return Value{Kind: KindString, Str: hex.EncodeToString([]byte(v.Str))}, nil
 	})},
 }
@@ -184,7 +183,7 @@ func bucketAppender(level int) func(dst []byte, v Value) []byte {
 // faster than time's Date and Clock; TestUTCFieldsMatchesTime checks it.
 func utcFields(ms int64) (year, month, day, hour, minute int) {
 	const msPerDay = 86400000
-	if ms < 0 || ms >= maxEventMs {
+	if ms < 0 || ms >= MaxEventMs {
 		t := time.UnixMilli(ms).UTC()
 		y, mo, d := t.Date()
 		return y, int(mo), d, t.Hour(), t.Minute()
@@ -292,8 +291,8 @@ func ReverseDomain(d string) string {
 	return strings.Join(labels, ".")
 }
 
-// hashHex is the 16 hex digits of the 64-bit FNV-1a hash of b.
-func hashHex(b []byte) string {
+// HashHex is the 16 hex digits of the 64-bit FNV-1a hash of b.
+func HashHex(b []byte) string {
 	h := fnv.New64a()
 	h.Write(b)
 	return fmt.Sprintf("%016x", h.Sum64())
@@ -345,16 +344,16 @@ var kindNames = map[Kind]string{KindString: "string", KindFloat: "float", KindIn
 
 // CompileTemplate parses src against spec's fields and the table's delimiter.
 func CompileTemplate(src string, spec *Spec) (*Template, error) {
-	t := &Template{src: src, delim: spec.KeyDelimiter, maxBytes: MaxRowKeyBytes}
+	t := &Template{Src: src, Delim: spec.KeyDelimiter, MaxBytes: MaxRowKeyBytes}
 	rest := src
 	for rest != "" {
 		open := strings.IndexByte(rest, '{')
 		if open < 0 {
-			t.segs = append(t.segs, segment{literal: rest, field: -1})
+			t.Segs = append(t.Segs, Segment{Literal: rest, Field: -1})
 			break
 		}
 		if open > 0 {
-			t.segs = append(t.segs, segment{literal: rest[:open], field: -1})
+			t.Segs = append(t.Segs, Segment{Literal: rest[:open], Field: -1})
 		}
 		end := strings.IndexByte(rest[open:], '}')
 		if end < 0 {
@@ -364,18 +363,18 @@ func CompileTemplate(src string, spec *Spec) (*Template, error) {
 		if err != nil {
 			return nil, fmt.Errorf("template %q: %w", src, err)
 		}
-		t.segs = append(t.segs, seg)
+		t.Segs = append(t.Segs, seg)
 		rest = rest[open+end+1:]
 	}
-	for _, s := range t.segs {
-		if s.kind == segLiteral && strings.ContainsRune(s.literal, '}') {
+	for _, s := range t.Segs {
+		if s.Kind == SegLiteral && strings.ContainsRune(s.Literal, '}') {
 			return nil, fmt.Errorf("template %q: stray '}' outside a {field}", src)
 		}
 	}
 	return t, nil
 }
 
-func compileSegment(body string, spec *Spec) (segment, error) {
+func compileSegment(body string, spec *Spec) (Segment, error) {
 	parts := strings.Split(body, "|")
 	head := strings.TrimSpace(parts[0])
 	if n, ok := strings.CutPrefix(head, "salt:"); ok || (head == "hash" && spec.FieldIndex("hash") < 0) {
@@ -383,70 +382,70 @@ func compileSegment(body string, spec *Spec) (segment, error) {
 	}
 	idx := spec.FieldIndex(head)
 	if idx < 0 {
-		return segment{}, fmt.Errorf("unknown field %q; declare it under fields or fix the name", head)
+		return Segment{}, fmt.Errorf("unknown field %q; declare it under fields or fix the name", head)
 	}
-	seg := segment{kind: segField, field: idx, name: head, in: fieldKind(spec, idx), out: fieldKind(spec, idx)}
+	seg := Segment{Kind: SegField, Field: idx, Name: head, In: FieldKind(spec, idx), Out: FieldKind(spec, idx)}
 	for i, p := range parts[1:] {
 		fname, arg, _ := strings.Cut(strings.TrimSpace(p), ":")
 		def, ok := templateFuncs[fname]
 		if !ok {
-			return segment{}, fmt.Errorf("unknown function %q after %q; see schemas/README.md for the functions", fname, head)
+			return Segment{}, fmt.Errorf("unknown function %q after %q; see schemas/README.md for the functions", fname, head)
 		}
-		if def.in != nil && !kindIn(seg.out, def.in) {
-			return segment{}, fmt.Errorf("%s|%s: %s takes a %s, but %s is a %s here", head, fname, fname, kindList(def.in), head, kindNames[seg.out])
+		if def.in != nil && !KindIn(seg.Out, def.in) {
+			return Segment{}, fmt.Errorf("%s|%s: %s takes a %s, but %s is a %s here", head, fname, fname, kindList(def.in), head, kindNames[seg.Out])
 		}
 		fn, err := def.make(arg)
 		if err != nil {
-			return segment{}, fmt.Errorf("%s: %w", fname, err)
+			return Segment{}, fmt.Errorf("%s: %w", fname, err)
 		}
 		if fname == "values" {
 			if i != len(parts)-2 {
-				return segment{}, fmt.Errorf("%s|values: values must be the last function", head)
+				return Segment{}, fmt.Errorf("%s|values: values must be the last function", head)
 			}
-			seg.valuesOnly = true
+			seg.ValuesOnly = true
 		}
 		if def.out != KindNull {
-			seg.out = def.out
+			seg.Out = def.out
 		}
-		seg.ops = append(seg.ops, op{name: fname, arg: arg, fn: fn, app: appenders[fname], order: def.order})
+		seg.Ops = append(seg.Ops, op{Name: fname, Arg: arg, Fn: fn, App: appenders[fname], Order: def.order})
 	}
 	return seg, nil
 }
 
 // compileMulti compiles {salt:N|f1,f2} and {hash|f1,f2}.
-func compileMulti(head, n string, rest []string, spec *Spec) (segment, error) {
-	seg := segment{kind: segHash, name: head, out: KindString}
+func compileMulti(head, n string, rest []string, spec *Spec) (Segment, error) {
+	seg := Segment{Kind: SegHash, Name: head, Out: KindString}
 	if strings.HasPrefix(head, "salt:") {
 		b, err := strconv.Atoi(n)
 		if err != nil || b < 2 || b > 10000 {
-			return segment{}, fmt.Errorf("%s: give the number of salt buckets, 2 to 10000, e.g. {salt:8|sensor_id}", head)
+			return Segment{}, fmt.Errorf("%s: give the number of salt buckets, 2 to 10000, e.g. {salt:8|sensor_id}", head)
 		}
-		seg.kind, seg.buckets, seg.width = segSalt, b, len(strconv.Itoa(b-1))
+		seg.Kind, seg.Buckets, seg.Width = SegSalt, b, len(strconv.Itoa(b-1))
 	}
 	if len(rest) != 1 || strings.TrimSpace(rest[0]) == "" {
-		return segment{}, fmt.Errorf("{%s|...}: list the fields after one '|', comma-separated, e.g. {%s|sensor_id}", head, head)
+		return Segment{}, fmt.Errorf("{%s|...}: list the fields after one '|', comma-separated, e.g. {%s|sensor_id}", head, head)
 	}
 	for _, f := range strings.Split(rest[0], ",") {
 		f = strings.TrimSpace(f)
 		idx := spec.FieldIndex(f)
 		if idx < 0 {
-			return segment{}, fmt.Errorf("%s: unknown field %q", head, f)
+			return Segment{}, fmt.Errorf("%s: unknown field %q", head, f)
 		}
-		seg.fields = append(seg.fields, idx)
-		seg.names = append(seg.names, f)
+		seg.Fields = append(seg.Fields, idx)
+		seg.Names = append(seg.Names, f)
 	}
-	seg.field = seg.fields[0]
+	seg.Field = seg.Fields[0]
 	return seg, nil
 }
 
-func fieldKind(spec *Spec, idx int) Kind {
+func FieldKind(spec *Spec, idx int) Kind {
 	if idx < len(spec.Fields) {
 		return kindOfType(spec.Fields[idx].Type)
 	}
 	return KindBool // an imputed flag
 }
 
-func kindIn(k Kind, ks []Kind) bool {
+func KindIn(k Kind, ks []Kind) bool {
 	for _, x := range ks {
 		if x == k {
 			return true
@@ -464,160 +463,11 @@ func kindList(ks []Kind) string {
 }
 
 // String returns the template source.
-func (t *Template) String() string { return t.src }
+func (t *Template) String() string { return t.Src }
 
 // WithEscape makes Render escape the delimiter in field values (as "\#",
 // with a backslash itself written "\\") instead of rejecting them.
-func (t *Template) WithEscape(escape bool) *Template { t.escape = escape; return t }
-
-// Render appends the rendered template for r to dst. A field value that
-// contains the delimiter is rejected with ErrInvalidField unless escaping is
-// on; a tag set is checked element by element, since its own "," and "="
-// separators are part of the rendering. A key over MaxRowKeyBytes is
-// rejected too.
-func (t *Template) Render(dst []byte, r *Record) ([]byte, error) {
-	start := len(dst)
-	var err error
-	for i := range t.segs {
-		s := &t.segs[i]
-		switch s.kind {
-		case segLiteral:
-			dst = append(dst, s.literal...)
-			continue
-		case segSalt, segHash:
-			if dst, err = s.appendMulti(dst, r.Values); err != nil {
-				return dst[:start], err
-			}
-			continue
-		}
-		v := r.Values[s.field]
-		if v.Kind == KindNull && s.in == KindTags {
-			v = Value{Kind: KindTags} // an absent tag set is the empty set
-		}
-		if v.Kind == KindNull {
-			return dst[:start], reject(ErrMissingField, "%s is needed for the key but has no value", s.name)
-		}
-		if dst, err = t.appendField(dst, s, v); err != nil {
-			return dst[:start], err
-		}
-	}
-	if n := len(dst) - start; t.maxBytes > 0 && n > t.maxBytes {
-		return dst[:start], reject(ErrInvalidField, "row key is %d bytes; Bigtable allows at most %d", n, t.maxBytes)
-	}
-	return dst, nil
-}
-
-// appendField renders one field segment of value v.
-func (t *Template) appendField(dst []byte, s *segment, v Value) ([]byte, error) {
-	var err error
-	var app func([]byte, Value) []byte
-	for i, o := range s.ops {
-		if i == len(s.ops)-1 && o.app != nil {
-			app = o.app
-			break
-		}
-		if v, err = o.fn(v); err != nil {
-			return dst, reject(ErrInvalidField, "%s|%s: %v", s.name, o.name, err)
-		}
-	}
-	if v.Kind == KindTags && app == nil {
-		return t.appendTags(dst, s, v.Pairs)
-	}
-	segStart := len(dst)
-	if app != nil {
-		dst = app(dst, v)
-	} else {
-		dst = AppendText(dst, v)
-	}
-	if t.delim != "" && bytes.Contains(dst[segStart:], t.delimBytes()) {
-		if !t.escape {
-			return dst, reject(ErrInvalidField, "%s %q contains the key delimiter %q", s.name, string(dst[segStart:]), t.delim)
-		}
-		esc := t.escapeText(string(dst[segStart:]))
-		dst = append(dst[:segStart], esc...)
-	} else if t.escape && bytes.IndexByte(dst[segStart:], '\\') >= 0 {
-		esc := t.escapeText(string(dst[segStart:]))
-		dst = append(dst[:segStart], esc...)
-	}
-	return dst, nil
-}
-
-func (t *Template) delimBytes() []byte {
-	if len(t.delim) == 1 {
-		return []byte{t.delim[0]}[:1:1]
-	}
-	return []byte(t.delim)
-}
-
-func (t *Template) escapeText(s string) string {
-	s = strings.ReplaceAll(s, `\`, `\\`)
-	if t.delim != "" {
-		s = strings.ReplaceAll(s, t.delim, `\`+t.delim)
-	}
-	return s
-}
-
-// appendTags renders a sorted tag set as k=v,k=v (or v,v with values),
-// checking each key and value: none may hold the tag separators "," or "="
-// (keys) or the key delimiter, unless escaping is on for the delimiter.
-func (t *Template) appendTags(dst []byte, s *segment, pairs []Pair) ([]byte, error) {
-	elem := func(what, x string, seps string) (string, error) {
-		if strings.ContainsAny(x, seps) {
-			return "", reject(ErrInvalidField, "%s %s %q contains one of %q, which separate tag elements", s.name, what, x, seps)
-		}
-		if t.delim != "" && strings.Contains(x, t.delim) {
-			if !t.escape {
-				return "", reject(ErrInvalidField, "%s %s %q contains the key delimiter %q", s.name, what, x, t.delim)
-			}
-			return t.escapeText(x), nil
-		}
-		return x, nil
-	}
-	for i, p := range pairs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		if !s.valuesOnly {
-			k, err := elem("tag key", p.K, ",=")
-			if err != nil {
-				return dst, err
-			}
-			dst = append(append(dst, k...), '=')
-		}
-		v, err := elem("tag value", p.V, ",")
-		if err != nil {
-			return dst, err
-		}
-		dst = append(dst, v...)
-	}
-	return dst, nil
-}
-
-// appendMulti renders a salt or hash segment from its fields' text.
-func (s *segment) appendMulti(dst []byte, vals []Value) ([]byte, error) {
-	texts := make([][]byte, len(s.fields))
-	for i, f := range s.fields {
-		if vals[f].Kind == KindNull {
-			return dst, reject(ErrMissingField, "%s is needed for the key's %s but has no value", s.names[i], s.name)
-		}
-		texts[i] = AppendText(nil, vals[f])
-	}
-	return s.appendMultiText(dst, texts), nil
-}
-
-func (s *segment) appendMultiText(dst []byte, texts [][]byte) []byte {
-	if s.kind == segSalt {
-		return append(dst, SaltText(SaltBucket(s.buckets, texts...), s.buckets)...)
-	}
-	var joined []byte
-	for i, t := range texts {
-		if i > 0 {
-			joined = append(joined, 0x1f)
-		}
-		joined = append(joined, t...)
-	}
-	return append(dst, hashHex(joined)...)
-}
+func (t *Template) WithEscape(escape bool) *Template { t.Escape = escape; return t }
 
 // AppendText appends v's text form: shortest round-trip decimal for floats
 // (strconv.FormatFloat(v, 'f', -1, 64)), decimal integers, true/false,
@@ -691,4 +541,74 @@ func appendFloat(dst []byte, x float64) []byte {
 		x = -x
 	}
 	return strconv.AppendFloat(dst, x, 'f', -1, 64)
+}
+
+// OpOut is the kind segment s holds after its i-th op.
+func (s *Segment) OpOut(i int) Kind {
+	k := s.In
+	for _, o := range s.Ops[:i+1] {
+		if def, ok := templateFuncs[o.Name]; ok && def.out != KindNull {
+			k = def.out
+		}
+	}
+	return k
+}
+
+// KeepsOrder reports whether the segment's text sorts as its values do
+// (ascending or, with up false, descending): strings as they are, padded
+// integers and times, reverse timestamps (descending), time buckets. Plain
+// decimal numbers do not (9 sorts after 10).
+func (s *Segment) KeepsOrder() (ordered, up bool) {
+	if s.Kind != SegField {
+		return false, false
+	}
+	up = true
+	for _, o := range s.Ops {
+		switch o.Order {
+		case OrderNone:
+			return false, false
+		case OrderDown:
+			up = !up
+		}
+	}
+	if len(s.Ops) == 0 {
+		return s.In == KindString || s.In == KindBytes, true
+	}
+	switch s.Ops[len(s.Ops)-1].Name {
+	case "pad", "reverse", "year", "month", "day", "hour", "minute", "hex":
+		return true, up
+	}
+	return false, false
+}
+
+// ReverseTimeKey reports whether table's key orders time newest first
+// (a reverse timestamp), and whether it has a time segment at all.
+func ReverseTimeKey(spec *Spec, table string) (reversed, hasTime bool) {
+	tmpl, err := TableTemplate(spec, table)
+	if err != nil {
+		return false, false
+	}
+	idx := spec.FieldIndex(spec.EventTime)
+	for i := range tmpl.Segs {
+		s := &tmpl.Segs[i]
+		if s.Kind == SegField && s.Field == idx {
+			ordered, up := s.KeepsOrder()
+			return ordered && !up, ordered
+		}
+	}
+	return false, false
+}
+
+func TableTemplate(spec *Spec, table string) (*Template, error) {
+	ts := &spec.Bigtable.Tables[0]
+	if table != "" {
+		if ts = spec.Table(table); ts == nil {
+			return nil, fmt.Errorf("spec %s has no table %q", spec.Name, table)
+		}
+	}
+	tmpl, err := CompileTemplate(ts.RowKey, spec)
+	if err != nil {
+		return nil, err
+	}
+	return tmpl.WithEscape(ts.Escape), nil
 }

@@ -101,7 +101,7 @@ func TestTemplateRendersEveryFeature(t *testing.T) {
 		{"reversed domain", "#", "{host|revdomain}#{id}", "com.example.www#s1"},
 		{"constant prefix", "#", "vitals#{id}#{ts|hour}", "vitals#s1#2026-03-01T10"},
 		{"heroic time base", ",", "{id},{ts|base:32}", "s1,1769526525952"},
-		{"hash of fields", "#", "{hash|id,site}", hashHex([]byte("s1\x1fgew"))},
+		{"hash of fields", "#", "{hash|id,site}", HashHex([]byte("s1\x1fgew"))},
 		{"hex of bytes", "#", "{raw|hex}#{id}", "6162#s1"},
 	}
 	for _, tc := range tests {
@@ -241,7 +241,7 @@ func TestHelpers(t *testing.T) {
 
 func TestBucketAppendersMatchTimeFormat(t *testing.T) {
 	layouts := map[string]string{"year": "2006", "month": "2006-01", "day": "2006-01-02", "hour": "2006-01-02T15", "minute": "2006-01-02T15:04"}
-	times := []int64{0, -1, 1772360130250, minEventMs, maxEventMs, 951782400000 /* 2000-02-29 */, -62135596800000 + 3600_000}
+	times := []int64{0, -1, 1772360130250, MinEventMs, MaxEventMs, 951782400000 /* 2000-02-29 */, -62135596800000 + 3600_000}
 	for name, layout := range layouts {
 		for _, ms := range times {
 			want := time.UnixMilli(ms).UTC().Format(layout)
