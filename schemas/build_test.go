@@ -147,7 +147,7 @@ func TestBQRowVitals(t *testing.T) {
 }
 
 func TestSpecErrorsNameFieldAndFix(t *testing.T) {
-	base, err := builtinSpecs.ReadFile("specs/vitals.yaml")
+	base, err := BuiltinSpecs.ReadFile("specs/vitals.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestBigQueryKeyAndStaleness(t *testing.T) {
 		{"no key, no staleness", "  primary_key: [reading_id]\n  max_staleness: 15m\n", "[]", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			base, err := builtinSpecs.ReadFile("specs/vitals.yaml")
+			base, err := BuiltinSpecs.ReadFile("specs/vitals.yaml")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -226,7 +226,7 @@ func TestEventTimeRange(t *testing.T) {
 // vitalsYAML is the built-in vitals spec's text.
 func vitalsYAML(t *testing.T) string {
 	t.Helper()
-	b, err := builtinSpecs.ReadFile("specs/vitals.yaml")
+	b, err := BuiltinSpecs.ReadFile("specs/vitals.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

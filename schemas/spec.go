@@ -14,7 +14,7 @@ import (
 )
 
 //go:embed specs/*.yaml
-var builtinSpecs embed.FS
+var BuiltinSpecs embed.FS
 
 // defaultSpec is specs/DEFAULT: the name of the built-in spec the tools use
 // when none is given (launch --spec, make run, make stream, publish).
@@ -363,7 +363,7 @@ type QuerySpec struct {
 
 // BuiltinSpecNames lists the specs compiled into the binary.
 func BuiltinSpecNames() []string {
-	entries, _ := builtinSpecs.ReadDir("specs")
+	entries, _ := BuiltinSpecs.ReadDir("specs")
 	var names []string
 	for _, e := range entries {
 		names = append(names, strings.TrimSuffix(e.Name(), ".yaml"))
@@ -377,7 +377,7 @@ func BuiltinSpecNames() []string {
 // this package does no I/O.
 func BuiltinSpec(name string) (*Spec, error) {
 	file := "specs/" + name + ".yaml"
-	data, err := builtinSpecs.ReadFile(file)
+	data, err := BuiltinSpecs.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("%w: unknown spec %q: built-in specs are %s, or give a path to a YAML file", ErrSpec, name, strings.Join(BuiltinSpecNames(), ", "))
 	}
