@@ -82,7 +82,7 @@ func (o *jsonObject) append(dst []byte) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSONString(dst, k)
+		dst = AppendJSONString(dst, k)
 		dst = append(dst, ':')
 		switch v := o.vals[i].(type) {
 		case []byte:
@@ -98,11 +98,11 @@ func (o *jsonObject) append(dst []byte) []byte {
 func jsonValue(dst []byte, v Value) []byte {
 	switch v.Kind {
 	case KindString, KindBytes:
-		return appendJSONString(dst, v.Str)
+		return AppendJSONString(dst, v.Str)
 	case KindFloat:
 		if math.IsNaN(v.Num) || math.IsInf(v.Num, 0) {
 			// Not JSON: kept as text, so the payload still says what it was.
-			return appendJSONString(dst, strconv.FormatFloat(v.Num, 'g', -1, 64))
+			return AppendJSONString(dst, strconv.FormatFloat(v.Num, 'g', -1, 64))
 		}
 		return strconv.AppendFloat(dst, v.Num, 'f', -1, 64)
 	case KindInt:
@@ -110,15 +110,15 @@ func jsonValue(dst []byte, v Value) []byte {
 	case KindBool:
 		return strconv.AppendBool(dst, v.Bool)
 	case KindTime:
-		return appendJSONString(dst, time.UnixMilli(v.Int).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+		return AppendJSONString(dst, time.UnixMilli(v.Int).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 	case KindTags:
 		dst = append(dst, '{')
 		for i, p := range v.Pairs {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(appendJSONString(dst, p.K), ':')
-			dst = appendJSONString(dst, p.V)
+			dst = append(AppendJSONString(dst, p.K), ':')
+			dst = AppendJSONString(dst, p.V)
 		}
 		return append(dst, '}')
 	}

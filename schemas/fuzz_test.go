@@ -32,7 +32,7 @@ func addSeeds(f *testing.F, target string) {
 
 // isReason reports whether err wraps one of the dead-letter reasons.
 func isReason(err error) bool {
-	for _, r := range reasons {
+	for _, r := range ReasonErrors {
 		if errors.Is(err, r) {
 			return true
 		}
@@ -59,7 +59,7 @@ func checkRecords(t *testing.T, spec *Spec, b *Builder, recs []Record, raw strin
 		}
 		for j, f := range spec.Fields {
 			v := r.Values[j]
-			if v.Kind != KindNull && v.Kind != kindOfType(f.Type) {
+			if v.Kind != KindNull && v.Kind != KindOfType(f.Type) {
 				t.Fatalf("field %s (%s) holds kind %d", f.Name, f.Type, v.Kind)
 			}
 			if f.Required && v.Kind == KindNull {

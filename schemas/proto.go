@@ -176,7 +176,7 @@ func (c *ProtoCodec) AppendJSON(dst, msg []byte) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		first = false
-		dst = appendJSONString(dst, v.f.key)
+		dst = AppendJSONString(dst, v.f.key)
 		dst = append(dst, ':')
 		dst = v.appendJSON(dst)
 	}
@@ -208,13 +208,13 @@ func (v *protoValue) zero() bool {
 func (v *protoValue) appendJSON(b []byte) []byte {
 	switch v.f.typ {
 	case "string":
-		return appendJSONString(b, string(v.s))
+		return AppendJSONString(b, string(v.s))
 	case "double":
-		return appendJSONNumber(b, math.Float64frombits(v.v))
+		return AppendJSONNumber(b, math.Float64frombits(v.v))
 	case "float":
 		f := math.Float32frombits(uint32(v.v))
 		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-			return appendJSONNumber(b, float64(f))
+			return AppendJSONNumber(b, float64(f))
 		}
 		return strconv.AppendFloat(b, float64(f), 'g', -1, 32)
 	case "int32", "sfixed32":
@@ -352,18 +352,18 @@ func (f *protoField) appendProto(b []byte, v any) ([]byte, error) {
 	return protowire.AppendVarint(tag(b), u), nil
 }
 
-// appendJSONNumber writes v in the shortest form that reads back as v; a
+// AppendJSONNumber writes v in the shortest form that reads back as v; a
 // non-finite v becomes a string.
-func appendJSONNumber(b []byte, v float64) []byte {
+func AppendJSONNumber(b []byte, v float64) []byte {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return appendJSONString(b, strconv.FormatFloat(v, 'g', -1, 64))
+		return AppendJSONString(b, strconv.FormatFloat(v, 'g', -1, 64))
 	}
 	return strconv.AppendFloat(b, v, 'g', -1, 64)
 }
 
-// appendJSONString writes s as a JSON string. Protobuf has already checked
+// AppendJSONString writes s as a JSON string. Protobuf has already checked
 // that s is valid UTF-8.
-func appendJSONString(b []byte, s string) []byte {
+func AppendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	for i := 0; i < len(s); {

@@ -305,17 +305,17 @@ func checkProtoOracle(c *ProtoCodec, payload []byte) error {
 		if len(want) > 1 {
 			want = append(want, ',')
 		}
-		want = appendJSONString(want, k)
+		want = AppendJSONString(want, k)
 		want = append(want, ':')
 	}
 	fs := readingDesc.Fields()
 	if f := fs.ByNumber(1); m.Has(f) {
 		key("sensor_id")
-		want = appendJSONString(want, m.Get(f).String())
+		want = AppendJSONString(want, m.Get(f).String())
 	}
 	if f := fs.ByNumber(2); m.Has(f) {
 		key("timestamp")
-		want = appendJSONString(want, m.Get(f).String())
+		want = AppendJSONString(want, m.Get(f).String())
 	}
 	if f := fs.ByNumber(3); m.Has(f) {
 		key("timestamp")
@@ -324,7 +324,7 @@ func checkProtoOracle(c *ProtoCodec, payload []byte) error {
 	for i, name := range []string{"heart_rate", "body_temperature", "spO2", "battery_level"} {
 		if f := fs.ByNumber(protowire.Number(4 + i)); m.Has(f) {
 			key(name)
-			want = appendJSONNumber(want, m.Get(f).Float())
+			want = AppendJSONNumber(want, m.Get(f).Float())
 		}
 	}
 	want = append(want, '}')

@@ -90,12 +90,12 @@ var (
 	ErrInternal = errors.New("internal")
 )
 
-var reasons = []error{ErrMalformed, ErrMissingField, ErrInvalidField, ErrBadTimestamp, ErrOutOfRange, ErrUnknownField, ErrWriteFailed, ErrTooLate, ErrTooLarge, ErrInternal}
+var ReasonErrors = []error{ErrMalformed, ErrMissingField, ErrInvalidField, ErrBadTimestamp, ErrOutOfRange, ErrUnknownField, ErrWriteFailed, ErrTooLate, ErrTooLarge, ErrInternal}
 
 // Reasons lists every dead-letter reason code.
 func Reasons() []string {
-	out := make([]string, len(reasons))
-	for i, r := range reasons {
+	out := make([]string, len(ReasonErrors))
+	for i, r := range ReasonErrors {
 		out[i] = r.Error()
 	}
 	return out
@@ -151,7 +151,7 @@ func Prefix(payload string) string {
 // error wrapping none of the sentinels is reported as "malformed" when it came
 // from parsing; callers that know better pass their own sentinel.
 func Reason(err error) string {
-	for _, r := range reasons {
+	for _, r := range ReasonErrors {
 		if errors.Is(err, r) {
 			return r.Error()
 		}

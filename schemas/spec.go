@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// BuiltinSpecs holds the built-in specs' YAML files, specs/NAME.yaml.
 //go:embed specs/*.yaml
 var BuiltinSpecs embed.FS
 

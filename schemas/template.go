@@ -134,8 +134,8 @@ func timeBucket(layout string) func(string) (func(Value) (Value, error), error) 
 	})
 }
 
-// appenders render some ops' output straight into the key.
-var appenders = map[string]func(dst []byte, v Value) []byte{
+// Appenders render some ops' output straight into the key.
+var Appenders = map[string]func(dst []byte, v Value) []byte{
 	"year":   bucketAppender(bucketYear),
 	"month":  bucketAppender(bucketMonth),
 	"day":    bucketAppender(bucketDay),
@@ -319,8 +319,8 @@ func SaltText(b, n int) string {
 	return strings.Repeat("0", w-len(s)) + s
 }
 
-// kindOfType maps a field type to the Kind its values have.
-func kindOfType(t string) Kind {
+// KindOfType maps a field type to the Kind its values have.
+func KindOfType(t string) Kind {
 	switch t {
 	case TypeString:
 		return KindString
@@ -407,7 +407,7 @@ func compileSegment(body string, spec *Spec) (Segment, error) {
 		if def.out != KindNull {
 			seg.Out = def.out
 		}
-		seg.Ops = append(seg.Ops, op{Name: fname, Arg: arg, Fn: fn, App: appenders[fname], Order: def.order})
+		seg.Ops = append(seg.Ops, op{Name: fname, Arg: arg, Fn: fn, App: Appenders[fname], Order: def.order})
 	}
 	return seg, nil
 }
@@ -440,7 +440,7 @@ func compileMulti(head, n string, rest []string, spec *Spec) (Segment, error) {
 
 func FieldKind(spec *Spec, idx int) Kind {
 	if idx < len(spec.Fields) {
-		return kindOfType(spec.Fields[idx].Type)
+		return KindOfType(spec.Fields[idx].Type)
 	}
 	return KindBool // an imputed flag
 }

@@ -245,7 +245,7 @@ func TestBucketAppendersMatchTimeFormat(t *testing.T) {
 	for name, layout := range layouts {
 		for _, ms := range times {
 			want := time.UnixMilli(ms).UTC().Format(layout)
-			if got := string(appenders[name](nil, Value{Kind: KindTime, Int: ms})); got != want {
+			if got := string(Appenders[name](nil, Value{Kind: KindTime, Int: ms})); got != want {
 				t.Errorf("%s(%d) = %q; want %q", name, ms, got, want)
 			}
 		}
