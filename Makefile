@@ -63,7 +63,7 @@ FUZZTIME ?= 5m
 FUZZ_TARGETS := FuzzParseJSON FuzzParseProto FuzzRowKey FuzzDeadLetter FuzzUTCTimestampFastPath
 fuzz:
 	@for f in $(FUZZ_TARGETS); do echo "== $$f ($(FUZZTIME))"; \
-		go test ./schemas -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) || exit 1; done
+		go test ./schemas/hours -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) || exit 1; done
 
 ## fuzz-short: each fuzz target for 40,000 inputs, a few seconds (CI runs it). A count, not a
 ##   duration: Go 1.26's fuzz coordinator can fail a target with a bare "context deadline exceeded"

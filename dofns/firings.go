@@ -21,6 +21,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/spill"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -29,7 +30,7 @@ func init() {
 	beam.RegisterType(reflect.TypeOf((*FinalState)(nil)).Elem())
 	register.DoFn5x0[beam.PaneInfo, beam.Window, string, func(*HourBatch) bool, func(string, PaneBatch)](&PaneBatchFn{})
 	register.DoFn9x1[context.Context, state.Provider, timers.Provider, string, PaneBatch,
-		func(schemas.RowMutation), func(schemas.BQRow), func(schemas.BQRow), func(schemas.DeadLetter), error](&StreamRowsFn{})
+		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(codec.DeadLetter), error](&StreamRowsFn{})
 	register.Emitter2[string, PaneBatch]()
 }
 
@@ -150,7 +151,7 @@ type FinalState hours.FinalState
 // state at the end of the window, ignoring the allowed lateness: late
 // firings would find it empty.
 type StreamRowsFn struct {
-	Spec *schemas.Compiled
+	Spec *hours.Compiled
 	// BigQuery turns the BigQuery outputs on.
 	BigQuery bool
 	// AllowedLateness is the stream's: how long after its end a window's
@@ -172,7 +173,7 @@ type StreamRowsFn struct {
 
 	// ArrivalWritten says each reading's observed cells were written on
 	// arrival (ArrivalRowsFn, the local runners): an early firing then
-	// writes only what it adds (schemas.Compiled.EarlyFiring). The final
+	// writes only what it adds (hours.Compiled.EarlyFiring). The final
 	// firings are unchanged.
 	ArrivalWritten bool
 
@@ -236,7 +237,7 @@ type recoveryCounters struct {
 
 // NewStreamRowsFn returns a StreamRowsFn with its state and timer
 // declared.
-func NewStreamRowsFn(spec *schemas.Compiled, bigQuery bool, allowedLateness time.Duration) *StreamRowsFn {
+func NewStreamRowsFn(spec *hours.Compiled, bigQuery bool, allowedLateness time.Duration) *StreamRowsFn {
 	return &StreamRowsFn{
 		Spec:            spec,
 		BigQuery:        bigQuery,
@@ -298,7 +299,7 @@ func (f *StreamRowsFn) Teardown() error {
 // ProcessElement builds and emits the rows of one firing, or handles a
 // recovery probe.
 func (f *StreamRowsFn) ProcessElement(ctx context.Context, sp state.Provider, tp timers.Provider, key string, p PaneBatch,
-	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) error {
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(codec.DeadLetter)) error {
 	if len(p.Records) == 0 && (!p.Recover || f.reader == nil) {
 		return nil
 	}
@@ -331,7 +332,7 @@ func (f *StreamRowsFn) ProcessElement(ctx context.Context, sp state.Provider, tp
 // it when the watermark passes its end, as it does a window whose readings
 // all came early.
 func (f *StreamRowsFn) probe(ctx context.Context, sp state.Provider, tp timers.Provider, key string, p PaneBatch, fin FinalState, final bool,
-	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) error {
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(codec.DeadLetter)) error {
 	if err := f.Pending.Write(sp, true); err != nil {
 		return fmt.Errorf("write read-back mark: %w", err)
 	}
@@ -391,7 +392,7 @@ func (f *StreamRowsFn) readBack(ctx context.Context, sp state.Provider, key stri
 // (settleTag), or clears the state of a window that has closed
 // (expiryTag).
 func (f *StreamRowsFn) OnTimer(ctx context.Context, sp state.Provider, tp timers.Provider, key string, timer timers.Context,
-	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) error {
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(codec.DeadLetter)) error {
 	if timer.Tag == settleTag {
 		fin, final, err := f.readFinal(sp, key)
 		if err != nil || !final {
@@ -434,7 +435,7 @@ func (f *StreamRowsFn) OnTimer(ctx context.Context, sp state.Provider, tp timers
 // fire builds and emits a firing against the window's state; fin is the
 // window's final state, if final.
 func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Provider, key string, p PaneBatch, fin FinalState, final, settle bool,
-	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) error {
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(codec.DeadLetter)) error {
 	var out hours.Firing
 	if p.Timing == typex.PaneEarly && !final {
 		es, hadEarly, err := f.Early.Read(sp)
@@ -467,7 +468,7 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 		}
 		var prev []schemas.Record
 		for _, c := range chunks {
-			if prev, err = f.Spec.DecodeHeld(prev, c); err != nil {
+			if prev, err = codec.DecodeHeld(f.Spec.Spec, prev, c); err != nil {
 				return fmt.Errorf("decode the window's readings: %w", err)
 			}
 		}
@@ -597,7 +598,7 @@ func (f *StreamRowsFn) hold(ctx context.Context, sp state.Provider, key string, 
 	if len(keep) == 0 {
 		return nil
 	}
-	chunk := f.Spec.AppendHeld(nil, keep)
+	chunk := codec.AppendHeld(f.Spec.Spec, nil, keep)
 	if f.disk != nil {
 		err := f.disk.Append(diskGroup(f.SpillRun, startMs), diskHeldKey(f.SpillRun, key), hours.AppendChunk(nil, chunk))
 		if f.diskOK(ctx, key, err) {
@@ -654,7 +655,7 @@ func (f *StreamRowsFn) rewriteHeld(ctx context.Context, sp state.Provider, key s
 		all = hours.AppendChunk(all, c)
 	}
 	if len(keep) > 0 {
-		all = hours.AppendChunk(all, f.Spec.AppendHeld(nil, keep))
+		all = hours.AppendChunk(all, codec.AppendHeld(f.Spec.Spec, nil, keep))
 	}
 	err := f.disk.Put(diskGroup(f.SpillRun, startMs), diskHeldKey(f.SpillRun, key), all)
 	if !f.diskOK(ctx, key, err) {
@@ -691,7 +692,7 @@ func diskGroup(run string, startMs int64) string {
 
 // hour is the firing as the per-hour rules take it.
 func (p PaneBatch) hour() hours.HourPane {
-	return hours.HourPane{StartMs: p.StartMs, EndMs: p.EndMs, Pane: schemas.Pane{Timing: p.Timing.String(), Index: p.Index}, Records: p.Records}
+	return hours.HourPane{StartMs: p.StartMs, EndMs: p.EndMs, Pane: hours.Pane{Timing: p.Timing.String(), Index: p.Index}, Records: p.Records}
 }
 
 // The tags of StreamRowsFn's timer.

@@ -15,14 +15,15 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
-	beam.RegisterType(reflect.TypeOf((*schemas.RowMutation)(nil)).Elem())
-	beam.RegisterType(reflect.TypeOf((*schemas.BQRow)(nil)).Elem())
-	register.Emitter1[schemas.RowMutation]()
-	register.Emitter1[schemas.BQRow]()
+	beam.RegisterType(reflect.TypeOf((*hours.RowMutation)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*hours.BQRow)(nil)).Elem())
+	register.Emitter1[hours.RowMutation]()
+	register.Emitter1[hours.BQRow]()
 }
 
 // BuildRowsFn is the batch's hour builder, which BuildBatchedRowsFn runs
@@ -35,7 +36,7 @@ func init() {
 //
 // With Merge on, each window is first read back from Bigtable (see
 // hours.ReadBack) and built with the readings stored there by earlier
-// runs (schemas.Compiled.MergeHour), so that batches that each bring part
+// runs (hours.Compiled.MergeHour), so that batches that each bring part
 // of an hour, in any order, or a batch after a stream, leave what one
 // batch over all of them leaves. A window with nothing stored costs one
 // empty read. A read is retried as the writes are (Retry). One that still
@@ -45,7 +46,7 @@ func init() {
 // whose replay merges them. Failing the bundle instead would fail the
 // run, where a store that stays down must end in dead letters and exit 3.
 type BuildRowsFn struct {
-	Spec *schemas.Compiled
+	Spec *hours.Compiled
 	// BigQuery turns the BigQuery outputs on.
 	BigQuery bool
 	// Merge turns the read-back of stored readings on (the instance to
@@ -96,26 +97,26 @@ func (f *BuildRowsFn) Teardown() error {
 // build builds the rows of a window fired once with recs, merged with the
 // identity's stored readings of the window when Merge is on.
 func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Window, key string, recs []schemas.Record,
-	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), dead func(schemas.DeadLetter)) error {
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), dead func(codec.DeadLetter)) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	p := hours.HourPane{Pane: schemas.Pane{Timing: pane.Timing.String(), Index: int64(pane.Index)}}
+	p := hours.HourPane{Pane: hours.Pane{Timing: pane.Timing.String(), Index: int64(pane.Index)}}
 	p.StartMs, p.EndMs = windowBounds(w, recs[0].EventMs)
 	// A replay writes only the sinks its records' dead letters name (a
 	// write's dead letter, the sink that failed it), and a rollup's
 	// rebuild probe brings no reading.
-	allow, rebuild := schemas.SinkSet(0), false
+	allow, rebuild := codec.SinkSet(0), false
 	kept := recs[:0]
 	for i := range recs {
 		r := &recs[i]
-		if !schemas.IsReplay(r) {
-			allow |= schemas.AllSinks
+		if !codec.IsReplay(r) {
+			allow |= codec.AllSinks
 			kept = append(kept, *r)
 			continue
 		}
-		allow |= schemas.ReplaySinks(r)
-		if schemas.IsRebuild(r) {
+		allow |= codec.ReplaySinks(r)
+		if codec.IsRebuild(r) {
 			rebuild = true
 			continue
 		}
@@ -166,7 +167,7 @@ func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Wind
 }
 
 // hourBuilder is what BuildRowsFn and StreamRowsFn share around the
-// per-hour rules (schemas.Compiled.BatchHour, EarlyFiring, FinalFiring):
+// per-hour rules (hours.Compiled.BatchHour, EarlyFiring, FinalFiring):
 // their counters, and the emitting of a firing's outputs.
 type hourBuilder struct {
 	rowCount beam.Counter
@@ -174,7 +175,7 @@ type hourBuilder struct {
 	ctrs     ledger.Recorder
 }
 
-func (h *hourBuilder) setup(spec *schemas.Compiled) error {
+func (h *hourBuilder) setup(spec *hours.Compiled) error {
 	if spec == nil {
 		return errors.New("build rows: no compiled spec")
 	}
@@ -186,36 +187,36 @@ func (h *hourBuilder) setup(spec *schemas.Compiled) error {
 // emit emits a firing's rows, BigQuery rows and rollup row, and the dead
 // letters of the records it could not build for a table (sink bigtable:
 // each counted in that table's ledger as routed and failed).
-func (h *hourBuilder) emit(ctx context.Context, out hours.Firing, emitRow func(schemas.RowMutation),
-	emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) {
-	h.emitTo(ctx, out, schemas.AllSinks, emitRow, emitBQ, emitRollup, emitDead)
+func (h *hourBuilder) emit(ctx context.Context, out hours.Firing, emitRow func(hours.RowMutation),
+	emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(codec.DeadLetter)) {
+	h.emitTo(ctx, out, codec.AllSinks, emitRow, emitBQ, emitRollup, emitDead)
 }
 
 // emitTo is emit to the sinks of allow only (a replay's); the firing's
 // readings not routed to a sink are counted as the replay's skipped
 // (ledger.ReplaySkipped).
-func (h *hourBuilder) emitTo(ctx context.Context, out hours.Firing, allow schemas.SinkSet, emitRow func(schemas.RowMutation),
-	emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), emitDead func(schemas.DeadLetter)) {
-	if allow != schemas.AllSinks {
-		for _, sink := range []string{schemas.SinkBigtable, schemas.SinkBigQuery} {
+func (h *hourBuilder) emitTo(ctx context.Context, out hours.Firing, allow codec.SinkSet, emitRow func(hours.RowMutation),
+	emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(codec.DeadLetter)) {
+	if allow != codec.AllSinks {
+		for _, sink := range []string{codec.SinkBigtable, codec.SinkBigQuery} {
 			if !allow.Has(sink) {
 				h.ctrs.Inc(ctx, ledger.ReplaySkipped(sink), out.Readings)
 			}
 		}
-		if !allow.Has(schemas.SinkBigtable) {
+		if !allow.Has(codec.SinkBigtable) {
 			out.Rows, out.Dead = nil, nil
 		}
-		if !allow.Has(schemas.SinkBigQuery) {
+		if !allow.Has(codec.SinkBigQuery) {
 			out.BQ = nil
 		}
-		if !allow.Has(schemas.SinkBigQueryRollups) {
+		if !allow.Has(codec.SinkBigQueryRollups) {
 			out.Rollup = nil
 		}
 	}
 	for _, rj := range out.Dead {
-		h.ctrs.Sink(ctx, schemas.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Routed, 1)
-		h.ctrs.Sink(ctx, schemas.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Failed, 1)
-		emitDead(deadLetter(schemas.SinkBigtable, rj.Origin.Raw, rj.Origin.Source, fmt.Errorf("table %s: %w", rj.Table, rj.Err)))
+		h.ctrs.Sink(ctx, codec.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Routed, 1)
+		h.ctrs.Sink(ctx, codec.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Failed, 1)
+		emitDead(deadLetter(codec.SinkBigtable, rj.Origin.Raw, rj.Origin.Source, fmt.Errorf("table %s: %w", rj.Table, rj.Err)))
 	}
 	for _, m := range out.Rows {
 		h.rowCount.Inc(ctx, 1)
@@ -231,10 +232,10 @@ func (h *hourBuilder) emitTo(ctx context.Context, out hours.Firing, allow schema
 
 // reject dead-letters readings the grouping could not build (reason
 // internal, sink window), counting them as rejected in the ledger.
-func (h *hourBuilder) reject(ctx context.Context, recs []schemas.Record, err error, dead func(schemas.DeadLetter)) {
+func (h *hourBuilder) reject(ctx context.Context, recs []schemas.Record, err error, dead func(codec.DeadLetter)) {
 	h.ctrs.Inc(ctx, ledger.GroupRejected, int64(len(recs)))
 	for _, r := range recs {
-		dead(deadLetter(schemas.SinkWindow, r.Raw, r.Source, err))
+		dead(deadLetter(codec.SinkWindow, r.Raw, r.Source, err))
 	}
 }
 
@@ -253,5 +254,5 @@ func windowBounds(w beam.Window, eventMs int64) (start, end int64) {
 	if start, end = intervalBounds(w); start != 0 || end != 0 {
 		return start, end
 	}
-	return schemas.WindowStart(eventMs, time.Hour), schemas.WindowEnd(eventMs, time.Hour)
+	return hours.WindowStart(eventMs, time.Hour), hours.WindowEnd(eventMs, time.Hour)
 }

@@ -10,13 +10,14 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/readside/readpath"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // BenchmarkStreamMergeClosedHour is what --merge_stored adds to a stream's
 // final firing, per closed sensor-hour: the hour read back from Bigtable
 // (the emulator, on this machine) and built with what the stream holds
-// (schemas.Compiled.FinalFiring with the read-back readings), against the
+// (hours.Compiled.FinalFiring with the read-back readings), against the
 // same firing from the held readings alone. The hour has 360 vitals
 // readings (one every 10 s, every fourth heart rate missing), all stored
 // on arrival; one stream holds all of them (the read-back finds nothing
@@ -30,12 +31,12 @@ func BenchmarkStreamMergeClosedHour(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
+	spec := hours.MustCompile(loaded, hours.CompileOptions{})
 	if err := bigtableio.EnsureTables(ctx, "p", "i", spec.Spec, true, time.Minute); err != nil {
 		b.Fatal(err)
 	}
 	start := time.Now().UTC().Truncate(time.Hour).Add(-2 * time.Hour)
-	p := schemas.NewParser(spec.Spec)
+	p := codec.NewParser(spec.Spec)
 	var recs []schemas.Record
 	for i := 0; i < 360; i++ {
 		reading := map[string]any{"sensor_id": "bench-1", "timestamp": start.Add(time.Duration(i) * 10 * time.Second).UnixMilli(),
@@ -58,9 +59,9 @@ func BenchmarkStreamMergeClosedHour(b *testing.B) {
 	// arrival.
 	arrival := make([]schemas.Record, len(recs))
 	for i := range recs {
-		arrival[i] = spec.ArrivalRecord(recs[i])
+		arrival[i] = hours.ArrivalRecord(spec.Spec, recs[i])
 	}
-	muts, _ := spec.Builder().Build(arrival, false, func(int) schemas.OriginKind { return schemas.OriginProvisional })
+	muts, _ := spec.Builder().Build(arrival, false, func(int) hours.OriginKind { return hours.OriginProvisional })
 	c, err := bigtableio.NewClient(ctx, "p", "i")
 	if err != nil {
 		b.Fatal(err)
@@ -81,8 +82,8 @@ func BenchmarkStreamMergeClosedHour(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer r.close()
-	identity := spec.IdentityKey(&recs[0])
-	pane := hours.HourPane{StartMs: start.UnixMilli(), EndMs: start.Add(time.Hour).UnixMilli(), Pane: schemas.Pane{Timing: hours.PaneOnTime}}
+	identity := hours.IdentityKey(spec.Spec, &recs[0])
+	pane := hours.HourPane{StartMs: start.UnixMilli(), EndMs: start.Add(time.Hour).UnixMilli(), Pane: hours.Pane{Timing: hours.PaneOnTime}}
 
 	for _, bc := range []struct {
 		name  string
@@ -93,11 +94,11 @@ func BenchmarkStreamMergeClosedHour(b *testing.B) {
 		{"one_stream/read_back_and_merge", recs, true},
 		{"two_streams/read_back_and_merge", half, true},
 	} {
-		chunk := spec.AppendHeld(nil, bc.held)
+		chunk := codec.AppendHeld(spec.Spec, nil, bc.held)
 		b.Run(bc.name, func(b *testing.B) {
 			var built int
 			for i := 0; i < b.N; i++ {
-				prev, err := spec.DecodeHeld(nil, chunk)
+				prev, err := codec.DecodeHeld(spec.Spec, nil, chunk)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -14,18 +14,19 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
 	beam.RegisterType(reflect.TypeOf((*schemas.Record)(nil)).Elem())
-	beam.RegisterType(reflect.TypeOf((*schemas.DeadLetter)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*codec.DeadLetter)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*Message)(nil)).Elem())
-	register.DoFn5x0[context.Context, string, string, func(beam.EventTime, string, schemas.Record), func(schemas.DeadLetter)](&ParseFn{})
-	register.DoFn4x0[context.Context, Message, func(beam.EventTime, string, schemas.Record), func(schemas.DeadLetter)](&ParseMessageFn{})
+	register.DoFn5x0[context.Context, string, string, func(beam.EventTime, string, schemas.Record), func(codec.DeadLetter)](&ParseFn{})
+	register.DoFn4x0[context.Context, Message, func(beam.EventTime, string, schemas.Record), func(codec.DeadLetter)](&ParseMessageFn{})
 	register.Emitter2[string, string]()
 	register.Emitter3[beam.EventTime, string, schemas.Record]()
-	register.Emitter1[schemas.DeadLetter]()
+	register.Emitter1[codec.DeadLetter]()
 }
 
 // ParseFn parses one input line (keyed by its source) into records keyed by
@@ -33,7 +34,7 @@ func init() {
 // validation go to the dead-letter output with their reason.
 type ParseFn struct {
 	// Spec is the compiled spec; its options name the payload format.
-	Spec *schemas.Compiled
+	Spec *hours.Compiled
 	// MaxLineBytes limits a payload (default schemas.DefaultMaxLineBytes);
 	// a longer one is dead-lettered as too_large with its first bytes.
 	MaxLineBytes int
@@ -42,8 +43,8 @@ type ParseFn struct {
 	// of the wall clock than it (the spec's max_future).
 	MaxFuture time.Duration
 
-	parser  schemas.Decoder
-	builder *schemas.Builder
+	parser  codec.Decoder
+	builder *hours.Builder
 	buf     []schemas.Record
 	ctrs    ledger.Recorder
 	unknown unknownKeys
@@ -51,7 +52,7 @@ type ParseFn struct {
 }
 
 // NewParseFn returns a ParseFn for spec.
-func NewParseFn(spec *schemas.Compiled) *ParseFn { return &ParseFn{Spec: spec} }
+func NewParseFn(spec *hours.Compiled) *ParseFn { return &ParseFn{Spec: spec} }
 
 // Setup takes the compiled spec's row builder and payload decoder.
 func (f *ParseFn) Setup() error {
@@ -66,8 +67,8 @@ func (f *ParseFn) Setup() error {
 // counted in the run's ledger: each reading it emits, or the line as one
 // rejected record (also when the parser could not handle it: reason
 // internal).
-func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
-	// at may name the line's place in its file (schemas.LineSource). The
+func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func(beam.EventTime, string, schemas.Record), dead func(codec.DeadLetter)) {
+	// at may name the line's place in its file (codec.LineSource). The
 	// readings keep it as their source, so that a write that fails later
 	// dead-letters its reading with the file and line, as a parse does.
 	var err error
@@ -75,10 +76,10 @@ func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func
 	if len(line) > max {
 		f.ctrs.Inc(ctx, ledger.InputRecords, 1)
 		f.ctrs.Inc(ctx, ledger.InputRejected, 1)
-		dead(deadLetter(schemas.SinkParse, schemas.Prefix(line), at, schemas.TooLarge(int64(len(line)), max)))
+		dead(deadLetter(codec.SinkParse, schemas.Prefix(line), at, schemas.TooLarge(int64(len(line)), max)))
 		return
 	}
-	in := schemas.Input{Unknown: f.unknown.counter(ctx, &f.ctrs)}
+	in := codec.Input{Unknown: f.unknown.counter(ctx, &f.ctrs)}
 	if perr := ledger.Guard(func() { err = f.parse(line, at, in) }); perr != nil {
 		err = perr
 	}
@@ -88,23 +89,23 @@ func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func
 	if err != nil {
 		f.ctrs.Inc(ctx, ledger.InputRecords, 1)
 		f.ctrs.Inc(ctx, ledger.InputRejected, 1)
-		dead(deadLetter(schemas.SinkParse, line, at, err))
+		dead(deadLetter(codec.SinkParse, line, at, err))
 		return
 	}
 	f.ctrs.Inc(ctx, ledger.InputRecords, int64(len(f.buf)))
 	for i := range f.buf {
 		r := f.buf[i]
-		emit(mtime.FromMilliseconds(r.EventMs), f.Spec.IdentityKey(&r), r)
+		emit(mtime.FromMilliseconds(r.EventMs), hours.IdentityKey(f.Spec.Spec, &r), r)
 	}
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (f *ParseFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, string, schemas.Record), _ func(schemas.DeadLetter)) error {
+func (f *ParseFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, string, schemas.Record), _ func(codec.DeadLetter)) error {
 	return f.ctrs.Commit(ctx)
 }
 
 // parse decodes line into f.buf and checks that every record can be built.
-func (f *ParseFn) parse(line, source string, in schemas.Input) error {
+func (f *ParseFn) parse(line, source string, in codec.Input) error {
 	var err error
 	f.buf, err = parsePayload(f.parser, f.builder, f.buf[:0], line, source, in)
 	return err
@@ -112,7 +113,7 @@ func (f *ParseFn) parse(line, source string, in schemas.Input) error {
 
 // parsePayload decodes one reading's payload into dst and checks that
 // every record can be built.
-func parsePayload(dec schemas.Decoder, b *schemas.Builder, dst []schemas.Record, payload, source string, in schemas.Input) ([]schemas.Record, error) {
+func parsePayload(dec codec.Decoder, b *hours.Builder, dst []schemas.Record, payload, source string, in codec.Input) ([]schemas.Record, error) {
 	dst, err := dec.ParseInput(dst, payload, source, in)
 	if err != nil {
 		return dst, err
@@ -137,7 +138,7 @@ const otherUnknownKeys = "(other keys)"
 // counter per key.
 type unknownKeys map[string]bool
 
-// counter returns the Unknown callback of a schemas.Input that counts into
+// counter returns the Unknown callback of a codec.Input that counts into
 // ctrs.
 func (u *unknownKeys) counter(ctx context.Context, ctrs *ledger.Recorder) func(string) {
 	return func(key string) {
@@ -172,13 +173,13 @@ type clockAhead map[string]bool
 // arrival, counting it for its sensor. A payload is accepted or rejected
 // whole, as the parse treats it, so a replay of its dead letter gives
 // back every reading it held.
-func (c *clockAhead) check(ctx context.Context, ctrs *ledger.Recorder, spec *schemas.Compiled, recs []schemas.Record, nowMs int64, maxFuture time.Duration) error {
+func (c *clockAhead) check(ctx context.Context, ctrs *ledger.Recorder, spec *hours.Compiled, recs []schemas.Record, nowMs int64, maxFuture time.Duration) error {
 	for i := range recs {
-		err := schemas.CheckFuture(spec.EventTime, recs[i].EventMs, nowMs, maxFuture)
+		err := hours.CheckFuture(spec.EventTime, recs[i].EventMs, nowMs, maxFuture)
 		if err == nil {
 			continue
 		}
-		sensor := strings.Join(hours.IdentityTexts(spec.Spec, spec.IdentityKey(&recs[i])), "/")
+		sensor := strings.Join(hours.IdentityTexts(spec.Spec, hours.IdentityKey(spec.Spec, &recs[i])), "/")
 		if *c == nil {
 			*c = clockAhead{}
 		}
@@ -198,7 +199,7 @@ func (c *clockAhead) check(ctx context.Context, ctrs *ledger.Recorder, spec *sch
 // ParseMessageFn parses one Pub/Sub message into the readings it carries,
 // as a file is read: one per line (NDJSON), one per element of a JSON
 // array, or one per element of the spec's protobuf batch wrapper, after
-// decompressing a gzip message (schemas.ReadMessage). The readings are
+// decompressing a gzip message (codec.ReadMessage). The readings are
 // read one after another from the message's bytes, never copied whole. Each is
 // parsed, validated and dead-lettered on its own, so a bad line does not
 // lose the good ones beside it, and each takes the message's attributes
@@ -213,15 +214,15 @@ func (c *clockAhead) check(ctx context.Context, ctrs *ledger.Recorder, spec *sch
 // local reader give this DoFn the same message, so both runners count
 // alike.
 type ParseMessageFn struct {
-	Spec *schemas.Compiled
+	Spec *hours.Compiled
 	// MaxLineBytes limits each reading of a message: a line, an array
 	// element, a protobuf batch's element (default
 	// schemas.DefaultMaxLineBytes); a longer one is dead-lettered whole as
 	// too_large, and the others land. A message is bounded only by
-	// Pub/Sub's own limit (schemas.MaxPubSubMessageBytes).
+	// Pub/Sub's own limit (codec.MaxPubSubMessageBytes).
 	MaxLineBytes int
 	// MaxDecompressedBytes bounds a gzip message once decompressed
-	// (default schemas.DefaultMaxDecompressedBytes); a larger one is
+	// (default codec.DefaultMaxDecompressedBytes); a larger one is
 	// dead-lettered whole as too_large.
 	MaxDecompressedBytes int64
 	// Source names the subscription in dead letters.
@@ -232,8 +233,8 @@ type ParseMessageFn struct {
 	// (the spec's max_future): a device clock far ahead.
 	MaxFuture time.Duration
 
-	parser    schemas.Decoder
-	builder   *schemas.Builder
+	parser    codec.Decoder
+	builder   *hours.Builder
 	tolerance int64
 	buf       []schemas.Record
 	unzipped  []byte
@@ -262,16 +263,16 @@ const maxKeptUnzipped = 16 << 20
 // message that cannot be read (a corrupt or too large gzip stream, data
 // that is not text, a broken protobuf batch) is one dead letter holding
 // the whole message as received.
-func (f *ParseMessageFn) ProcessElement(ctx context.Context, m Message, emit func(beam.EventTime, string, schemas.Record), dead func(schemas.DeadLetter)) {
+func (f *ParseMessageFn) ProcessElement(ctx context.Context, m Message, emit func(beam.EventTime, string, schemas.Record), dead func(codec.DeadLetter)) {
 	f.ctrs.Inc(ctx, ledger.InputMessages, 1)
 	reject := func(payload string, err error) {
 		f.ctrs.Inc(ctx, ledger.InputRecords, 1)
 		f.ctrs.Inc(ctx, ledger.InputRejected, 1)
-		dead(deadLetter(schemas.SinkParse, payload, f.Source, err))
+		dead(deadLetter(codec.SinkParse, payload, f.Source, err))
 	}
 	attrMs, attrOK := f.attributeTime(ctx, m)
 	max := schemas.LineLimit(f.MaxLineBytes)
-	in := schemas.Input{Attributes: m.Attributes, Unknown: f.unknown.counter(ctx, &f.ctrs)}
+	in := codec.Input{Attributes: m.Attributes, Unknown: f.unknown.counter(ctx, &f.ctrs)}
 	reading := func(b []byte) bool {
 		if len(b) > max {
 			reject(string(b), schemas.TooLargeReading(int64(len(b)), max))
@@ -295,13 +296,13 @@ func (f *ParseMessageFn) ProcessElement(ctx context.Context, m Message, emit fun
 			if attrOK {
 				f.compare(ctx, m, attrMs, &r)
 			}
-			emit(mtime.FromMilliseconds(r.EventMs), f.Spec.IdentityKey(&r), r)
+			emit(mtime.FromMilliseconds(r.EventMs), hours.IdentityKey(f.Spec.Spec, &r), r)
 		}
 		return true
 	}
 	var err error
 	if perr := ledger.Guard(func() {
-		f.unzipped, err = schemas.ReadMessage(f.parser, m.Data, m.Attributes, f.MaxDecompressedBytes, f.unzipped, reading)
+		f.unzipped, err = codec.ReadMessage(f.parser, m.Data, m.Attributes, f.MaxDecompressedBytes, f.unzipped, reading)
 	}); perr != nil {
 		err = perr
 	}
@@ -314,7 +315,7 @@ func (f *ParseMessageFn) ProcessElement(ctx context.Context, m Message, emit fun
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (f *ParseMessageFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, string, schemas.Record), _ func(schemas.DeadLetter)) error {
+func (f *ParseMessageFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, string, schemas.Record), _ func(codec.DeadLetter)) error {
 	return f.ctrs.Commit(ctx)
 }
 

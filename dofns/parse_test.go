@@ -16,6 +16,8 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func vitalsLine(sensor, ts string) string {
@@ -31,7 +33,7 @@ func TestParseMessageFnReadsEveryReading(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	compiled := schemas.MustCompile(spec, schemas.CompileOptions{})
+	compiled := hours.MustCompile(spec, hours.CompileOptions{})
 	at := "1772360130250"
 	msgs := []Message{
 		{ID: "1", Data: []byte(vitalsLine("a", at) + "\nnot json\n" + strings.Replace(vitalsLine("b", at), "{", `{"firmware_version":"2",`, 1)),
@@ -68,7 +70,7 @@ func init() {
 
 // clockAheadLetter reports whether d is the out_of_range dead letter of
 // sensor "fast" whose clock is ahead.
-func clockAheadLetter(d schemas.DeadLetter) bool {
+func clockAheadLetter(d codec.DeadLetter) bool {
 	return d.Reason == schemas.ErrOutOfRange.Error() && strings.Contains(d.Error, "ahead of the wall clock") &&
 		strings.Contains(d.Error, "max_future 1h0m0s") && strings.Contains(d.Payload, `"fast"`)
 }
@@ -82,7 +84,7 @@ func TestParseMessageFnRejectsAClockFarAhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	compiled := schemas.MustCompile(spec, schemas.CompileOptions{})
+	compiled := hours.MustCompile(spec, hours.CompileOptions{})
 	now := time.Now()
 	ms := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).UnixMilli(), 10) }
 	msgs := []Message{
@@ -124,7 +126,7 @@ func TestParseMessageFnBoundsEachReading(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	compiled := schemas.MustCompile(spec, schemas.CompileOptions{})
+	compiled := hours.MustCompile(spec, hours.CompileOptions{})
 	at := "1772360130250"
 	big := strings.Replace(vitalsLine("big", at), "{", `{"note":"`+strings.Repeat("n", 2000)+`",`, 1)
 	zip := func(b []byte) []byte {
@@ -161,7 +163,7 @@ func TestParseMessageFnBoundsEachReading(t *testing.T) {
 func init() { register.Function1x1(deadLetterSize) }
 
 // deadLetterSize is a dead letter's reason and the size of its payload.
-func deadLetterSize(d schemas.DeadLetter) string {
+func deadLetterSize(d codec.DeadLetter) string {
 	b, _ := d.PayloadBytes()
 	return fmt.Sprintf("%s %d", d.Reason, len(b))
 }

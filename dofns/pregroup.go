@@ -8,13 +8,15 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
 	register.DoFn5x0[context.Context, beam.EventTime, string, schemas.Record, func(beam.EventTime, string, HourBatch)](&PreGroupFn{})
 	register.Emitter3[beam.EventTime, string, HourBatch]()
 	register.DoFn9x1[context.Context, beam.PaneInfo, beam.Window, string, func(*HourBatch) bool,
-		func(schemas.RowMutation), func(schemas.BQRow), func(schemas.BQRow), func(schemas.DeadLetter), error](&BuildBatchedRowsFn{})
+		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(codec.DeadLetter), error](&BuildBatchedRowsFn{})
 	register.Iter1[HourBatch]()
 }
 
@@ -82,7 +84,7 @@ func (f *PreGroupFn) ProcessElement(_ context.Context, _ beam.EventTime, key str
 	if size <= 0 {
 		size = time.Hour
 	}
-	k := preGroupKey{key, schemas.WindowStart(r.EventMs, size)}
+	k := preGroupKey{key, hours.WindowStart(r.EventMs, size)}
 	p := f.batches[k]
 	if p == nil {
 		p = &HourBatch{}
@@ -130,7 +132,7 @@ type BuildBatchedRowsFn struct {
 
 // ProcessElement builds the window's rows from every batch's readings.
 func (f *BuildBatchedRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, key string, batches func(*HourBatch) bool,
-	emitRow func(schemas.RowMutation), emitBQ func(schemas.BQRow), emitRollup func(schemas.BQRow), dead func(schemas.DeadLetter)) error {
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), dead func(codec.DeadLetter)) error {
 	var recs []schemas.Record
 	var p HourBatch
 	for batches(&p) {
@@ -141,6 +143,6 @@ func (f *BuildBatchedRowsFn) ProcessElement(ctx context.Context, pane beam.PaneI
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (f *BuildBatchedRowsFn) FinishBundle(ctx context.Context, _ func(schemas.RowMutation), _ func(schemas.BQRow), _ func(schemas.BQRow), _ func(schemas.DeadLetter)) error {
+func (f *BuildBatchedRowsFn) FinishBundle(ctx context.Context, _ func(hours.RowMutation), _ func(hours.BQRow), _ func(hours.BQRow), _ func(codec.DeadLetter)) error {
 	return f.hour.ctrs.Commit(ctx)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 func init() {
@@ -56,7 +57,7 @@ type readBacker struct {
 
 // openReadBacker opens a reader for rec; the error wraps
 // hours.ErrNoReadBack when no table of spec can be read back.
-func openReadBacker(ctx context.Context, spec *schemas.Compiled, rec Recovery) (*readBacker, error) {
+func openReadBacker(ctx context.Context, spec *hours.Compiled, rec Recovery) (*readBacker, error) {
 	rb, err := hours.NewReadBack(spec.Spec)
 	if err != nil {
 		return nil, err
@@ -109,7 +110,7 @@ func (r *readBacker) discover(ctx context.Context, fromMs int64, size time.Durat
 		recs, n := r.rb.Records([]hours.ReadRow{row}, "", fromMs, math.MaxInt64)
 		skipped += n
 		for i := range recs {
-			found[stateKey(r.rb.Spec().IdentityKey(&recs[i]), schemas.WindowStart(recs[i].EventMs, size))] = true
+			found[stateKey(hours.IdentityKey(r.rb.Spec(), &recs[i]), hours.WindowStart(recs[i].EventMs, size))] = true
 		}
 	})
 	if err != nil {
@@ -125,7 +126,7 @@ func (r *readBacker) discover(ctx context.Context, fromMs int64, size time.Durat
 // scan reads the plan's ranges, cells with timestamps in [fromMs, toMs)
 // of the readings' families, calling row for each row. It retries as
 // policy says, from the start, calling restart before each attempt.
-func (r *readBacker) scan(ctx context.Context, plan *schemas.ScanPlan, fromMs, toMs int64, policy retry.Policy,
+func (r *readBacker) scan(ctx context.Context, plan *rowkey.ScanPlan, fromMs, toMs int64, policy retry.Policy,
 	restart func(), row func(hours.ReadRow)) error {
 	err := retry.Do(ctx, policy, func(actx context.Context) error {
 		restart()
@@ -164,7 +165,7 @@ func stateIdentity(key string) string {
 // the stream at start-up, with every message not yet acknowledged left to
 // the next run.
 type RecoverWindowsFn struct {
-	Spec            *schemas.Compiled
+	Spec            *hours.Compiled
 	Recovery        Recovery
 	WindowSize      time.Duration
 	AllowedLateness time.Duration
@@ -205,8 +206,8 @@ func (f *RecoverWindowsFn) ProcessElement(ctx context.Context, _ []byte, emit fu
 	if size <= 0 {
 		size = time.Hour
 	}
-	from := schemas.WindowStart(now-f.AllowedLateness.Milliseconds(), size)
-	if schemas.TooLate(from, now, size, f.AllowedLateness) {
+	from := hours.WindowStart(now-f.AllowedLateness.Milliseconds(), size)
+	if hours.TooLate(from, now, size, f.AllowedLateness) {
 		from += size.Milliseconds()
 	}
 	keys, skipped, err := f.reader.discover(ctx, from, size)

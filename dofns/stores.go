@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 // Stores are what the core reads back from the edges' stores: a
@@ -31,7 +31,7 @@ type TableReader interface {
 	// order, with those of its cells that are in one of families and
 	// whose timestamps are in [fromMs, toMs) (toMs math.MaxInt64: no
 	// end). It makes one attempt; the caller retries.
-	ReadRows(ctx context.Context, table string, ranges []schemas.RowRange, families []string, fromMs, toMs int64, row func(hours.ReadRow)) error
+	ReadRows(ctx context.Context, table string, ranges []rowkey.RowRange, families []string, fromMs, toMs int64, row func(hours.ReadRow)) error
 	// Close releases the reader's client.
 	Close() error
 }

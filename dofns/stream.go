@@ -11,11 +11,13 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
-	register.DoFn6x0[context.Context, beam.EventTime, string, schemas.Record, func(string, schemas.Record), func(schemas.DeadLetter)](&TooLateFn{})
-	register.DoFn4x0[context.Context, string, schemas.Record, func(schemas.RowMutation)](&ArrivalRowsFn{})
+	register.DoFn6x0[context.Context, beam.EventTime, string, schemas.Record, func(string, schemas.Record), func(codec.DeadLetter)](&TooLateFn{})
+	register.DoFn4x0[context.Context, string, schemas.Record, func(hours.RowMutation)](&ArrivalRowsFn{})
 	register.Emitter2[string, schemas.Record]()
 	register.Emitter2[string, string]()
 }
@@ -46,22 +48,22 @@ type TooLateFn struct {
 
 // StartBundle registers the too_late counter before the first one.
 // (Beam wants StartBundle to take ProcessElement's emitters.)
-func (f *TooLateFn) StartBundle(ctx context.Context, _ func(string, schemas.Record), _ func(schemas.DeadLetter)) {
+func (f *TooLateFn) StartBundle(ctx context.Context, _ func(string, schemas.Record), _ func(codec.DeadLetter)) {
 	f.ctrs.Register(ctx, ledger.TooLate)
 }
 
 // ProcessElement passes on-time and allowed-late readings and dead-letters
 // the others.
 func (f *TooLateFn) ProcessElement(ctx context.Context, et beam.EventTime, key string, r schemas.Record,
-	emit func(string, schemas.Record), dead func(schemas.DeadLetter)) {
+	emit func(string, schemas.Record), dead func(codec.DeadLetter)) {
 	now := time.Now().Add(f.Margin).UnixMilli()
-	if !schemas.TooLate(r.EventMs, now, f.WindowSize, f.AllowedLateness) {
+	if !hours.TooLate(r.EventMs, now, f.WindowSize, f.AllowedLateness) {
 		emit(key, r)
 		return
 	}
 	f.ctrs.Inc(ctx, ledger.TooLate, 1)
-	closed := time.UnixMilli(schemas.WindowEnd(r.EventMs, f.WindowSize)).Add(f.AllowedLateness).UTC()
-	dead(deadLetter(schemas.SinkWindow, r.Raw, r.Source, fmt.Errorf("%w: event time %s is in a window closed since %s (allowed lateness %v)",
+	closed := time.UnixMilli(hours.WindowEnd(r.EventMs, f.WindowSize)).Add(f.AllowedLateness).UTC()
+	dead(deadLetter(codec.SinkWindow, r.Raw, r.Source, fmt.Errorf("%w: event time %s is in a window closed since %s (allowed lateness %v)",
 		schemas.ErrTooLate, time.UnixMilli(r.EventMs).UTC().Format(time.RFC3339Nano), closed.Format(time.RFC3339), f.AllowedLateness)))
 }
 
@@ -80,9 +82,9 @@ func (f *TooLateFn) ProcessElement(ctx context.Context, et beam.EventTime, key s
 // fraction of the entries. The writer after it, in the same bundle,
 // writes them before the bundle commits.
 type ArrivalRowsFn struct {
-	Spec *schemas.Compiled
+	Spec *hours.Compiled
 
-	builder *schemas.Builder
+	builder *hours.Builder
 	held    []schemas.Record
 }
 
@@ -101,34 +103,34 @@ func (f *ArrivalRowsFn) Setup() error {
 
 // StartBundle starts with nothing held. (Beam Go wants StartBundle to
 // take ProcessElement's emitter.)
-func (f *ArrivalRowsFn) StartBundle(context.Context, func(schemas.RowMutation)) {
+func (f *ArrivalRowsFn) StartBundle(context.Context, func(hours.RowMutation)) {
 	f.held = f.held[:0]
 }
 
 // ProcessElement holds r, and builds the rows of what it holds once that
 // is ArrivalBatch readings.
-func (f *ArrivalRowsFn) ProcessElement(_ context.Context, _ string, r schemas.Record, emit func(schemas.RowMutation)) {
+func (f *ArrivalRowsFn) ProcessElement(_ context.Context, _ string, r schemas.Record, emit func(hours.RowMutation)) {
 	// With the imputed fields' flags of the values it has (false), so
 	// that an early firing need not write it again (ArrivalWritten).
-	f.held = append(f.held, f.Spec.ArrivalRecord(r))
+	f.held = append(f.held, hours.ArrivalRecord(f.Spec.Spec, r))
 	if len(f.held) >= ArrivalBatch {
 		f.flush(emit)
 	}
 }
 
 // FinishBundle builds the rows of the readings left.
-func (f *ArrivalRowsFn) FinishBundle(_ context.Context, emit func(schemas.RowMutation)) {
+func (f *ArrivalRowsFn) FinishBundle(_ context.Context, emit func(hours.RowMutation)) {
 	f.flush(emit)
 }
 
 // flush emits the held readings' observed cells, one mutation per row.
 // Rejected records never pass Parse. The firings write the readings
 // again, with their imputed values: this write is provisional.
-func (f *ArrivalRowsFn) flush(emit func(schemas.RowMutation)) {
+func (f *ArrivalRowsFn) flush(emit func(hours.RowMutation)) {
 	if len(f.held) == 0 {
 		return
 	}
-	muts, _ := f.builder.Build(f.held, false, func(int) schemas.OriginKind { return schemas.OriginProvisional })
+	muts, _ := f.builder.Build(f.held, false, func(int) hours.OriginKind { return hours.OriginProvisional })
 	for _, m := range muts {
 		emit(m)
 	}

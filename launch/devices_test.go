@@ -18,6 +18,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 
 // siteSpec writes the vitals spec with a field site filled from the
@@ -386,7 +387,7 @@ func TestStreamOfBatchedMessages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		codec, err := schemas.NewProtoCodec(s)
+		pc, err := codec.NewProtoCodec(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -400,7 +401,7 @@ func TestStreamOfBatchedMessages(t *testing.T) {
 		for i := 0; i < len(good); i += 10 {
 			var data []byte
 			for _, r := range good[i:min(i+10, len(good))] {
-				b, err := codec.AppendProto(nil, []byte(r.payload))
+				b, err := pc.AppendProto(nil, []byte(r.payload))
 				if err != nil {
 					t.Fatal(err)
 				}

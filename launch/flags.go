@@ -11,6 +11,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
@@ -90,7 +91,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.summaryJSON, "summary_json", "", "Also write the run's ledger (the summary's figures) as JSON to this file.")
 	fs.DurationVar(&f.attemptTimeout, "write_attempt_timeout", retry.DefaultAttemptTimeout, "The longest one write call (an ApplyBulk batch, an AppendRows or insertAll request) may wait for its answer before it is abandoned and retried, within --write_retry_deadline. Each attempt's own timeout comes from the latency of the calls that answered: 4x their p99, at least 1s (5s until 16 have answered), doubled for each retry of the call, at most this.")
 	fs.IntVar(&f.maxLineBytes, "max_line_bytes", schemas.DefaultMaxLineBytes, "Longest reading, in bytes: an input line, or one reading of a Pub/Sub message (an NDJSON line, a JSON array's element, a protobuf batch's element; a message itself may be as large as Pub/Sub takes, 10 MB). Default 1 MiB, a tenth of a Bigtable cell's limit. A longer line goes to the dead letter as too_large with its first 1 KiB, and is never held whole in memory, but keeps its offset, length and sha256 in its file, so that a replay (--format=deadletter) with a larger --max_line_bytes reads it back; a longer reading of a message goes whole, and the message's other readings land.")
-	fs.Int64Var(&f.maxUnzipped, "max_decompressed_message_bytes", schemas.DefaultMaxDecompressedBytes, "Largest size a gzip Pub/Sub message (one starting with gzip's magic bytes, or with the attribute content-encoding: gzip) may decompress to, in bytes (default 64 MiB), against zip bombs; a larger one, or a corrupt one, goes to the dead letter whole (too_large, malformed).")
+	fs.Int64Var(&f.maxUnzipped, "max_decompressed_message_bytes", codec.DefaultMaxDecompressedBytes, "Largest size a gzip Pub/Sub message (one starting with gzip's magic bytes, or with the attribute content-encoding: gzip) may decompress to, in bytes (default 64 MiB), against zip bombs; a larger one, or a corrupt one, goes to the dead letter whole (too_large, malformed).")
 	fs.IntVar(&f.btBatchCells, "bigtable_batch_cells", bigtableio.DefaultBatchCells, "Cells per Bigtable ApplyBulk batch (the client sends a batch as MutateRows requests of at most 100,000 mutations); up to 4 batches are in flight per bundle, and in a batch at most 4 batches' cells per worker process, whatever the bundles it runs side by side.")
 	fs.IntVar(&f.bqReqBytes, "bigquery_request_bytes", bigqueryio.DefaultBQRequestBytes, "Bytes of rows per BigQuery AppendRows or insertAll request (BigQuery's limit is 10 MB).")
 	fs.IntVar(&f.bqBufBytes, "bigquery_buffer_bytes", bigqueryio.DefaultBQBufferedBytes, "Memory each BigQuery Storage Write writer (one per worker thread) gives to rows BigQuery has not yet acknowledged: their encodings and the records kept for their dead letters. AppendRows requests are cut smaller to fit 8 in flight; a stream's hour closing sends all of the hour's readings at once.")

@@ -17,15 +17,15 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 
 // envelopes reads the dead letters of dir as the replay reads them
-// (schemas.ParseEnvelope).
-func envelopes(t *testing.T, dir string) []schemas.DeadLetter {
+// (codec.ParseEnvelope).
+func envelopes(t *testing.T, dir string) []codec.DeadLetter {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
-	var out []schemas.DeadLetter
+	var out []codec.DeadLetter
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -34,7 +34,7 @@ func envelopes(t *testing.T, dir string) []schemas.DeadLetter {
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		sc.Buffer(nil, 16<<20)
 		for sc.Scan() {
-			d, err := schemas.ParseEnvelope(sc.Bytes())
+			d, err := codec.ParseEnvelope(sc.Bytes())
 			if err != nil {
 				t.Fatalf("dead letter %s: %v", f, err)
 			}
@@ -84,7 +84,7 @@ func TestStreamOfLargeAndCompressedMessages(t *testing.T) {
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if len(ndjson) < 7_500_000 || len(ndjson) > schemas.MaxPubSubMessageBytes || len(array) < 2<<20 {
+	if len(ndjson) < 7_500_000 || len(ndjson) > codec.MaxPubSubMessageBytes || len(array) < 2<<20 {
 		t.Fatalf("messages of %d and %d bytes; want about 8 MB and several MB", len(ndjson), len(array))
 	}
 	tooLarge := strings.Replace(line("tl-1", h.UnixMilli(), 70), "{", `{"note":"`+strings.Repeat("n", 3<<19)+`",`, 1)

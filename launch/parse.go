@@ -20,6 +20,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
@@ -173,15 +174,15 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 	} else if given["replay_reason"] || given["replay_sink"] || given["replay_payload_format"] {
 		return cfg, p, usagef("--replay_reason, --replay_sink and --replay_payload_format apply to --format=deadletter only")
 	}
-	opts := schemas.CompileOptions{Format: payloadFormat}
+	opts := hours.CompileOptions{Format: payloadFormat}
 	if f.bqDataset != "" {
 		// A partitioned table takes event times within a window around
 		// the run's start; the spec's range is narrowed to it.
 		opts.BigQueryAt = time.Now().UnixMilli()
 	}
-	compiled, err := schemas.Compile(spec, opts)
+	compiled, err := hours.Compile(spec, opts)
 	switch {
-	case errors.Is(err, schemas.ErrFormat):
+	case errors.Is(err, codec.ErrFormat):
 		return cfg, p, usagef("--format: %w", err)
 	case err != nil:
 		return cfg, p, usagef("--spec: %w", err)
@@ -374,8 +375,8 @@ func replayFilter(reasons, sinks string) (*pipelines.Replay, error) {
 		r.Reasons = append(r.Reasons, reason)
 	}
 	for _, sink := range splitList(sinks) {
-		if !slices.Contains(schemas.Sinks, sink) {
-			return nil, usagef("--replay_sink=%s: %q is no sink; use %s", sinks, sink, strings.Join(schemas.Sinks, ", "))
+		if !slices.Contains(codec.Sinks, sink) {
+			return nil, usagef("--replay_sink=%s: %q is no sink; use %s", sinks, sink, strings.Join(codec.Sinks, ", "))
 		}
 		r.Sinks = append(r.Sinks, sink)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
@@ -165,7 +166,7 @@ func TestParseDefaults(t *testing.T) {
 		{"dead letter's run", cfg.DeadLetter.Run, runID},
 		{"retry deadline", cfg.Retry, retry.Settings{Deadline: retry.DefaultDeadline, AttemptTimeout: retry.DefaultAttemptTimeout}},
 		{"line limit", cfg.MaxLineBytes, schemas.DefaultMaxLineBytes},
-		{"decompression limit", cfg.MaxDecompressedBytes, int64(schemas.DefaultMaxDecompressedBytes)},
+		{"decompression limit", cfg.MaxDecompressedBytes, int64(codec.DefaultMaxDecompressedBytes)},
 		{"replay", cfg.Replay == nil, true},
 		{"local stream settings", cfg.Local == nil, true},
 		{"startup timeout", p.startupTimeout, 30 * time.Second},

@@ -17,13 +17,14 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/pipelines"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // progressLine is a progress line from the runner's counters (a stream's
 // with stream set): totals, and the read rate over the last interval.
-func progressLine(spec *schemas.Compiled, stream bool, prev, cur ledger.Counters, interval, elapsed time.Duration) string {
+func progressLine(spec *hours.Compiled, stream bool, prev, cur ledger.Counters, interval, elapsed time.Duration) string {
 	l := ledger.FromCounters(cur, stream)
 	rate := 0.0
 	if interval > 0 {
@@ -38,10 +39,10 @@ func progressLine(spec *schemas.Compiled, stream bool, prev, cur ledger.Counters
 			}
 		}
 		switch {
-		case s.Sink == schemas.SinkBigtable && s.Table == spec.Bigtable.Tables[0].Name:
+		case s.Sink == codec.SinkBigtable && s.Table == spec.Bigtable.Tables[0].Name:
 			written += n
 			provisional += early
-		case s.Sink == schemas.SinkBigQuery:
+		case s.Sink == codec.SinkBigQuery:
 			bq += n
 		}
 	}
@@ -109,21 +110,21 @@ func report(w io.Writer, took time.Duration, cfg pipelines.Config, p plan, in ma
 }
 
 func storeName(sink string) string {
-	if sink == schemas.SinkBigtable {
+	if sink == codec.SinkBigtable {
 		return "Bigtable"
 	}
 	return "BigQuery"
 }
 
 func storeWhere(sink string) string {
-	if sink == schemas.SinkBigtable {
+	if sink == codec.SinkBigtable {
 		return bigtableio.Where()
 	}
 	return bigqueryio.WriterEndpoint()
 }
 
 func countedName(sink string) string {
-	if sink == schemas.SinkBigQueryRollups {
+	if sink == codec.SinkBigQueryRollups {
 		return "rollup rows"
 	}
 	return "readings"

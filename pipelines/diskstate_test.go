@@ -23,6 +23,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
@@ -99,7 +100,7 @@ func TestStreamStateOnDiskConvergesToBatch(t *testing.T) {
 // runDiskStream runs the stream of TestStreamStateOnDiskConvergesToBatch
 // into Bigtable instance and BigQuery dataset name, and the batch pipeline
 // into batch, and checks that they hold the same.
-func runDiskStream(t *testing.T, host string, bq *bqemu.TestServer, spec *schemas.Compiled, name string) beam.PipelineResult {
+func runDiskStream(t *testing.T, host string, bq *bqemu.TestServer, spec *hours.Compiled, name string) beam.PipelineResult {
 	roller := spec.Roller()
 	h := streamHour()
 	line := func(d time.Duration, hr string) string { return vitalsLine("s", fmt.Sprint(at(h, d)), hr) }

@@ -17,6 +17,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/internal/loopback"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
@@ -25,7 +27,7 @@ func TestMain(m *testing.M) { loopback.TestMain(m) }
 func init() {
 	register.Function1x1(rowSummary)
 	register.Function1x1(deadReason)
-	register.DoFn1x1[schemas.BQRow, string](&bqColumnsFn{})
+	register.DoFn1x1[hours.BQRow, string](&bqColumnsFn{})
 	register.Function2x0(keyByTestSource)
 }
 
@@ -34,7 +36,7 @@ func keyByTestSource(line string, emit func(string, string)) { emit("in.jsonl", 
 
 // rowSummary renders a mutation as "key: family:qualifier@ts=value ...",
 // cells sorted, so a test can compare whole rows.
-func rowSummary(m schemas.RowMutation) string {
+func rowSummary(m hours.RowMutation) string {
 	var cells []string
 	for _, c := range m.Cells {
 		cells = append(cells, fmt.Sprintf("%s:%s@%d=%s", c.Family, c.Qualifier, c.TsMicros, c.Value))
@@ -43,7 +45,7 @@ func rowSummary(m schemas.RowMutation) string {
 	return m.Table + "/" + m.RowKey + ": " + strings.Join(cells, " ")
 }
 
-func deadReason(d schemas.DeadLetter) string { return d.Reason + " " + d.Source }
+func deadReason(d codec.DeadLetter) string { return d.Reason + " " + d.Source }
 
 // bqColumnsFn renders BigQuery rows as text from the columns it names,
 // found by name among the table's columns (a BQRow's Values are in the
@@ -58,7 +60,7 @@ type bqColumnsFn struct {
 	Format string
 }
 
-func (f *bqColumnsFn) ProcessElement(r schemas.BQRow) string {
+func (f *bqColumnsFn) ProcessElement(r hours.BQRow) string {
 	vals := make([]any, len(f.Show))
 	for i, name := range f.Show {
 		j := slices.Index(f.Columns, name)
@@ -91,7 +93,7 @@ func bqColumns(t *schemas.BigQuerySpec, format string, show ...string) *bqColumn
 }
 
 // bqSummary renders a vitals reading row: the reading's columns, by name.
-func bqSummary(spec *schemas.Compiled) *bqColumnsFn {
+func bqSummary(spec *hours.Compiled) *bqColumnsFn {
 	return bqColumns(spec.BigQuery, "", "sensor_id", "event_timestamp", "heart_rate", "body_temperature", "spO2", "battery_level", "heart_rate_imputed")
 }
 
@@ -104,7 +106,7 @@ func TestBuildRowsGroupsByHourImputesAndDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
+	spec := hours.MustCompile(loaded, hours.CompileOptions{})
 	spec.Rollup = nil // the rollup cells are TestBatchRollups' subject
 	p, s := beam.NewPipelineWithRoot()
 	lines := beam.ParDo(s, keyByTestSource, beam.Create(s,
@@ -153,7 +155,7 @@ func TestConfigCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
+	spec := hours.MustCompile(loaded, hours.CompileOptions{})
 	bt, dl := bigtableio.Config{Project: "p", Instance: "i"}, targets.DeadLetterTarget{Path: "d"}
 	tests := []struct {
 		name string

@@ -17,6 +17,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
@@ -62,7 +64,7 @@ func TestBatchLedgerIsItsRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
+	spec := hours.MustCompile(loaded, hours.CompileOptions{})
 	spec.Rollup = nil
 	cfg := Config{Spec: spec, Bigtable: bigtableio.Config{Project: "p", Instance: "i"},
 		DeadLetter: targets.DeadLetterTarget{Path: dl},
@@ -101,14 +103,14 @@ func TestBatchLedgerIsItsRecord(t *testing.T) {
 	}
 	var bt ledger.Sink
 	for _, s := range got.Sinks {
-		if s.Sink == schemas.SinkBigtable {
+		if s.Sink == codec.SinkBigtable {
 			bt = s
 		}
 	}
 	if got.Read != int64(readings+bad) || got.Readings != int64(readings) || got.Rejected != bad ||
 		bt.Routed != int64(readings) || bt.Failed != int64(readings) ||
-		got.DeadLetters[schemas.SinkBigtable][schemas.ErrWriteFailed.Error()] != int64(readings) ||
-		got.DeadLetters[schemas.SinkParse][schemas.ErrMalformed.Error()] != bad {
+		got.DeadLetters[codec.SinkBigtable][schemas.ErrWriteFailed.Error()] != int64(readings) ||
+		got.DeadLetters[codec.SinkParse][schemas.ErrMalformed.Error()] != bad {
 		t.Errorf("ledger %+v, bigtable %+v; want %d records read, %d readings all dead-lettered write_failed, %d malformed", got, bt, readings+bad, readings, bad)
 	}
 }

@@ -22,7 +22,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/dofns/deadletterio"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
@@ -30,7 +31,7 @@ import (
 type Config struct {
 	// Spec is the dataset spec, compiled once by the caller (its options
 	// name the payload format); nothing here checks it again.
-	Spec *schemas.Compiled
+	Spec *hours.Compiled
 
 	// Bigtable is the Bigtable sink (its Retry is set from Retry).
 	Bigtable bigtableio.Config
@@ -52,7 +53,7 @@ type Config struct {
 	// schemas.DefaultMaxLineBytes).
 	MaxLineBytes int
 	// MaxDecompressedBytes bounds a gzip Pub/Sub message once
-	// decompressed (0: schemas.DefaultMaxDecompressedBytes).
+	// decompressed (0: codec.DefaultMaxDecompressedBytes).
 	MaxDecompressedBytes int64
 
 	// Replay is set when the input is dead letters to unwrap
@@ -143,11 +144,11 @@ func (c Config) sinks() (bigtableio.Config, *bigqueryio.Config) {
 // runSinks are the sinks a run of c has: parse, window and Bigtable, and
 // BigQuery's readings and rollups when it writes them.
 func (c Config) runSinks() []string {
-	out := []string{schemas.SinkParse, schemas.SinkWindow, schemas.SinkBigtable}
+	out := []string{codec.SinkParse, codec.SinkWindow, codec.SinkBigtable}
 	if c.BigQuery != nil {
-		out = append(out, schemas.SinkBigQuery)
+		out = append(out, codec.SinkBigQuery)
 		if c.Spec != nil && c.Spec.Roller() != nil {
-			out = append(out, schemas.SinkBigQueryRollups)
+			out = append(out, codec.SinkBigQueryRollups)
 		}
 	}
 	return out
@@ -170,7 +171,7 @@ func parseLinesChecked(s beam.Scope, cfg Config, lines beam.PCollection, withPro
 	if cfg.Replay == nil {
 		return beam.ParDo2(s.Scope("Parse"), &dofns.ParseFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes, MaxFuture: maxFuture}, lines)
 	}
-	fn := &dofns.UnwrapDeadLetterFn{Spec: cfg.Spec, Filter: schemas.ReplayFilter{Reasons: cfg.Replay.Reasons, Sinks: cfg.Replay.Sinks},
+	fn := &dofns.UnwrapDeadLetterFn{Spec: cfg.Spec, Filter: codec.ReplayFilter{Reasons: cfg.Replay.Reasons, Sinks: cfg.Replay.Sinks},
 		Sinks: cfg.runSinks(), MaxLineBytes: cfg.MaxLineBytes}
 	payloads, probes, unwrapDead := beam.ParDo3(s.Scope("UnwrapDeadLetters"), fn, lines)
 	records, parseDead := beam.ParDo2(s.Scope("Parse"), &dofns.ParseFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes, MaxFuture: maxFuture}, payloads)
@@ -216,12 +217,12 @@ func writeSinks(s beam.Scope, cfg Config, b built) []beam.PCollection {
 		bq.Table = cfg.Spec.BigQuery.Table
 	}
 	readings := *bq
-	readings.Sink, readings.Columns = schemas.SinkBigQuery, cfg.Spec.BigQuery
+	readings.Sink, readings.Columns = codec.SinkBigQuery, cfg.Spec.BigQuery
 	dead = append(dead, bigqueryio.Write(s, readings, b.BQRows))
 	if roller := cfg.Spec.Roller(); roller != nil {
 		rollups := *bq
 		rollups.Table = roller.BigQuery().Table
-		rollups.Sink, rollups.Columns = schemas.SinkBigQueryRollups, roller.BigQuery()
+		rollups.Sink, rollups.Columns = codec.SinkBigQueryRollups, roller.BigQuery()
 		dead = append(dead, bigqueryio.Write(s.Scope("rollups"), rollups, b.Rollups))
 	}
 	return dead

@@ -17,6 +17,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/readside/readpath"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
@@ -35,7 +37,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
+	spec := hours.MustCompile(loaded, hours.CompileOptions{})
 	for _, instance := range []string{"restart", "batch"} {
 		if err := bigtableio.EnsureTables(ctx, "p", instance, spec.Spec, true, time.Minute); err != nil {
 			t.Fatal(err)
@@ -57,7 +59,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 		c = line("s", 5*time.Minute, "60")
 		e = line("s", 30*time.Minute, "80")
 	)
-	p := schemas.NewParser(spec.Spec)
+	p := codec.NewParser(spec.Spec)
 	parse := func(lines ...string) []schemas.Record {
 		var recs []schemas.Record
 		for _, l := range lines {
@@ -68,7 +70,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 		return recs
 	}
 	b, roller := spec.Builder(), spec.Roller()
-	write := func(instance string, muts []schemas.RowMutation) {
+	write := func(instance string, muts []hours.RowMutation) {
 		t.Helper()
 		c, err := bigtableio.NewClient(ctx, "p", instance)
 		if err != nil {
@@ -81,8 +83,8 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 	}
 	// What the killed run wrote: each reading on arrival, then its early
 	// firing's provisional imputation and rollup.
-	seen := map[string]*schemas.Seen{"s": {}, "q": {}}
-	rollups := map[string]*schemas.Rollup{}
+	seen := map[string]*hours.Seen{"s": {}, "q": {}}
+	rollups := map[string]*hours.Rollup{}
 	var all []string
 	for _, firing := range killed {
 		all = append(all, firing...)
@@ -90,7 +92,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 		arrival, _ := b.Mutations(recs)
 		write("restart", arrival)
 		sensor := recs[0].Values[spec.FieldIndex("sensor_id")].Str
-		kept, _ := spec.PrepareEarly(recs, seen[sensor])
+		kept, _ := hours.PrepareEarly(spec.Spec, recs, seen[sensor])
 		if rollups[sensor] == nil {
 			ru := roller.Start(h.UnixMilli(), h.Add(time.Hour).UnixMilli())
 			rollups[sensor] = &ru
@@ -109,7 +111,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 				lines = append(lines, l)
 			}
 		}
-		kept, _ := spec.PrepareGroup(parse(lines...))
+		kept, _ := hours.PrepareGroup(spec.Spec, parse(lines...))
 		muts, _ := b.Mutations(kept)
 		ru := roller.Compute(kept, h.UnixMilli(), h.Add(time.Hour).UnixMilli())
 		muts[0].Cells = append(muts[0].Cells, roller.Cells(&ru)...)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
@@ -18,8 +19,8 @@ func init() {
 }
 
 // hourlyCells renders only a mutation's rollup cells.
-func hourlyCells(m schemas.RowMutation) string {
-	m.Cells = append([]schemas.Cell(nil), m.Cells...)
+func hourlyCells(m hours.RowMutation) string {
+	m.Cells = append([]hours.Cell(nil), m.Cells...)
 	kept := m.Cells[:0]
 	for _, c := range m.Cells {
 		if c.Family == "hourly" {
@@ -38,7 +39,7 @@ func TestBatchRollups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
+	spec := hours.MustCompile(loaded, hours.CompileOptions{})
 	p, s := beam.NewPipelineWithRoot()
 	lines := beam.ParDo(s, keyByTestSource, beam.Create(s,
 		vitalsLine("a", `"2026-03-01T10:00:00Z"`, "null"),

@@ -21,6 +21,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
@@ -28,7 +30,7 @@ func init() {
 	register.Function1x1(bqDeadText)
 }
 
-func bqDeadText(d schemas.DeadLetter) string { return d.Reason + ": " + d.Error + " " + d.Payload }
+func bqDeadText(d codec.DeadLetter) string { return d.Reason + ": " + d.Error + " " + d.Payload }
 
 // finalTiming reports whether a rollup summary is of an on-time or late
 // firing.
@@ -38,7 +40,7 @@ func finalTiming(r string) bool {
 
 // rollupSummary renders a vitals rollup row, its columns read by name:
 // "ontime a count=2 hr_mean=70 imputed=1".
-func rollupSummary(spec *schemas.Compiled) *bqColumnsFn {
+func rollupSummary(spec *hours.Compiled) *bqColumnsFn {
 	return bqColumns(spec.Roller().BigQuery(), "%s %s count=%s hr_mean=%s imputed=%s",
 		"pane_timing", "sensor_id", "count", "heart_rate_mean", "heart_rate_imputed_count")
 }
@@ -51,13 +53,13 @@ func at(h time.Time, d time.Duration) int64 { return h.Add(d).UnixMilli() }
 
 // vitalsWithOptionalValues is the vitals spec with body_temperature and
 // spO2 optional, so that copies of a reading can hold different fields.
-func vitalsWithOptionalValues(t *testing.T) *schemas.Compiled {
+func vitalsWithOptionalValues(t *testing.T) *hours.Compiled {
 	t.Helper()
 	loaded, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
+	spec := hours.MustCompile(loaded, hours.CompileOptions{})
 	spec.Field("body_temperature").Required = false
 	spec.Field("spO2").Required = false
 	return spec
@@ -170,10 +172,10 @@ func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	streamReadings, streamRollups := upserts("stream")
 	batchReadings, batchRollups := upserts("batch")
 	for _, dead := range []beam.PCollection{
-		bigqueryio.Write(s.Scope("stream"), withColumns(streamReadings, schemas.SinkBigQuery, spec.BigQuery), built.BQRows),
-		bigqueryio.Write(s.Scope("stream.rollups"), withColumns(streamRollups, schemas.SinkBigQueryRollups, roller.BigQuery()), built.Rollups),
-		bigqueryio.Write(s.Scope("batch"), withColumns(batchReadings, schemas.SinkBigQuery, spec.BigQuery), batch.BQRows),
-		bigqueryio.Write(s.Scope("batch.rollups"), withColumns(batchRollups, schemas.SinkBigQueryRollups, roller.BigQuery()), batch.Rollups),
+		bigqueryio.Write(s.Scope("stream"), withColumns(streamReadings, codec.SinkBigQuery, spec.BigQuery), built.BQRows),
+		bigqueryio.Write(s.Scope("stream.rollups"), withColumns(streamRollups, codec.SinkBigQueryRollups, roller.BigQuery()), built.Rollups),
+		bigqueryio.Write(s.Scope("batch"), withColumns(batchReadings, codec.SinkBigQuery, spec.BigQuery), batch.BQRows),
+		bigqueryio.Write(s.Scope("batch.rollups"), withColumns(batchRollups, codec.SinkBigQueryRollups, roller.BigQuery()), batch.Rollups),
 	} {
 		passert.Empty(s, global(beam.ParDo(s, bqDeadText, dead)))
 	}

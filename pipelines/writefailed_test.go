@@ -17,6 +17,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
@@ -35,11 +37,11 @@ func keyByLinePlace(line string, emit func(string, string)) {
 	if m := lineOfSensor.FindStringSubmatch(line); m != nil {
 		n, _ = strconv.ParseInt(m[1], 10, 64)
 	}
-	emit(schemas.LineSource("in.jsonl", n, 0), line)
+	emit(codec.LineSource("in.jsonl", n, 0), line)
 }
 
 // deadPlace renders a dead letter as "reason sink source:line sensor".
-func deadPlace(d schemas.DeadLetter) string {
+func deadPlace(d codec.DeadLetter) string {
 	sensor := ""
 	if m := lineOfSensor.FindStringSubmatch(d.Payload); m != nil {
 		sensor = "s" + m[1]
@@ -64,7 +66,7 @@ func TestWriteFailedDeadLettersCarryTheirLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
+	spec := hours.MustCompile(loaded, hours.CompileOptions{})
 	spec.Rollup = nil
 	p, s := beam.NewPipelineWithRoot()
 	var in, want []string

@@ -35,7 +35,7 @@ type Config struct {
 	// writeFn.MaxBufferedBytes).
 	MaxBufferedBytes int
 	// Sink names the sink in dead letters and the run's ledger
-	// (schemas.SinkBigQuery or schemas.SinkBigQueryRollups).
+	// (codec.SinkBigQuery or codec.SinkBigQueryRollups).
 	Sink string
 	// Columns describes the table's columns: the spec's BigQuery section,
 	// or the hourly rollup table.

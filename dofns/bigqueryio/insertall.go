@@ -14,6 +14,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/bqschema"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // InsertAll sends rows with tabledata.insertAll: requests of at most
@@ -162,7 +164,7 @@ type insertAllWriter struct {
 	w     InsertAll
 	idCol int // the column holding the insertId, or -1
 
-	rows  []schemas.BQRow
+	rows  []hours.BQRow
 	bytes int // the batch's estimated request size
 	mem   int // what the batch holds in memory (insertRowMemory of each row)
 }
@@ -171,7 +173,7 @@ type insertAllWriter struct {
 // BigQuery answers: its values (about their protobuf encoding's size), the
 // JSON row they become when the batch is sent (about twice that), its
 // origin and the origin's payload (kept for its dead letter).
-func insertRowMemory(row schemas.BQRow, encoded []byte) int {
+func insertRowMemory(row hours.BQRow, encoded []byte) int {
 	return 3*len(encoded) + len(row.Origin.Raw) + int(unsafe.Sizeof(row)) + len(row.Values)*int(unsafe.Sizeof(schemas.Value{}))
 }
 
@@ -189,7 +191,7 @@ func openInsertAllWriter(ctx context.Context, f *writeFn) (*insertAllWriter, err
 
 // add queues row, sending the batch first when row would take its memory
 // over MaxBufferedBytes, and sends the batch when it is full.
-func (w *insertAllWriter) add(ctx context.Context, row schemas.BQRow, encoded []byte, dead func(schemas.DeadLetter)) error {
+func (w *insertAllWriter) add(ctx context.Context, row hours.BQRow, encoded []byte, dead func(codec.DeadLetter)) error {
 	mem := insertRowMemory(row, encoded)
 	if len(w.rows) > 0 && w.mem+mem > w.f.MaxBufferedBytes {
 		if err := w.flush(ctx, dead); err != nil {
@@ -208,11 +210,11 @@ func (w *insertAllWriter) add(ctx context.Context, row schemas.BQRow, encoded []
 
 // flush sends the batch: rows that cannot be converted, or that BigQuery
 // rejects, are dead-lettered.
-func (w *insertAllWriter) flush(ctx context.Context, dead func(schemas.DeadLetter)) error {
+func (w *insertAllWriter) flush(ctx context.Context, dead func(codec.DeadLetter)) error {
 	rows := w.rows
 	w.reset()
 	savers := make([]bigquery.ValueSaver, 0, len(rows))
-	sent := make([]schemas.Origin, 0, len(rows))
+	sent := make([]hours.Origin, 0, len(rows))
 	for _, r := range rows {
 		s, err := w.saver(r)
 		if err != nil {
@@ -224,7 +226,7 @@ func (w *insertAllWriter) flush(ctx context.Context, dead func(schemas.DeadLette
 	}
 	return w.w.Put(ctx, savers, w.f.policy().Start(),
 		func(idx []int) {
-			origins := make([]schemas.Origin, len(idx))
+			origins := make([]hours.Origin, len(idx))
 			for i, j := range idx {
 				origins[i] = sent[j]
 			}
@@ -269,7 +271,7 @@ func (s bqSaver) Save() (map[string]bigquery.Value, string, error) { return s.ro
 
 // saver converts r to an InsertAll row: null values are left out, the
 // reading id is the insertId.
-func (w *insertAllWriter) saver(r schemas.BQRow) (bqSaver, error) {
+func (w *insertAllWriter) saver(r hours.BQRow) (bqSaver, error) {
 	cols := w.f.Schema.Columns
 	if len(r.Values) != len(cols) {
 		return bqSaver{}, fmt.Errorf("%w: row has %d values for %d columns", bqschema.ErrBQValue, len(r.Values), len(cols))

@@ -12,6 +12,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 
 // TestInsertIDColumn: the insertAll insertId comes from the spec's key,
@@ -82,8 +83,8 @@ func TestInsertAllWriterHoldsAtMostItsBuffer(t *testing.T) {
 		}
 		return n
 	}
-	var dead []schemas.DeadLetter
-	keep := func(d schemas.DeadLetter) { dead = append(dead, d) }
+	var dead []codec.DeadLetter
+	keep := func(d codec.DeadLetter) { dead = append(dead, d) }
 	all, peak, sends := 0, 0, 0
 	for _, row := range rows {
 		enc, err := f.enc.Append(nil, row.Values)

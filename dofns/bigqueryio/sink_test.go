@@ -17,13 +17,15 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
 	register.Function1x1(bqDeadText)
 }
 
-func bqDeadText(d schemas.DeadLetter) string { return d.Reason + ": " + d.Error + " " + d.Payload }
+func bqDeadText(d codec.DeadLetter) string { return d.Reason + ": " + d.Error + " " + d.Payload }
 
 // TestWriteBigQueryAppliesTheConfiguredSink checks the composite's wiring:
 // the configured table and write method receive every row, and nothing is
@@ -38,22 +40,22 @@ func TestWriteBigQueryAppliesTheConfiguredSink(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
+			spec := hours.MustCompile(loaded, hours.CompileOptions{})
 			cfg := bigqueryio.Config{Project: "p", Dataset: "d", Table: "vitals_" + method, WriteMethod: method}
 			ctx := context.Background()
 			if err := bigqueryio.EnsureTable(ctx, cfg.Project, cfg.Dataset, cfg.Table, spec.BigQuery, true); err != nil {
 				t.Fatal(err)
 			}
-			b, err := schemas.NewBuilder(spec.Spec)
+			b, err := hours.NewBuilder(spec.Spec)
 			if err != nil {
 				t.Fatal(err)
 			}
 			base := time.Now().UTC().Add(-time.Hour).Truncate(time.Minute)
-			var rows []schemas.BQRow
+			var rows []hours.BQRow
 			for i := 0; i < 30; i++ {
 				line := fmt.Sprintf(`{"sensor_id":"s%d","timestamp":%d,"heart_rate":70,"body_temperature":36.8,"spO2":98,"battery_level":87}`,
 					i%4, base.Add(time.Duration(i)*time.Second).UnixMilli())
-				recs, err := schemas.NewParser(spec.Spec).Parse(nil, []byte(line), "in.jsonl")
+				recs, err := codec.NewParser(spec.Spec).Parse(nil, []byte(line), "in.jsonl")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -61,7 +63,7 @@ func TestWriteBigQueryAppliesTheConfiguredSink(t *testing.T) {
 			}
 
 			p, s := beam.NewPipelineWithRoot()
-			cfg.Sink, cfg.Columns = schemas.SinkBigQuery, spec.BigQuery
+			cfg.Sink, cfg.Columns = codec.SinkBigQuery, spec.BigQuery
 			dead := bigqueryio.Write(s, cfg, beam.CreateList(s, rows))
 			passert.Empty(s, beam.ParDo(s, bqDeadText, dead))
 			if err := ptest.Run(p); err != nil {

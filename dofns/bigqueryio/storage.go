@@ -20,6 +20,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/bqschema"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // storageWriter appends rows to the table's default stream with the
@@ -71,7 +73,7 @@ type storageBatch struct {
 	// slices into it and into the blocks before it.
 	arena   []byte
 	data    [][]byte // one encoded row each
-	origins []schemas.Origin
+	origins []hours.Origin
 	bytes   int // the request's encoded size
 	mem     int // what it holds in memory (rowMemory of each row)
 }
@@ -83,14 +85,14 @@ const arenaBlock = 64 << 10
 // its encoding, its origin and the origin's payload (the record kept for
 // its dead letter; a stream's final firing renders it, see
 // schemas.Spec.CanonicalJSON).
-func rowMemory(encoded []byte, o schemas.Origin) int {
+func rowMemory(encoded []byte, o hours.Origin) int {
 	return len(encoded) + len(o.Raw) + int(unsafe.Sizeof(o)+unsafe.Sizeof(encoded))
 }
 
 // bqAppend is one AppendRows request and its place on its connection.
 type bqAppend struct {
 	data    [][]byte
-	origins []schemas.Origin
+	origins []hours.Origin
 	// bo paces the request's attempts; its deadline runs from the first.
 	bo   *retry.Backoff
 	conn *appendStream // the connection it was sent on
@@ -135,7 +137,7 @@ func openStorageWriter(ctx context.Context, f *writeFn, upsert bool) (*storageWr
 
 // add appends row's encoding (with the change pseudo-columns for upserts)
 // to the request being filled, sending it first when row would not fit.
-func (w *storageWriter) add(ctx context.Context, row schemas.BQRow, encoded []byte, dead func(schemas.DeadLetter)) error {
+func (w *storageWriter) add(ctx context.Context, row hours.BQRow, encoded []byte, dead func(codec.DeadLetter)) error {
 	if w.upsert {
 		encoded = w.f.enc.AppendChange(encoded, bqschema.ChangeUpsert, row.Seq)
 	}
@@ -174,7 +176,7 @@ func (w *storageWriter) requestMemory() int {
 }
 
 // flush sends the last request and waits for every append.
-func (w *storageWriter) flush(ctx context.Context, dead func(schemas.DeadLetter)) error {
+func (w *storageWriter) flush(ctx context.Context, dead func(codec.DeadLetter)) error {
 	if len(w.batch.data) > 0 {
 		w.send(ctx, &bqAppend{data: w.batch.data, origins: w.batch.origins})
 		w.batch = storageBatch{}
@@ -247,7 +249,7 @@ func (w *storageWriter) send(ctx context.Context, req *bqAppend) {
 // drain settles the oldest requests until at most keep are in flight.
 // Settling may send requests again (retries, the good rows of a rejected
 // request); they join the queue.
-func (w *storageWriter) drain(ctx context.Context, keep int, dead func(schemas.DeadLetter)) error {
+func (w *storageWriter) drain(ctx context.Context, keep int, dead func(codec.DeadLetter)) error {
 	for len(w.inflight) > keep {
 		req := w.inflight[0]
 		w.inflight[0] = nil
@@ -265,7 +267,7 @@ func (w *storageWriter) drain(ctx context.Context, keep int, dead func(schemas.D
 // the request's deadline; a request too large is split; anything else
 // dead-letters the request's rows. Only a cancelled context is returned as
 // an error.
-func (w *storageWriter) settle(ctx context.Context, req *bqAppend, dead func(schemas.DeadLetter)) error {
+func (w *storageWriter) settle(ctx context.Context, req *bqAppend, dead func(codec.DeadLetter)) error {
 	err := req.err
 	var resp *storagepb.AppendRowsResponse
 	if err == nil {

@@ -16,12 +16,14 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/faultproxy"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // storageFixture creates the vitals table on an in-process emulator and
 // returns a storage writer that reaches it at storageAddr(emulator's gRPC
 // address), with retry settings rs.
-func storageFixture(t *testing.T, table string, rs retry.Settings, storageAddr func(string) string) (*writeFn, *storageWriter, []schemas.BQRow) {
+func storageFixture(t *testing.T, table string, rs retry.Settings, storageAddr func(string) string) (*writeFn, *storageWriter, []hours.BQRow) {
 	t.Helper()
 	ts := bqemu.StartServerForTest(t)
 	t.Setenv(EmulatorHostEnv, strings.TrimPrefix(ts.RESTEndpoint, "http://"))
@@ -44,7 +46,7 @@ func storageFixture(t *testing.T, table string, rs retry.Settings, storageAddr f
 
 // addAll hands rows to the writer in requests of at most 600 bytes (six
 // vitals rows), so that several are in flight.
-func addAll(t *testing.T, f *writeFn, w *storageWriter, rows []schemas.BQRow, dead func(schemas.DeadLetter)) {
+func addAll(t *testing.T, f *writeFn, w *storageWriter, rows []hours.BQRow, dead func(codec.DeadLetter)) {
 	t.Helper()
 	f.MaxRequestBytes = 600
 	for _, row := range rows {
@@ -77,8 +79,8 @@ func TestStorageWriterRetriesAStalledStream(t *testing.T) {
 	p.SetDelay(3 * time.Second)
 	time.AfterFunc(3*time.Second, func() { p.SetDelay(0) })
 
-	var dead []schemas.DeadLetter
-	keep := func(d schemas.DeadLetter) { dead = append(dead, d) }
+	var dead []codec.DeadLetter
+	keep := func(d codec.DeadLetter) { dead = append(dead, d) }
 	start := time.Now()
 	addAll(t, f, w, rows, keep)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
@@ -109,8 +111,8 @@ func TestStorageWriterDeadLettersWhenBigQueryIsUnreachable(t *testing.T) {
 		l.Close()
 		return addr
 	})
-	var dead []schemas.DeadLetter
-	keep := func(d schemas.DeadLetter) { dead = append(dead, d) }
+	var dead []codec.DeadLetter
+	keep := func(d codec.DeadLetter) { dead = append(dead, d) }
 	addAll(t, f, w, rows, keep)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
@@ -147,8 +149,8 @@ func TestStorageWriterHoldsAtMostItsBuffer(t *testing.T) {
 		}
 		return n
 	}
-	var dead []schemas.DeadLetter
-	keep := func(d schemas.DeadLetter) { dead = append(dead, d) }
+	var dead []codec.DeadLetter
+	keep := func(d codec.DeadLetter) { dead = append(dead, d) }
 	all, peak := 0, 0
 	for _, row := range rows {
 		enc, err := f.enc.Append(nil, row.Values)
@@ -202,7 +204,7 @@ func TestStorageWriterBatchKeepsOneCopyOfItsRows(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for range n {
-		if err := w.add(context.Background(), schemas.BQRow{}, enc, nil); err != nil {
+		if err := w.add(context.Background(), hours.BQRow{}, enc, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -212,7 +214,7 @@ func TestStorageWriterBatchKeepsOneCopyOfItsRows(t *testing.T) {
 		t.Fatalf("%d requests sent, %d rows in the batch; want none sent, all %d in it", len(w.inflight), len(w.batch.data), n)
 	}
 	kept := int(after.HeapAlloc) - int(before.HeapAlloc)
-	slices := cap(w.batch.data)*int(unsafe.Sizeof(enc)) + cap(w.batch.origins)*int(unsafe.Sizeof(schemas.Origin{}))
+	slices := cap(w.batch.data)*int(unsafe.Sizeof(enc)) + cap(w.batch.origins)*int(unsafe.Sizeof(hours.Origin{}))
 	if limit := n*len(enc)*9/8 + slices + arenaBlock; kept > limit {
 		t.Errorf("a request of %d bytes of rows keeps %d bytes (%d in its row and origin slices); want at most %d", n*len(enc), kept, slices, limit)
 	}

@@ -15,10 +15,12 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/bqschema"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
-	register.DoFn3x1[context.Context, schemas.BQRow, func(schemas.DeadLetter), error](&writeFn{})
+	register.DoFn3x1[context.Context, hours.BQRow, func(codec.DeadLetter), error](&writeFn{})
 }
 
 // BigQuery write methods.
@@ -83,7 +85,7 @@ type writeFn struct {
 	Dataset string
 	Table   string
 	// Sink names the sink in dead letters and the ledger:
-	// schemas.SinkBigQuery (default) or schemas.SinkBigQueryRollups.
+	// codec.SinkBigQuery (default) or codec.SinkBigQueryRollups.
 	Sink string
 	// WriteMethod is WriteUpsert (DefaultWriteMethod), WriteStorageWrite or
 	// WriteInsertAll.
@@ -122,10 +124,10 @@ type writeFn struct {
 // one's outcome through the DoFn's landed and reject.
 type bqWriter interface {
 	// add takes one row and its protobuf encoding, and may send a request.
-	add(ctx context.Context, row schemas.BQRow, encoded []byte, dead func(schemas.DeadLetter)) error
+	add(ctx context.Context, row hours.BQRow, encoded []byte, dead func(codec.DeadLetter)) error
 	// flush sends what is left and waits until every row has landed or
 	// been dead-lettered. Only a cancelled context is an error.
-	flush(ctx context.Context, dead func(schemas.DeadLetter)) error
+	flush(ctx context.Context, dead func(codec.DeadLetter)) error
 	// reset drops the rows of a failed bundle: the runner retries it.
 	reset()
 	close() error
@@ -141,7 +143,7 @@ func newWriteFn(project, dataset, table, method string, schema *schemas.BigQuery
 // WriterOptions).
 func (f *writeFn) Setup(ctx context.Context) error {
 	if f.Sink == "" {
-		f.Sink = schemas.SinkBigQuery
+		f.Sink = codec.SinkBigQuery
 	}
 	if f.WriteMethod == "" {
 		f.WriteMethod = DefaultWriteMethod
@@ -195,7 +197,7 @@ func (f *writeFn) open(w bqWriter, err error) error {
 // StartBundle registers the table's ledger counters before the first
 // write (see ledger.Recorder.Register). Beam wants StartBundle to take
 // ProcessElement's emitters.
-func (f *writeFn) StartBundle(ctx context.Context, _ func(schemas.DeadLetter)) {
+func (f *writeFn) StartBundle(ctx context.Context, _ func(codec.DeadLetter)) {
 	f.ctrs.Register(ctx, ledger.RowsKey(f.Sink, f.Table))
 }
 
@@ -211,7 +213,7 @@ func (f *writeFn) Teardown() error {
 
 // ProcessElement encodes row and hands it to the writer. A row whose values
 // the table cannot hold is dead-lettered.
-func (f *writeFn) ProcessElement(ctx context.Context, row schemas.BQRow, dead func(schemas.DeadLetter)) (err error) {
+func (f *writeFn) ProcessElement(ctx context.Context, row hours.BQRow, dead func(codec.DeadLetter)) (err error) {
 	defer f.resetOnError(&err)
 	f.ctrs.Sink(ctx, f.Sink, f.Table, row.Origin.Kind, ledger.Routed, 1)
 	if perr := ledger.Guard(func() { f.scratch, err = f.enc.Append(f.scratch[:0], row.Values) }); perr != nil {
@@ -227,7 +229,7 @@ func (f *writeFn) ProcessElement(ctx context.Context, row schemas.BQRow, dead fu
 // FinishBundle sends what is left and waits for every write, so the bundle
 // commits only once each row has landed or been dead-lettered; then its
 // counts go to the run's ledger record.
-func (f *writeFn) FinishBundle(ctx context.Context, dead func(schemas.DeadLetter)) (err error) {
+func (f *writeFn) FinishBundle(ctx context.Context, dead func(codec.DeadLetter)) (err error) {
 	defer f.resetOnError(&err)
 	if err := f.w.flush(ctx, dead); err != nil {
 		return err
@@ -252,7 +254,7 @@ func (f *writeFn) resetOnError(err *error) {
 }
 
 // landed counts the rows of origins as written.
-func (f *writeFn) landed(ctx context.Context, origins []schemas.Origin) {
+func (f *writeFn) landed(ctx context.Context, origins []hours.Origin) {
 	f.down.Record(nil)
 	for _, o := range origins {
 		f.ctrs.Sink(ctx, f.Sink, f.Table, o.Kind, ledger.Written, 1)
@@ -262,7 +264,7 @@ func (f *writeFn) landed(ctx context.Context, origins []schemas.Origin) {
 
 // reject dead-letters one row as write_failed (internal when the row could
 // not be handled) with the server's message.
-func (f *writeFn) reject(ctx context.Context, o schemas.Origin, cause error, dead func(schemas.DeadLetter)) {
+func (f *writeFn) reject(ctx context.Context, o hours.Origin, cause error, dead func(codec.DeadLetter)) {
 	f.ctrs.Sink(ctx, f.Sink, f.Table, o.Kind, ledger.Failed, 1)
 	if errors.Is(cause, retry.ErrExhausted) {
 		f.down.Record(cause)
@@ -272,7 +274,7 @@ func (f *writeFn) reject(ctx context.Context, o schemas.Origin, cause error, dea
 	if !errors.Is(err, schemas.ErrInternal) {
 		err = fmt.Errorf("%w: bigquery table %s: %w", schemas.ErrWriteFailed, f.ref, cause)
 	}
-	dead(schemas.NewDeadLetter(f.Sink, o.Raw, o.Source, err, time.Now()))
+	dead(codec.NewDeadLetter(f.Sink, o.Raw, o.Source, err, time.Now()))
 }
 
 // tooLarge reports whether a request was rejected for its size, so that

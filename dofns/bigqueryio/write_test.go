@@ -19,6 +19,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
@@ -33,7 +35,7 @@ const (
 // deadSummary renders a dead letter as "payload source reason: what", where
 // what names the server's message when it is one the tests expect, and is
 // the whole error otherwise.
-func deadSummary(d schemas.DeadLetter) string {
+func deadSummary(d codec.DeadLetter) string {
 	what := d.Error
 	switch {
 	case !strings.HasPrefix(d.Error, "write_failed: bigquery table "):
@@ -77,16 +79,16 @@ func startBigQuery(t *testing.T, table string) (*bigquery.Client, *schemas.Spec)
 
 // vitalsRows parses n vitals readings, one second apart from base, into
 // BigQuery rows; every fifth has no heart rate.
-func vitalsRows(t *testing.T, spec *schemas.Spec, n int, base time.Time) []schemas.BQRow {
+func vitalsRows(t *testing.T, spec *schemas.Spec, n int, base time.Time) []hours.BQRow {
 	t.Helper()
-	p := schemas.NewParser(spec)
-	b, err := schemas.NewBuilder(spec)
+	p := codec.NewParser(spec)
+	b, err := hours.NewBuilder(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	flag := spec.FieldIndex("heart_rate_imputed")
 	ingested := base.Add(time.Hour).UnixMilli()
-	var rows []schemas.BQRow
+	var rows []hours.BQRow
 	for i := 0; i < n; i++ {
 		hr := fmt.Sprintf(`,"heart_rate":%d.5`, 60+i%40)
 		if i%5 == 0 {
@@ -106,7 +108,7 @@ func vitalsRows(t *testing.T, spec *schemas.Spec, n int, base time.Time) []schem
 }
 
 // wantRows is what reading rows back should give, keyed by reading_id.
-func wantRows(spec *schemas.Spec, rows []schemas.BQRow) map[string]map[string]bigquery.Value {
+func wantRows(spec *schemas.Spec, rows []hours.BQRow) map[string]map[string]bigquery.Value {
 	out := map[string]map[string]bigquery.Value{}
 	for _, r := range rows {
 		m := map[string]bigquery.Value{}
@@ -189,7 +191,7 @@ func compareRows(t *testing.T, got, want map[string]map[string]bigquery.Value) {
 // bigquery sink's table, from a pipeline result.
 func sinkCounter(res beam.PipelineResult, table, outcome string) int64 {
 	m := res.Metrics()
-	return ledger.FromMetrics(&m)[ledger.SinkKey(schemas.SinkBigQuery, table, schemas.OriginReading, outcome)]
+	return ledger.FromMetrics(&m)[ledger.SinkKey(codec.SinkBigQuery, table, hours.OriginReading, outcome)]
 }
 
 // writeCase is one configuration of the sink.
@@ -209,7 +211,7 @@ var writeCases = []writeCase{
 
 // runWrite writes rows through the sink on prism, asserts the dead letters
 // and returns the pipeline result.
-func runWrite(t *testing.T, fn writeFn, spec *schemas.Spec, table string, rows []schemas.BQRow, wantDead []string) beam.PipelineResult {
+func runWrite(t *testing.T, fn writeFn, spec *schemas.Spec, table string, rows []hours.BQRow, wantDead []string) beam.PipelineResult {
 	t.Helper()
 	fn.Project, fn.Dataset, fn.Table, fn.Schema = bqProject, bqDataset, table, spec.BigQuery
 	fn.Retry.Initial = 10 * time.Millisecond
@@ -268,7 +270,7 @@ func TestBigQueryWriteFnDeadLettersRejectedRowsAndLandsTheRest(t *testing.T) {
 			badValue.Values[bqCol(spec.BigQuery, "heart_rate")] = schemas.Value{Kind: schemas.KindString, Str: "fast"}
 			badValue.Origin.Raw = "bad-value"
 
-			rows := append([]schemas.BQRow{badValue}, good[:20]...)
+			rows := append([]hours.BQRow{badValue}, good[:20]...)
 			rows = append(rows, old)
 			rows = append(rows, good[20:45]...)
 			rows = append(rows, noSensor)
@@ -301,11 +303,11 @@ func TestBigQueryWriteFnUpsertKeepsTheNewestRow(t *testing.T) {
 	newer := vitalsRows(t, spec, 50, base)
 	for i := range newer {
 		newer[i].Values[bqCol(spec.BigQuery, "heart_rate")] = schemas.Value{Kind: schemas.KindFloat, Num: 200 + float64(i)}
-		newer[i].Seq = schemas.ChangeSeq{Micros: old[i].Seq.Micros, Pane: 1} // a later firing, same microsecond
+		newer[i].Seq = hours.ChangeSeq{Micros: old[i].Seq.Micros, Pane: 1} // a later firing, same microsecond
 	}
 	fn := writeFn{WriteMethod: WriteUpsert, MaxRequestBytes: 2000}
 	// Both versions in one run, interleaved, the newer first half the time.
-	var mixed []schemas.BQRow
+	var mixed []hours.BQRow
 	for i := range old {
 		if i%2 == 0 {
 			mixed = append(mixed, newer[i], old[i])

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio/flowcontrol"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // applyBulk is one attempt of writeFn's ApplyBulk under the
@@ -64,6 +64,6 @@ func flowSignal(errs []error, err error) flowcontrol.Signal {
 }
 
 // cellBytes approximates a cell's share of a MutateRows request.
-func cellBytes(c schemas.Cell) int {
+func cellBytes(c hours.Cell) int {
 	return len(c.Family) + len(c.Qualifier) + len(c.Value) + 16
 }

@@ -18,7 +18,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/internal/testrig/faultproxy"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 const mutateRows = "/google.bigtable.v2.Bigtable/MutateRows"
@@ -87,8 +88,8 @@ func mutationsIn(method string, req []byte) int64 {
 }
 
 // wideRows builds n one-reading rows of cells cells each.
-func wideRows(n, cells int) []schemas.RowMutation {
-	var rows []schemas.RowMutation
+func wideRows(n, cells int) []hours.RowMutation {
+	var rows []hours.RowMutation
 	for i := 0; i < n; i++ {
 		rows = append(rows, row(fmt.Sprintf("r-%04d", i), "f", cells, fmt.Sprintf("reading %d", i)))
 	}
@@ -97,9 +98,9 @@ func wideRows(n, cells int) []schemas.RowMutation {
 
 // runWriter drives fn over rows as one bundle (Setup, ProcessElement,
 // FinishBundle, Teardown) and returns its dead letters.
-func runWriter(ctx context.Context, fn *writeFn, rows []schemas.RowMutation) ([]schemas.DeadLetter, error) {
-	var dead []schemas.DeadLetter
-	emit := func(d schemas.DeadLetter) { dead = append(dead, d) }
+func runWriter(ctx context.Context, fn *writeFn, rows []hours.RowMutation) ([]codec.DeadLetter, error) {
+	var dead []codec.DeadLetter
+	emit := func(d codec.DeadLetter) { dead = append(dead, d) }
 	if err := fn.Setup(ctx); err != nil {
 		return nil, err
 	}
@@ -169,7 +170,7 @@ func TestFlowControlCapsOutstandingMutations(t *testing.T) {
 	fn.AppProfile = "backfill"
 	fn.Flow = flowcontrol.Settings{MaxMutations: limit}
 	type result struct {
-		dead []schemas.DeadLetter
+		dead []codec.DeadLetter
 		err  error
 	}
 	done := make(chan result, 1)

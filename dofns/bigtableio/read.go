@@ -8,8 +8,8 @@ import (
 
 	"cloud.google.com/go/bigtable"
 
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 // Reader reads rows of an instance's tables back: the core's read-back
@@ -30,7 +30,7 @@ func OpenReader(ctx context.Context, project, instance string) (*Reader, error) 
 // ReadRows calls row for each row of table within ranges, with those of
 // its cells that are in one of families and whose timestamps are in
 // [fromMs, toMs) (toMs math.MaxInt64: no end). It makes one attempt.
-func (r *Reader) ReadRows(ctx context.Context, table string, ranges []schemas.RowRange, families []string, fromMs, toMs int64, row func(hours.ReadRow)) error {
+func (r *Reader) ReadRows(ctx context.Context, table string, ranges []rowkey.RowRange, families []string, fromMs, toMs int64, row func(hours.ReadRow)) error {
 	var rl bigtable.RowRangeList
 	for _, rg := range ranges {
 		rl = append(rl, bigtable.NewRange(rg.Start, rg.End))
@@ -49,7 +49,7 @@ func (r *Reader) ReadRows(ctx context.Context, table string, ranges []schemas.Ro
 		rr := hours.ReadRow{Key: br.Key()}
 		for fam, items := range br {
 			for _, it := range items {
-				rr.Cells = append(rr.Cells, schemas.Cell{Family: fam, Qualifier: strings.TrimPrefix(it.Column, fam+":"),
+				rr.Cells = append(rr.Cells, hours.Cell{Family: fam, Qualifier: strings.TrimPrefix(it.Column, fam+":"),
 					TsMicros: int64(it.Timestamp), Value: it.Value})
 			}
 		}

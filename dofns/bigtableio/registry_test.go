@@ -13,7 +13,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio/flowcontrol"
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // TestTwoPipelinesInOneProcessKeepTheirOwnFlowControl runs two pipelines
@@ -40,7 +40,7 @@ func TestTwoPipelinesInOneProcessKeepTheirOwnFlowControl(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			p, s := beam.NewPipelineWithRoot()
-			var rows []schemas.RowMutation
+			var rows []hours.RowMutation
 			for j := 0; j < 40; j++ {
 				rows = append(rows, row(fmt.Sprintf("p%d-%03d", i, j), "f", 500, fmt.Sprintf("pipeline %d reading %d", i, j)))
 			}

@@ -17,10 +17,12 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/registry"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
-	register.DoFn3x1[context.Context, schemas.RowMutation, func(schemas.DeadLetter), error](&writeFn{})
+	register.DoFn3x1[context.Context, hours.RowMutation, func(codec.DeadLetter), error](&writeFn{})
 }
 
 // Limits of one Bigtable MutateRows request (Cloud Bigtable's quotas and
@@ -116,7 +118,7 @@ type entry struct {
 	mut     *bigtable.Mutation
 	cells   int
 	bytes   int // request bytes, for flow control
-	origins []schemas.Origin
+	origins []hours.Origin
 }
 
 // newWriteFn returns a writer for project/instance.
@@ -182,7 +184,7 @@ func (f *writeFn) Teardown() error {
 // ProcessElement buffers m, splitting rows too large for one entry, and
 // flushes when the buffer is full. A mutation it cannot handle is
 // dead-lettered with reason internal.
-func (f *writeFn) ProcessElement(ctx context.Context, m schemas.RowMutation, dead func(schemas.DeadLetter)) error {
+func (f *writeFn) ProcessElement(ctx context.Context, m hours.RowMutation, dead func(codec.DeadLetter)) error {
 	f.countOrigins(ctx, m.Table, ledger.Routed, m.Origins)
 	var entries []entry
 	if err := ledger.Guard(func() { entries = splitEntries(m) }); err != nil {
@@ -207,7 +209,7 @@ func (f *writeFn) ProcessElement(ctx context.Context, m schemas.RowMutation, dea
 // FinishBundle writes what is left and waits for every batch in flight, so
 // the bundle commits only once every mutation has landed or been
 // dead-lettered; then its counts go to the run's ledger record.
-func (f *writeFn) FinishBundle(ctx context.Context, dead func(schemas.DeadLetter)) error {
+func (f *writeFn) FinishBundle(ctx context.Context, dead func(codec.DeadLetter)) error {
 	f.flush(ctx)
 	f.wg.Wait()
 	if err := f.collect(ctx, dead); err != nil {
@@ -218,7 +220,7 @@ func (f *writeFn) FinishBundle(ctx context.Context, dead func(schemas.DeadLetter
 
 // splitEntries turns a row mutation into entries of at most
 // maxMutationsPerEntry cells and deletions, cutting only between readings.
-func splitEntries(m schemas.RowMutation) []entry {
+func splitEntries(m hours.RowMutation) []entry {
 	var out []entry
 	cur := entry{table: m.Table, key: m.RowKey, mut: bigtable.NewMutation()}
 	next, nextDel := 0, 0
@@ -313,7 +315,7 @@ func (f *writeFn) flush(ctx context.Context) {
 // collect emits the dead letters and counts of the batches that have
 // finished, and returns the first error among them (the bundle then fails
 // and the runner retries it: the writes are idempotent).
-func (f *writeFn) collect(ctx context.Context, dead func(schemas.DeadLetter)) error {
+func (f *writeFn) collect(ctx context.Context, dead func(codec.DeadLetter)) error {
 	f.mu.Lock()
 	results := f.results
 	f.results = nil
@@ -336,39 +338,39 @@ func (f *writeFn) collect(ctx context.Context, dead func(schemas.DeadLetter)) er
 // count counts an entry's writes as acknowledged.
 func (f *writeFn) count(ctx context.Context, e entry) {
 	f.countOrigins(ctx, e.table, ledger.Written, e.origins)
-	f.ctrs.Inc(ctx, ledger.RowsKey(schemas.SinkBigtable, e.table), 1)
+	f.ctrs.Inc(ctx, ledger.RowsKey(codec.SinkBigtable, e.table), 1)
 }
 
 // countOrigins counts origins' writes to table with outcome: one counter
 // update per kind, not per reading (each update builds its key and looks
 // its counter up; per reading that was 1-2 % of a batch's CPU).
-func (f *writeFn) countOrigins(ctx context.Context, table, outcome string, origins []schemas.Origin) {
+func (f *writeFn) countOrigins(ctx context.Context, table, outcome string, origins []hours.Origin) {
 	var n [4]int64
 	for _, o := range origins {
 		if int(o.Kind) < len(n) {
 			n[o.Kind]++
 		} else {
-			f.ctrs.Sink(ctx, schemas.SinkBigtable, table, o.Kind, outcome, 1)
+			f.ctrs.Sink(ctx, codec.SinkBigtable, table, o.Kind, outcome, 1)
 		}
 	}
 	for k, c := range n {
-		f.ctrs.Sink(ctx, schemas.SinkBigtable, table, schemas.OriginKind(k), outcome, c)
+		f.ctrs.Sink(ctx, codec.SinkBigtable, table, hours.OriginKind(k), outcome, c)
 	}
 }
 
 // fail dead-letters an entry's readings as write_failed (or internal).
-func (f *writeFn) fail(ctx context.Context, fe failedEntry, dead func(schemas.DeadLetter)) {
+func (f *writeFn) fail(ctx context.Context, fe failedEntry, dead func(codec.DeadLetter)) {
 	err := fe.err
 	if !errors.Is(err, schemas.ErrInternal) {
 		err = fmt.Errorf("%w: bigtable table %s row %q: %w", schemas.ErrWriteFailed, fe.entry.table, fe.entry.key, err)
 	}
 	unavailable := errors.Is(err, retry.ErrExhausted)
 	for _, o := range fe.entry.origins {
-		f.ctrs.Sink(ctx, schemas.SinkBigtable, fe.entry.table, o.Kind, ledger.Failed, 1)
+		f.ctrs.Sink(ctx, codec.SinkBigtable, fe.entry.table, o.Kind, ledger.Failed, 1)
 		if unavailable {
-			f.ctrs.Sink(ctx, schemas.SinkBigtable, fe.entry.table, o.Kind, ledger.Unavailable, 1)
+			f.ctrs.Sink(ctx, codec.SinkBigtable, fe.entry.table, o.Kind, ledger.Unavailable, 1)
 		}
-		dead(schemas.NewDeadLetter(schemas.SinkBigtable, o.Raw, o.Source, err, time.Now()))
+		dead(codec.NewDeadLetter(codec.SinkBigtable, o.Raw, o.Source, err, time.Now()))
 	}
 }
 

@@ -14,22 +14,23 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
 	register.Function1x1(deadLetterSummary)
 }
 
-func deadLetterSummary(d schemas.DeadLetter) string { return d.Reason + " " + d.Payload }
+func deadLetterSummary(d codec.DeadLetter) string { return d.Reason + " " + d.Payload }
 
 // row builds a one-reading row mutation with n cells in family fam.
-func row(key, fam string, n int, payload string) schemas.RowMutation {
-	m := schemas.RowMutation{Table: "t", RowKey: key}
+func row(key, fam string, n int, payload string) hours.RowMutation {
+	m := hours.RowMutation{Table: "t", RowKey: key}
 	for i := 0; i < n; i++ {
-		m.Cells = append(m.Cells, schemas.Cell{Family: fam, Qualifier: fmt.Sprintf("q%d", i), TsMicros: 1000, Value: []byte("v")})
+		m.Cells = append(m.Cells, hours.Cell{Family: fam, Qualifier: fmt.Sprintf("q%d", i), TsMicros: 1000, Value: []byte("v")})
 	}
-	m.Origins = []schemas.Origin{{Raw: payload, Source: "src", Cells: n}}
+	m.Origins = []hours.Origin{{Raw: payload, Source: "src", Cells: n}}
 	return m
 }
 
@@ -49,7 +50,7 @@ func TestBigtableWriteFnLandsGoodRowsAndDeadLettersFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var rows []schemas.RowMutation
+	var rows []hours.RowMutation
 	for i := 0; i < 50; i++ {
 		rows = append(rows, row(fmt.Sprintf("good-%02d", i), "f", 3, fmt.Sprintf("good %d", i)))
 	}
@@ -87,14 +88,14 @@ func TestBigtableWriteFnLandsGoodRowsAndDeadLettersFailures(t *testing.T) {
 }
 
 func TestSplitEntriesCutsBetweenReadings(t *testing.T) {
-	m := schemas.RowMutation{Table: "t", RowKey: "k"}
+	m := hours.RowMutation{Table: "t", RowKey: "k"}
 	// Three readings of 40,000 cells: no entry may exceed 100,000 mutations,
 	// and no reading may be cut in two.
 	for r := 0; r < 3; r++ {
 		for i := 0; i < 40_000; i++ {
-			m.Cells = append(m.Cells, schemas.Cell{Family: "f", Qualifier: "q", TsMicros: int64(r*100_000 + i), Value: []byte("v")})
+			m.Cells = append(m.Cells, hours.Cell{Family: "f", Qualifier: "q", TsMicros: int64(r*100_000 + i), Value: []byte("v")})
 		}
-		m.Origins = append(m.Origins, schemas.Origin{Raw: fmt.Sprint(r), Cells: 40_000})
+		m.Origins = append(m.Origins, hours.Origin{Raw: fmt.Sprint(r), Cells: 40_000})
 	}
 	entries := splitEntries(m)
 	if len(entries) != 2 || entries[0].cells != 80_000 || entries[1].cells != 40_000 ||

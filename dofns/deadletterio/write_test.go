@@ -22,19 +22,19 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // testLetters returns n dead letters with distinct payloads.
-func testLetters(n int, tag string) []schemas.DeadLetter {
+func testLetters(n int, tag string) []codec.DeadLetter {
 	reasons := []string{"malformed", "out_of_range", "bad_timestamp"}
-	out := make([]schemas.DeadLetter, n)
+	out := make([]codec.DeadLetter, n)
 	for i := range out {
-		out[i] = schemas.DeadLetter{
+		out[i] = codec.DeadLetter{
 			Payload: fmt.Sprintf(`{"sensor_id":"s-%s-%d"`, tag, i),
 			Reason:  reasons[i%len(reasons)],
-			Sink:    schemas.SinkParse,
+			Sink:    codec.SinkParse,
 			Error:   "test error " + tag,
 			Source:  "gs://b/in.jsonl",
 			// Microseconds: what a BigQuery TIMESTAMP keeps.
@@ -46,7 +46,7 @@ func testLetters(n int, tag string) []schemas.DeadLetter {
 
 // writeDirect runs one bundle of writeFn by hand and returns the
 // FinishBundle error.
-func writeDirect(t *testing.T, dir string, letters []schemas.DeadLetter) error {
+func writeDirect(t *testing.T, dir string, letters []codec.DeadLetter) error {
 	t.Helper()
 	ctx := context.Background()
 	f := &writeFn{Target: mustTarget(t, dir)}
@@ -69,7 +69,7 @@ func writeDirect(t *testing.T, dir string, letters []schemas.DeadLetter) error {
 
 // writePipeline writes letters through writeFn in a pipeline on
 // the test runner (prism).
-func writePipeline(t *testing.T, dir string, letters []schemas.DeadLetter) {
+func writePipeline(t *testing.T, dir string, letters []codec.DeadLetter) {
 	t.Helper()
 	p, s := beam.NewPipelineWithRoot()
 	col := beam.CreateList(s, letters)
@@ -79,13 +79,13 @@ func writePipeline(t *testing.T, dir string, letters []schemas.DeadLetter) {
 	}
 }
 
-func sortLetters(ls []schemas.DeadLetter) {
+func sortLetters(ls []codec.DeadLetter) {
 	sort.Slice(ls, func(i, j int) bool { return ls[i].Payload < ls[j].Payload })
 }
 
-func equalLetters(t *testing.T, got, want []schemas.DeadLetter) {
+func equalLetters(t *testing.T, got, want []codec.DeadLetter) {
 	t.Helper()
-	got, want = append([]schemas.DeadLetter(nil), got...), append([]schemas.DeadLetter(nil), want...)
+	got, want = append([]codec.DeadLetter(nil), got...), append([]codec.DeadLetter(nil), want...)
 	sortLetters(got)
 	sortLetters(want)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -118,10 +118,10 @@ func TestWriteDeadLettersToLocalFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fd.Close()
-	var got []schemas.DeadLetter
+	var got []codec.DeadLetter
 	sc := bufio.NewScanner(fd)
 	for sc.Scan() {
-		var d schemas.DeadLetter
+		var d codec.DeadLetter
 		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
 			t.Fatalf("line %q: %v", sc.Text(), err)
 		}
@@ -131,7 +131,7 @@ func TestWriteDeadLettersToLocalFolder(t *testing.T) {
 }
 
 func TestDeadLetterRowSave(t *testing.T) {
-	d := schemas.DeadLetter{Payload: "x", Reason: "malformed", Sink: "parse", Error: "e", Source: "s", Time: "2026-03-01T10:15:30.25Z"}
+	d := codec.DeadLetter{Payload: "x", Reason: "malformed", Sink: "parse", Error: "e", Source: "s", Time: "2026-03-01T10:15:30.25Z"}
 	line, _ := json.Marshal(d)
 	row, id, err := deadLetterRow{d: d, insertID: deadLetterID(line)}.Save()
 	if err != nil {
@@ -145,26 +145,26 @@ func TestDeadLetterRowSave(t *testing.T) {
 	if id != deadLetterID(line) || len(id) != 32 {
 		t.Errorf("insertId %q; want the 32-hex-digit digest of the line", id)
 	}
-	other, _ := json.Marshal(schemas.DeadLetter{Payload: "y"})
+	other, _ := json.Marshal(codec.DeadLetter{Payload: "y"})
 	if deadLetterID(other) == id {
 		t.Errorf("different letters share insertId %q", id)
 	}
 }
 
 // readDeadLetterTable reads every row of a dead-letter table.
-func readDeadLetterTable(t *testing.T, tbl *bigquery.Table) []schemas.DeadLetter {
+func readDeadLetterTable(t *testing.T, tbl *bigquery.Table) []codec.DeadLetter {
 	t.Helper()
 	rows, err := emulators.ReadBigQuery(context.Background(), tbl)
 	if err != nil {
 		t.Fatalf("read %s: %v", tbl.TableID, err)
 	}
-	var out []schemas.DeadLetter
+	var out []codec.DeadLetter
 	for _, row := range rows {
 		ts, ok := row["time"].(time.Time)
 		if !ok {
 			t.Fatalf("time column %T %v; want a TIMESTAMP", row["time"], row["time"])
 		}
-		out = append(out, schemas.DeadLetter{
+		out = append(out, codec.DeadLetter{
 			Payload: fmt.Sprint(row["payload"]), Reason: fmt.Sprint(row["reason"]), Sink: fmt.Sprint(row["sink"]), Error: fmt.Sprint(row["error"]),
 			Source: fmt.Sprint(row["source"]), Time: ts.UTC().Format(time.RFC3339Nano),
 		})
@@ -277,11 +277,11 @@ func TestWriteDeadLettersToPubSubEmulator(t *testing.T) {
 		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
 		var mu sync.Mutex
-		var got []schemas.DeadLetter
+		var got []codec.DeadLetter
 		var bad []string
 		err := c.Subscriber(sub).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
 			m.Ack()
-			var d schemas.DeadLetter
+			var d codec.DeadLetter
 			mu.Lock()
 			defer mu.Unlock()
 			if err := json.Unmarshal(m.Data, &d); err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/lines"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 
 // Config is what Read reads. Its zero value reads nothing: Glob is
@@ -55,7 +56,7 @@ func Read(s beam.Scope, cfg Config) (lines, dead beam.PCollection) {
 }
 
 func init() {
-	register.DoFn5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(string, string), func(schemas.DeadLetter), error](&readLinesFn{})
+	register.DoFn5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(string, string), func(codec.DeadLetter), error](&readLinesFn{})
 	register.Emitter2[string, string]()
 }
 
@@ -204,7 +205,7 @@ func (fn *readLinesFn) CreateTracker(rest offsetrange.Restriction) *sdf.LockRTra
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (fn *readLinesFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(schemas.DeadLetter)) error {
+func (fn *readLinesFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(codec.DeadLetter)) error {
 	return fn.ctrs.Commit(ctx)
 }
 
@@ -213,7 +214,7 @@ func (fn *readLinesFn) FinishBundle(ctx context.Context, _ func(string, string),
 // bytes, and is never held whole: only its first MaxLineBytes are kept
 // while the rest is skipped. A UTF-8 byte-order mark at the start of a
 // file is dropped; CRLF line ends are read as LF.
-func (fn *readLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, file beamfileio.ReadableFile, emit func(string, string), dead func(schemas.DeadLetter)) error {
+func (fn *readLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, file beamfileio.ReadableFile, emit func(string, string), dead func(codec.DeadLetter)) error {
 	path := file.Metadata.Path
 	rest, ok := rt.GetRestriction().(offsetrange.Restriction)
 	if !ok {
@@ -242,7 +243,7 @@ func (fn *readLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		// file that could not be read.
 		fn.ctrs.Inc(ctx, ledger.InputRecords, 1)
 		fn.ctrs.Inc(ctx, ledger.InputRejected, 1)
-		dead(schemas.NewDeadLetter(schemas.SinkParse, payload, path, err, time.Now()))
+		dead(codec.NewDeadLetter(codec.SinkParse, payload, path, err, time.Now()))
 	}
 	// The lines' numbers are known when the read starts at the file's
 	// start (a compressed file, or the first block of a plain one);
@@ -252,9 +253,9 @@ func (fn *readLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		if !Compressed(path) {
 			lineNo++
 		}
-		at := schemas.LineSource(path, 0, off)
+		at := codec.LineSource(path, 0, off)
 		if counting {
-			at = schemas.LineSource(path, int64(lineNo), off)
+			at = codec.LineSource(path, int64(lineNo), off)
 		}
 		if ok, err := mine(off); err != nil || !ok {
 			return err
@@ -266,7 +267,7 @@ func (fn *readLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		if length > int64(max) {
 			fn.ctrs.Inc(ctx, ledger.InputRecords, 1)
 			fn.ctrs.Inc(ctx, ledger.InputRejected, 1)
-			d := schemas.NewDeadLetter(schemas.SinkParse, schemas.Prefix(string(line)), at, schemas.TooLargeInFile(length, max), time.Now())
+			d := codec.NewDeadLetter(codec.SinkParse, schemas.Prefix(string(line)), at, schemas.TooLargeInFile(length, max), time.Now())
 			// Its place and hash, for a replay to read it back
 			// (ReadRecord); the line itself is never held.
 			if sum := lr.Sum(); sum != nil {

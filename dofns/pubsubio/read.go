@@ -39,7 +39,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
@@ -598,7 +598,7 @@ func (fn *readFn) maxBytes() int {
 // one of large messages a few at a time.
 func (fn *readFn) reckonedSize() int {
 	if fn.msgSize <= 0 {
-		return schemas.MaxPubSubMessageBytes
+		return codec.MaxPubSubMessageBytes
 	}
 	return fn.msgSize
 }

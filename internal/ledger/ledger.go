@@ -28,6 +28,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // Key names one counter: its namespace and name, as beam.NewCounter takes
@@ -151,7 +153,7 @@ const (
 )
 
 // SinkKey is the counter of outcome for writes of kind to a sink's table.
-func SinkKey(sink, table string, kind schemas.OriginKind, outcome string) Key {
+func SinkKey(sink, table string, kind hours.OriginKind, outcome string) Key {
 	return Key{"sink/" + sink + "/" + table, kind.String() + "." + outcome}
 }
 
@@ -196,7 +198,7 @@ func Family(k Key) []Key {
 	switch {
 	case k.Namespace == "deadletter":
 		var out []Key
-		for _, sink := range schemas.Sinks {
+		for _, sink := range codec.Sinks {
 			for _, reason := range schemas.Reasons() {
 				out = append(out, DeadLetterKey(sink, reason))
 			}
@@ -204,7 +206,7 @@ func Family(k Key) []Key {
 		return out
 	case strings.HasPrefix(k.Namespace, "sink/"):
 		out := []Key{{k.Namespace, "rows." + Written}}
-		for _, kind := range schemas.OriginKinds {
+		for _, kind := range hours.OriginKinds {
 			for _, o := range []string{Routed, Written, Failed, Unavailable} {
 				out = append(out, Key{k.Namespace, kind.String() + "." + o})
 			}
@@ -334,7 +336,7 @@ func FromCounters(c Counters, stream bool) *Ledger {
 
 		ReplayNotReadBack: c[ReplayNotReadBack],
 	}
-	for _, sink := range schemas.Sinks {
+	for _, sink := range codec.Sinks {
 		if n := c[ReplaySkipped(sink)]; n != 0 {
 			if l.ReplaySkipped == nil {
 				l.ReplaySkipped = map[string]int64{}
@@ -405,19 +407,19 @@ func FromCounters(c Counters, stream bool) *Ledger {
 }
 
 func sinkOrder(s string) int {
-	for i, x := range schemas.Sinks {
+	for i, x := range codec.Sinks {
 		if x == s {
 			return i
 		}
 	}
-	return len(schemas.Sinks)
+	return len(codec.Sinks)
 }
 
 // add adds the counter named kind.outcome to the sink's account.
 func (s *Sink) add(name string, n int64) {
-	counted := schemas.OriginReading.String()
-	if s.Sink == schemas.SinkBigQueryRollups {
-		counted = schemas.OriginRollup.String()
+	counted := hours.OriginReading.String()
+	if s.Sink == codec.SinkBigQueryRollups {
+		counted = hours.OriginRollup.String()
 	}
 	kind, outcome, _ := strings.Cut(name, ".")
 	switch {
@@ -466,7 +468,7 @@ func (l *Ledger) check(c Counters) {
 	}
 	for _, s := range l.Sinks {
 		what := "readings"
-		if s.Sink == schemas.SinkBigQueryRollups {
+		if s.Sink == codec.SinkBigQueryRollups {
 			what = "rollup rows"
 		}
 		done := s.Written + s.Failed
@@ -477,7 +479,7 @@ func (l *Ledger) check(c Counters) {
 		case s.Routed < done:
 			p = append(p, fmt.Sprintf("%s %s: %s written %d + dead-lettered %d > routed %d", s.Sink, s.Table, what, s.Written, s.Failed, s.Routed))
 		}
-		if skipped := l.ReplaySkipped[s.Sink]; s.Sink != schemas.SinkBigQueryRollups && !l.Stream && s.Routed+skipped != l.Readings {
+		if skipped := l.ReplaySkipped[s.Sink]; s.Sink != codec.SinkBigQueryRollups && !l.Stream && s.Routed+skipped != l.Readings {
 			if skipped > 0 {
 				p = append(p, fmt.Sprintf("%s %s: routed %d readings and left out %d replayed for another sink, of %d distinct valid readings (off by %d)",
 					s.Sink, s.Table, s.Routed, skipped, l.Readings, l.Readings-s.Routed-skipped))
@@ -489,7 +491,7 @@ func (l *Ledger) check(c Counters) {
 	}
 	if !l.Stream {
 		// Every dead letter a stage made reached the store.
-		made := map[string]int64{schemas.SinkParse: c[InputRejected], schemas.SinkWindow: c[TooLate] + c[GroupRejected]}
+		made := map[string]int64{codec.SinkParse: c[InputRejected], codec.SinkWindow: c[TooLate] + c[GroupRejected]}
 		for _, s := range l.Sinks {
 			made[s.Sink] += s.failures()
 		}
@@ -611,7 +613,7 @@ func (l *Ledger) WriteText(w io.Writer) {
 	}
 	for _, s := range l.Sinks {
 		what := "readings"
-		if s.Sink == schemas.SinkBigQueryRollups {
+		if s.Sink == codec.SinkBigQueryRollups {
 			what = "rollup rows"
 		}
 		fmt.Fprintf(w, "  %s %s: %s routed %d = written %d + dead-lettered %d", s.Sink, s.Table, what, s.Routed, s.Written, s.Failed)
@@ -654,11 +656,11 @@ func (l *Ledger) WriteText(w io.Writer) {
 // reading's counted one (Sink.Other).
 func otherWrites(what string) string {
 	switch what {
-	case schemas.OriginProvisional.String() + " " + Written:
+	case hours.OriginProvisional.String() + " " + Written:
 		return "plus provisional writes (on arrival and early firings, before the hour closed)"
-	case schemas.OriginRewrite.String() + " " + Written:
+	case hours.OriginRewrite.String() + " " + Written:
 		return "plus rewrites (late firings, duplicates)"
-	case schemas.OriginRollup.String() + " " + Written:
+	case hours.OriginRollup.String() + " " + Written:
 		return "plus rollup writes"
 	}
 	return what

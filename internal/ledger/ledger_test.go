@@ -6,30 +6,31 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // batch is the counters of a balanced batch: 10 records, 7 distinct
 // readings, 1 duplicate, 2 rejected; Bigtable wrote 6 and dead-lettered 1;
 // BigQuery wrote 7; one rollup row.
 func batch() Counters {
-	r, rr := schemas.OriginReading, schemas.OriginRollup
+	r, rr := hours.OriginReading, hours.OriginRollup
 	return Counters{
 		InputRecords:  10,
 		InputRejected: 2,
 		Readings:      7,
 		Duplicates:    1,
-		SinkKey(schemas.SinkBigtable, "t", r, Routed):                      7,
-		SinkKey(schemas.SinkBigtable, "t", r, Written):                     6,
-		SinkKey(schemas.SinkBigtable, "t", r, Failed):                      1,
-		RowsKey(schemas.SinkBigtable, "t"):                                 2,
-		SinkKey(schemas.SinkBigQuery, "q", r, Routed):                      7,
-		SinkKey(schemas.SinkBigQuery, "q", r, Written):                     7,
-		SinkKey(schemas.SinkBigQueryRollups, "h", rr, Routed):              1,
-		SinkKey(schemas.SinkBigQueryRollups, "h", rr, Written):             1,
-		DeadLetterKey(schemas.SinkParse, "malformed"):                      2,
-		DeadLetterKey(schemas.SinkBigtable, "write_failed"):                1,
-		SinkKey(schemas.SinkBigtable, "t", schemas.OriginRewrite, Written): 0,
+		SinkKey(codec.SinkBigtable, "t", r, Routed):                    7,
+		SinkKey(codec.SinkBigtable, "t", r, Written):                   6,
+		SinkKey(codec.SinkBigtable, "t", r, Failed):                    1,
+		RowsKey(codec.SinkBigtable, "t"):                               2,
+		SinkKey(codec.SinkBigQuery, "q", r, Routed):                    7,
+		SinkKey(codec.SinkBigQuery, "q", r, Written):                   7,
+		SinkKey(codec.SinkBigQueryRollups, "h", rr, Routed):            1,
+		SinkKey(codec.SinkBigQueryRollups, "h", rr, Written):           1,
+		DeadLetterKey(codec.SinkParse, "malformed"):                    2,
+		DeadLetterKey(codec.SinkBigtable, "write_failed"):              1,
+		SinkKey(codec.SinkBigtable, "t", hours.OriginRewrite, Written): 0,
 	}
 }
 
@@ -43,7 +44,7 @@ func with(c Counters, k Key, n int64) Counters {
 }
 
 func TestLedgerBalances(t *testing.T) {
-	r := schemas.OriginReading
+	r := hours.OriginReading
 	for _, tc := range []struct {
 		name    string
 		c       Counters
@@ -52,13 +53,13 @@ func TestLedgerBalances(t *testing.T) {
 	}{
 		{"a balanced batch", batch(), false, ""},
 		{"a reading lost before the grouping", with(batch(), InputRecords, 11), false, "records read 11 != distinct readings 7 + merged duplicates 1 + rejected 2 (off by 1)"},
-		{"a write neither acknowledged nor dead-lettered", with(batch(), SinkKey(schemas.SinkBigtable, "t", r, Written), 5), false,
+		{"a write neither acknowledged nor dead-lettered", with(batch(), SinkKey(codec.SinkBigtable, "t", r, Written), 5), false,
 			"bigtable t: readings routed 7 != written 5 + dead-lettered 1 (off by 1)"},
-		{"a table routed fewer readings than were built", with(with(batch(), SinkKey(schemas.SinkBigQuery, "q", r, Routed), 6), SinkKey(schemas.SinkBigQuery, "q", r, Written), 6), false,
+		{"a table routed fewer readings than were built", with(with(batch(), SinkKey(codec.SinkBigQuery, "q", r, Routed), 6), SinkKey(codec.SinkBigQuery, "q", r, Written), 6), false,
 			"bigquery q: routed 6 readings of 7 distinct valid readings (off by 1)"},
-		{"a dead letter the store did not take", with(batch(), DeadLetterKey(schemas.SinkBigtable, "write_failed"), 0), false,
+		{"a dead letter the store did not take", with(batch(), DeadLetterKey(codec.SinkBigtable, "write_failed"), 0), false,
 			"dead letters of bigtable: 1 made, 0 stored (off by 1)"},
-		{"a rollup row lost", with(batch(), SinkKey(schemas.SinkBigQueryRollups, "h", schemas.OriginRollup, Written), 0), false,
+		{"a rollup row lost", with(batch(), SinkKey(codec.SinkBigQueryRollups, "h", hours.OriginRollup, Written), 0), false,
 			"bigquery_rollups h: rollup rows routed 1 != written 0 + dead-lettered 0 (off by 1)"},
 		{"a stream with readings in open windows", with(batch(), InputRecords, 15), true, ""},
 		{"a stream counting a reading twice", with(batch(), InputRecords, 9), true, "records read 9 < distinct readings 7 + merged duplicates 1 + rejected 2: readings counted twice"},
@@ -79,8 +80,8 @@ func TestLedgerBalances(t *testing.T) {
 }
 
 func TestLedgerFigures(t *testing.T) {
-	c := with(batch(), SinkKey(schemas.SinkBigtable, "t", schemas.OriginReading, Unavailable), 1)
-	c[SinkKey(schemas.SinkBigtable, "t", schemas.OriginProvisional, Written)] = 4
+	c := with(batch(), SinkKey(codec.SinkBigtable, "t", hours.OriginReading, Unavailable), 1)
+	c[SinkKey(codec.SinkBigtable, "t", hours.OriginProvisional, Written)] = 4
 	l := FromCounters(c, false)
 	if l.Read != 10 || l.Readings != 7 || l.Duplicates != 1 || l.Rejected != 2 || l.DeadLettered() != 3 {
 		t.Errorf("figures %+v", l)
@@ -118,7 +119,7 @@ func TestLedgerFigures(t *testing.T) {
 // keeps it may come to keep, so registering the family at the first count
 // leaves no counter to be first counted later.
 func TestFamily(t *testing.T) {
-	sink := SinkKey(schemas.SinkBigtable, "readings", schemas.OriginReading, Routed)
+	sink := SinkKey(codec.SinkBigtable, "readings", hours.OriginReading, Routed)
 	for _, tc := range []struct {
 		name string
 		k    Key
@@ -126,15 +127,15 @@ func TestFamily(t *testing.T) {
 	}{
 		{"stage", InputRecords, []Key{InputRejected, TooLate, GroupRejected, Readings, Duplicates, Recovered}},
 		{"sink", sink, []Key{
-			RowsKey(schemas.SinkBigtable, "readings"),
-			SinkKey(schemas.SinkBigtable, "readings", schemas.OriginReading, Unavailable),
-			SinkKey(schemas.SinkBigtable, "readings", schemas.OriginRollup, Failed),
-			SinkKey(schemas.SinkBigtable, "readings", schemas.OriginRewrite, Written),
+			RowsKey(codec.SinkBigtable, "readings"),
+			SinkKey(codec.SinkBigtable, "readings", hours.OriginReading, Unavailable),
+			SinkKey(codec.SinkBigtable, "readings", hours.OriginRollup, Failed),
+			SinkKey(codec.SinkBigtable, "readings", hours.OriginRewrite, Written),
 		}},
-		{"dead letters", DeadLetterKey(schemas.SinkParse, "malformed"), []Key{
-			DeadLetterKey(schemas.SinkBigtable, "write_failed"),
-			DeadLetterKey(schemas.SinkWindow, "too_late"),
-			DeadLetterKey(schemas.SinkBigQueryRollups, "internal"),
+		{"dead letters", DeadLetterKey(codec.SinkParse, "malformed"), []Key{
+			DeadLetterKey(codec.SinkBigtable, "write_failed"),
+			DeadLetterKey(codec.SinkWindow, "too_late"),
+			DeadLetterKey(codec.SinkBigQueryRollups, "internal"),
 		}},
 		{"other", Key{"recover", "windows_found"}, nil},
 	} {
@@ -148,7 +149,7 @@ func TestFamily(t *testing.T) {
 					t.Errorf("Family(%v) lacks %v", tc.k, k)
 				}
 			}
-			if fam[SinkKey(schemas.SinkBigQuery, "readings", schemas.OriginReading, Routed)] && tc.name == "sink" {
+			if fam[SinkKey(codec.SinkBigQuery, "readings", hours.OriginReading, Routed)] && tc.name == "sink" {
 				t.Errorf("Family(%v) holds another table's counter", tc.k)
 			}
 		})
@@ -162,7 +163,7 @@ func TestZeroCountersAddNothing(t *testing.T) {
 	for _, k := range append(Family(InputRecords), Family(DeadLetterKey("parse", "malformed"))...) {
 		c[k] = 0
 	}
-	for _, k := range Family(SinkKey(schemas.SinkBigQuery, "r", schemas.OriginReading, Routed)) {
+	for _, k := range Family(SinkKey(codec.SinkBigQuery, "r", hours.OriginReading, Routed)) {
 		c[k] = 0
 	}
 	l := FromCounters(c, false)
@@ -177,7 +178,7 @@ func TestZeroCountersAddNothing(t *testing.T) {
 // extra writes are provisional.
 func TestStreamTextSaysWhatIsProvisional(t *testing.T) {
 	c := with(batch(), InputRecords, 25) // 15 readings still in open hours
-	c[SinkKey(schemas.SinkBigtable, "t", schemas.OriginProvisional, Written)] = 30
+	c[SinkKey(codec.SinkBigtable, "t", hours.OriginProvisional, Written)] = 30
 	l := FromCounters(c, true)
 	var text bytes.Buffer
 	l.WriteText(&text)

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // Recorder keeps the Beam counters of the run's ledger (this package
@@ -104,7 +105,7 @@ func (c *Recorder) Register(ctx context.Context, k Key) {
 }
 
 // Sink counts a write of kind to sink's table with outcome.
-func (c *Recorder) Sink(ctx context.Context, sink, table string, kind schemas.OriginKind, outcome string, n int64) {
+func (c *Recorder) Sink(ctx context.Context, sink, table string, kind hours.OriginKind, outcome string, n int64) {
 	c.Inc(ctx, SinkKey(sink, table, kind, outcome), n)
 }
 

@@ -8,14 +8,14 @@ import (
 
 	"cloud.google.com/go/bigtable"
 
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // ReadingMutations calls emit with one Bigtable mutation per reading of
 // rm (its Origins: the cells each reading sets), each with rm's row key,
 // as a plain writer without Beam sends them: one ApplyBulk entry per
 // reading. It stops at emit's first error and returns it.
-func ReadingMutations(rm schemas.RowMutation, emit func(key string, m *bigtable.Mutation) error) error {
+func ReadingMutations(rm hours.RowMutation, emit func(key string, m *bigtable.Mutation) error) error {
 	next := 0
 	for _, o := range rm.Origins {
 		m := bigtable.NewMutation()

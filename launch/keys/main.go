@@ -20,6 +20,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/launch/readside/keys"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 const usage = `keys: row-key design toolkit for sensorpipe dataset specs.
@@ -149,11 +150,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stderr, "keys preview: %d rows, %d rejects\n", rows, rejects)
 	case "lint":
-		findings := schemas.Lint(spec)
+		findings := rowkey.Lint(spec)
 		errs := 0
 		for _, f := range findings {
 			fmt.Fprintln(stdout, f)
-			if f.Severity == schemas.SeverityError {
+			if f.Severity == rowkey.SeverityError {
 				errs++
 			}
 		}

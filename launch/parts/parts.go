@@ -46,6 +46,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/lines"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // File is one input file, in the run's order.
@@ -145,7 +146,7 @@ type ScanOptions struct {
 // spec's decoder, and returns the span of each hour that a reading falls in
 // and, with opts.IndexDir, each line's identity hash. Lines that do not
 // parse have no hour: the run dead-letters them wherever they fall.
-func Scan(ctx context.Context, files []File, spec *schemas.Compiled, opts ScanOptions) (Scanned, error) {
+func Scan(ctx context.Context, files []File, spec *hours.Compiled, opts ScanOptions) (Scanned, error) {
 	sc := Scanned{Spans: map[int64]Span{}}
 	dec := spec.Decoder()
 	var (
@@ -183,7 +184,7 @@ func Scan(ctx context.Context, files []File, spec *schemas.Compiled, opts ScanOp
 			}
 			var h byte
 			for i := range recs {
-				hs := schemas.WindowStart(recs[i].EventMs, time.Hour)
+				hs := hours.WindowStart(recs[i].EventMs, time.Hour)
 				s, ok := sc.Spans[hs]
 				if !ok {
 					s.First = pos
@@ -193,7 +194,7 @@ func Scan(ctx context.Context, files []File, spec *schemas.Compiled, opts ScanOp
 				if index == nil {
 					continue
 				}
-				b := IdentityHash(spec.IdentityKey(&recs[i]))
+				b := IdentityHash(hours.IdentityKey(spec.Spec, &recs[i]))
 				if i == 0 {
 					h = b
 				} else if b != h {

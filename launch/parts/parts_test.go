@@ -14,6 +14,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 	"github.com/sensorpipe/sensorpipe/internal/lines"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 const hour = int64(time.Hour / time.Millisecond)
@@ -121,7 +122,7 @@ func TestScanFindsEachHoursSpan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := schemas.Compile(loaded, schemas.CompileOptions{})
+	spec, err := hours.Compile(loaded, hours.CompileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func TestScanMixed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := schemas.Compile(loaded, schemas.CompileOptions{})
+	spec, err := hours.Compile(loaded, hours.CompileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +331,7 @@ func TestScanMixed(t *testing.T) {
 			}
 			hashes := map[byte]bool{}
 			for i := range recs {
-				hashes[IdentityHash(spec.IdentityKey(&recs[i]))] = true
+				hashes[IdentityHash(hours.IdentityKey(spec.Spec, &recs[i]))] = true
 			}
 			if (len(hashes) > 1) != tc.mixed {
 				t.Fatalf("the line's %d readings hash to %d bytes", len(recs), len(hashes))

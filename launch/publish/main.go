@@ -44,6 +44,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/sensorclock"
 	"github.com/sensorpipe/sensorpipe/internal/testrig/synth"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
@@ -149,7 +150,7 @@ func parseFlags(args []string) (config, error) {
 	if err != nil {
 		return c, fmt.Errorf("--spec=%s: %w", c.spec, err)
 	}
-	if _, err := schemas.Compile(spec, schemas.CompileOptions{Format: c.format}); err != nil {
+	if _, err := hours.Compile(spec, hours.CompileOptions{Format: c.format}); err != nil {
 		return c, fmt.Errorf("--spec=%s --format=%s: %w", c.spec, c.format, err)
 	}
 	if c.format == "proto" && c.perMessage > 1 && spec.Proto.Batch == nil {
@@ -181,7 +182,7 @@ func newGenerator(cfg config) (*generator, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := schemas.Compile(spec, schemas.CompileOptions{Format: cfg.format})
+	c, err := hours.Compile(spec, hours.CompileOptions{Format: cfg.format})
 	if err != nil {
 		return nil, err
 	}

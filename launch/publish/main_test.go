@@ -15,6 +15,8 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func TestTopicDefaultsOnlyUnderTheEmulator(t *testing.T) {
@@ -81,8 +83,8 @@ func TestProtoAndJSONCarryTheSameReading(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jp := schemas.NewParser(spec)
-	pp, err := schemas.NewProtoParser(spec)
+	jp := codec.NewParser(spec)
+	pp, err := codec.NewProtoParser(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +153,7 @@ func TestEverySpecPublishes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := schemas.NewParser(spec).Parse(nil, data, "t"); err != nil {
+			if _, err := codec.NewParser(spec).Parse(nil, data, "t"); err != nil {
 				t.Errorf("%s: %v", data, err)
 			}
 			_, err = parseFlags([]string{"--topic=projects/p/topics/t", "--spec=" + name, "--format=proto"})
@@ -245,7 +247,7 @@ func TestReadingsPerMessage(t *testing.T) {
 				t.Fatal(err)
 			}
 			spec, _ := schemas.BuiltinSpec(schemas.DefaultSpecName())
-			c := schemas.MustCompile(spec, schemas.CompileOptions{Format: tt.format})
+			c := hours.MustCompile(spec, hours.CompileOptions{Format: tt.format})
 			data, attrs, bad, late, err := g.nextMessage(time.Now())
 			if err != nil || bad != 0 || late != 0 || attrs["event_ts"] == "" || attrs["record_id"] == "" {
 				t.Fatalf("nextMessage: %v, attrs %v, bad %d, late %d", err, attrs, bad, late)

@@ -35,6 +35,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/launch/readside/readpath"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 // pairs collects repeated k=v flags in order.
@@ -87,21 +88,21 @@ func main() {
 
 // summary is the last line printed: what the read did.
 type summary struct {
-	Query    string             `json:"query,omitempty"`
-	Table    string             `json:"table"`
-	Scan     string             `json:"scan"`
-	Ranges   []schemas.RowRange `json:"ranges"`
-	Reversed bool               `json:"newest_first,omitempty"`
-	Latest   bool               `json:"latest_per_prefix,omitempty"`
-	Reads    int                `json:"reads,omitempty"`
-	RowsRead int                `json:"rows_read"`
-	Rows     int                `json:"rows_matched"`
-	Cells    int                `json:"cells"`
-	Checked  []string           `json:"checked_on_rows,omitempty"`
-	Stop     string             `json:"prefix_ends,omitempty"`
-	From     string             `json:"from,omitempty"`
-	To       string             `json:"to,omitempty"`
-	Empty    *emptyNote         `json:"empty,omitempty"`
+	Query    string            `json:"query,omitempty"`
+	Table    string            `json:"table"`
+	Scan     string            `json:"scan"`
+	Ranges   []rowkey.RowRange `json:"ranges"`
+	Reversed bool              `json:"newest_first,omitempty"`
+	Latest   bool              `json:"latest_per_prefix,omitempty"`
+	Reads    int               `json:"reads,omitempty"`
+	RowsRead int               `json:"rows_read"`
+	Rows     int               `json:"rows_matched"`
+	Cells    int               `json:"cells"`
+	Checked  []string          `json:"checked_on_rows,omitempty"`
+	Stop     string            `json:"prefix_ends,omitempty"`
+	From     string            `json:"from,omitempty"`
+	To       string            `json:"to,omitempty"`
+	Empty    *emptyNote        `json:"empty,omitempty"`
 }
 
 // emptyNote says what the table holds when nothing matched.
@@ -298,7 +299,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	plan, err := readpath.Plan(spec, q)
 	if err != nil {
-		var nt *schemas.NoTableError
+		var nt *rowkey.NoTableError
 		if errors.As(err, &nt) {
 			return cli.Usagef("%w, or pass --allow_scan to read the rows anyway", err)
 		}
@@ -345,7 +346,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	sum.Reads, sum.RowsRead, sum.Rows, sum.Cells = res.Reads, res.RowsRead, len(res.RowKeys), len(res.Cells)
 	for _, f := range plan.Unused {
-		src, _ := schemas.SourceOf(spec, plan.Table, f)
+		src, _ := rowkey.SourceOf(spec, plan.Table, f)
 		how := "key"
 		if src.Column() {
 			how = "column " + src.Family + ":" + src.Qualifier
@@ -574,7 +575,7 @@ func listQueries(w io.Writer, spec *schemas.Spec) error {
 				extra += " by " + strings.Join(q.Aggregate.GroupBy, ",")
 			}
 		}
-		fmt.Fprintf(w, "%s %s\n    %s\n    reads %s%s\n", q.Name, strings.Join(ps, " "), q.Description, spec.QueryTable(&q).Name, extra)
+		fmt.Fprintf(w, "%s %s\n    %s\n    reads %s%s\n", q.Name, strings.Join(ps, " "), q.Description, rowkey.QueryTable(spec, &q).Name, extra)
 	}
 	return nil
 }

@@ -22,6 +22,9 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/readside/readpath"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 func TestPlanOnly(t *testing.T) {
@@ -151,7 +154,7 @@ func TestRefusesWhatNoKeyServes(t *testing.T) {
 		!strings.Contains(err.Error(), "{file_id}#{epoch_ms|ms|pad:13}") || !strings.Contains(err.Error(), "--allow_scan") {
 		t.Fatalf("err = %v, want a one-line usage error naming the key {file_id}#... and --allow_scan", err)
 	}
-	if nt := (*schemas.NoTableError)(nil); !errors.As(err, &nt) {
+	if nt := (*rowkey.NoTableError)(nil); !errors.As(err, &nt) {
 		t.Errorf("err = %v: the usage error lost its *schemas.NoTableError (wrap with %%w)", err)
 	}
 	out.Reset()
@@ -244,7 +247,7 @@ func TestQueryEmulator(t *testing.T) {
 	if err := readpath.CreateTables(ctx, admin, spec); err != nil {
 		t.Fatal(err)
 	}
-	p := schemas.NewParser(spec)
+	p := codec.NewParser(spec)
 	var recs []schemas.Record
 	for _, ts := range []string{"2026-03-01T08:50:00Z", "2026-03-01T09:10:00Z", "2026-03-01T09:40:00Z", "2026-03-01T10:05:00Z"} {
 		for _, sensor := range []string{"s1", "s2"} {
@@ -254,7 +257,7 @@ func TestQueryEmulator(t *testing.T) {
 			}
 		}
 	}
-	b, _ := schemas.NewBuilder(spec)
+	b, _ := hours.NewBuilder(spec)
 	muts, _ := b.Mutations(recs)
 	if err := readpath.WriteMutations(ctx, client, muts); err != nil {
 		t.Fatal(err)

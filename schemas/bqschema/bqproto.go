@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/descriptorpb"
@@ -120,7 +121,7 @@ func (e *BQEncoder) ChangeDescriptor() *descriptorpb.DescriptorProto { return e.
 
 // AppendChange appends the pseudo-columns of a row of ChangeDescriptor's
 // message (change type typ, sequence number seq) to dst, an encoded row.
-func (e *BQEncoder) AppendChange(dst []byte, typ string, seq schemas.ChangeSeq) []byte {
+func (e *BQEncoder) AppendChange(dst []byte, typ string, seq hours.ChangeSeq) []byte {
 	dst = protowire.AppendVarint(dst, e.typeTag)
 	dst = protowire.AppendString(dst, typ)
 	dst = protowire.AppendVarint(dst, e.seqTag)

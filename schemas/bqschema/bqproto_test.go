@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -107,7 +108,7 @@ func TestNewBQEncoderRejectsBadColumns(t *testing.T) {
 func TestBQEncoderAppendDecodesWithDynamicpb(t *testing.T) {
 	spec, enc := vitalsBQ(t)
 	mt := messageType(t, enc.Descriptor())
-	b, err := schemas.NewBuilder(spec)
+	b, err := hours.NewBuilder(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestBQEncoderAppendDecodesWithDynamicpb(t *testing.T) {
 				"spO2":               98.0,
 				"battery_level":      -0.5,
 				"heart_rate_imputed": false,
-				"reading_id":         spec.ReadingID(&rec),
+				"reading_id":         hours.ReadingID(spec, &rec),
 				"ingested_at":        int64(ingestedMs * 1000),
 			},
 		},
@@ -232,9 +233,9 @@ func TestBQEncoderAppendRejectsValuesTheColumnCannotHold(t *testing.T) {
 
 // benchBQRecord is the vitals encoder and builder, and one prepared record,
 // for the BigQuery row benchmarks.
-func benchBQRecord(b *testing.B) (*BQEncoder, *schemas.Builder, schemas.Record) {
+func benchBQRecord(b *testing.B) (*BQEncoder, *hours.Builder, schemas.Record) {
 	spec, enc := vitalsBQ(b)
-	bld, err := schemas.NewBuilder(spec)
+	bld, err := hours.NewBuilder(spec)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -289,13 +290,13 @@ func BenchmarkBQRowBuildAndEncode(b *testing.B) {
 
 func TestChangeSeqOrdersFirings(t *testing.T) {
 	for _, tc := range []struct {
-		seq  schemas.ChangeSeq
+		seq  hours.ChangeSeq
 		want string
 	}{
-		{schemas.ChangeSeq{Micros: 1714475984000, Pane: 0}, "18F2EBB6480/0"},
-		{schemas.ChangeSeq{Micros: 1714475984000, Pane: 11}, "18F2EBB6480/B"},
-		{schemas.ChangeSeq{Micros: 0, Pane: 0}, "0/0"},
-		{schemas.ChangeSeq{Micros: -5, Pane: -1}, "0/0"},
+		{hours.ChangeSeq{Micros: 1714475984000, Pane: 0}, "18F2EBB6480/0"},
+		{hours.ChangeSeq{Micros: 1714475984000, Pane: 11}, "18F2EBB6480/B"},
+		{hours.ChangeSeq{Micros: 0, Pane: 0}, "0/0"},
+		{hours.ChangeSeq{Micros: -5, Pane: -1}, "0/0"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			if got := tc.seq.String(); got != tc.want {
@@ -322,7 +323,7 @@ func TestBQEncoderAppendChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b = enc.AppendChange(b, ChangeUpsert, schemas.ChangeSeq{Micros: 1714475984000, Pane: 2})
+	b = enc.AppendChange(b, ChangeUpsert, hours.ChangeSeq{Micros: 1714475984000, Pane: 2})
 	msg := messageType(t, dp).New()
 	if err := (proto.UnmarshalOptions{AllowPartial: true}).Unmarshal(b, msg.Interface()); err != nil {
 		t.Fatal(err)

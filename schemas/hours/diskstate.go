@@ -3,7 +3,7 @@ package hours
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 
 // A local stream (prism) keeps its state in the launcher's heap, where an
@@ -28,7 +28,7 @@ func SplitChunks(b []byte) ([][]byte, error) {
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || n > uint64(len(b)-k) {
-			return nil, fmt.Errorf("%w: a held chunk cut short (%d bytes left)", schemas.ErrCodec, len(b))
+			return nil, fmt.Errorf("%w: a held chunk cut short (%d bytes left)", codec.ErrCodec, len(b))
 		}
 		chunks = append(chunks, b[k:k+int(n):k+int(n)])
 		b = b[k+int(n):]
@@ -56,7 +56,7 @@ func DecodeFinalState(b []byte) (FinalState, error) {
 	fin := FinalState{Dropped: d.varint()}
 	n := d.uvarint()
 	if n > uint64(len(d.b)) {
-		return FinalState{}, fmt.Errorf("%w: %d finalized readings in %d bytes", schemas.ErrCodec, n, len(d.b))
+		return FinalState{}, fmt.Errorf("%w: %d finalized readings in %d bytes", codec.ErrCodec, n, len(d.b))
 	}
 	fin.Ms, fin.Prints = make([]int64, n), make([]uint64, n)
 	var ms int64
@@ -68,7 +68,7 @@ func DecodeFinalState(b []byte) (FinalState, error) {
 		return FinalState{}, d.err
 	}
 	if len(d.b) != 0 {
-		return FinalState{}, fmt.Errorf("%w: %d bytes after a final state", schemas.ErrCodec, len(d.b))
+		return FinalState{}, fmt.Errorf("%w: %d bytes after a final state", codec.ErrCodec, len(d.b))
 	}
 	return fin, nil
 }
@@ -82,7 +82,7 @@ type reader struct {
 
 func (d *reader) fail(what string) {
 	if d.err == nil {
-		d.err = fmt.Errorf("%w: truncated %s", schemas.ErrCodec, what)
+		d.err = fmt.Errorf("%w: truncated %s", codec.ErrCodec, what)
 	}
 	d.b = nil
 }

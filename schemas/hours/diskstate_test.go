@@ -3,7 +3,7 @@ package hours
 import (
 	"errors"
 	"fmt"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"reflect"
 	"testing"
 	"time"
@@ -15,7 +15,7 @@ import (
 func TestDiskStateComesBackAsItWent(t *testing.T) {
 	spec, h := firingsSpec(t)
 	recs := parseAll(t, spec, vitals(0, "", "36.8", "98"), vitals(time.Second, "70", "36.8", "98"), vitals(2*time.Second, "71", "", "97"))
-	chunks := [][]byte{h.AppendHeld(nil, recs[:1]), {}, h.AppendHeld(nil, recs[1:])}
+	chunks := [][]byte{codec.AppendHeld(h.Spec, nil, recs[:1]), {}, codec.AppendHeld(h.Spec, nil, recs[1:])}
 	var b []byte
 	for _, c := range chunks {
 		b = AppendChunk(b, c)
@@ -29,7 +29,7 @@ func TestDiskStateComesBackAsItWent(t *testing.T) {
 			t.Errorf("the first %d of %d bytes split into every chunk", n, len(b))
 		}
 	}
-	if got, err := SplitChunks(b[:len(b)-1]); !errors.Is(err, schemas.ErrCodec) {
+	if got, err := SplitChunks(b[:len(b)-1]); !errors.Is(err, codec.ErrCodec) {
 		t.Errorf("a chunk cut short: %v, %v; want ErrCodec", got, err)
 	}
 
@@ -44,11 +44,11 @@ func TestDiskStateComesBackAsItWent(t *testing.T) {
 			t.Errorf("DecodeFinalState = %+v, %v; want %+v", got, err, fin)
 		}
 		for n := 0; n < len(b); n++ {
-			if _, err := DecodeFinalState(b[:n]); !errors.Is(err, schemas.ErrCodec) {
+			if _, err := DecodeFinalState(b[:n]); !errors.Is(err, codec.ErrCodec) {
 				t.Errorf("the first %d of %d bytes: err = %v, want ErrCodec", n, len(b), err)
 			}
 		}
-		if _, err := DecodeFinalState(append(b, 0)); !errors.Is(err, schemas.ErrCodec) {
+		if _, err := DecodeFinalState(append(b, 0)); !errors.Is(err, codec.ErrCodec) {
 			t.Errorf("a byte too many: err = %v, want ErrCodec", err)
 		}
 	}
@@ -69,9 +69,9 @@ func TestVitalsHourOnDiskTakesAboutThirtyBytesAReading(t *testing.T) {
 	}
 	var held []byte
 	for i := 0; i < len(recs); i += 10 {
-		held = AppendChunk(held, h.AppendHeld(nil, recs[i:i+10]))
+		held = AppendChunk(held, codec.AppendHeld(h.Spec, nil, recs[i:i+10]))
 	}
-	kept, _ := spec.PrepareGroup(recs)
+	kept, _ := PrepareGroup(spec, recs)
 	fin := FinalState{}
 	for i := range kept {
 		fin.Ms, fin.Prints = append(fin.Ms, kept[i].EventMs), append(fin.Prints, kept[i].Fingerprint())

@@ -4,12 +4,13 @@ import (
 	"testing"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 
 // parseAll parses lines as the spec's JSON readings.
 func parseAll(t *testing.T, s *schemas.Spec, lines ...string) []schemas.Record {
 	t.Helper()
-	p := schemas.NewParser(s)
+	p := codec.NewParser(s)
 	var recs []schemas.Record
 	for _, l := range lines {
 		var err error
@@ -23,6 +24,6 @@ func parseAll(t *testing.T, s *schemas.Spec, lines ...string) []schemas.Record {
 // prepared parses lines and prepares them as one group.
 func prepared(t *testing.T, s *schemas.Spec, lines ...string) []schemas.Record {
 	t.Helper()
-	kept, _ := s.PrepareGroup(parseAll(t, s, lines...))
+	kept, _ := PrepareGroup(s, parseAll(t, s, lines...))
 	return kept
 }

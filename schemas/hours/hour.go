@@ -3,6 +3,7 @@ package hours
 
 import (
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"time"
 )
 
@@ -31,7 +32,7 @@ const (
 // previous firing).
 type HourPane struct {
 	StartMs, EndMs int64
-	Pane           schemas.Pane
+	Pane           Pane
 	Records        []schemas.Record
 }
 
@@ -44,8 +45,8 @@ type EarlyState struct {
 	StartMs, EndMs int64
 	Firings        int64
 	Dropped        int64
-	Seen           schemas.Seen
-	Rollup         schemas.Rollup
+	Seen           Seen
+	Rollup         Rollup
 }
 
 // FinalState is what the on-time and late firings of one identity and
@@ -59,10 +60,10 @@ type FinalState struct {
 
 // Firing is what one firing of an hour builds.
 type Firing struct {
-	Rows   []schemas.RowMutation
-	Dead   []schemas.Rejected
-	BQ     []schemas.BQRow
-	Rollup *schemas.BQRow
+	Rows   []RowMutation
+	Dead   []Rejected
+	BQ     []BQRow
+	Rollup *BQRow
 	// Keep are the readings that join the hour's state, for the firings
 	// to come (the stream's; BatchHour leaves it empty).
 	Keep []schemas.Record
@@ -87,7 +88,7 @@ type Firing struct {
 
 // hourRollup is the rollup of the prepared readings in the window [start,
 // end), or nil when the spec has none.
-func hourRollup(c *schemas.Compiled, start, end int64, kept []schemas.Record) *schemas.Rollup {
+func hourRollup(c *Compiled, start, end int64, kept []schemas.Record) *Rollup {
 	if c.Roller() == nil {
 		return nil
 	}
@@ -100,11 +101,11 @@ func hourRollup(c *schemas.Compiled, start, end int64, kept []schemas.Record) *s
 // Bigtable row with the rollup's cells, and with bigQuery the BigQuery rows
 // and the rollup row, stamped nowMs. Zero bounds (outside an interval
 // window) mean the UTC hour of the first reading kept.
-func BatchHour(c *schemas.Compiled, p HourPane, bigQuery bool, nowMs int64) Firing {
-	kept, dropped := c.PrepareGroup(p.Records)
+func BatchHour(c *Compiled, p HourPane, bigQuery bool, nowMs int64) Firing {
+	kept, dropped := PrepareGroup(c.Spec, p.Records)
 	start, end := p.StartMs, p.EndMs
 	if start == 0 && end == 0 && len(kept) > 0 {
-		start, end = schemas.WindowStart(kept[0].EventMs, time.Hour), schemas.WindowEnd(kept[0].EventMs, time.Hour)
+		start, end = WindowStart(kept[0].EventMs, time.Hour), WindowEnd(kept[0].EventMs, time.Hour)
 	}
 	out := Firing{Readings: int64(len(kept)), Dropped: int64(dropped)}
 	rollup := hourRollup(c, start, end, kept)
@@ -133,7 +134,7 @@ func BatchHour(c *schemas.Compiled, p HourPane, bigQuery bool, nowMs int64) Firi
 // firing then writes only the readings whose cells it adds to (an imputed
 // value) or that came with a copy in the same firing, and the rollup
 // cells, not every reading a second time.
-func EarlyFiring(c *schemas.Compiled, p HourPane, es *EarlyState, arrivalWritten bool) Firing {
+func EarlyFiring(c *Compiled, p HourPane, es *EarlyState, arrivalWritten bool) Firing {
 	// Every reading joins the state, duplicates too: the on-time firing
 	// must know which readings had more than one copy written (locally,
 	// WriteOnArrival writes each copy).
@@ -145,10 +146,10 @@ func EarlyFiring(c *schemas.Compiled, p HourPane, es *EarlyState, arrivalWritten
 			copies[p.Records[i].EventMs]++
 		}
 	}
-	kept, dropped := c.PrepareEarly(p.Records, &es.Seen)
+	kept, dropped := PrepareEarly(c.Spec, p.Records, &es.Seen)
 	es.StartMs, es.EndMs, es.Firings = p.StartMs, p.EndMs, max(es.Firings, p.Pane.Index+1)
 	es.Dropped += int64(dropped)
-	var rollup *schemas.Rollup
+	var rollup *Rollup
 	if r := c.Roller(); r != nil {
 		if es.Rollup.Stats == nil {
 			es.Rollup = r.Start(p.StartMs, p.EndMs)
@@ -157,7 +158,7 @@ func EarlyFiring(c *schemas.Compiled, p HourPane, es *EarlyState, arrivalWritten
 		rollup = &es.Rollup
 	}
 	out := Firing{Keep: keep, Dropped: int64(dropped)}
-	provisional := func(int) schemas.OriginKind { return schemas.OriginProvisional }
+	provisional := func(int) OriginKind { return OriginProvisional }
 	if !arrivalWritten {
 		out.Rows, out.Dead = HourRows(c, kept, rollup, false, nil, provisional)
 		return out
@@ -166,7 +167,7 @@ func EarlyFiring(c *schemas.Compiled, p HourPane, es *EarlyState, arrivalWritten
 	// would write them; the rollup cells go to each row regardless.
 	var write []schemas.Record
 	for i := range kept {
-		if copies[kept[i].EventMs] > 1 || !c.ArrivalComplete(&kept[i]) {
+		if copies[kept[i].EventMs] > 1 || !ArrivalComplete(c.Spec, &kept[i]) {
 			write = append(write, kept[i])
 		}
 	}
@@ -202,7 +203,7 @@ func EarlyFiring(c *schemas.Compiled, p HourPane, es *EarlyState, arrivalWritten
 //
 // An early pane that comes after the on-time one is handled, and its
 // rollup row labelled, as a late one.
-func FinalFiring(c *schemas.Compiled, p HourPane, prev, recovered []schemas.Record, fin FinalState, final bool, counted int64, bigQuery bool, nowMs int64) (FinalState, Firing) {
+func FinalFiring(c *Compiled, p HourPane, prev, recovered []schemas.Record, fin FinalState, final bool, counted int64, bigQuery bool, nowMs int64) (FinalState, Firing) {
 	out := Firing{Keep: p.Records}
 	// sent is what the final firing before built, wrote and sent to
 	// BigQuery.
@@ -218,7 +219,7 @@ func FinalFiring(c *schemas.Compiled, p HourPane, prev, recovered []schemas.Reco
 	// (heldBefore) or now.
 	heldBefore := make(map[int64]bool, len(prev))
 	for i := range prev {
-		if !schemas.IsReadBack(&prev[i]) {
+		if !codec.IsReadBack(&prev[i]) {
 			heldBefore[prev[i].EventMs] = true
 		}
 	}
@@ -235,7 +236,7 @@ func FinalFiring(c *schemas.Compiled, p HourPane, prev, recovered []schemas.Reco
 	kept := prev[:0:0]
 	for i := range prev {
 		r := &prev[i]
-		if schemas.IsReadBack(r) && held[r.EventMs] {
+		if codec.IsReadBack(r) && held[r.EventMs] {
 			if arrived[r.EventMs] && !heldBefore[r.EventMs] && !own[r.EventMs] {
 				own[r.EventMs] = true
 				out.Superseded++
@@ -270,7 +271,7 @@ func FinalFiring(c *schemas.Compiled, p HourPane, prev, recovered []schemas.Reco
 	// PrepareGroup re-imputes prev's values in place.
 	all := make([]schemas.Record, 0, len(prev)+len(joined)+len(p.Records))
 	all = append(append(append(all, prev...), joined...), p.Records...)
-	kept, dropped := c.PrepareGroup(all)
+	kept, dropped := PrepareGroup(c.Spec, all)
 	out.Dropped = int64(dropped) - counted
 
 	next := FinalState{Ms: make([]int64, len(kept)), Prints: make([]uint64, len(kept)), Dropped: int64(dropped)}
@@ -279,7 +280,7 @@ func FinalFiring(c *schemas.Compiled, p HourPane, prev, recovered []schemas.Reco
 	}
 	var (
 		rewrite []schemas.Record
-		kinds   []schemas.OriginKind
+		kinds   []OriginKind
 	)
 	for i := range kept {
 		r := &kept[i]
@@ -292,16 +293,16 @@ func FinalFiring(c *schemas.Compiled, p HourPane, prev, recovered []schemas.Reco
 			// payload (AppendHeld): the rows it is written with carry its
 			// canonical form, the payload of a dead letter should their
 			// write fail.
-			r.Raw = c.CanonicalJSON(r)
+			r.Raw = codec.CanonicalJSON(c.Spec, r)
 		}
 		switch {
 		case first && fromBigtable[r.EventMs]:
-			rewrite, kinds = append(rewrite, *r), append(kinds, schemas.OriginRewrite)
+			rewrite, kinds = append(rewrite, *r), append(kinds, OriginRewrite)
 		case first:
 			out.Readings++
-			rewrite, kinds = append(rewrite, *r), append(kinds, schemas.OriginReading)
+			rewrite, kinds = append(rewrite, *r), append(kinds, OriginReading)
 		case old != fp || arrived[r.EventMs] || stale[r.EventMs]:
-			rewrite, kinds = append(rewrite, *r), append(kinds, schemas.OriginRewrite)
+			rewrite, kinds = append(rewrite, *r), append(kinds, OriginRewrite)
 		}
 		if !bigQuery {
 			continue
@@ -310,7 +311,7 @@ func FinalFiring(c *schemas.Compiled, p HourPane, prev, recovered []schemas.Reco
 		case first && fromBigtable[r.EventMs]:
 			out.SentRecovered++
 			row := c.Builder().BQRow(r, nowMs)
-			row.Origin.Kind = schemas.OriginRewrite
+			row.Origin.Kind = OriginRewrite
 			out.BQ = append(out.BQ, row)
 		case first:
 			out.Sent++
@@ -318,7 +319,7 @@ func FinalFiring(c *schemas.Compiled, p HourPane, prev, recovered []schemas.Reco
 		case old != fp:
 			out.Resent++
 			row := c.Builder().BQRow(r, nowMs)
-			row.Origin.Kind = schemas.OriginRewrite
+			row.Origin.Kind = OriginRewrite
 			out.BQ = append(out.BQ, row)
 		default:
 			out.Suppressed++
@@ -338,7 +339,7 @@ func FinalFiring(c *schemas.Compiled, p HourPane, prev, recovered []schemas.Reco
 		}
 	}
 	out.Rewritten = int64(len(rewrite))
-	out.Rows, out.Dead = HourRows(c, rewrite, rollup, true, rollupRows, func(i int) schemas.OriginKind { return kinds[i] })
+	out.Rows, out.Dead = HourRows(c, rewrite, rollup, true, rollupRows, func(i int) OriginKind { return kinds[i] })
 	return next, out
 }
 
@@ -346,7 +347,7 @@ func FinalFiring(c *schemas.Compiled, p HourPane, prev, recovered []schemas.Reco
 // (ChangeSeq): the microsecond the firing was built, then its pane index,
 // so that the rows of the firing built later win in BigQuery.
 func (out *Firing) Sequence(micros, pane int64) {
-	seq := schemas.ChangeSeq{Micros: micros, Pane: pane}
+	seq := ChangeSeq{Micros: micros, Pane: pane}
 	for i := range out.BQ {
 		out.BQ[i].Seq = seq
 	}

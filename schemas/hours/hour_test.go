@@ -3,6 +3,7 @@ package hours
 import (
 	"fmt"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"sort"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ func vitals(at time.Duration, hr, temp, spo2 string) string {
 
 // firingsSpec is vitals with body_temperature and spO2 optional, so that
 // duplicates can hold different fields.
-func firingsSpec(t *testing.T) (*schemas.Spec, *schemas.Compiled) {
+func firingsSpec(t *testing.T) (*schemas.Spec, *Compiled) {
 	t.Helper()
 	loaded, err := schemas.BuiltinSpec("vitals")
 	if err != nil {
@@ -36,7 +37,7 @@ func firingsSpec(t *testing.T) (*schemas.Spec, *schemas.Compiled) {
 	}
 	loaded.Field("body_temperature").Required = false
 	loaded.Field("spO2").Required = false
-	spec := schemas.MustCompile(loaded, schemas.CompileOptions{})
+	spec := MustCompile(loaded, CompileOptions{})
 	return spec.Spec, spec
 }
 
@@ -44,8 +45,8 @@ func firingsSpec(t *testing.T) (*schemas.Spec, *schemas.Compiled) {
 // overwrites its version, a deletion removes it.
 type table map[string]string
 
-func (tb table) apply(muts []schemas.RowMutation) {
-	key := func(m schemas.RowMutation, c schemas.Cell) string {
+func (tb table) apply(muts []RowMutation) {
+	key := func(m RowMutation, c Cell) string {
 		return fmt.Sprintf("%s %s:%s@%d", m.RowKey, c.Family, c.Qualifier, c.TsMicros)
 	}
 	for _, m := range muts {
@@ -60,8 +61,8 @@ func (tb table) apply(muts []schemas.RowMutation) {
 
 // cellsAndDeletes lists a mutation's cells, then its deletions with the
 // value "-".
-func cellsAndDeletes(m schemas.RowMutation) []schemas.Cell {
-	out := append([]schemas.Cell(nil), m.Cells...)
+func cellsAndDeletes(m RowMutation) []Cell {
+	out := append([]Cell(nil), m.Cells...)
 	for _, c := range m.Deletes {
 		c.Value = []byte("-")
 		out = append(out, c)
@@ -81,14 +82,14 @@ func (tb table) String() string {
 // written renders what a firing writes to the vitals family as
 // "+10m hr=70 imp=false temp=- ..." per reading (- is a deletion), and the
 // rollup count when it writes one.
-func written(muts []schemas.RowMutation) string {
+func written(muts []RowMutation) string {
 	byMin := map[int64][]string{}
 	var rollup string
 	for _, m := range muts {
 		for _, c := range cellsAndDeletes(m) {
 			v := string(c.Value)
 			if c.Family == "hourly" {
-				if c.Qualifier == schemas.RollupCount {
+				if c.Qualifier == RollupCount {
 					rollup = " rollup count=" + v
 				}
 				continue
@@ -114,7 +115,7 @@ func written(muts []schemas.RowMutation) string {
 	return strings.Join(parts, ", ") + rollup
 }
 
-func bqHR(spec *schemas.Spec, rows []schemas.BQRow) string {
+func bqHR(spec *schemas.Spec, rows []BQRow) string {
 	var out []string
 	for _, r := range rows {
 		ms := r.Values[bqColumn(spec.BigQuery, "event_timestamp")].Int
@@ -139,13 +140,13 @@ type windowState struct {
 	arrival bool
 }
 
-func (ws *windowState) fire(h *schemas.Compiled, timing string, index int64, recs []schemas.Record) Firing {
+func (ws *windowState) fire(h *Compiled, timing string, index int64, recs []schemas.Record) Firing {
 	return ws.fireRecovered(h, timing, index, recs, nil)
 }
 
 // fireRecovered is fire with the readings a final firing read back.
-func (ws *windowState) fireRecovered(h *schemas.Compiled, timing string, index int64, recs, recovered []schemas.Record) Firing {
-	p := HourPane{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Pane: schemas.Pane{Timing: timing, Index: index}, Records: recs}
+func (ws *windowState) fireRecovered(h *Compiled, timing string, index int64, recs, recovered []schemas.Record) Firing {
+	p := HourPane{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Pane: Pane{Timing: timing, Index: index}, Records: recs}
 	var out Firing
 	if timing == PaneEarly && !ws.final {
 		out = EarlyFiring(h, p, &ws.early, ws.arrival)
@@ -153,7 +154,7 @@ func (ws *windowState) fireRecovered(h *schemas.Compiled, timing string, index i
 		var prev []schemas.Record
 		for _, c := range ws.held {
 			var err error
-			if prev, err = h.DecodeHeld(prev, c); err != nil {
+			if prev, err = codec.DecodeHeld(h.Spec, prev, c); err != nil {
 				panic(fmt.Sprintf("DecodeHeld: %v", err)) // fails the test that fired
 			}
 		}
@@ -165,13 +166,13 @@ func (ws *windowState) fireRecovered(h *schemas.Compiled, timing string, index i
 		ws.final, ws.early = true, EarlyState{}
 	}
 	if len(out.Keep) > 0 {
-		ws.held = append(ws.held, h.AppendHeld(nil, out.Keep))
+		ws.held = append(ws.held, codec.AppendHeld(h.Spec, nil, out.Keep))
 	}
 	return out
 }
 
 // batchTable is what the batch pipeline writes for the lines.
-func batchTable(t *testing.T, spec *schemas.Spec, h *schemas.Compiled, lines []string) table {
+func batchTable(t *testing.T, spec *schemas.Spec, h *Compiled, lines []string) table {
 	out := BatchHour(h, HourPane{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Records: parseAll(t, spec, lines...)}, false, 1)
 	muts, dead := out.Rows, out.Dead
 	if len(dead) > 0 {
@@ -303,10 +304,10 @@ func kindsFollowTiming(out Firing, timing string, final bool) error {
 	for _, m := range out.Rows {
 		for _, o := range m.Origins {
 			switch {
-			case o.Kind == schemas.OriginRollup:
-			case timing == PaneEarly && !final && o.Kind != schemas.OriginProvisional:
+			case o.Kind == OriginRollup:
+			case timing == PaneEarly && !final && o.Kind != OriginProvisional:
 				return fmt.Errorf("early write of kind %v", o.Kind)
-			case o.Kind == schemas.OriginReading:
+			case o.Kind == OriginReading:
 				n++
 			}
 		}
@@ -357,7 +358,7 @@ func (tb table) rows(t *testing.T) []ReadRow {
 			byKey[row] = &ReadRow{Key: row}
 			keys = append(keys, row)
 		}
-		byKey[row].Cells = append(byKey[row].Cells, schemas.Cell{Family: fam, Qualifier: q, TsMicros: micros, Value: []byte(v)})
+		byKey[row].Cells = append(byKey[row].Cells, Cell{Family: fam, Qualifier: q, TsMicros: micros, Value: []byte(v)})
 	}
 	sort.Strings(keys)
 	var out []ReadRow
@@ -390,10 +391,10 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 	)
 	want := batchTable(t, spec, h, all)
 	wantBQ := map[string]string{}
-	kept, _ := spec.PrepareGroup(parseAll(t, spec, all...))
+	kept, _ := PrepareGroup(spec, parseAll(t, spec, all...))
 	for i := range kept {
 		r := h.Builder().BQRow(&kept[i], 1)
-		wantBQ[fmt.Sprint(r.Values[bqColumn(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []schemas.BQRow{r})
+		wantBQ[fmt.Sprint(r.Values[bqColumn(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []BQRow{r})
 	}
 	type step struct {
 		timing string
@@ -474,7 +475,7 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 				out := ws.fireRecovered(h, st.timing, int64(i), recs, back)
 				tb.apply(out.Rows)
 				for _, r := range out.BQ {
-					bq[fmt.Sprint(r.Values[bqColumn(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []schemas.BQRow{r})
+					bq[fmt.Sprint(r.Values[bqColumn(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []BQRow{r})
 				}
 				dropped += out.Dropped
 				recovered += out.Recovered
@@ -560,7 +561,7 @@ func TestEarlyFiringsAfterArrivalWritesConvergeToBatch(t *testing.T) {
 			for i, lines := range tc.early {
 				recs := parseAll(t, spec, lines...)
 				for _, r := range recs {
-					arrival, _ := h.Builder().Build([]schemas.Record{spec.ArrivalRecord(r)}, false, nil)
+					arrival, _ := h.Builder().Build([]schemas.Record{ArrivalRecord(spec, r)}, false, nil)
 					got.apply(arrival)
 				}
 				out := ws.fire(h, PaneEarly, int64(i), recs)

@@ -9,13 +9,13 @@ import "github.com/sensorpipe/sensorpipe/schemas"
 // first-table row, so they are written (or dead-lettered) with it; each row
 // of rollupRows that recs do not touch gets a mutation of the rollup cells
 // alone.
-func HourRows(c *schemas.Compiled, recs []schemas.Record, rollup *schemas.Rollup, rewrite bool, rollupRows []string, kind func(int) schemas.OriginKind) ([]schemas.RowMutation, []schemas.Rejected) {
+func HourRows(c *Compiled, recs []schemas.Record, rollup *Rollup, rewrite bool, rollupRows []string, kind func(int) OriginKind) ([]RowMutation, []Rejected) {
 	first := c.Bigtable.Tables[0].Name
 	muts, rejected := c.Builder().Build(recs, rewrite, kind)
 	if rollup == nil {
 		return muts, rejected
 	}
-	cells, dels := c.Roller().Cells(rollup), []schemas.Cell(nil)
+	cells, dels := c.Roller().Cells(rollup), []Cell(nil)
 	if rewrite {
 		cells, dels = c.Roller().RewriteCells(rollup)
 	}
@@ -34,7 +34,7 @@ func HourRows(c *schemas.Compiled, recs []schemas.Record, rollup *schemas.Rollup
 		if !touched[key] {
 			o := c.Roller().Origin(rollup)
 			o.Cells, o.Deletes = len(cells), len(dels)
-			muts = append(muts, schemas.RowMutation{Table: first, RowKey: key, Cells: cells, Deletes: dels, Origins: []schemas.Origin{o}})
+			muts = append(muts, RowMutation{Table: first, RowKey: key, Cells: cells, Deletes: dels, Origins: []Origin{o}})
 		}
 	}
 	return muts, rejected

@@ -12,16 +12,16 @@ func TestHourRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := schemas.MustCompile(s, schemas.CompileOptions{})
+	c := MustCompile(s, CompileOptions{})
 	recs := prepared(t, s,
 		`{"sensor_id":"p-1","timestamp":"2026-03-01T10:00:01Z","heart_rate":70,"body_temperature":36.8,"spO2":98,"battery_level":90}`,
 		`{"sensor_id":"p-1","timestamp":"2026-03-01T10:00:02Z","heart_rate":71,"body_temperature":36.8,"spO2":98,"battery_level":90}`)
-	start := schemas.WindowStart(recs[0].EventMs, 3600e9)
+	start := WindowStart(recs[0].EventMs, 3600e9)
 	ru := c.Roller().Compute(recs, start, start+3600e3)
 	rollupCells := len(c.Roller().Cells(&ru))
 	for _, tc := range []struct {
 		name       string
-		rollup     *schemas.Rollup
+		rollup     *Rollup
 		rollupRows []string
 		wantRows   int
 		wantLast   int // cells of the first row's last origin, beyond its own

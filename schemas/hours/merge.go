@@ -2,6 +2,7 @@ package hours
 
 import (
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"time"
 )
 
@@ -23,31 +24,31 @@ import (
 // BigQuery with the rollup row, which an upsert replaces by its key.
 //
 // With no stored reading it is BatchHour.
-func MergeHour(c *schemas.Compiled, p HourPane, stored []schemas.Record, bigQuery bool, nowMs int64) Firing {
+func MergeHour(c *Compiled, p HourPane, stored []schemas.Record, bigQuery bool, nowMs int64) Firing {
 	if len(stored) == 0 {
 		return BatchHour(c, p, bigQuery, nowMs)
 	}
 	all := make([]schemas.Record, 0, len(stored)+len(p.Records))
 	all = append(append(all, stored...), p.Records...)
-	kept, _ := c.PrepareGroup(all)
+	kept, _ := PrepareGroup(c.Spec, all)
 	start, end := p.StartMs, p.EndMs
 	if start == 0 && end == 0 && len(kept) > 0 {
-		start, end = schemas.WindowStart(kept[0].EventMs, time.Hour), schemas.WindowEnd(kept[0].EventMs, time.Hour)
+		start, end = WindowStart(kept[0].EventMs, time.Hour), WindowEnd(kept[0].EventMs, time.Hour)
 	}
-	kinds := make([]schemas.OriginKind, len(kept))
+	kinds := make([]OriginKind, len(kept))
 	var out Firing
 	for i := range kept {
-		if schemas.IsReadBack(&kept[i]) {
-			kinds[i] = schemas.OriginRewrite
+		if codec.IsReadBack(&kept[i]) {
+			kinds[i] = OriginRewrite
 			out.Merged++
 		} else {
-			kinds[i] = schemas.OriginReading
+			kinds[i] = OriginReading
 			out.Readings++
 		}
 	}
 	out.Dropped = int64(len(p.Records)) - out.Readings
 	rollup := hourRollup(c, start, end, kept)
-	out.Rows, out.Dead = HourRows(c, kept, rollup, true, nil, func(i int) schemas.OriginKind { return kinds[i] })
+	out.Rows, out.Dead = HourRows(c, kept, rollup, true, nil, func(i int) OriginKind { return kinds[i] })
 	if !bigQuery {
 		return out
 	}

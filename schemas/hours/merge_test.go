@@ -62,7 +62,7 @@ func TestMergeHourAnySplitAnyOrderIsTheBatch(t *testing.T) {
 }
 
 // bqRollupText is a rollup row's values, without when it was built.
-func bqRollupText(r *schemas.BQRow) string {
+func bqRollupText(r *BQRow) string {
 	var b strings.Builder
 	for _, v := range r.Values {
 		b.Write(schemas.AppendText(nil, v))

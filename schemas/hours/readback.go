@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 	"strings"
 )
 
@@ -46,7 +48,7 @@ type readColumn struct {
 // ReadRow is one Bigtable row as read: its key and cells.
 type ReadRow struct {
 	Key   string
-	Cells []schemas.Cell
+	Cells []Cell
 }
 
 // NewReadBack picks the table to read readings back from. The error wraps
@@ -72,9 +74,9 @@ func newReadBack(spec *schemas.Spec, t *schemas.TableSpec) (*ReadBack, error) {
 	rb := &ReadBack{
 		spec: spec, table: t, key: key, eventIdx: spec.FieldIndex(spec.EventTime),
 		literal: map[string]readColumn{}, templated: map[string][]readColumn{},
-		source: schemas.ReadBackSource(t.Name),
+		source: codec.ReadBackSource(t.Name),
 	}
-	rb.fromKey = key.KeyFields()
+	rb.fromKey = rowkey.KeyFields(key)
 	known := map[int]bool{rb.eventIdx: true}
 	for f := range rb.fromKey {
 		known[f] = true
@@ -88,19 +90,19 @@ func newReadBack(spec *schemas.Spec, t *schemas.TableSpec) (*ReadBack, error) {
 				continue // $event_time, $reading_id, $ingested_at: computed
 			}
 			int64be := c.Encoding == "int64be"
-			if int64be && !schemas.KeepsInt64BE(spec, fi) {
+			if int64be && !rowkey.KeepsInt64BE(spec, fi) {
 				continue // truncated to an integer: not the value
 			}
 			q, err := schemas.CompileTemplate(c.Qualifier, spec)
 			if err != nil {
 				return nil, err
 			}
-			q.AsQualifier()
+			rowkey.AsQualifier(q)
 			col := readColumn{field: fi, int64be: int64be}
-			if q.IsLiteral() {
+			if IsLiteral(q) {
 				rb.literal[fam.Name+"\x00"+c.Qualifier] = col
 			} else {
-				if !q.UsesOnly(known) {
+				if !rowkey.UsesOnly(q, known) {
 					continue // its qualifier needs a field the key does not give
 				}
 				col.qualifier = q
@@ -140,25 +142,25 @@ func (rb *ReadBack) Source() string { return rb.source }
 
 // PlanWindow plans the row ranges that hold the readings of one identity
 // (its IdentityKey) with event times in [startMs, endMs).
-func (rb *ReadBack) PlanWindow(identityKey string, startMs, endMs int64) (*schemas.ScanPlan, error) {
-	q := schemas.KeyQuery{Table: rb.table.Name, FromMs: startMs, ToMs: endMs - 1}
+func (rb *ReadBack) PlanWindow(identityKey string, startMs, endMs int64) (*rowkey.ScanPlan, error) {
+	q := rowkey.KeyQuery{Table: rb.table.Name, FromMs: startMs, ToMs: endMs - 1}
 	if texts := IdentityTexts(rb.spec, identityKey); texts != nil {
 		q.Where = map[string]string{}
 		for i, name := range rb.spec.Identity {
 			q.Where[name] = texts[i]
 		}
-		if plan, err := schemas.PlanScan(rb.spec, q); err == nil {
+		if plan, err := rowkey.PlanScan(rb.spec, q); err == nil {
 			return plan, nil
 		}
 		q.Where = nil // a value the plan cannot take: scan the time range
 	}
-	return schemas.PlanScan(rb.spec, q)
+	return rowkey.PlanScan(rb.spec, q)
 }
 
 // PlanSince plans the row ranges that hold readings with event times in
 // [fromMs, toMs], of every identity.
-func (rb *ReadBack) PlanSince(fromMs, toMs int64) (*schemas.ScanPlan, error) {
-	return schemas.PlanScan(rb.spec, schemas.KeyQuery{Table: rb.table.Name, FromMs: fromMs, ToMs: toMs})
+func (rb *ReadBack) PlanSince(fromMs, toMs int64) (*rowkey.ScanPlan, error) {
+	return rowkey.PlanScan(rb.spec, rowkey.KeyQuery{Table: rb.table.Name, FromMs: fromMs, ToMs: toMs})
 }
 
 // IdentityTexts splits an IdentityKey into the text of each identity
@@ -214,7 +216,7 @@ func (rb *ReadBack) Records(rows []ReadRow, identityKey string, startMs, endMs i
 			if !ok {
 				for _, tc := range rb.templated[c.Family] {
 					var err error
-					if qBuf, err = tc.qualifier.Render(qBuf[:0], r); err == nil && string(qBuf) == c.Qualifier {
+					if qBuf, err = rowkey.Render(tc.qualifier, qBuf[:0], r); err == nil && string(qBuf) == c.Qualifier {
 						col, ok = tc, true
 						break
 					}
@@ -227,7 +229,7 @@ func (rb *ReadBack) Records(rows []ReadRow, identityKey string, startMs, endMs i
 				byMs[ms] = r
 				order = append(order, ms)
 			}
-			v, err := schemas.DecodeCell(s, col.field, col.int64be, c.Value)
+			v, err := rowkey.DecodeCell(s, col.field, col.int64be, c.Value)
 			if err != nil {
 				bad[ms] = true
 				continue
@@ -237,19 +239,19 @@ func (rb *ReadBack) Records(rows []ReadRow, identityKey string, startMs, endMs i
 		for _, ms := range order {
 			r := byMs[ms]
 			var err error
-			keyBuf, err = rb.key.Render(keyBuf[:0], r)
+			keyBuf, err = rowkey.Render(rb.key, keyBuf[:0], r)
 			if bad[ms] || err != nil || string(keyBuf) != row.Key || !complete(s, r) {
 				skipped++
 				continue
 			}
-			if identityKey != "" && s.IdentityKey(r) != identityKey {
+			if identityKey != "" && IdentityKey(s, r) != identityKey {
 				continue // another identity's reading in the range (a key field after the time)
 			}
-			r.Raw, r.Source = s.CanonicalJSON(r), rb.source
+			r.Raw, r.Source = codec.CanonicalJSON(s, r), rb.source
 			recs = append(recs, *r)
 		}
 	}
-	recs, _ = s.Dedup(recs)
+	recs, _ = Dedup(s, recs)
 	return recs, skipped
 }
 
@@ -265,7 +267,7 @@ func complete(s *schemas.Spec, r *schemas.Record) bool {
 
 // countReadings counts the distinct timestamps of cells in [startMs,
 // endMs).
-func countReadings(cells []schemas.Cell, startMs, endMs int64) int {
+func countReadings(cells []Cell, startMs, endMs int64) int {
 	seen := map[int64]bool{}
 	for _, c := range cells {
 		if ms := cellMillis(c.TsMicros); ms >= startMs && ms < endMs {
@@ -291,5 +293,5 @@ func (rb *ReadBack) parseKey(key string, vals []schemas.Value) bool {
 	if len(rb.fromKey) == 0 {
 		return true
 	}
-	return rb.key.DecodeFields(key, rb.fromKey, vals)
+	return rowkey.DecodeFields(rb.key, key, rb.fromKey, vals)
 }

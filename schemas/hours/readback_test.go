@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 	"os"
 	"sort"
 	"strings"
@@ -21,8 +23,8 @@ func sampleRecords(t *testing.T, spec *schemas.Spec, name string) []schemas.Reco
 		t.Fatal(err)
 	}
 	defer f.Close()
-	p := schemas.NewParser(spec)
-	b, err := schemas.NewBuilder(spec)
+	p := codec.NewParser(spec)
+	b, err := NewBuilder(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,19 +50,19 @@ func sampleRecords(t *testing.T, spec *schemas.Spec, name string) []schemas.Reco
 
 // bigtableStore plays row mutations as Bigtable keeps them: per table and
 // row, one cell per column and timestamp.
-type bigtableStore map[string]map[string]map[string]schemas.Cell
+type bigtableStore map[string]map[string]map[string]Cell
 
-func (st bigtableStore) apply(muts []schemas.RowMutation) {
+func (st bigtableStore) apply(muts []RowMutation) {
 	for _, m := range muts {
 		if st[m.Table] == nil {
-			st[m.Table] = map[string]map[string]schemas.Cell{}
+			st[m.Table] = map[string]map[string]Cell{}
 		}
 		row := st[m.Table][m.RowKey]
 		if row == nil {
-			row = map[string]schemas.Cell{}
+			row = map[string]Cell{}
 			st[m.Table][m.RowKey] = row
 		}
-		id := func(c schemas.Cell) string { return fmt.Sprintf("%s:%s@%d", c.Family, c.Qualifier, c.TsMicros) }
+		id := func(c Cell) string { return fmt.Sprintf("%s:%s@%d", c.Family, c.Qualifier, c.TsMicros) }
 		for _, c := range m.Deletes {
 			delete(row, id(c))
 		}
@@ -113,11 +115,11 @@ type windowKey struct {
 func preparedWindows(s *schemas.Spec, recs []schemas.Record) map[windowKey][]schemas.Record {
 	groups := map[windowKey][]schemas.Record{}
 	for _, r := range recs {
-		k := windowKey{s.IdentityKey(&r), schemas.WindowStart(r.EventMs, time.Hour)}
+		k := windowKey{IdentityKey(s, &r), WindowStart(r.EventMs, time.Hour)}
 		groups[k] = append(groups[k], r)
 	}
 	for k, g := range groups {
-		groups[k], _ = s.PrepareGroup(g)
+		groups[k], _ = PrepareGroup(s, g)
 	}
 	return groups
 }
@@ -147,11 +149,11 @@ func TestReadBackRebuildsEveryBuiltinSpecsReadings(t *testing.T) {
 			if rb.Table() != tc.table {
 				t.Fatalf("reads table %s; want %s", rb.Table(), tc.table)
 			}
-			b, err := schemas.NewBuilder(s)
+			b, err := NewBuilder(s)
 			if err != nil {
 				t.Fatal(err)
 			}
-			roller, err := schemas.NewRoller(s)
+			roller, err := NewRoller(s)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,7 +168,7 @@ func TestReadBackRebuildsEveryBuiltinSpecsReadings(t *testing.T) {
 				if roller != nil { // rollup cells share the rows: not readings
 					ru := roller.Compute(w, k.start, k.start+time.Hour.Milliseconds())
 					for _, key := range b.RowKeys(s.Bigtable.Tables[0].Name, w) {
-						st.apply([]schemas.RowMutation{{Table: s.Bigtable.Tables[0].Name, RowKey: key, Cells: roller.Cells(&ru)}})
+						st.apply([]RowMutation{{Table: s.Bigtable.Tables[0].Name, RowKey: key, Cells: roller.Cells(&ru)}})
 					}
 				}
 			}
@@ -183,7 +185,7 @@ func TestReadBackRebuildsEveryBuiltinSpecsReadings(t *testing.T) {
 				var g, want []string
 				for i := range got {
 					g = append(g, recordText(s, &got[i]))
-					if !schemas.IsReadBack(&got[i]) {
+					if !codec.IsReadBack(&got[i]) {
 						t.Errorf("source %q does not say read back", got[i].Source)
 					}
 				}
@@ -199,7 +201,7 @@ func TestReadBackRebuildsEveryBuiltinSpecsReadings(t *testing.T) {
 }
 
 // inRanges keeps the rows a scan of ranges reads.
-func inRanges(rows []ReadRow, ranges []schemas.RowRange) []ReadRow {
+func inRanges(rows []ReadRow, ranges []rowkey.RowRange) []ReadRow {
 	var out []ReadRow
 	for _, r := range rows {
 		for _, rg := range ranges {
@@ -221,14 +223,14 @@ func TestReadBackImputedValuesAreNotObserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	rb, _ := NewReadBack(s)
-	b, _ := schemas.NewBuilder(s)
+	b, _ := NewBuilder(s)
 	h := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	line := func(min int, hr string) string {
 		return fmt.Sprintf(`{"sensor_id":"s1","timestamp":%d,"heart_rate":%s,"body_temperature":36.8,"spO2":98,"battery_level":87}`,
 			h.Add(time.Duration(min)*time.Minute).UnixMilli(), hr)
 	}
 	lines := []string{line(0, "null"), line(10, "70"), line(20, "null"), line(30, "80"), line(40, "null")}
-	p := schemas.NewParser(s)
+	p := codec.NewParser(s)
 	parse := func(ls ...string) []schemas.Record {
 		var recs []schemas.Record
 		for _, l := range ls {
@@ -239,9 +241,9 @@ func TestReadBackImputedValuesAreNotObserved(t *testing.T) {
 	// Early firings, one reading each, in arrival order: +20m takes 70 then
 	// (provisionally), and +0m nothing.
 	st := bigtableStore{}
-	var seen schemas.Seen
+	var seen Seen
 	for _, l := range []string{lines[1], lines[2], lines[0], lines[4]} {
-		kept, _ := s.PrepareEarly(parse(l), &seen)
+		kept, _ := PrepareEarly(s, parse(l), &seen)
 		muts, _ := b.Mutations(kept)
 		st.apply(muts)
 	}
@@ -257,8 +259,8 @@ func TestReadBackImputedValuesAreNotObserved(t *testing.T) {
 		t.Errorf("payload %s holds the imputed heart rate", got[2].Raw)
 	}
 	// The restarted stream brings +30m; the hour, re-imputed, is the batch's.
-	merged, _ := s.PrepareGroup(append(got, parse(lines[3])...))
-	want, _ := s.PrepareGroup(parse(lines...))
+	merged, _ := PrepareGroup(s, append(got, parse(lines[3])...))
+	want, _ := PrepareGroup(s, parse(lines...))
 	var g, w []string
 	for i := range merged {
 		g = append(g, recordText(s, &merged[i]))
@@ -274,13 +276,13 @@ func TestReadBackSkipsWhatIsNotAReading(t *testing.T) {
 	rb, _ := NewReadBack(s)
 	h := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	ts := func(min int) int64 { return h.Add(time.Duration(min)*time.Minute).UnixMilli() * 1000 }
-	cell := func(fam, q string, at int64, v string) schemas.Cell {
-		return schemas.Cell{Family: fam, Qualifier: q, TsMicros: at, Value: []byte(v)}
+	cell := func(fam, q string, at int64, v string) Cell {
+		return Cell{Family: fam, Qualifier: q, TsMicros: at, Value: []byte(v)}
 	}
-	reading := func(at int64, temp string) []schemas.Cell {
-		return []schemas.Cell{cell("vitals", "body_temperature", at, temp), cell("vitals", "spO2", at, "98"), cell("meta", "battery_level", at, "87")}
+	reading := func(at int64, temp string) []Cell {
+		return []Cell{cell("vitals", "body_temperature", at, temp), cell("vitals", "spO2", at, "98"), cell("meta", "battery_level", at, "87")}
 	}
-	row := func(key string, cells ...[]schemas.Cell) ReadRow {
+	row := func(key string, cells ...[]Cell) ReadRow {
 		r := ReadRow{Key: key}
 		for _, c := range cells {
 			r.Cells = append(r.Cells, c...)
@@ -297,10 +299,10 @@ func TestReadBackSkipsWhatIsNotAReading(t *testing.T) {
 		{"a good reading", []ReadRow{row("s1#2026-03-01T10", reading(ts(5), "36.8"))}, "s1",
 			[]string{"1772359500000 sensor_id=s1 timestamp=1772359500000 body_temperature=36.8 spO2=98 battery_level=87"}, 0},
 		{"rollup cells at the hour's end and unknown columns are not readings",
-			[]ReadRow{row("s1#2026-03-01T10", []schemas.Cell{cell("hourly", "count", ts(60), "1"), cell("vitals", "other", ts(6), "1")})}, "s1", nil, 0},
+			[]ReadRow{row("s1#2026-03-01T10", []Cell{cell("hourly", "count", ts(60), "1"), cell("vitals", "other", ts(6), "1")})}, "s1", nil, 0},
 		{"cells outside the hour are left out", []ReadRow{row("s1#2026-03-01T10", reading(ts(-1), "36.8"), reading(ts(61), "36.8"))}, "s1", nil, 0},
 		{"a value that does not decode", []ReadRow{row("s1#2026-03-01T10", reading(ts(5), "warm"))}, "s1", nil, 1},
-		{"a required field with no cell", []ReadRow{row("s1#2026-03-01T10", []schemas.Cell{cell("vitals", "spO2", ts(5), "98")})}, "s1", nil, 1},
+		{"a required field with no cell", []ReadRow{row("s1#2026-03-01T10", []Cell{cell("vitals", "spO2", ts(5), "98")})}, "s1", nil, 1},
 		{"a row key of another shape", []ReadRow{row("garbage", reading(ts(5), "36.8"))}, "s1", nil, 1},
 		{"a cell in a row of another hour", []ReadRow{row("s1#2026-03-01T09", reading(ts(5), "36.8"))}, "s1", nil, 1},
 		{"another sensor", []ReadRow{row("s2#2026-03-01T10", reading(ts(5), "36.8"))}, "s1", nil, 0},
@@ -378,19 +380,19 @@ bigtable:
 			if err != nil {
 				t.Fatal(err)
 			}
-			recs, err := schemas.NewParser(s).Parse(nil, []byte(line), "sub")
+			recs, err := codec.NewParser(s).Parse(nil, []byte(line), "sub")
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, _ := schemas.NewBuilder(s)
+			b, _ := NewBuilder(s)
 			muts, rejected := b.Mutations(recs)
 			if len(rejected) > 0 {
 				t.Fatal(rejected[0].Err)
 			}
 			st := bigtableStore{}
 			st.apply(muts)
-			start := schemas.WindowStart(recs[0].EventMs, time.Hour)
-			got, skipped := rb.Records(st.rows("t"), s.IdentityKey(&recs[0]), start, start+time.Hour.Milliseconds())
+			start := WindowStart(recs[0].EventMs, time.Hour)
+			got, skipped := rb.Records(st.rows("t"), IdentityKey(s, &recs[0]), start, start+time.Hour.Milliseconds())
 			if skipped != 0 || len(got) != 1 {
 				t.Fatalf("read back %d, skipped %d (key %s)", len(got), skipped, muts[0].RowKey)
 			}
@@ -433,9 +435,9 @@ func TestCanonicalJSONParsesBackToTheSameRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := schemas.NewParser(s)
+			p := codec.NewParser(s)
 			for _, r := range sampleRecords(t, s, tc.sample) {
-				js := s.CanonicalJSON(&r)
+				js := codec.CanonicalJSON(s, &r)
 				back, err := p.Parse(nil, []byte(js), "again")
 				if err != nil || len(back) != 1 {
 					t.Fatalf("%s parses to %d records: %v", js, len(back), err)
@@ -472,7 +474,7 @@ func TestCanonicalJSON(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := schemas.Record{Values: tc.vals, EventMs: ms}
-			if got := tc.spec.CanonicalJSON(&r); got != tc.want {
+			if got := codec.CanonicalJSON(tc.spec, &r); got != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
 		})

@@ -4,7 +4,7 @@
 // values, and a configurable share of optional fields left out (null). The
 // same reading comes out for the same id, event time and seed, so workloads
 // are reproducible. Payloads are JSON objects, or the spec's declared
-// protobuf message (schemas.ProtoCodec) for --format=proto.
+// protobuf message (codec.ProtoCodec) for --format=proto.
 //
 // launch/publish (make stream, make samples) and the benchmarks in
 // launch/bench generate their input here.
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 
 // Options shape the generated readings.
@@ -43,7 +44,7 @@ type Generator struct {
 	spec   *schemas.Spec
 	opts   Options
 	fields []field
-	codec  *schemas.ProtoCodec // nil when the spec declares no protobuf message
+	codec  *codec.ProtoCodec // nil when the spec declares no protobuf message
 }
 
 // field is one declared field and how its values are made.
@@ -56,7 +57,7 @@ type field struct {
 	salt     uint64
 }
 
-// New returns a generator for spec (a checked spec: schemas.Compile's).
+// New returns a generator for spec (a checked spec: hours.Compile's).
 func New(spec *schemas.Spec, opts Options) (*Generator, error) {
 	if opts.IDs <= 0 {
 		opts.IDs = 100
@@ -89,7 +90,7 @@ func New(spec *schemas.Spec, opts Options) (*Generator, error) {
 		g.fields = append(g.fields, gf)
 	}
 	if spec.Proto != nil {
-		c, err := schemas.NewProtoCodec(spec)
+		c, err := codec.NewProtoCodec(spec)
 		if err != nil {
 			return nil, err
 		}

@@ -9,17 +9,18 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 var start = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).UnixMilli()
 
-func compile(t *testing.T, name, format string) *schemas.Compiled {
+func compile(t *testing.T, name, format string) *hours.Compiled {
 	t.Helper()
 	s, err := schemas.BuiltinSpec(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := schemas.Compile(s, schemas.CompileOptions{Format: format})
+	c, err := hours.Compile(s, hours.CompileOptions{Format: format})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +28,7 @@ func compile(t *testing.T, name, format string) *schemas.Compiled {
 }
 
 // parse decodes and checks one payload as the pipeline does.
-func parse(c *schemas.Compiled, payload []byte) ([]schemas.Record, error) {
+func parse(c *hours.Compiled, payload []byte) ([]schemas.Record, error) {
 	recs, err := c.Decoder().ParseString(nil, string(payload), "synth")
 	for i := range recs {
 		if err == nil {
@@ -61,7 +62,7 @@ func TestEverySpecGeneratesValidReadings(t *testing.T) {
 					if len(recs) != 1 || recs[0].EventMs != ms {
 						t.Fatalf("%s: %d records, event time %v; want one at %d", line, len(recs), recs, ms)
 					}
-					ids[c.Spec.IdentityKey(&recs[0])] = true
+					ids[hours.IdentityKey(c.Spec, &recs[0])] = true
 					var m map[string]any
 					if err := json.Unmarshal(line, &m); err != nil {
 						t.Fatal(err)

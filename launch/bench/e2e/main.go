@@ -53,6 +53,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
@@ -399,7 +400,7 @@ func bothSinksSide(ctx context.Context, host, work, input, method string) (*Side
 	}
 	var bqRows int64
 	for _, sk := range s.ledger.Sinks {
-		if sk.Sink == schemas.SinkBigQuery {
+		if sk.Sink == codec.SinkBigQuery {
 			bqRows += sk.Written
 		}
 	}
@@ -463,7 +464,7 @@ func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string, 
 		return fmt.Errorf("launcher summary %s: %w", summary, err)
 	}
 	for _, sk := range s.ledger.Sinks {
-		if sk.Sink == schemas.SinkBigtable {
+		if sk.Sink == codec.SinkBigtable {
 			s.Readings += sk.Written
 		}
 	}
@@ -489,7 +490,7 @@ func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
 	if err := bigtableio.EnsureTables(ctx, project, instance, spec, true, 10*time.Second); err != nil {
 		return err
 	}
-	compiled, err := schemas.Compile(spec, schemas.CompileOptions{})
+	compiled, err := hours.Compile(spec, hours.CompileOptions{})
 	if err != nil {
 		return err
 	}
@@ -524,7 +525,7 @@ func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
 	res := pr.Metrics()
 	l := ledger.FromCounters(ledger.FromMetrics(&res), false)
 	for _, sk := range l.Sinks {
-		if sk.Sink == schemas.SinkBigtable {
+		if sk.Sink == codec.SinkBigtable {
 			s.Readings += sk.Written
 		}
 	}
@@ -547,11 +548,11 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 	if err := bigtableio.EnsureTables(ctx, project, instance, spec, true, 10*time.Second); err != nil {
 		return nil, err
 	}
-	compiled, err := schemas.Compile(spec, schemas.CompileOptions{})
+	compiled, err := hours.Compile(spec, hours.CompileOptions{})
 	if err != nil {
 		return nil, err
 	}
-	bld, parser := compiled.Builder(), schemas.NewParser(spec)
+	bld, parser := compiled.Builder(), codec.NewParser(spec)
 	if *plainProf != "" {
 		f, err := os.Create(*plainProf)
 		if err != nil {
@@ -597,7 +598,7 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 				s.DeadLetters++
 			} else {
 				for _, r := range recs {
-					k := groupKey{spec.IdentityKey(&r), floorDiv(r.EventMs, 3_600_000)}
+					k := groupKey{hours.IdentityKey(spec, &r), floorDiv(r.EventMs, 3_600_000)}
 					if _, ok := groups[k]; !ok {
 						order = append(order, k)
 					}

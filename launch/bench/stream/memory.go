@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
-	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 var (
@@ -237,18 +238,18 @@ func mutations(path string) (*Mutations, error) {
 	}
 	m := &Mutations{Read: l.Read, ByKind: map[string]int64{}}
 	for _, s := range l.Sinks {
-		if s.Sink != schemas.SinkBigtable {
+		if s.Sink != codec.SinkBigtable {
 			continue
 		}
 		m.Rows += s.Rows
 		m.ReadingWrites += s.Written
-		m.ByKind[schemas.OriginReading.String()] += s.Written
+		m.ByKind[hours.OriginReading.String()] += s.Written
 		for _, o := range s.Other {
 			kind, outcome, _ := cutLast(o.What)
 			if outcome != ledger.Written {
 				continue
 			}
-			if kind == schemas.OriginRollup.String() {
+			if kind == hours.OriginRollup.String() {
 				m.RollupRowWrites += o.N
 				continue
 			}

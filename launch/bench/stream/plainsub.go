@@ -18,6 +18,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/launch/bench"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 var (
@@ -46,8 +48,8 @@ type plainEntry struct {
 // -plain_in_flight batches at once; a message is acked once its readings'
 // batch is written (nacked if that write fails, so it is redelivered).
 type plainSubscriber struct {
-	spec    *schemas.Compiled
-	builder *schemas.Builder
+	spec    *hours.Compiled
+	builder *hours.Builder
 	client  *bigtable.Client
 	entries chan plainEntry
 
@@ -62,7 +64,7 @@ func runPlainSubscriber() error {
 	if *plainStreams < 1 || *plainBatch < 1 || *plainInFlight < 1 || *plainFlushAfter <= 0 {
 		return errors.New("-plain_streams, -plain_batch, -plain_in_flight and -plain_flush_after must be positive")
 	}
-	spec, err := schemas.Compile(target.spec, schemas.CompileOptions{})
+	spec, err := hours.Compile(target.spec, hours.CompileOptions{})
 	if err != nil {
 		return err
 	}
@@ -117,7 +119,7 @@ func (p *plainSubscriber) receive(_ context.Context, m *pubsub.Message) {
 			break
 		}
 		n := len(recs)
-		if recs, err = dec.ParseInput(recs, part, *plainSubscription, schemas.Input{Attributes: m.Attributes}); err != nil {
+		if recs, err = dec.ParseInput(recs, part, *plainSubscription, codec.Input{Attributes: m.Attributes}); err != nil {
 			break
 		}
 		for i := n; i < len(recs) && err == nil; i++ {
@@ -131,7 +133,7 @@ func (p *plainSubscriber) receive(_ context.Context, m *pubsub.Message) {
 	}
 	var out []plainEntry
 	for _, r := range recs {
-		muts, _ := p.builder.Build([]schemas.Record{p.spec.ArrivalRecord(r)}, false, func(int) schemas.OriginKind { return schemas.OriginProvisional })
+		muts, _ := p.builder.Build([]schemas.Record{hours.ArrivalRecord(p.spec.Spec, r)}, false, func(int) hours.OriginKind { return hours.OriginProvisional })
 		for _, rm := range muts {
 			_ = bench.ReadingMutations(rm, func(key string, mut *bigtable.Mutation) error {
 				out = append(out, plainEntry{table: rm.Table, key: key, mut: mut, msg: m})

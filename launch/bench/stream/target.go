@@ -6,6 +6,8 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/launch/bench"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // dataset is what the benchmark publishes and reads back, all taken from
@@ -15,8 +17,8 @@ import (
 // so every valid reading has it.
 type dataset struct {
 	spec              *schemas.Spec
-	builder           *schemas.Builder
-	parser            *schemas.Parser
+	builder           *hours.Builder
+	parser            *codec.Parser
 	lines             *bench.Lines
 	table             string // Bigtable table
 	family, qualifier string // the probe cell's column
@@ -36,7 +38,7 @@ func newDataset(name string) (*dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := schemas.Compile(spec, schemas.CompileOptions{})
+	c, err := hours.Compile(spec, hours.CompileOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +46,7 @@ func newDataset(name string) (*dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &dataset{spec: c.Spec, builder: c.Builder(), parser: schemas.NewParser(c.Spec), lines: lines, table: c.Spec.Bigtable.Tables[0].Name}
+	d := &dataset{spec: c.Spec, builder: c.Builder(), parser: codec.NewParser(c.Spec), lines: lines, table: c.Spec.Bigtable.Tables[0].Name}
 	for _, fam := range c.Spec.Bigtable.Tables[0].Families {
 		for _, col := range fam.Columns {
 			if f := c.Spec.Field(col.Value); d.family == "" && !strings.Contains(col.Qualifier, "{") && f != nil && f.Required && !contains(c.Spec.Identity, f.Name) && f.Name != c.Spec.EventTime {

@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // PreviewCell is one cell of a preview line.
@@ -62,8 +64,8 @@ type readingRef struct {
 // is one reject; a line Heroic-style exploded into several points gives one
 // output line per point and table.
 func Preview(spec *schemas.Spec, in io.Reader, out io.Writer) (rows, rejects int, err error) {
-	parser := schemas.NewParser(spec)
-	builder, err := schemas.NewBuilder(spec)
+	parser := codec.NewParser(spec)
+	builder, err := hours.NewBuilder(spec)
 	if err != nil {
 		return 0, 0, fmt.Errorf("build %s: %w", spec.Name, err)
 	}
@@ -91,7 +93,7 @@ func Preview(spec *schemas.Spec, in io.Reader, out io.Writer) (rows, rejects int
 				results = append(results, outcome{reject: rejectOf(err)})
 				continue
 			}
-			g := spec.IdentityKey(&r) + "\x00" + fmt.Sprint(floorDiv(r.EventMs, 3600_000))
+			g := hours.IdentityKey(spec, &r) + "\x00" + fmt.Sprint(floorDiv(r.EventMs, 3600_000))
 			if _, ok := groups[g]; !ok {
 				order = append(order, g)
 			}
@@ -110,7 +112,7 @@ func Preview(spec *schemas.Spec, in io.Reader, out io.Writer) (rows, rejects int
 			batch[i] = ref.rec
 			batch[i].Source = strconv.Itoa(ref.seq)
 		}
-		kept, _ := spec.PrepareGroup(batch)
+		kept, _ := hours.PrepareGroup(spec, batch)
 		keptSeq := map[string]bool{}
 		for i := range kept {
 			keptSeq[kept[i].Source] = true
@@ -153,7 +155,7 @@ func rejectOf(err error) *PreviewReject {
 	return &PreviewReject{Reason: schemas.Reason(err), Error: err.Error()}
 }
 
-func previewRows(muts []schemas.RowMutation) []PreviewRow {
+func previewRows(muts []hours.RowMutation) []PreviewRow {
 	var out []PreviewRow
 	for _, m := range muts {
 		row := PreviewRow{Table: m.Table, RowKey: m.RowKey, Cells: []PreviewCell{}}
@@ -197,8 +199,8 @@ func ReadWrites(spec *schemas.Spec, table string, in io.Reader) (writes []Write,
 	if spec.Table(table) == nil {
 		return nil, 0, fmt.Errorf("spec %s has no table %q", spec.Name, table)
 	}
-	parser := schemas.NewParser(spec)
-	builder, err := schemas.NewBuilder(spec)
+	parser := codec.NewParser(spec)
+	builder, err := hours.NewBuilder(spec)
 	if err != nil {
 		return nil, 0, err
 	}

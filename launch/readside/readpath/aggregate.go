@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 // Answer is an aggregate over the cells a query kept: one group, or one per
@@ -58,38 +59,38 @@ func (g Group) Value(a *Answer) (v float64, ok bool) {
 func (g Group) Duration(a *Answer) time.Duration { return time.Duration(g.N) * a.Interval }
 
 // aggregate computes a over cells of table. Readings are counted on the
-// table's count column (one cell per reading, schemas.CountColumn); sum,
+// table's count column (one cell per reading, rowkey.CountColumn); sum,
 // min, max and avg take the cells of the columns holding a.Column. A
 // group_by field is read from the row's key, or from its column at the
 // reading's timestamp.
 func aggregate(spec *schemas.Spec, table string, a *schemas.AggregateSpec, cells []Cell) (*Answer, error) {
 	ans := &Answer{Fn: a.Fn, Column: a.Column, Interval: a.IntervalDuration(), GroupBy: a.GroupBy}
-	var cols []schemas.ColumnRef
+	var cols []rowkey.ColumnRef
 	var field *schemas.FieldSpec
 	switch a.Fn {
 	case schemas.AggCount, schemas.AggDuration:
-		c, ok := schemas.CountColumn(spec, table)
+		c, ok := rowkey.CountColumn(spec, table)
 		if !ok {
 			return nil, fmt.Errorf("table %s has no column to count readings on", table)
 		}
-		cols = []schemas.ColumnRef{c}
+		cols = []rowkey.ColumnRef{c}
 	default:
-		cols = schemas.ValueColumns(spec, table, a.Column)
+		cols = rowkey.ValueColumns(spec, table, a.Column)
 		field = spec.Field(a.Column)
 		if len(cols) == 0 || field == nil {
 			return nil, fmt.Errorf("table %s has no column holding %s", table, a.Column)
 		}
 	}
-	sources := make([]schemas.FieldSource, len(a.GroupBy))
+	sources := make([]rowkey.FieldSource, len(a.GroupBy))
 	for i, g := range a.GroupBy {
-		src, ok := schemas.SourceOf(spec, table, g)
+		src, ok := rowkey.SourceOf(spec, table, g)
 		if !ok || src.Time {
 			return nil, fmt.Errorf("group_by %s: table %s holds it neither in its key nor in a column", g, table)
 		}
 		sources[i] = src
 	}
 	groups := map[string]*Group{}
-	keys := map[string]map[string]schemas.KeyPart{} // row key: decoded parts
+	keys := map[string]map[string]rowkey.KeyPart{} // row key: decoded parts
 	for _, c := range cells {
 		if !matchesColumn(c, cols) {
 			continue
@@ -100,7 +101,7 @@ func aggregate(spec *schemas.Spec, table string, a *schemas.AggregateSpec, cells
 			case src.Key:
 				parts, ok := keys[c.RowKey]
 				if !ok {
-					parts, _ = schemas.DecodeKey(spec, table, c.RowKey)
+					parts, _ = rowkey.DecodeKey(spec, table, c.RowKey)
 					keys[c.RowKey] = parts
 				}
 				if v, ok := parts[a.GroupBy[i]].Decode(); ok {
@@ -142,7 +143,7 @@ func aggregate(spec *schemas.Spec, table string, a *schemas.AggregateSpec, cells
 	return ans, nil
 }
 
-func matchesColumn(c Cell, cols []schemas.ColumnRef) bool {
+func matchesColumn(c Cell, cols []rowkey.ColumnRef) bool {
 	for _, col := range cols {
 		if c.Family == col.Family && (!col.Plain || c.Qualifier == col.Qualifier) {
 			return true
@@ -151,7 +152,7 @@ func matchesColumn(c Cell, cols []schemas.ColumnRef) bool {
 	return false
 }
 
-func encodingOf(cols []schemas.ColumnRef, c Cell) string {
+func encodingOf(cols []rowkey.ColumnRef, c Cell) string {
 	for _, col := range cols {
 		if c.Family == col.Family && (!col.Plain || c.Qualifier == col.Qualifier) {
 			return col.Encoding

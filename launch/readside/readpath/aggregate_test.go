@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 func loadSpec(t *testing.T, name string) *schemas.Spec {
@@ -95,15 +96,15 @@ func TestCheckerKeepsMatchingRowsAndReadings(t *testing.T) {
 	cells := trafficCells()
 	tests := []struct {
 		name   string
-		plan   *schemas.ScanPlan
+		plan   *rowkey.ScanPlan
 		q      Query
 		wantTs []int64 // timestamps (ms) of the cells kept
 	}{
-		{"key field equality", &schemas.ScanPlan{Table: "traffic", Unused: []string{"direction"}},
+		{"key field equality", &rowkey.ScanPlan{Table: "traffic", Unused: []string{"direction"}},
 			Query{Where: map[string]string{"direction": "S"}}, []int64{2, 2}},
-		{"key field range", &schemas.ScanPlan{Table: "traffic", Unused: []string{"milemarker"}},
+		{"key field range", &rowkey.ScanPlan{Table: "traffic", Unused: []string{"milemarker"}},
 			Query{Ranges: map[string]schemas.Range{"milemarker": {Lo: "346", Hi: "400"}}}, []int64{3, 4, 4}},
-		{"column per reading: a reading without the column does not match", &schemas.ScanPlan{Table: "traffic", Unused: []string{"vehicle_count"}},
+		{"column per reading: a reading without the column does not match", &rowkey.ScanPlan{Table: "traffic", Unused: []string{"vehicle_count"}},
 			Query{Ranges: map[string]schemas.Range{"vehicle_count": {Lo: "4", Hi: "10"}}}, []int64{2, 2, 4, 4}},
 	}
 	for _, tc := range tests {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 // cond is an equality or an inclusive range on one field's values.
@@ -34,7 +35,7 @@ type checker struct {
 	col   []colCheck
 }
 
-func newChecker(spec *schemas.Spec, plan *schemas.ScanPlan, q Query) (*checker, error) {
+func newChecker(spec *schemas.Spec, plan *rowkey.ScanPlan, q Query) (*checker, error) {
 	c := &checker{spec: spec, table: plan.Table}
 	for _, name := range plan.Unused {
 		f := spec.Field(name)
@@ -51,7 +52,7 @@ func newChecker(spec *schemas.Spec, plan *schemas.ScanPlan, q Query) (*checker, 
 			return nil, fmt.Errorf("where %s: %w", name, err)
 		}
 		cd := cond{field: name, lo: a, hi: b}
-		src, ok := schemas.SourceOf(spec, plan.Table, name)
+		src, ok := rowkey.SourceOf(spec, plan.Table, name)
 		switch {
 		case !ok:
 			return nil, fmt.Errorf("where %s: table %s holds it neither in its key nor in a column", name, plan.Table)
@@ -83,7 +84,7 @@ func (c *checker) Filters() []string {
 // cells returns the cells of row key that pass the checks.
 func (c *checker) cells(key string, cells []Cell) []Cell {
 	if len(c.key) > 0 {
-		parts, err := schemas.DecodeKey(c.spec, c.table, key)
+		parts, err := rowkey.DecodeKey(c.spec, c.table, key)
 		if err != nil {
 			return nil
 		}

@@ -6,6 +6,7 @@ import (
 	"cloud.google.com/go/bigtable"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 // readLatest reads the newest row of each key prefix in the plan's ranges:
@@ -14,15 +15,15 @@ import (
 // seeks to the prefix's first row at or before the window's end when that
 // row is newer; then it seeks past the prefix. Each prefix costs one or two
 // one-row reads, however many rows it holds: no range is scanned whole.
-func readLatest(ctx context.Context, tbl Reader, spec *schemas.Spec, q Query, plan *schemas.ScanPlan, check *checker, res *Result) error {
+func readLatest(ctx context.Context, tbl Reader, spec *schemas.Spec, q Query, plan *rowkey.ScanPlan, check *checker, res *Result) error {
 	from, to := q.Window()
 	var winLo, winHi string // the window as time-segment text, newest first
 	if to != 0 {
 		var err error
-		if winLo, err = schemas.TimeKeyText(spec, plan.Table, to); err != nil {
+		if winLo, err = rowkey.TimeKeyText(spec, plan.Table, to); err != nil {
 			return err
 		}
-		if winHi, err = schemas.TimeKeyText(spec, plan.Table, from); err != nil {
+		if winHi, err = rowkey.TimeKeyText(spec, plan.Table, from); err != nil {
 			return err
 		}
 	}
@@ -37,7 +38,7 @@ func readLatest(ctx context.Context, tbl Reader, spec *schemas.Spec, q Query, pl
 				}
 				break
 			}
-			prefix, hasTime, err := schemas.TimePrefix(spec, plan.Table, row.Key())
+			prefix, hasTime, err := rowkey.TimePrefix(spec, plan.Table, row.Key())
 			if err != nil {
 				return err
 			}
@@ -49,17 +50,17 @@ func readLatest(ctx context.Context, tbl Reader, spec *schemas.Spec, q Query, pl
 				res.keep(row, check, 0, 0)
 			case k < prefix+winLo:
 				// Newer than the window: seek to its end within the prefix.
-				lo, hi := prefix+winLo, minEnd(schemas.PrefixSuccessor(prefix+winHi), r.End)
+				lo, hi := prefix+winLo, minEnd(rowkey.PrefixSuccessor(prefix+winHi), r.End)
 				if newest, ok, err := readOne(ctx, tbl, lo, hi, res, windowFilter(q), fam); err != nil {
 					return err
 				} else if ok {
 					res.keep(newest, check, from, to)
 				}
-			case k < schemas.PrefixSuccessor(prefix+winHi):
+			case k < rowkey.PrefixSuccessor(prefix+winHi):
 				res.keep(row, check, from, to)
 			}
 			// Older than the window's start: nothing for this prefix.
-			next := schemas.PrefixSuccessor(prefix)
+			next := rowkey.PrefixSuccessor(prefix)
 			if next == "" || (r.End != "" && next >= r.End) {
 				break
 			}

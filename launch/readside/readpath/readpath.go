@@ -1,7 +1,7 @@
 // Package readpath is sensorpipe's Bigtable read path: it turns a query
 // (values and ranges for some fields, a time window, and optionally
 // "latest per prefix" or an aggregate) into the row ranges of the table
-// whose key serves it (schemas.ChooseTable, schemas.PlanScan: a prefix, a
+// whose key serves it (rowkey.ChooseTable, rowkey.PlanScan: a prefix, a
 // time range, reversed bounds under a reverse timestamp, one range per salt
 // bucket or enum value), reads them, checks on the rows the fields the key
 // could not narrow, and reports the cells or the aggregate, the rows read
@@ -20,12 +20,13 @@ import (
 	"cloud.google.com/go/bigtable"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 // Query is one read of a spec's tables.
 type Query struct {
 	// Table pins a table of the spec; empty picks the table whose key
-	// serves the query (schemas.ChooseTable).
+	// serves the query (rowkey.ChooseTable).
 	Table  string
 	Where  map[string]string        // field = value
 	Ranges map[string]schemas.Range // field = lo..hi, both inclusive
@@ -170,8 +171,8 @@ func Normalize(spec *schemas.Spec, q Query) (Query, error) {
 }
 
 // keyQuery is q for the planner.
-func (q Query) keyQuery() (schemas.KeyQuery, error) {
-	kq := schemas.KeyQuery{Table: q.Table, Where: map[string]string{}, Ranges: map[string]schemas.Range{}}
+func (q Query) keyQuery() (rowkey.KeyQuery, error) {
+	kq := rowkey.KeyQuery{Table: q.Table, Where: map[string]string{}, Ranges: map[string]schemas.Range{}}
 	kq.FromMs, kq.ToMs = q.Window()
 	for k, v := range q.Where {
 		kq.Where[k] = v
@@ -185,8 +186,8 @@ func (q Query) keyQuery() (schemas.KeyQuery, error) {
 	return kq, nil
 }
 
-func (q Query) need() schemas.Need {
-	n := schemas.Need{Latest: q.Latest, NewestFirst: q.NewestFirst, AllowScan: q.AllowScan}
+func (q Query) need() rowkey.Need {
+	n := rowkey.Need{Latest: q.Latest, NewestFirst: q.NewestFirst, AllowScan: q.AllowScan}
 	if a := q.Aggregate; a != nil {
 		n.Fields = append(n.Fields, a.GroupBy...)
 		if a.Column != "" {
@@ -199,7 +200,7 @@ func (q Query) need() schemas.Need {
 // Plan picks the table that serves q and derives its row ranges. With a
 // pinned table, that table is planned (and refused the same way when only
 // a full scan serves the query and AllowScan is off).
-func Plan(spec *schemas.Spec, q Query) (*schemas.ScanPlan, error) {
+func Plan(spec *schemas.Spec, q Query) (*rowkey.ScanPlan, error) {
 	q, err := Normalize(spec, q)
 	if err != nil {
 		return nil, err
@@ -208,7 +209,7 @@ func Plan(spec *schemas.Spec, q Query) (*schemas.ScanPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return schemas.ChooseTable(spec, kq, q.need())
+	return rowkey.ChooseTable(spec, kq, q.need())
 }
 
 // Cell is one cell read.
@@ -223,7 +224,7 @@ type Cell struct {
 // Result is what a read did: the plan, the rows read and kept, their cells
 // (or the aggregate), and, when nothing matched, what the prefix holds.
 type Result struct {
-	Plan *schemas.ScanPlan
+	Plan *rowkey.ScanPlan
 	// RowsRead counts the rows the reads returned; Reads the ReadRows
 	// calls made (one for a plain read; one per prefix for latest).
 	RowsRead int
@@ -332,7 +333,7 @@ func chain(filters ...bigtable.Filter) []bigtable.ReadOption {
 }
 
 // readRanges reads every row of the plan's ranges (up to q.Limit kept rows).
-func readRanges(ctx context.Context, tbl Reader, spec *schemas.Spec, q Query, plan *schemas.ScanPlan, check *checker, res *Result) error {
+func readRanges(ctx context.Context, tbl Reader, spec *schemas.Spec, q Query, plan *rowkey.ScanPlan, check *checker, res *Result) error {
 	var ranges bigtable.RowRangeList
 	for _, r := range plan.Ranges {
 		ranges = append(ranges, bigtable.NewRange(r.Start, r.End))

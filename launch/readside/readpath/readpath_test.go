@@ -14,6 +14,9 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 const (
@@ -30,8 +33,8 @@ func loadSample(t *testing.T, spec *schemas.Spec, path string) []schemas.Record 
 		t.Fatal(err)
 	}
 	defer f.Close()
-	p := schemas.NewParser(spec)
-	b, err := schemas.NewBuilder(spec)
+	p := codec.NewParser(spec)
+	b, err := hours.NewBuilder(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +52,7 @@ func loadSample(t *testing.T, spec *schemas.Spec, path string) []schemas.Record 
 			if b.Check(&r) != nil {
 				continue
 			}
-			g := spec.IdentityKey(&r) + "\x00" + strconv.FormatInt(r.EventMs/3600_000, 10)
+			g := hours.IdentityKey(spec, &r) + "\x00" + strconv.FormatInt(r.EventMs/3600_000, 10)
 			if _, ok := groups[g]; !ok {
 				order = append(order, g)
 			}
@@ -58,7 +61,7 @@ func loadSample(t *testing.T, spec *schemas.Spec, path string) []schemas.Record 
 	}
 	var kept []schemas.Record
 	for _, g := range order {
-		k, _ := spec.PrepareGroup(groups[g])
+		k, _ := hours.PrepareGroup(spec, groups[g])
 		kept = append(kept, k...)
 	}
 	if len(kept) == 0 {
@@ -74,7 +77,7 @@ func writeRows(ctx context.Context, t *testing.T, admin *bigtable.AdminClient, c
 	if err := CreateTables(ctx, admin, spec); err != nil {
 		t.Fatal(err)
 	}
-	b, err := schemas.NewBuilder(spec)
+	b, err := hours.NewBuilder(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +96,7 @@ func writeRows(ctx context.Context, t *testing.T, admin *bigtable.AdminClient, c
 // window.
 func answerRows(t *testing.T, spec *schemas.Spec, recs []schemas.Record, table string, q Query) map[string]bool {
 	t.Helper()
-	b, err := schemas.NewBuilder(spec)
+	b, err := hours.NewBuilder(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,24 +174,24 @@ func TestMainQueriesReadOnlyTheirRows(t *testing.T) {
 		{
 			spec: "vitals", sample: "vitals_fleet.jsonl",
 			where: map[string]string{"sensor_id": "sensor-b6589fc6"}, now: "2026-03-01T05:30:00Z",
-			maxRows: 2, wantRanges: 1, wantKind: schemas.ScanRange,
+			maxRows: 2, wantRanges: 1, wantKind: rowkey.ScanRange,
 		},
 		{
 			spec: "user_events", sample: "user_events.jsonl",
 			where: map[string]string{"user_id": "3f2b8c1e-6a4d-4e7b-9c0a-1d2e3f4a5b6c", "event_type": "login"}, now: "2026-03-01T12:00:00Z",
-			maxRows: 2, wantRanges: 1, wantKind: schemas.ScanRange, // two logins in the last day; a third, 26 h old, stays unread
+			maxRows: 2, wantRanges: 1, wantKind: rowkey.ScanRange, // two logins in the last day; a third, 26 h old, stays unread
 		},
 		{
 			// Latest per prefix: the newest reading of each direction, one
 			// or two one-row reads per direction, under one prefix.
 			spec: "traffic", sample: "traffic.jsonl",
 			where: map[string]string{"highway": "I-35", "milemarker": "347"}, now: "2026-03-01T07:30:00Z",
-			maxRows: 2, wantRanges: 1, wantKind: schemas.ScanPrefix,
+			maxRows: 2, wantRanges: 1, wantKind: rowkey.ScanPrefix,
 		},
 		{
 			spec: "heroic_metrics", sample: "heroic_metrics.jsonl",
 			where: map[string]string{"key": "system", "tags": "site=gew,system-component=memory,unit=B,what=memory-used-bytes"}, now: "2011-03-29T05:30:00Z",
-			maxRows: 2, wantRanges: 1, wantKind: schemas.ScanRange,
+			maxRows: 2, wantRanges: 1, wantKind: rowkey.ScanRange,
 		},
 	}
 	for _, tc := range tests {
@@ -230,7 +233,7 @@ func TestMainQueriesReadOnlyTheirRows(t *testing.T) {
 				// the newest first.
 				newest := map[string]string{}
 				for k := range want {
-					p, _, err := schemas.TimePrefix(spec, res.Plan.Table, k)
+					p, _, err := rowkey.TimePrefix(spec, res.Plan.Table, k)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -7,6 +7,7 @@ import (
 	"cloud.google.com/go/bigtable"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // CreateTables creates spec's tables with their column families (no GC
@@ -24,10 +25,10 @@ func CreateTables(ctx context.Context, admin *bigtable.AdminClient, spec *schema
 	return nil
 }
 
-// WriteMutations applies row mutations built by schemas.Builder, one bulk
+// WriteMutations applies row mutations built by hours.Builder, one bulk
 // call per table.
-func WriteMutations(ctx context.Context, client *bigtable.Client, muts []schemas.RowMutation) error {
-	byTable := map[string][]schemas.RowMutation{}
+func WriteMutations(ctx context.Context, client *bigtable.Client, muts []hours.RowMutation) error {
+	byTable := map[string][]hours.RowMutation{}
 	var order []string
 	for _, m := range muts {
 		if _, ok := byTable[m.Table]; !ok {
