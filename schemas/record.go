@@ -1,7 +1,7 @@
-// Package schemas is sensorpipe's pure core: record types, the declarative
-// dataset spec, row-key templates, validation, imputation and encoding. It
-// imports no Beam and does no I/O, so every function here is tested with
-// plain table tests.
+// Package schemas is the dataset spec: its YAML and validation, the fields'
+// values and records, the row-key template language, timestamps and the
+// proto declaration. Its subpackages build on it (rowkey, codec, hours,
+// bqschema, targets); like them it imports no Beam and does no I/O.
 package schemas
 
 import (

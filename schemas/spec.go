@@ -14,6 +14,7 @@ import (
 )
 
 // BuiltinSpecs holds the built-in specs' YAML files, specs/NAME.yaml.
+//
 //go:embed specs/*.yaml
 var BuiltinSpecs embed.FS
 

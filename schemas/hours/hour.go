@@ -1,4 +1,4 @@
-// Package hours builds one identity's event-time hour: a batch's hour, a stream's early and final firings, the merge with the readings already stored, their read-back from Bigtable, and a local stream's hour state on disk.
+// Package hours compiles a spec and builds one identity's event-time hour from its records: grouping, dedup and imputation, cells and rows, rollups, a batch's hour, a stream's early and final firings, the merge with the readings already stored, their read-back from Bigtable, and a local stream's hour state on disk.
 package hours
 
 import (

@@ -202,4 +202,3 @@ func TestTooLargeDeadLetterNamesItsRecord(t *testing.T) {
 		t.Errorf("read back, then malformed: %+v; want no length or hash (its payload is whole)", other)
 	}
 }
-
