@@ -335,6 +335,7 @@ func (r *Roller) bigQuerySpec() *BigQuerySpec {
 	add(RollupPaneTiming, "STRING", "REQUIRED")
 	add(RollupPaneIndex, "INT64", "REQUIRED")
 	add(RollupFiredAt, "TIMESTAMP", "")
+	r.addCoverageColumns(add)
 	return bq
 }
 
@@ -367,6 +368,7 @@ func (r *Roller) BQRow(ru *Rollup, pane Pane, firedMs int64) BQRow {
 		vals = append(vals, nv.v)
 	}
 	vals = append(vals, Value{Kind: KindString, Str: pane.Timing}, Value{Kind: KindInt, Int: pane.Index}, Value{Kind: KindTime, Int: firedMs})
+	vals = r.appendCoverage(vals)
 	return BQRow{Values: vals, Origin: r.Origin(ru), Seq: ChangeSeq{Micros: firedMs * 1000, Pane: pane.Index}}
 }
 

@@ -33,6 +33,11 @@ type HourPane struct {
 	StartMs, EndMs int64
 	Pane           schemas.Pane
 	Records        []schemas.Record
+	// FirstSeenMs is the identity's earliest event time known beyond the
+	// hour's own readings (the inventory's first seen, a batch's earliest
+	// reading of the identity), for the rollup's coverage; 0 when none is
+	// known: the hour's first reading is then taken as the sensor's first.
+	FirstSeenMs int64
 }
 
 // EarlyState is the summary of the early firings of one identity and
@@ -95,6 +100,15 @@ func hourRollup(c *schemas.Compiled, start, end int64, kept []schemas.Record) *s
 	return &ru
 }
 
+// hourCoverage is the coverage of the prepared readings in the window
+// [start, end), or nil when the spec has no rollup or no cadence applies.
+func hourCoverage(c *schemas.Compiled, p HourPane, start, end int64, kept []schemas.Record) *schemas.Coverage {
+	if c.Roller() == nil {
+		return nil
+	}
+	return c.Spec.HourCoverage(kept, start, end, p.FirstSeenMs)
+}
+
 // BatchHour builds an hour fired once with all its readings (the batch
 // windowing): duplicates dropped, missing values imputed, one mutation per
 // Bigtable row with the rollup's cells, and with bigQuery the BigQuery rows
@@ -108,7 +122,8 @@ func BatchHour(c *schemas.Compiled, p HourPane, bigQuery bool, nowMs int64) Firi
 	}
 	out := Firing{Readings: int64(len(kept)), Dropped: int64(dropped)}
 	rollup := hourRollup(c, start, end, kept)
-	out.Rows, out.Dead = HourRows(c, kept, rollup, false, nil, nil)
+	cov := hourCoverage(c, p, start, end, kept)
+	out.Rows, out.Dead = hourRows(c, kept, rollup, cov, false, nil, nil)
 	if !bigQuery {
 		return out
 	}
@@ -117,6 +132,7 @@ func BatchHour(c *schemas.Compiled, p HourPane, bigQuery bool, nowMs int64) Firi
 	}
 	if rollup != nil {
 		row := c.Roller().BQRow(rollup, p.Pane, nowMs)
+		c.Roller().SetCoverage(&row, cov)
 		out.Rollup = &row
 	}
 	return out
@@ -325,6 +341,7 @@ func FinalFiring(c *schemas.Compiled, p HourPane, prev, recovered []schemas.Reco
 		}
 	}
 	rollup := hourRollup(c, p.StartMs, p.EndMs, kept)
+	cov := hourCoverage(c, p, p.StartMs, p.EndMs, kept)
 	var rollupRows []string
 	if rollup != nil {
 		rollupRows = c.Builder().RowKeys(c.Bigtable.Tables[0].Name, kept)
@@ -334,11 +351,12 @@ func FinalFiring(c *schemas.Compiled, p HourPane, prev, recovered []schemas.Reco
 				pane.Timing = PaneLate
 			}
 			row := c.Roller().BQRow(rollup, pane, nowMs)
+			c.Roller().SetCoverage(&row, cov)
 			out.Rollup = &row
 		}
 	}
 	out.Rewritten = int64(len(rewrite))
-	out.Rows, out.Dead = HourRows(c, rewrite, rollup, true, rollupRows, func(i int) schemas.OriginKind { return kinds[i] })
+	out.Rows, out.Dead = hourRows(c, rewrite, rollup, cov, true, rollupRows, func(i int) schemas.OriginKind { return kinds[i] })
 	return next, out
 }
 

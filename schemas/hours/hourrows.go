@@ -10,6 +10,12 @@ import "github.com/sensorpipe/sensorpipe/schemas"
 // of rollupRows that recs do not touch gets a mutation of the rollup cells
 // alone.
 func HourRows(c *schemas.Compiled, recs []schemas.Record, rollup *schemas.Rollup, rewrite bool, rollupRows []string, kind func(int) schemas.OriginKind) ([]schemas.RowMutation, []schemas.Rejected) {
+	return hourRows(c, recs, rollup, nil, rewrite, rollupRows, kind)
+}
+
+// hourRows is HourRows with the hour's coverage cells (a spec with a
+// cadence) among the rollup's.
+func hourRows(c *schemas.Compiled, recs []schemas.Record, rollup *schemas.Rollup, cov *schemas.Coverage, rewrite bool, rollupRows []string, kind func(int) schemas.OriginKind) ([]schemas.RowMutation, []schemas.Rejected) {
 	first := c.Bigtable.Tables[0].Name
 	muts, rejected := c.Builder().Build(recs, rewrite, kind)
 	if rollup == nil {
@@ -18,6 +24,10 @@ func HourRows(c *schemas.Compiled, recs []schemas.Record, rollup *schemas.Rollup
 	cells, dels := c.Roller().Cells(rollup), []schemas.Cell(nil)
 	if rewrite {
 		cells, dels = c.Roller().RewriteCells(rollup)
+	}
+	if cov != nil || rewrite {
+		covCells, covDels := c.Roller().CoverageCells(rollup, cov, rewrite)
+		cells, dels = append(cells, covCells...), append(dels, covDels...)
 	}
 	touched := map[string]bool{}
 	for i := range muts {

@@ -47,7 +47,8 @@ func MergeHour(c *schemas.Compiled, p HourPane, stored []schemas.Record, bigQuer
 	}
 	out.Dropped = int64(len(p.Records)) - out.Readings
 	rollup := hourRollup(c, start, end, kept)
-	out.Rows, out.Dead = HourRows(c, kept, rollup, true, nil, func(i int) schemas.OriginKind { return kinds[i] })
+	cov := hourCoverage(c, p, start, end, kept)
+	out.Rows, out.Dead = hourRows(c, kept, rollup, cov, true, nil, func(i int) schemas.OriginKind { return kinds[i] })
 	if !bigQuery {
 		return out
 	}
@@ -58,6 +59,7 @@ func MergeHour(c *schemas.Compiled, p HourPane, stored []schemas.Record, bigQuer
 	}
 	if rollup != nil {
 		row := c.Roller().BQRow(rollup, p.Pane, nowMs)
+		c.Roller().SetCoverage(&row, cov)
 		out.Rollup = &row
 	}
 	return out
