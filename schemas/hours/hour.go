@@ -124,6 +124,7 @@ func BatchHour(c *schemas.Compiled, p HourPane, bigQuery bool, nowMs int64) Firi
 	rollup := hourRollup(c, start, end, kept)
 	cov := hourCoverage(c, p, start, end, kept)
 	out.Rows, out.Dead = hourRows(c, kept, rollup, cov, false, nil, nil)
+	out.Rows = withInventory(c, out.Rows, rollup, kept)
 	if !bigQuery {
 		return out
 	}
@@ -176,6 +177,7 @@ func EarlyFiring(c *schemas.Compiled, p HourPane, es *EarlyState, arrivalWritten
 	provisional := func(int) schemas.OriginKind { return schemas.OriginProvisional }
 	if !arrivalWritten {
 		out.Rows, out.Dead = HourRows(c, kept, rollup, false, nil, provisional)
+		out.Rows = withInventory(c, out.Rows, rollup, kept)
 		return out
 	}
 	// The arrival write stored every other reading's cells as this firing
@@ -191,6 +193,7 @@ func EarlyFiring(c *schemas.Compiled, p HourPane, es *EarlyState, arrivalWritten
 		rollupRows = c.Builder().RowKeys(c.Bigtable.Tables[0].Name, kept)
 	}
 	out.Rows, out.Dead = HourRows(c, write, rollup, false, rollupRows, provisional)
+	out.Rows = withInventory(c, out.Rows, rollup, kept)
 	return out
 }
 
@@ -357,6 +360,7 @@ func FinalFiring(c *schemas.Compiled, p HourPane, prev, recovered []schemas.Reco
 	}
 	out.Rewritten = int64(len(rewrite))
 	out.Rows, out.Dead = hourRows(c, rewrite, rollup, cov, true, rollupRows, func(i int) schemas.OriginKind { return kinds[i] })
+	out.Rows = withInventory(c, out.Rows, rollup, kept)
 	return next, out
 }
 

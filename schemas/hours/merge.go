@@ -49,6 +49,7 @@ func MergeHour(c *schemas.Compiled, p HourPane, stored []schemas.Record, bigQuer
 	rollup := hourRollup(c, start, end, kept)
 	cov := hourCoverage(c, p, start, end, kept)
 	out.Rows, out.Dead = hourRows(c, kept, rollup, cov, true, nil, func(i int) schemas.OriginKind { return kinds[i] })
+	out.Rows = withInventory(c, out.Rows, rollup, kept)
 	if !bigQuery {
 		return out
 	}
