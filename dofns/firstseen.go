@@ -70,7 +70,9 @@ func (f *BuildFirstSeenRowsFn) ProcessElement(ctx context.Context, pane beam.Pan
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (f *BuildFirstSeenRowsFn) FinishBundle(ctx context.Context, _ func(schemas.RowMutation), _ func(schemas.BQRow), _ func(schemas.BQRow), _ func(schemas.DeadLetter)) error {
+// Beam wants the side input in its signature too.
+func (f *BuildFirstSeenRowsFn) FinishBundle(ctx context.Context, _ func(string) func(*int64) bool,
+	_ func(schemas.RowMutation), _ func(schemas.BQRow), _ func(schemas.BQRow), _ func(schemas.DeadLetter)) error {
 	return f.hour.ctrs.Commit(ctx)
 }
 
