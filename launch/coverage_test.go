@@ -250,15 +250,19 @@ func TestBatchCoverageAgainstEmulators(t *testing.T) {
 	compareCoverage(t, "BigQuery fleet_readings_hourly", fromBQ, want)
 
 	// The inventory: one row per device, its earliest and latest reading.
+	// Of each column the newest version counts (GC keeps one, lazily).
 	inv := map[string]map[string]string{}
+	newest := map[string]int64{}
 	for _, c := range dump(t, host, "fleet_inventory") {
 		row, rest, _ := strings.Cut(c, " ")
 		col, rest, _ := strings.Cut(rest, "@")
-		_, val, _ := strings.Cut(rest, "=")
+		micros, val, _ := strings.Cut(rest, "=")
+		us, _ := strconv.ParseInt(micros, 10, 64)
 		if inv[row] == nil {
 			inv[row] = map[string]string{}
 		}
-		if _, seen := inv[row][col]; !seen { // the newest version comes first
+		if ts, seen := newest[row+" "+col]; !seen || us > ts {
+			newest[row+" "+col] = us
 			inv[row][col] = val
 		}
 	}
