@@ -489,10 +489,12 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 			}
 			counted = es.Dropped
 		}
+		hp := p.hour()
+		hp.FirstSeenMs = f.firstSeen(ctx, key)
 		var next hours.FinalState
 		now := time.Now()
 		if err := ledger.Guard(func() {
-			next, out = hours.FinalFiring(f.Spec, p.hour(), prev, recovered, hours.FinalState(fin), final, counted, f.BigQuery, now.UnixMilli())
+			next, out = hours.FinalFiring(f.Spec, hp, prev, recovered, hours.FinalState(fin), final, counted, f.BigQuery, now.UnixMilli())
 		}); err != nil {
 			f.hour.reject(ctx, p.Records, err, emitDead)
 			return nil

@@ -98,10 +98,18 @@ func (f *BuildRowsFn) Teardown() error {
 // identity's stored readings of the window when Merge is on.
 func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Window, key string, recs []schemas.Record,
 	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), dead func(codec.DeadLetter)) error {
+	return f.buildFirstSeen(ctx, pane, w, key, recs, 0, emitRow, emitBQ, emitRollup, dead)
+}
+
+// buildFirstSeen is build with the identity's first-seen time as the
+// batch knows it (FirstSeen; 0: unknown), for the rollup's coverage; with
+// Merge on it is merged with the inventory's.
+func (f *BuildRowsFn) buildFirstSeen(ctx context.Context, pane beam.PaneInfo, w beam.Window, key string, recs []schemas.Record, firstSeenMs int64,
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), dead func(codec.DeadLetter)) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	p := hours.HourPane{Pane: hours.Pane{Timing: pane.Timing.String(), Index: int64(pane.Index)}}
+	p := hours.HourPane{Pane: hours.Pane{Timing: pane.Timing.String(), Index: int64(pane.Index)}, FirstSeenMs: firstSeenMs}
 	p.StartMs, p.EndMs = windowBounds(w, recs[0].EventMs)
 	// A replay writes only the sinks its records' dead letters name (a
 	// write's dead letter, the sink that failed it), and a rollup's
@@ -139,6 +147,15 @@ func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Wind
 		}
 		if skipped > 0 {
 			log.Warnf(ctx, "hour %s: %d readings in Bigtable could not be rebuilt from their cells", key, skipped)
+		}
+		if err == nil && f.Spec.HasCadence() && f.Spec.Rollup != nil {
+			policy := f.Retry.Policy()
+			policy.MaxAttempts = 4
+			first, err := f.reader.firstSeen(ctx, f.Spec.Spec, key, policy)
+			if err != nil {
+				log.Warnf(ctx, "hour %s: the sensor's first-seen time is not in the coverage: %v", key, err)
+			}
+			p.FirstSeenMs = earliest(p.FirstSeenMs, first)
 		}
 	}
 	if len(recs) == 0 && len(stored) == 0 {

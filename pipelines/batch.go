@@ -84,6 +84,14 @@ func buildBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) 
 		fn.Merge = dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}
 	}
 	var b built
+	if cfg.Spec.HasCadence() && cfg.Spec.Rollup != nil {
+		// The rollups' coverage needs each sensor's first-seen time: the
+		// batch's earliest reading of it, a side input.
+		first := dofns.FirstSeen(s, records)
+		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, &dofns.BuildFirstSeenRowsFn{BuildBatchedRowsFn: dofns.BuildBatchedRowsFn{BuildRowsFn: fn}},
+			grouped, beam.SideInput{Input: first})
+		return b
+	}
 	b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, &dofns.BuildBatchedRowsFn{BuildRowsFn: fn}, grouped)
 	return b
 }

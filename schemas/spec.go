@@ -81,6 +81,17 @@ type Spec struct {
 	// as time passes, and a reading stamped days ahead would otherwise sit
 	// in an hour that cannot close before then. A batch does not check it.
 	MaxFuture string `yaml:"max_future,omitempty" jsonschema:"default=1h"`
+	// Cadence is how often each identity is expected to report, a Go
+	// duration (e.g. 30s). It turns on coverage in the rollups and the
+	// stream's silences; without it neither is computed.
+	Cadence string `yaml:"cadence,omitempty" jsonschema:"example=30s"`
+	// CadenceField names a field that carries each reading's own expected
+	// interval (a Go duration string, or a number of seconds), in place of
+	// Cadence.
+	CadenceField string `yaml:"cadence_field,omitempty"`
+	// SilentAfter is how long after its last reading a sensor counts as
+	// silent, a Go duration (default 3 × the cadence).
+	SilentAfter string `yaml:"silent_after,omitempty"`
 	// Identity names the fields that identify a series (a sensor): readings
 	// with the same identity and millisecond are one reading.
 	Identity []string     `yaml:"identity" jsonschema:"required,minItems=1,example=sensor_id"`
@@ -232,6 +243,12 @@ type ImputeSpec struct {
 // BigtableSpec lists the tables one input fans out to.
 type BigtableSpec struct {
 	Tables []TableSpec `yaml:"tables" jsonschema:"required,minItems=1"`
+	// Inventory names a table of one row per identity (its row key the
+	// identity, as IdentityKey renders it) that holds when each sensor was
+	// first and last seen and its last reading's hour, kept by every batch
+	// and stream (see InventoryCells). The query tool's silent_sensors
+	// reads it. --create_tables creates it.
+	Inventory string `yaml:"inventory,omitempty" jsonschema:"example=sensor_inventory"`
 }
 
 // TableSpec is one Bigtable table: its row key template and families.
@@ -635,6 +652,9 @@ func (s *Spec) validate() error {
 		}
 	}
 	if err := s.checkColumnTypes(); err != nil {
+		return err
+	}
+	if err := s.validateCadence(); err != nil {
 		return err
 	}
 	names := map[string]bool{}

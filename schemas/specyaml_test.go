@@ -16,7 +16,7 @@ func TestSpecYAMLErrors(t *testing.T) {
 		{"unknown nested key", "name: x\nbigtable:\n  tables:\n    - name: t\n      row_ky: '{a}'\n", `line 5: bigtable.tables[0].row_ky: unknown key; did you mean row_key? (keys here: name, row_key, escape, families)`},
 		{"unknown key, nothing close", "name: x\ncolour: red\n", `line 2: colour: unknown key (keys here: name,`},
 		{"a mapping where a list goes", "name: x\nfields:\n  name: a\n", `line 3: fields: expected a list`},
-		{"a scalar where a mapping goes", "name: x\nbigtable: yes\n", `line 2: bigtable: expected a mapping with the keys tables, got "yes"`},
+		{"a scalar where a mapping goes", "name: x\nbigtable: yes\n", `line 2: bigtable: expected a mapping with the keys tables, inventory, got "yes"`},
 		{"not a bool", "name: x\nfields:\n  - name: a\n    required: maybe\n", `line 4: fields[0].required: expected true or false, got "maybe"`},
 		{"not a number", "name: x\nfields:\n  - name: a\n    min: low\n", `line 4: fields[0].min: expected a number, got "low"`},
 		{"not a whole number", "name: x\nbigtable:\n  tables:\n    - families:\n        - gc: {max_versions: 1.5}\n", `line 5: bigtable.tables[0].families[0].gc.max_versions: expected a whole number, got "1.5"`},

@@ -46,6 +46,9 @@ func EnsureTables(ctx context.Context, project, instance string, spec *schemas.S
 			return err
 		}
 	}
+	if t, ok := spec.InventoryTable(); ok {
+		return ensureTable(ctx, ac, t, create, timeout)
+	}
 	return nil
 }
 

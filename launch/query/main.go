@@ -119,10 +119,19 @@ Usage:
   query [--spec NAME|FILE] --list
   query [--spec NAME|FILE] QUERY [--param field=value|lo..hi ...]
         [--since 1h | --from T [--to T]] [--now T] [--limit N] [--allow_scan] [--plan]
+  query [--spec NAME|FILE] silent_sensors [--silent_for 1h] [--lookback 7d] [--now T]
+  query [--spec NAME|FILE] coverage --param IDENTITY_FIELD=VALUE [--since 24h] [--now T]
   query [--spec NAME|FILE] --where field=value|lo..hi [--where ...]
         [--since 1h | --from T [--to T]] [--now T] [--latest]
         [--aggregate count|duration:5s|sum|min|max|avg:FIELD] [--group_by FIELD]
         [--limit N] [--allow_scan] [--bigtable_table T] [--plan]
+
+silent_sensors and coverage answer every spec with a cadence (unless it
+declares queries of those names): silent_sensors scans the inventory table
+once and prints one JSON line per sensor seen within --lookback of --now
+but not within --silent_for; coverage prints one sensor's rollups, one JSON
+line per hour that overlaps --since, with count, expected, coverage, gaps
+and longest_gap_s. Their summary line goes to stderr.
 
 A named QUERY comes from the spec's queries: section (--list shows them);
 the ad-hoc form takes --where. Either way the tool picks the table whose key
@@ -166,6 +175,8 @@ type queryFlags struct {
 	appProfile    string
 	table         string
 	timeout       time.Duration
+	silentFor     string
+	lookback      string
 }
 
 // registerFlags defines query's flags on fs, each bound to a field of q.
@@ -189,6 +200,8 @@ func registerFlags(fs *flag.FlagSet, q *queryFlags) {
 	fs.StringVar(&q.appProfile, "bigtable_app_profile", "", "Bigtable app profile the reads use (default: the instance's default profile); e.g. a profile routed to a serving cluster")
 	fs.StringVar(&q.table, "bigtable_table", "", "a spec table to read (default: the one whose key serves the query), or the name the launcher's --bigtable_table gave the spec's first table")
 	fs.DurationVar(&q.timeout, "timeout", 30*time.Second, "give up reading after this long")
+	fs.StringVar(&q.silentFor, "silent_for", "1h", "silent_sensors: how long without a reading makes a sensor silent, e.g. 1h")
+	fs.StringVar(&q.lookback, "lookback", "7d", "silent_sensors: how far back a sensor must have been seen to count, e.g. 7d")
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -241,6 +254,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if now, err = parseTime(*nowFlag); err != nil {
 			return cli.Usage(fmt.Errorf("--now: %w", err))
 		}
+	}
+	if builtinQuery(spec, name) {
+		if name == querySilentSensors {
+			return silentSensors(ctx, &qf, spec, now, stdout, stderr)
+		}
+		return coverageByHour(ctx, &qf, spec, now, stdout, stderr)
 	}
 	var q readpath.Query
 	if name != "" {

@@ -34,6 +34,11 @@ type HourPane struct {
 	StartMs, EndMs int64
 	Pane           Pane
 	Records        []schemas.Record
+	// FirstSeenMs is the identity's earliest event time known beyond the
+	// hour's own readings (the inventory's first seen, a batch's earliest
+	// reading of the identity), for the rollup's coverage; 0 when none is
+	// known: the hour's first reading is then taken as the sensor's first.
+	FirstSeenMs int64
 }
 
 // EarlyState is the summary of the early firings of one identity and
@@ -96,6 +101,15 @@ func hourRollup(c *Compiled, start, end int64, kept []schemas.Record) *Rollup {
 	return &ru
 }
 
+// hourCoverage is the coverage of the prepared readings in the window
+// [start, end), or nil when the spec has no rollup or no cadence applies.
+func hourCoverage(c *Compiled, p HourPane, start, end int64, kept []schemas.Record) *schemas.Coverage {
+	if c.Roller() == nil {
+		return nil
+	}
+	return c.Spec.HourCoverage(kept, start, end, p.FirstSeenMs)
+}
+
 // BatchHour builds an hour fired once with all its readings (the batch
 // windowing): duplicates dropped, missing values imputed, one mutation per
 // Bigtable row with the rollup's cells, and with bigQuery the BigQuery rows
@@ -109,7 +123,9 @@ func BatchHour(c *Compiled, p HourPane, bigQuery bool, nowMs int64) Firing {
 	}
 	out := Firing{Readings: int64(len(kept)), Dropped: int64(dropped)}
 	rollup := hourRollup(c, start, end, kept)
-	out.Rows, out.Dead = HourRows(c, kept, rollup, false, nil, nil)
+	cov := hourCoverage(c, p, start, end, kept)
+	out.Rows, out.Dead = hourRows(c, kept, rollup, cov, false, nil, nil)
+	out.Rows = withInventory(c, out.Rows, rollup, kept)
 	if !bigQuery {
 		return out
 	}
@@ -118,6 +134,7 @@ func BatchHour(c *Compiled, p HourPane, bigQuery bool, nowMs int64) Firing {
 	}
 	if rollup != nil {
 		row := c.Roller().BQRow(rollup, p.Pane, nowMs)
+		c.Roller().SetCoverage(&row, cov)
 		out.Rollup = &row
 	}
 	return out
@@ -161,6 +178,7 @@ func EarlyFiring(c *Compiled, p HourPane, es *EarlyState, arrivalWritten bool) F
 	provisional := func(int) OriginKind { return OriginProvisional }
 	if !arrivalWritten {
 		out.Rows, out.Dead = HourRows(c, kept, rollup, false, nil, provisional)
+		out.Rows = withInventory(c, out.Rows, rollup, kept)
 		return out
 	}
 	// The arrival write stored every other reading's cells as this firing
@@ -176,6 +194,7 @@ func EarlyFiring(c *Compiled, p HourPane, es *EarlyState, arrivalWritten bool) F
 		rollupRows = c.Builder().RowKeys(c.Bigtable.Tables[0].Name, kept)
 	}
 	out.Rows, out.Dead = HourRows(c, write, rollup, false, rollupRows, provisional)
+	out.Rows = withInventory(c, out.Rows, rollup, kept)
 	return out
 }
 
@@ -326,6 +345,7 @@ func FinalFiring(c *Compiled, p HourPane, prev, recovered []schemas.Record, fin 
 		}
 	}
 	rollup := hourRollup(c, p.StartMs, p.EndMs, kept)
+	cov := hourCoverage(c, p, p.StartMs, p.EndMs, kept)
 	var rollupRows []string
 	if rollup != nil {
 		rollupRows = c.Builder().RowKeys(c.Bigtable.Tables[0].Name, kept)
@@ -335,11 +355,13 @@ func FinalFiring(c *Compiled, p HourPane, prev, recovered []schemas.Record, fin 
 				pane.Timing = PaneLate
 			}
 			row := c.Roller().BQRow(rollup, pane, nowMs)
+			c.Roller().SetCoverage(&row, cov)
 			out.Rollup = &row
 		}
 	}
 	out.Rewritten = int64(len(rewrite))
-	out.Rows, out.Dead = HourRows(c, rewrite, rollup, true, rollupRows, func(i int) OriginKind { return kinds[i] })
+	out.Rows, out.Dead = hourRows(c, rewrite, rollup, cov, true, rollupRows, func(i int) OriginKind { return kinds[i] })
+	out.Rows = withInventory(c, out.Rows, rollup, kept)
 	return next, out
 }
 

@@ -10,6 +10,12 @@ import "github.com/sensorpipe/sensorpipe/schemas"
 // of rollupRows that recs do not touch gets a mutation of the rollup cells
 // alone.
 func HourRows(c *Compiled, recs []schemas.Record, rollup *Rollup, rewrite bool, rollupRows []string, kind func(int) OriginKind) ([]RowMutation, []Rejected) {
+	return hourRows(c, recs, rollup, nil, rewrite, rollupRows, kind)
+}
+
+// hourRows is HourRows with the hour's coverage cells (a spec with a
+// cadence) among the rollup's.
+func hourRows(c *Compiled, recs []schemas.Record, rollup *Rollup, cov *schemas.Coverage, rewrite bool, rollupRows []string, kind func(int) OriginKind) ([]RowMutation, []Rejected) {
 	first := c.Bigtable.Tables[0].Name
 	muts, rejected := c.Builder().Build(recs, rewrite, kind)
 	if rollup == nil {
@@ -18,6 +24,10 @@ func HourRows(c *Compiled, recs []schemas.Record, rollup *Rollup, rewrite bool, 
 	cells, dels := c.Roller().Cells(rollup), []Cell(nil)
 	if rewrite {
 		cells, dels = c.Roller().RewriteCells(rollup)
+	}
+	if cov != nil || rewrite {
+		covCells, covDels := c.Roller().CoverageCells(rollup, cov, rewrite)
+		cells, dels = append(cells, covCells...), append(dels, covDels...)
 	}
 	touched := map[string]bool{}
 	for i := range muts {

@@ -48,7 +48,9 @@ func MergeHour(c *Compiled, p HourPane, stored []schemas.Record, bigQuery bool, 
 	}
 	out.Dropped = int64(len(p.Records)) - out.Readings
 	rollup := hourRollup(c, start, end, kept)
-	out.Rows, out.Dead = HourRows(c, kept, rollup, true, nil, func(i int) OriginKind { return kinds[i] })
+	cov := hourCoverage(c, p, start, end, kept)
+	out.Rows, out.Dead = hourRows(c, kept, rollup, cov, true, nil, func(i int) OriginKind { return kinds[i] })
+	out.Rows = withInventory(c, out.Rows, rollup, kept)
 	if !bigQuery {
 		return out
 	}
@@ -59,6 +61,7 @@ func MergeHour(c *Compiled, p HourPane, stored []schemas.Record, bigQuery bool, 
 	}
 	if rollup != nil {
 		row := c.Roller().BQRow(rollup, p.Pane, nowMs)
+		c.Roller().SetCoverage(&row, cov)
 		out.Rollup = &row
 	}
 	return out

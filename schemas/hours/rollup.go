@@ -337,6 +337,7 @@ func (r *Roller) bigQuerySpec() *schemas.BigQuerySpec {
 	add(RollupPaneTiming, "STRING", "REQUIRED")
 	add(RollupPaneIndex, "INT64", "REQUIRED")
 	add(RollupFiredAt, "TIMESTAMP", "")
+	r.addCoverageColumns(add)
 	return bq
 }
 
@@ -369,6 +370,7 @@ func (r *Roller) BQRow(ru *Rollup, pane Pane, firedMs int64) BQRow {
 		vals = append(vals, nv.v)
 	}
 	vals = append(vals, schemas.Value{Kind: schemas.KindString, Str: pane.Timing}, schemas.Value{Kind: schemas.KindInt, Int: pane.Index}, schemas.Value{Kind: schemas.KindTime, Int: firedMs})
+	vals = r.appendCoverage(vals)
 	return BQRow{Values: vals, Origin: r.Origin(ru), Seq: ChangeSeq{Micros: firedMs * 1000, Pane: pane.Index}}
 }
 

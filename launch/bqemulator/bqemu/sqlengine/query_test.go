@@ -114,7 +114,62 @@ func newEnv(t *testing.T) *env {
 	if err := hourly.Inserter().Put(ctx, hrows); err != nil {
 		t.Fatal(err)
 	}
+	addFleet(t, e)
 	return e
+}
+
+// addFleet adds fleet.fleet_readings and fleet.fleet_readings_hourly with
+// the coverage columns (testdata/fleet/fleet.yaml): dev-a reported until
+// now, dev-c stopped two hours ago.
+func addFleet(t *testing.T, e *env) {
+	t.Helper()
+	ctx := context.Background()
+	ds := e.bq.Dataset("fleet")
+	if err := ds.Create(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	readingsSchema := bigquery.Schema{
+		{Name: "device", Type: bigquery.StringFieldType, Required: true},
+		{Name: "ts", Type: bigquery.TimestampFieldType, Required: true},
+		{Name: "reading_id", Type: bigquery.StringFieldType, Required: true},
+	}
+	readings := ds.Table("fleet_readings")
+	if err := readings.Create(ctx, &bigquery.TableMetadata{Schema: readingsSchema}); err != nil {
+		t.Fatal(err)
+	}
+	var rows []*bigquery.ValuesSaver
+	for _, r := range []struct {
+		device string
+		ago    time.Duration
+	}{{"dev-a", time.Minute}, {"dev-a", 2 * time.Minute}, {"dev-c", 2 * time.Hour}, {"dev-c", 3 * time.Hour}} {
+		at := e.now.Add(-r.ago)
+		rows = append(rows, &bigquery.ValuesSaver{Schema: readingsSchema, Row: []bigquery.Value{r.device, at, fmt.Sprintf("%s|%d", r.device, at.UnixMilli())}})
+	}
+	if err := readings.Inserter().Put(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	hourlySchema := bigquery.Schema{
+		{Name: "device", Type: bigquery.StringFieldType, Required: true},
+		{Name: "window_start", Type: bigquery.TimestampFieldType, Required: true},
+		{Name: "window_end", Type: bigquery.TimestampFieldType, Required: true},
+		{Name: "count", Type: bigquery.IntegerFieldType, Required: true},
+		{Name: "expected", Type: bigquery.FloatFieldType},
+		{Name: "coverage", Type: bigquery.FloatFieldType},
+		{Name: "gaps", Type: bigquery.IntegerFieldType},
+		{Name: "longest_gap_s", Type: bigquery.FloatFieldType},
+	}
+	hourly := ds.Table("fleet_readings_hourly")
+	if err := hourly.Create(ctx, &bigquery.TableMetadata{Schema: hourlySchema}); err != nil {
+		t.Fatal(err)
+	}
+	start := e.now.Add(-3 * time.Hour)
+	hrows := []*bigquery.ValuesSaver{
+		{Schema: hourlySchema, Row: []bigquery.Value{"dev-a", start, start.Add(time.Hour), int64(60), 60.0, 1.0, int64(0), 0.0}},
+		{Schema: hourlySchema, Row: []bigquery.Value{"dev-c", start, start.Add(time.Hour), int64(30), 60.0, 0.5, int64(1), 1845.0}},
+	}
+	if err := hourly.Inserter().Put(ctx, hrows); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // query runs sql and returns its schema's names and its rows.
