@@ -79,6 +79,17 @@ type Spec struct {
 	// as time passes, and a reading stamped days ahead would otherwise sit
 	// in an hour that cannot close before then. A batch does not check it.
 	MaxFuture string `yaml:"max_future,omitempty" jsonschema:"default=1h"`
+	// Cadence is how often each identity is expected to report, a Go
+	// duration (e.g. 30s). It turns on coverage in the rollups and the
+	// stream's silences; without it neither is computed.
+	Cadence string `yaml:"cadence,omitempty" jsonschema:"example=30s"`
+	// CadenceField names a field that carries each reading's own expected
+	// interval (a Go duration string, or a number of seconds), in place of
+	// Cadence.
+	CadenceField string `yaml:"cadence_field,omitempty"`
+	// SilentAfter is how long after its last reading a sensor counts as
+	// silent, a Go duration (default 3 × the cadence).
+	SilentAfter string `yaml:"silent_after,omitempty"`
 	// Identity names the fields that identify a series (a sensor): readings
 	// with the same identity and millisecond are one reading.
 	Identity []string     `yaml:"identity" jsonschema:"required,minItems=1,example=sensor_id"`
