@@ -3,7 +3,9 @@ package dofns
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
@@ -23,6 +26,8 @@ func init() {
 	register.Emitter1[schemas.Silence]()
 	register.DoFn3x0[schemas.Silence, func(schemas.BQRow), func(PubSubMessage)](&SilenceRecordsFn{})
 	register.Emitter1[PubSubMessage]()
+	register.DoFn3x1[context.Context, []byte, func(string, schemas.SilenceBatch), error](&RecoverSilencesFn{})
+	register.Emitter2[string, schemas.SilenceBatch]()
 
 	register.Function1x1(encodeSilenceBatch)
 	register.Function1x2(schemas.DecodeSilenceBatch)
@@ -143,8 +148,12 @@ func (f *SilenceBatchFn) flush(emit func(beam.EventTime, string, schemas.Silence
 //
 // A reading no newer than the sensor's newest changes nothing, so
 // redelivered messages raise nothing twice. A restarted local stream
-// starts with no state: the gaps it reads again are raised again, with
-// the same ids (schemas.Spec.SilenceID), which the sinks dedupe.
+// starts with no state: RecoverSilencesFn reads each sensor's readings of
+// the allowed lateness back from Bigtable (History batches,
+// SilenceTrack.Prepend), so the gaps before and across the restart are
+// raised too, and a sensor that stopped before it is timed again. The
+// gaps raised before the restart come again with the same ids
+// (schemas.Spec.SilenceID), which the sinks dedupe.
 //
 // The timer's output timestamp is its own time, the silence's
 // silent_since, which OnTimer reads to tell a timer set for an older
@@ -188,11 +197,16 @@ func (f *SilencesFn) ProcessElement(ctx context.Context, sp state.Provider, tp t
 	if err != nil {
 		return err
 	}
-	if tr.Known && b.TimesMs[len(b.TimesMs)-1] <= tr.LastMs {
+	if tr.Known && !b.History && b.TimesMs[len(b.TimesMs)-1] <= tr.LastMs {
 		return nil // nothing newer: a late or redelivered batch
 	}
 	wasDue, wasSet := tr.DueMs()
-	out := tr.Observe(b.Identity, b.TimesMs, b.AfterMs, f.DefaultAfterMs, time.Now().UnixMilli())
+	var out []schemas.Silence
+	if b.History {
+		out = tr.Prepend(b.Identity, b.TimesMs, b.AfterMs, f.DefaultAfterMs, time.Now().UnixMilli())
+	} else {
+		out = tr.Observe(b.Identity, b.TimesMs, b.AfterMs, f.DefaultAfterMs, time.Now().UnixMilli())
+	}
 	if err := f.Track.Write(sp, schemas.AppendSilenceTrack(nil, tr)); err != nil {
 		return fmt.Errorf("write silence state: %w", err)
 	}
@@ -298,4 +312,70 @@ func decodeSilence(p []byte) (schemas.Silence, error) {
 	}
 	x.Identity = b.Identity
 	return x, nil
+}
+
+// RecoverSilencesFn, once when a restarted local stream starts, reads
+// back from Bigtable every reading with an event time within the allowed
+// lateness (written on arrival by the run before), and emits each
+// sensor's event times as one History batch for SilencesFn, which a
+// killed or stopped run's state lost. A scan that fails after its
+// retries fails the bundle: on prism that stops the stream at start-up,
+// with every message not yet acknowledged left to the next run.
+type RecoverSilencesFn struct {
+	Spec            *schemas.Compiled
+	Recovery        Recovery
+	AllowedLateness time.Duration
+
+	reader *readBacker
+	found  beam.Counter
+}
+
+// Setup opens the Bigtable client. A spec with no table to read back
+// from has nothing to recover (the launcher says so at start).
+func (f *RecoverSilencesFn) Setup(ctx context.Context) error {
+	f.found = beam.NewCounter("silences", "sensors_recovered")
+	r, err := openReadBacker(ctx, f.Spec, f.Recovery)
+	if errors.Is(err, hours.ErrNoReadBack) {
+		return nil
+	}
+	f.reader = r
+	return err
+}
+
+// Teardown closes the client.
+func (f *RecoverSilencesFn) Teardown() error {
+	if f.reader != nil {
+		return f.reader.close()
+	}
+	return nil
+}
+
+// ProcessElement scans the readings and emits a History batch per sensor.
+func (f *RecoverSilencesFn) ProcessElement(ctx context.Context, _ []byte, emit func(string, schemas.SilenceBatch)) error {
+	if f.reader == nil {
+		return nil
+	}
+	from := time.Now().Add(-f.AllowedLateness).UnixMilli()
+	plan, err := f.reader.rb.PlanSince(from, time.Now().Add(365*24*time.Hour).UnixMilli())
+	if err != nil {
+		return fmt.Errorf("recover silences: read back %s: %w", f.reader.rb.Table(), err)
+	}
+	acc := &SilenceBatchFn{Spec: f.Spec, MaxBuffered: math.MaxInt}
+	acc.Setup()
+	acc.StartBundle(nil)
+	err = f.reader.scan(ctx, plan, from, math.MaxInt64, discoverPolicy, func() { acc.StartBundle(nil) }, func(row hours.ReadRow) {
+		recs, _ := f.reader.rb.Records([]hours.ReadRow{row}, "", from, math.MaxInt64)
+		for i := range recs {
+			acc.ProcessElement(ctx, 0, f.reader.rb.Spec().IdentityKey(&recs[i]), recs[i], nil)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("recover silences: %w", err)
+	}
+	f.found.Inc(ctx, int64(len(acc.batches)))
+	acc.flush(func(_ beam.EventTime, key string, b schemas.SilenceBatch) {
+		b.History = true
+		emit(key, b)
+	})
+	return nil
 }

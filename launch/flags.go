@@ -67,6 +67,7 @@ type flags struct {
 	lateFiring       time.Duration
 	allowedLateness  time.Duration
 	ackDeadline      time.Duration
+	silencesTopic    string
 	debugAddr        string
 }
 
@@ -119,6 +120,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.lateFiring, "late_firing", pipelines.DefaultLateFiring, "With --source=pubsub: how long after a late reading its hour fires again.")
 	fs.DurationVar(&f.allowedLateness, "allowed_lateness", pipelines.DefaultAllowedLateness, "With --source=pubsub: how long after its end an hour still takes late readings; later ones go to the dead letter as too_late.")
 	fs.DurationVar(&f.ackDeadline, "pubsub_ack_deadline", 0, "With --source=pubsub on any runner but Dataflow: the lease kept on messages until their bundle commits (10s..600s; 0: "+pubsubio.DefaultAckDeadline.String()+"). After a crash, unacknowledged messages return this long after.")
+	fs.StringVar(&f.silencesTopic, "silences_topic", "", "With --source=pubsub and a spec that declares a cadence: also publish each silence and resumed record to this topic, projects/P/topics/T, as JSON with the attributes silence_id (the same for a record raised again: dedupe on it) and kind. The records go to the BigQuery table sensor_silences too when --bigquery_dataset is set.")
 
 	// debugAddr serves Go's profiles (heap, CPU, goroutines) while the job
 	// runs: prism and the SDK harness run in the launcher's process
@@ -129,4 +131,4 @@ func (f *flags) register(fs *flag.FlagSet) {
 }
 
 // streamFlags are the flags that only apply to --source=pubsub.
-var streamFlags = []string{"subscription", "timestamp_attribute", "id_attribute", "early_firing", "late_firing", "allowed_lateness", "pubsub_ack_deadline", "local_state_on_disk"}
+var streamFlags = []string{"subscription", "timestamp_attribute", "id_attribute", "early_firing", "late_firing", "allowed_lateness", "pubsub_ack_deadline", "local_state_on_disk", "silences_topic"}

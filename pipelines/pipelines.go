@@ -63,6 +63,11 @@ type Config struct {
 	// the local default, prism). Check refuses Local on Dataflow.
 	Runner string
 
+	// SilencesTopic is the Pub/Sub topic a stream publishes its silence
+	// records to, besides BigQuery's silences table (nil: none; see
+	// raiseSilences).
+	SilencesTopic *targets.Topic
+
 	// Local are a stream's options for runners that keep its windows in
 	// their workers' memory: every runner but Dataflow, whose state is
 	// durable. nil: none.

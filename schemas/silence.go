@@ -278,8 +278,9 @@ type SilenceTrack struct {
 	Known    bool
 	Identity []Value
 	// LastMs is the newest reading's event time; AfterMs its silent_after
-	// (0: none known, so no silence is raised).
-	LastMs, AfterMs int64
+	// (0: none known, so no silence is raised). FirstMs is the oldest
+	// reading this track has seen (Observe), for Prepend.
+	LastMs, AfterMs, FirstMs int64
 	// Open says the silence after LastMs was raised (by Expire) and its
 	// resumed record is still to come.
 	Open bool
@@ -336,8 +337,47 @@ func (t *SilenceTrack) Observe(identity []Value, timesMs, afterMs []int64, defau
 		if after <= 0 {
 			after = t.AfterMs
 		}
+		if !t.Known {
+			t.FirstMs = at
+		}
 		t.Known, t.LastMs, t.AfterMs, t.Open = true, at, after, false
 	}
+	return out
+}
+
+// Prepend takes the sensor's earlier readings, read back from the store
+// after a restart (ascending and distinct, with silent_afters as Observe
+// takes them), and returns the records of their gaps: those of the
+// readings before FirstMs among themselves, and the gap from the last of
+// them to FirstMs. Readings from FirstMs on were seen already. Records
+// raised before the restart come again with the same ids
+// (Spec.SilenceID), for the sinks to dedupe. A track that has seen nothing
+// takes them as Observe does.
+func (t *SilenceTrack) Prepend(identity []Value, timesMs, afterMs []int64, defaultAfterMs, detectedMs int64) []Silence {
+	if !t.Known {
+		return t.Observe(identity, timesMs, afterMs, defaultAfterMs, detectedMs)
+	}
+	n := 0
+	for n < len(timesMs) && timesMs[n] < t.FirstMs {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	var head SilenceTrack
+	var headAfter []int64
+	if afterMs != nil {
+		headAfter = afterMs[:min(n, len(afterMs))]
+	}
+	out := head.Observe(t.Identity, timesMs[:n], headAfter, defaultAfterMs, detectedMs)
+	if head.AfterMs > 0 && t.FirstMs-head.LastMs > head.AfterMs {
+		x := Silence{Identity: t.Identity, LastSeenMs: head.LastMs, SilentSinceMs: head.LastMs + head.AfterMs, DetectedAtMs: detectedMs}
+		x.Kind = SilenceRaised
+		out = append(out, x)
+		x.Kind, x.ResumedAtMs = SilenceResumed, t.FirstMs
+		out = append(out, x)
+	}
+	t.FirstMs = timesMs[0]
 	return out
 }
 
@@ -362,6 +402,9 @@ type SilenceBatch struct {
 	Identity []Value
 	TimesMs  []int64
 	AfterMs  []int64
+	// History marks a restarted local stream's readings read back from
+	// the store (SilenceTrack.Prepend), not read from the source.
+	History bool
 }
 
 // AppendSilenceBatch appends b's compact form to dst: the identity as a
@@ -375,10 +418,14 @@ func AppendSilenceBatch(dst []byte, b SilenceBatch) []byte {
 		dst = binary.AppendVarint(dst, t-prev)
 		prev = t
 	}
-	if b.AfterMs == nil {
-		return append(dst, 0)
+	var mark byte
+	if b.History {
+		mark = 2
 	}
-	dst = append(dst, 1)
+	if b.AfterMs == nil {
+		return append(dst, mark)
+	}
+	dst = append(dst, mark|1)
 	for i := range b.TimesMs {
 		a := int64(0)
 		if i < len(b.AfterMs) {
@@ -418,7 +465,11 @@ func DecodeSilenceBatch(p []byte) (SilenceBatch, error) {
 	}
 	mark := rest[0]
 	rest = rest[1:]
-	if mark == 1 {
+	if mark > 3 {
+		return b, fmt.Errorf("%w: silence batch: bad mark", ErrCodec)
+	}
+	b.History = mark&2 != 0
+	if mark&1 != 0 {
 		b.AfterMs = make([]int64, n)
 		for i := range b.AfterMs {
 			a, k := binary.Varint(rest)
@@ -449,6 +500,7 @@ func AppendSilenceTrack(dst []byte, t SilenceTrack) []byte {
 	dst = append(dst, flags)
 	dst = binary.AppendVarint(dst, t.LastMs)
 	dst = binary.AppendVarint(dst, t.AfterMs)
+	dst = binary.AppendVarint(dst, t.FirstMs)
 	return appendIdentity(dst, t.Identity)
 }
 
@@ -467,6 +519,10 @@ func DecodeSilenceTrack(p []byte) (SilenceTrack, error) {
 	rest = rest[k:]
 	if t.AfterMs, k = binary.Varint(rest); k <= 0 {
 		return t, fmt.Errorf("%w: silence track: bad silent_after", ErrCodec)
+	}
+	rest = rest[k:]
+	if t.FirstMs, k = binary.Varint(rest); k <= 0 {
+		return t, fmt.Errorf("%w: silence track: bad first time", ErrCodec)
 	}
 	id, rest, err := decodeIdentity(rest[k:])
 	if err != nil {

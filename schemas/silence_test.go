@@ -122,7 +122,6 @@ func TestSilenceTrack(t *testing.T) {
 	}
 }
 
-
 func TestSilenceTrackStaleTimer(t *testing.T) {
 	var tr SilenceTrack
 	tr.Observe(nil, []int64{0}, nil, 60, 1)
@@ -143,13 +142,14 @@ func TestSilenceCodecs(t *testing.T) {
 		{Identity: id, TimesMs: []int64{1_700_000_000_000, 1_700_000_020_000}},
 		{Identity: id, TimesMs: []int64{5}, AfterMs: []int64{60_000}},
 		{Identity: id, TimesMs: []int64{}},
+		{Identity: id, TimesMs: []int64{9}, History: true},
 	} {
 		got, err := DecodeSilenceBatch(AppendSilenceBatch(nil, b))
 		if err != nil || !reflect.DeepEqual(got, b) {
 			t.Errorf("batch %+v came back %+v, %v", b, got, err)
 		}
 	}
-	for _, tr := range []SilenceTrack{{}, {Known: true, Open: true, Identity: id, LastMs: 1_700_000_000_000, AfterMs: 3_600_000}} {
+	for _, tr := range []SilenceTrack{{}, {Known: true, Open: true, Identity: id, LastMs: 1_700_000_000_000, AfterMs: 3_600_000, FirstMs: 1_699_000_000_000}} {
 		got, err := DecodeSilenceTrack(AppendSilenceTrack(nil, tr))
 		if tr.Identity == nil {
 			tr.Identity = []Value{}
@@ -191,5 +191,40 @@ func TestSilenceRecords(t *testing.T) {
 		`"silent_since":"1970-01-01T01:00:01.000Z","detected_at":"1970-01-01T00:00:00.005Z","resumed_at":"1970-01-01T01:06:40.000Z"}`
 	if got := string(s.SilenceJSON(r)); got != want {
 		t.Errorf("SilenceJSON =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestSilenceTrackPrepend: a restarted stream's read-back history, whether
+// it comes before or after the new readings, gives the gaps one track over
+// all the readings gives.
+func TestSilenceTrackPrepend(t *testing.T) {
+	const after = 60
+	all := []int64{0, 50, 200, 210, 400, 420}
+	want := func() []Silence {
+		var tr SilenceTrack
+		return tr.Observe(nil, all, nil, after, 1)
+	}()
+	for split := 1; split < len(all); split++ {
+		var tr SilenceTrack
+		got := tr.Observe(nil, all[split:], nil, after, 1)
+		got = append(got, tr.Prepend(nil, all[:split], nil, after, 1)...)
+		if len(got) != len(want) {
+			t.Errorf("history before %d: %d records; want %d", all[split], len(got), len(want))
+			continue
+		}
+		seen := map[string]bool{}
+		for _, x := range got {
+			seen[x.Kind+strconv.FormatInt(x.LastSeenMs, 10)+"/"+strconv.FormatInt(x.ResumedAtMs, 10)] = true
+		}
+		for _, x := range want {
+			if !seen[x.Kind+strconv.FormatInt(x.LastSeenMs, 10)+"/"+strconv.FormatInt(x.ResumedAtMs, 10)] {
+				t.Errorf("history before %d: no %+v", all[split], x)
+			}
+		}
+		// The history in the first place is Observe.
+		var fresh SilenceTrack
+		if got := fresh.Prepend(nil, all, nil, after, 1); len(got) != len(want) {
+			t.Errorf("Prepend on a fresh track: %d records; want %d", len(got), len(want))
+		}
 	}
 }

@@ -466,8 +466,11 @@ func (l *Ledger) check(c Counters) {
 	}
 	for _, s := range l.Sinks {
 		what := "readings"
-		if s.Sink == schemas.SinkBigQueryRollups {
+		switch s.Sink {
+		case schemas.SinkBigQueryRollups:
 			what = "rollup rows"
+		case schemas.SinkSilences:
+			what = "silence records"
 		}
 		done := s.Written + s.Failed
 		switch {
@@ -477,7 +480,7 @@ func (l *Ledger) check(c Counters) {
 		case s.Routed < done:
 			p = append(p, fmt.Sprintf("%s %s: %s written %d + dead-lettered %d > routed %d", s.Sink, s.Table, what, s.Written, s.Failed, s.Routed))
 		}
-		if skipped := l.ReplaySkipped[s.Sink]; s.Sink != schemas.SinkBigQueryRollups && !l.Stream && s.Routed+skipped != l.Readings {
+		if skipped := l.ReplaySkipped[s.Sink]; s.Sink != schemas.SinkBigQueryRollups && s.Sink != schemas.SinkSilences && !l.Stream && s.Routed+skipped != l.Readings {
 			if skipped > 0 {
 				p = append(p, fmt.Sprintf("%s %s: routed %d readings and left out %d replayed for another sink, of %d distinct valid readings (off by %d)",
 					s.Sink, s.Table, s.Routed, skipped, l.Readings, l.Readings-s.Routed-skipped))
@@ -611,8 +614,11 @@ func (l *Ledger) WriteText(w io.Writer) {
 	}
 	for _, s := range l.Sinks {
 		what := "readings"
-		if s.Sink == schemas.SinkBigQueryRollups {
+		switch s.Sink {
+		case schemas.SinkBigQueryRollups:
 			what = "rollup rows"
+		case schemas.SinkSilences:
+			what = "silence records"
 		}
 		fmt.Fprintf(w, "  %s %s: %s routed %d = written %d + dead-lettered %d", s.Sink, s.Table, what, s.Routed, s.Written, s.Failed)
 		if s.Unavailable > 0 {
