@@ -15,7 +15,7 @@ INPUT ?= testdata/vitals/*
 DEAD_LETTER ?= .run/deadletter
 GO_TEST_FLAGS ?= -timeout 25m
 
-.PHONY: run test test-short doctest generate fuzz fuzz-short bench bench-backlog bench-batching bench-memory lint emulators stop-emulators env stream samples help
+.PHONY: run test test-short doctest generate fuzz fuzz-short bench bench-backlog bench-batching bench-cadence bench-memory lint emulators stop-emulators env stream samples help
 
 ## help: list every target with what it does (this list).
 help:
@@ -82,6 +82,7 @@ bench:
 	go run ./launch/bench/stream $(STREAM_FLAGS)
 	@$(MAKE) --no-print-directory bench-backlog
 	@$(MAKE) --no-print-directory bench-batching
+	@$(MAKE) --no-print-directory bench-cadence
 	@$(MAKE) --no-print-directory bench-memory
 
 ## bench-backlog: the stream against a plain subscriber, side by side: 200,000 readings of 1,000 sensors published first to a topic with two
@@ -91,6 +92,12 @@ bench:
 bench-backlog:
 	@mkdir -p .run
 	go run ./launch/bench/stream -backlog $(BACKLOG_FLAGS)
+
+## bench-cadence: make bench's stream run with a cadence declared (cadence: 30s in a copy of the spec): the stream then tracks every sensor
+##   and raises silences to BigQuery's sensor_silences; compare its figures with .run/bench-stream.json.
+bench-cadence:
+	@mkdir -p .run
+	go run ./launch/bench/stream -cadence 30s -out .run/bench-stream-cadence.json $(STREAM_FLAGS)
 
 ## bench-batching: the stream's read rate and Pub/Sub bytes billed per reading with 10 and 100 readings a message
 ##   (NDJSON; make bench's stream run gives 1 a message). Throughput phase only, 100,000 readings each.

@@ -277,15 +277,34 @@ func TestDataflowDryRunStreaming(t *testing.T) {
 	checkGraph(t, out.pipeline)
 	checkSummary(t, out, "JOB_TYPE_STREAMING", "source:     Pub/Sub "+sub, "at the watermark", "allowed lateness")
 	t.Run("the guide's stateful steps", func(t *testing.T) {
-		checkStatefulSteps(t, out.pipeline)
+		checkStatefulSteps(t, out.pipeline, false)
 	})
+}
+
+// TestDataflowDryRunStreamingSilences: a spec with a cadence adds the
+// silence steps, which the guide lists with the others; without one the
+// graph has none of them (TestDataflowDryRunStreaming).
+func TestDataflowDryRunStreamingSilences(t *testing.T) {
+	out := dryRunDataflow(t, "--source=pubsub", "--subscription=projects/P/subscriptions/S", "--spec="+specWith(t, "cadence: 30s"),
+		"--silences_topic=projects/P/topics/silences")
+	names := transformNames(out.pipeline)
+	for _, want := range []string{"Ingest/Silences/dofns.SilenceBatchFn", "Ingest/Silences/dofns.SilencesFn", "Ingest/Silences/bigquery.Write", "Ingest/Silences/pubsub.Publish"} {
+		if !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, want) }) {
+			t.Errorf("no step %s in the graph", want)
+		}
+	}
+	checkStatefulSteps(t, out.pipeline, true)
 }
 
 // checkStatefulSteps holds the Dataflow guide's list of the stream's
 // stateful steps (its "The stateful steps and their coders" section), by
 // which Dataflow matches a running stream on update, to the stream's graph:
 // each is a step of it.
-func checkStatefulSteps(t *testing.T, p *pipepb.Pipeline) {
+//
+// The steps under Ingest/Silences/ are those of a spec with a cadence
+// (silences): without it they must be absent, so that the stream's graph is
+// the one it is without the feature.
+func checkStatefulSteps(t *testing.T, p *pipepb.Pipeline, silences bool) {
 	t.Helper()
 	b, err := os.ReadFile("../docs/guide/dataflow.md")
 	if err != nil {
@@ -301,6 +320,12 @@ func checkStatefulSteps(t *testing.T, p *pipepb.Pipeline) {
 	}
 	names := transformNames(p)
 	for _, m := range steps {
+		if !silences && strings.HasPrefix(string(m[1]), "Ingest/Silences/") {
+			if slices.Contains(names, string(m[1])) {
+				t.Errorf("a spec without a cadence has the silence step %q", m[1])
+			}
+			continue
+		}
 		if !slices.Contains(names, string(m[1])) {
 			t.Errorf("docs/guide/dataflow.md lists %q as a stateful step, which is no step of the stream", m[1])
 		}

@@ -68,6 +68,7 @@ type flags struct {
 	lateFiring       time.Duration
 	allowedLateness  time.Duration
 	ackDeadline      time.Duration
+	silencesTopic    string
 	debugAddr        string
 }
 
@@ -104,7 +105,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.localPartMB, "local_part_mb", 64, "A local batch (prism, direct) whose input is larger than this many MB runs as parts of about this size, one job after another, so that its memory is bounded by a part rather than by the input (prism holds every reading of a job until the job's input is read). The input is scanned once first. Parts are cut between hours where no hour read before has a reading after (input in rough event-time order splits at almost every hour); a part still larger (an hour larger than this, or shuffled input, whose hours overlap throughout) splits into shares of its identities, each reading the part's bytes and keeping the readings of its identities. Every identity's hour is built in one part, so the result is the one job's. 0: always one job. Dataflow runs one job.")
 	fs.DurationVar(&f.progressIval, "progress_interval", 5*time.Second, "How often a local run prints progress (0 turns it off).")
 	fs.StringVar(&f.dryRunOut, "dry_run_out", "", "With --runner=dataflow --dry_run: write the full Dataflow job (JSON, with its Beam pipeline graph under \"beamPipeline\") to this file; stdout gets a short summary.")
-	fs.StringVar(&f.format, "format", "json", "Payload format of the input lines or messages: json, or proto (the protobuf message the spec declares in its proto: section; see schemas.FormatNames); deadletter replays dead letters: each line or message is a dead-letter record whose payload is read as --replay_payload_format (see docs/guide/replay.md).")
+	fs.StringVar(&f.format, "format", "json", "Payload format of the input lines or messages: json, or proto (the protobuf message the spec declares in its proto: section; see codec.FormatNames); deadletter replays dead letters: each line or message is a dead-letter record whose payload is read as --replay_payload_format (see docs/guide/replay.md).")
 	fs.StringVar(&f.replayReason, "replay_reason", "", "With --format=deadletter: replay only the dead letters with these reasons, comma-separated (e.g. write_failed); empty: every reason.")
 	fs.StringVar(&f.replaySink, "replay_sink", "", "With --format=deadletter: replay only the dead letters of these sinks, comma-separated (parse, window, bigtable, bigquery, bigquery_rollups); empty: every sink. A write's dead letter (bigtable, bigquery, bigquery_rollups) is written to that sink only.")
 	fs.StringVar(&f.replayPayload, "replay_payload_format", "json", "With --format=deadletter: the format of the dead letters' payloads (json or proto).")
@@ -120,6 +121,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.lateFiring, "late_firing", pipelines.DefaultLateFiring, "With --source=pubsub: how long after a late reading its hour fires again.")
 	fs.DurationVar(&f.allowedLateness, "allowed_lateness", pipelines.DefaultAllowedLateness, "With --source=pubsub: how long after its end an hour still takes late readings; later ones go to the dead letter as too_late.")
 	fs.DurationVar(&f.ackDeadline, "pubsub_ack_deadline", 0, "With --source=pubsub on any runner but Dataflow: the lease kept on messages until their bundle commits (10s..600s; 0: "+pubsubio.DefaultAckDeadline.String()+"). After a crash, unacknowledged messages return this long after.")
+	fs.StringVar(&f.silencesTopic, "silences_topic", "", "With --source=pubsub and a spec that declares a cadence: also publish each silence and resumed record to this topic, projects/P/topics/T, as JSON with the attributes silence_id (the same for a record raised again: dedupe on it) and kind. The records go to the BigQuery table sensor_silences too when --bigquery_dataset is set.")
 
 	// debugAddr serves Go's profiles (heap, CPU, goroutines) while the job
 	// runs: prism and the SDK harness run in the launcher's process
@@ -130,4 +132,4 @@ func (f *flags) register(fs *flag.FlagSet) {
 }
 
 // streamFlags are the flags that only apply to --source=pubsub.
-var streamFlags = []string{"subscription", "timestamp_attribute", "id_attribute", "early_firing", "late_firing", "allowed_lateness", "pubsub_ack_deadline", "local_state_on_disk"}
+var streamFlags = []string{"subscription", "timestamp_attribute", "id_attribute", "early_firing", "late_firing", "allowed_lateness", "pubsub_ack_deadline", "local_state_on_disk", "silences_topic"}

@@ -344,6 +344,19 @@ func parseStream(f *flags, r runner, cfg *pipelines.Config, p *plan) error {
 	if f.ackDeadline != 0 && (f.ackDeadline < 10*time.Second || f.ackDeadline > 600*time.Second) {
 		return usagef("--pubsub_ack_deadline=%v: use 10s..600s", f.ackDeadline)
 	}
+	if f.silencesTopic != "" {
+		if !cfg.Spec.RaisesSilences() {
+			return usagef("--silences_topic: the spec declares no cadence, so the stream raises no silences: add cadence: (or cadence_field:) to the spec, or drop the flag")
+		}
+		topic, err := targets.ParseTopic(f.silencesTopic)
+		if err != nil {
+			return usagef("--silences_topic: %w", err)
+		}
+		cfg.SilencesTopic = &topic
+	}
+	if cfg.Spec.RaisesSilences() && cfg.BigQuery == nil && cfg.SilencesTopic == nil && cfg.Replay == nil {
+		p.warnings = append(p.warnings, "warning: the spec declares a cadence, but this stream raises no silences: it has nowhere to write them (give --bigquery_dataset for the sensor_silences table, or --silences_topic)")
+	}
 	p.stream.Windowing = pipelines.Windowing{EarlyFiring: f.earlyFiring, LateFiring: f.lateFiring, AllowedLateness: f.allowedLateness}
 	p.stream.MergeStored = f.mergeStored
 	if f.allowedLateness == 0 {

@@ -56,6 +56,21 @@ func specWithout(t *testing.T, prefixes ...string) string {
 	return path
 }
 
+// specWith writes vitals.yaml with more top-level lines (e.g. "cadence:
+// 20m"), and returns its path.
+func specWith(t *testing.T, lines ...string) string {
+	t.Helper()
+	b, err := os.ReadFile("../schemas/specs/vitals.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(path, []byte(string(b)+"\n"+strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // TestParseUsageErrors: every usage error parse returns, each a usage
 // error (exit 2) that names the flag, and none of them needing a call.
 func TestParseUsageErrors(t *testing.T) {
@@ -64,6 +79,7 @@ func TestParseUsageErrors(t *testing.T) {
 	stream := []string{"--source=pubsub", "--subscription=projects/p/subscriptions/s", "--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=" + dl}
 	with := func(base []string, more ...string) []string { return append(append([]string{}, base...), more...) }
 	noPrimaryKey := specWithout(t, "  primary_key:", "  max_staleness:")
+	cadenced := specWith(t, "cadence: 20m")
 	tests := []struct {
 		name string
 		env  []string
@@ -109,6 +125,9 @@ func TestParseUsageErrors(t *testing.T) {
 		{"a zero early firing", nil, with(stream, "--early_firing=0"), "--early_firing"},
 		{"a negative lateness", nil, with(stream, "--allowed_lateness=-1s"), "--allowed_lateness"},
 		{"an ack deadline", nil, with(stream, "--pubsub_ack_deadline=5s"), "--pubsub_ack_deadline"},
+		{"a silences topic without a cadence", nil, with(stream, "--silences_topic=projects/p/topics/t"), "the spec declares no cadence"},
+		{"a silences topic name", nil, with(stream, "--spec="+cadenced, "--silences_topic=projects/p/subscriptions/t"), "--silences_topic"},
+		{"a silences topic in a batch", nil, with(batch, "--spec="+cadenced, "--silences_topic=projects/p/topics/t"), "--silences_topic applies to --source=pubsub only"},
 		{"a dry run on prism", nil, with(batch, "--dry_run"), "give --runner=dataflow"},
 		{"a dry-run file without a dry run", nil, with(batch, "--dry_run_out=job.json"), "add --dry_run"},
 	}
@@ -205,6 +224,43 @@ func TestParseDefaults(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("stream: %s = %v; want %v", c.name, c.got, c.want)
 		}
+	}
+}
+
+// TestParseSilences: a stream of a spec with a cadence raises silences to
+// the topic --silences_topic names, and says so when it has nowhere to
+// write them; a spec without one raises none and warns of nothing.
+func TestParseSilences(t *testing.T) {
+	parseEnv(t)
+	dl := t.TempDir()
+	stream := []string{"--source=pubsub", "--subscription=projects/p/subscriptions/s", "--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=" + dl}
+	cadenced := specWith(t, "cadence: 20m")
+	tests := []struct {
+		name    string
+		args    []string
+		topic   *targets.Topic
+		warning string
+	}{
+		{"no cadence", stream, nil, ""},
+		{"a cadence and a topic", append([]string{"--spec=" + cadenced, "--silences_topic=projects/q/topics/silent"}, stream...),
+			&targets.Topic{Project: "q", ID: "silent"}, ""},
+		{"a cadence and BigQuery", append([]string{"--spec=" + cadenced, "--bigquery_dataset=d"}, stream...), nil, ""},
+		{"a cadence and nowhere to write", append([]string{"--spec=" + cadenced}, stream...), nil, "raises no silences"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, p, err := parse(tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (cfg.SilencesTopic == nil) != (tc.topic == nil) || tc.topic != nil && *cfg.SilencesTopic != *tc.topic {
+				t.Errorf("silences topic = %v; want %v", cfg.SilencesTopic, tc.topic)
+			}
+			warned := strings.Join(p.warnings, "\n")
+			if tc.warning == "" && strings.Contains(warned, "silences") || tc.warning != "" && !strings.Contains(warned, tc.warning) {
+				t.Errorf("warnings %q; want one with %q", warned, tc.warning)
+			}
+		})
 	}
 }
 

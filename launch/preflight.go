@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"context"
 	"errors"
 	"fmt"
@@ -42,9 +43,18 @@ func preflight(ctx context.Context, cfg pipelines.Config, p plan) error {
 		if err := pubsubio.CheckSubscription(ctx, p.stream.Source.Subscription); err != nil {
 			return fmt.Errorf("--subscription: %w", err)
 		}
+		if t := cfg.SilencesTopic; t != nil && cfg.Replay == nil {
+			if err := pubsubio.CheckTopic(ctx, *t); err != nil {
+				return fmt.Errorf("--silences_topic: %w", err)
+			}
+		}
 	}
 	if bq := cfg.BigQuery; bq != nil {
-		for i, t := range cfg.Spec.BigQueryTables() {
+		tables := cfg.Spec.BigQueryTables()
+		if p.streaming && cfg.Replay == nil && cfg.Spec.RaisesSilences() {
+			tables = append(tables, hours.SilencesBigQuery(cfg.Spec.Spec))
+		}
+		for i, t := range tables {
 			name := t.Table
 			if i == 0 {
 				name = bq.Table // --bigquery_table may rename the readings table

@@ -64,6 +64,11 @@ type Config struct {
 	// the local default, prism). Check refuses Local on Dataflow.
 	Runner string
 
+	// SilencesTopic is the Pub/Sub topic a stream publishes its silence
+	// records to, besides BigQuery's silences table (nil: none; see
+	// raiseSilences).
+	SilencesTopic *targets.Topic
+
 	// Local are a stream's options for runners that keep its windows in
 	// their workers' memory: every runner but Dataflow, whose state is
 	// durable. nil: none.
@@ -105,7 +110,7 @@ type Replay struct {
 func (c Config) Check() error {
 	switch {
 	case c.Spec == nil:
-		return fmt.Errorf("pipelines: no compiled dataset spec (schemas.Compile)")
+		return fmt.Errorf("pipelines: no compiled dataset spec (hours.Compile)")
 	case c.Bigtable.Project == "" || c.Bigtable.Instance == "":
 		return fmt.Errorf("pipelines: bigtable project and instance are required")
 	case c.DeadLetter == (targets.DeadLetterTarget{}):

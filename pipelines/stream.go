@@ -11,9 +11,12 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window/trigger"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 
 // Stream windowing defaults (the launcher's --early_firing,
@@ -158,7 +161,7 @@ func ingestStream(s beam.Scope, cfg Config, w Windowing, merge bool, records bea
 		local = *cfg.Local
 	}
 	onTime, late := tooLate(s, w, records)
-	dead := []beam.PCollection{late}
+	dead := append([]beam.PCollection{late}, raiseSilences(s, cfg, w.withDefaults().AllowedLateness, onTime)...)
 	if local.WriteOnArrival {
 		bt, _ := cfg.sinks()
 		arrival := beam.ParDo(s.Scope("WriteOnArrival"), &dofns.ArrivalRowsFn{Spec: cfg.Spec}, onTime)
@@ -226,4 +229,44 @@ func buildStream(s beam.Scope, cfg Config, w Windowing, local LocalRunner, merge
 	var b built
 	b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("Firings"), fn, panes)
 	return b
+}
+
+// raiseSilences tracks each sensor's readings against the spec's cadence
+// and writes a silence record when one stops reporting for longer than
+// silent_after, and a resumed record when it reports again
+// (dofns.SilencesFn), to BigQuery's silences table
+// (schemas.SilencesTable, in the run's dataset) when the run writes
+// BigQuery, and to cfg.SilencesTopic when set. It returns the sinks' dead
+// letters. A spec without a cadence (schemas.Spec.RaisesSilences), or a
+// run with neither sink, adds nothing to the graph.
+//
+// The keyed step Ingest/Silences/dofns.SilencesFn and its state (one
+// value, silence, packed bytes) and coder (hours.SilenceBatch) are part
+// of the Dataflow update contract: keep them.
+func raiseSilences(s beam.Scope, cfg Config, allowedLateness time.Duration, records beam.PCollection) []beam.PCollection {
+	_, bq := cfg.sinks()
+	if !cfg.Spec.RaisesSilences() || bq == nil && cfg.SilencesTopic == nil {
+		return nil
+	}
+	s = s.Scope("Silences")
+	batches := beam.ParDo(s, &dofns.SilenceBatchFn{Spec: cfg.Spec}, records)
+	if cfg.Local != nil && cfg.Local.Recover {
+		// At start-up, each sensor's readings of the allowed lateness,
+		// read back from Bigtable: what a killed run's state held.
+		history := beam.ParDo(s.Scope("Recover"), &dofns.RecoverSilencesFn{Spec: cfg.Spec, AllowedLateness: allowedLateness,
+			Recovery: dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}}, beam.Impulse(s.Scope("Recover")))
+		batches = beam.Flatten(s, batches, history)
+	}
+	raised := beam.ParDo(s, dofns.NewSilencesFn(cfg.Spec), batches)
+	rows, msgs := beam.ParDo2(s, &dofns.SilenceRecordsFn{Spec: cfg.Spec, BigQuery: bq != nil, Topic: cfg.SilencesTopic != nil}, raised)
+	var dead []beam.PCollection
+	if bq != nil {
+		t := *bq
+		t.Table, t.Sink, t.Columns = schemas.SilencesTable, codec.SinkSilences, hours.SilencesBigQuery(cfg.Spec.Spec)
+		dead = append(dead, bigqueryio.Write(s, t, rows))
+	}
+	if cfg.SilencesTopic != nil {
+		dead = append(dead, pubsubio.Publish(s, pubsubio.PublishConfig{Topic: *cfg.SilencesTopic, Retry: cfg.Retry, Sink: codec.SinkSilences}, msgs))
+	}
+	return dead
 }

@@ -483,8 +483,11 @@ func (l *Ledger) check(c Counters) {
 	}
 	for _, s := range l.Sinks {
 		what := "readings"
-		if s.Sink == codec.SinkBigQueryRollups {
+		switch s.Sink {
+		case codec.SinkBigQueryRollups:
 			what = "rollup rows"
+		case codec.SinkSilences:
+			what = "silence records"
 		}
 		done := s.Written + s.Failed
 		switch {
@@ -494,7 +497,7 @@ func (l *Ledger) check(c Counters) {
 		case s.Routed < done:
 			p = append(p, fmt.Sprintf("%s %s: %s written %d + dead-lettered %d > routed %d", s.Sink, s.Table, what, s.Written, s.Failed, s.Routed))
 		}
-		if skipped := l.ReplaySkipped[s.Sink]; s.Sink != codec.SinkBigQueryRollups && !l.Stream && s.Routed+skipped != l.Readings && !s.rollupsOnly() {
+		if skipped := l.ReplaySkipped[s.Sink]; s.Sink != codec.SinkBigQueryRollups && s.Sink != codec.SinkSilences && !l.Stream && s.Routed+skipped != l.Readings && !s.rollupsOnly() {
 			if skipped > 0 {
 				p = append(p, fmt.Sprintf("%s %s: routed %d readings and left out %d replayed for another sink, of %d distinct valid readings (off by %d)",
 					s.Sink, s.Table, s.Routed, skipped, l.Readings, l.Readings-s.Routed-skipped))
@@ -628,8 +631,11 @@ func (l *Ledger) WriteText(w io.Writer) {
 	}
 	for _, s := range l.Sinks {
 		what := "readings"
-		if s.Sink == codec.SinkBigQueryRollups {
+		switch s.Sink {
+		case codec.SinkBigQueryRollups:
 			what = "rollup rows"
+		case codec.SinkSilences:
+			what = "silence records"
 		}
 		fmt.Fprintf(w, "  %s %s: %s routed %d = written %d + dead-lettered %d", s.Sink, s.Table, what, s.Routed, s.Written, s.Failed)
 		if s.Unavailable > 0 {

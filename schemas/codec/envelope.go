@@ -24,6 +24,10 @@ const (
 	SinkBigtable        = "bigtable"
 	SinkBigQuery        = "bigquery"
 	SinkBigQueryRollups = "bigquery_rollups"
+	// SinkSilences is a stream's silence records (the silences table,
+	// and the silences topic): a record neither took. It is no reading,
+	// and a replay does not take it.
+	SinkSilences = "silences"
 )
 
 // Sinks lists the sinks in ledger order.

@@ -105,6 +105,7 @@ var (
 	outFlag      = flag.String("out", ".run/bench-stream.json", "Write the figures as JSON to this file (empty: do not; with -backlog the default is .run/bench-stream-backlog.json).")
 	keep         = flag.Bool("keep", false, "Keep the work directory (launcher binary, dead letters).")
 	perMessage   = flag.Int("per_message", 1, "Throughput phase: readings each Pub/Sub message carries (NDJSON lines); the phase reports the read rate and the Pub/Sub bytes billed per reading (1 KB a message at least).")
+	cadence      = flag.Duration("cadence", 0, "Run the spec with this cadence declared (cadence: in a copy of schemas/specs/SPEC.yaml), so that the stream also tracks each sensor and raises silences to BigQuery's sensor_silences; compare its figures with a run without (0: the spec as it is).")
 	hourCloseAt  = flag.Duration("hour_close_at", 0, "Latency phase: move the event times ahead so that the top of an hour falls this long into the phase, and its on-time firings come within the run (0: event times are the wall clock's; an hour then closes only if the run crosses one).")
 )
 
@@ -359,6 +360,13 @@ func run(ctx context.Context) (err error) {
 	}
 	debug := fmt.Sprintf("127.0.0.1:%d", port)
 	args = append(args, "--debug_addr="+debug)
+	if *cadence > 0 {
+		path, err := cadencedSpec(work, target.spec.Name, *cadence)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--spec="+path)
+	}
 	args = append(args, strings.Fields(*launcherArgs)...)
 	rep.Launcher = args
 	env := []string{"BIGTABLE_EMULATOR_HOST=" + bt.HostPort, "PUBSUB_EMULATOR_HOST=" + ps.HostPort,
@@ -866,3 +874,17 @@ func round(v float64, digits int) float64 {
 }
 
 func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
+
+// cadencedSpec writes, into dir, schemas/specs/NAME.yaml with a cadence
+// declared, and returns its path.
+func cadencedSpec(dir, name string, cadence time.Duration) (string, error) {
+	b, err := os.ReadFile(filepath.Join("schemas", "specs", name+".yaml"))
+	if err != nil {
+		return "", fmt.Errorf("-cadence: the spec's file (run from the repository's root): %w", err)
+	}
+	path := filepath.Join(dir, name+"-cadence.yaml")
+	if err := os.WriteFile(path, append(b, fmt.Sprintf("\ncadence: %s\n", cadence)...), 0o644); err != nil {
+		return "", fmt.Errorf("-cadence: %w", err)
+	}
+	return path, nil
+}

@@ -1,0 +1,382 @@
+package dofns
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
+)
+
+func init() {
+	register.DoFn5x0[context.Context, beam.EventTime, string, schemas.Record, func(beam.EventTime, string, hours.SilenceBatch)](&SilenceBatchFn{})
+	register.Emitter3[beam.EventTime, string, hours.SilenceBatch]()
+	register.DoFn6x1[context.Context, state.Provider, timers.Provider, string, hours.SilenceBatch, func(schemas.Silence), error](&SilencesFn{})
+	register.Emitter1[schemas.Silence]()
+	register.DoFn3x0[schemas.Silence, func(hours.BQRow), func(PubSubMessage)](&SilenceRecordsFn{})
+	register.Emitter1[PubSubMessage]()
+	register.DoFn3x1[context.Context, []byte, func(string, hours.SilenceBatch), error](&RecoverSilencesFn{})
+	register.Emitter2[string, hours.SilenceBatch]()
+
+	register.Function1x1(encodeSilenceBatch)
+	register.Function1x2(hours.DecodeSilenceBatch)
+	register.Function1x1(encodeSilence)
+	register.Function1x2(decodeSilence)
+	// One element per sensor and bundle crosses the keyed step: the
+	// identity once and the event times as varint deltas.
+	beam.RegisterCoder(reflect.TypeOf((*hours.SilenceBatch)(nil)).Elem(), encodeSilenceBatch, hours.DecodeSilenceBatch)
+	beam.RegisterCoder(reflect.TypeOf((*schemas.Silence)(nil)).Elem(), encodeSilence, decodeSilence)
+	beam.RegisterType(reflect.TypeOf((*PubSubMessage)(nil)).Elem())
+}
+
+// PubSubMessage is one message for a topic: its data and attributes.
+type PubSubMessage struct {
+	Data       []byte
+	Attributes map[string]string
+}
+
+// DefaultSilenceBuffered is the most readings a SilenceBatchFn holds before
+// it sends every batch it has.
+const DefaultSilenceBuffered = 65_536
+
+// SilenceBatchFn packs a bundle's readings, KV<identity, Record>, into one
+// hours.SilenceBatch per sensor (its identity and the distinct event
+// times, with their silent_after when the spec's cadence field sets it
+// per reading), stamped with the batch's earliest event time, so that
+// SilencesFn reads and writes each sensor's state once per bundle however
+// many readings the bundle holds. It holds at most MaxBuffered readings
+// before it sends what it has.
+type SilenceBatchFn struct {
+	Spec *hours.Compiled
+	// MaxBuffered defaults to DefaultSilenceBuffered.
+	MaxBuffered int
+
+	batches  map[string]*silenceAcc
+	buffered int
+	perRead  bool
+}
+
+type silenceAcc struct {
+	identity []schemas.Value
+	times    []silenceTime
+}
+
+type silenceTime struct{ at, after int64 }
+
+// Setup notes whether silent_after is set per reading.
+func (f *SilenceBatchFn) Setup() {
+	_, fixed := f.Spec.SilenceAfter()
+	f.perRead = !fixed
+}
+
+// StartBundle starts with nothing held.
+func (f *SilenceBatchFn) StartBundle(func(beam.EventTime, string, hours.SilenceBatch)) {
+	f.batches, f.buffered = map[string]*silenceAcc{}, 0
+}
+
+// ProcessElement adds a reading's event time to its sensor's batch.
+func (f *SilenceBatchFn) ProcessElement(_ context.Context, _ beam.EventTime, key string, r schemas.Record, emit func(beam.EventTime, string, hours.SilenceBatch)) {
+	a := f.batches[key]
+	if a == nil {
+		a = &silenceAcc{identity: f.Spec.IdentityValues(&r)}
+		f.batches[key] = a
+	}
+	t := silenceTime{at: r.EventMs}
+	if f.perRead {
+		t.after = f.Spec.SilentAfterOf(&r).Milliseconds()
+	}
+	a.times = append(a.times, t)
+	f.buffered++
+	if max := f.MaxBuffered; f.buffered >= max && max > 0 || max <= 0 && f.buffered >= DefaultSilenceBuffered {
+		f.flush(emit)
+	}
+}
+
+// FinishBundle sends every batch.
+func (f *SilenceBatchFn) FinishBundle(emit func(beam.EventTime, string, hours.SilenceBatch)) {
+	f.flush(emit)
+}
+
+func (f *SilenceBatchFn) flush(emit func(beam.EventTime, string, hours.SilenceBatch)) {
+	for key, a := range f.batches {
+		slices.SortFunc(a.times, func(x, y silenceTime) int {
+			if x.at != y.at {
+				return int(min(max(x.at-y.at, -1), 1))
+			}
+			// Of two readings with one millisecond, the larger interval.
+			return int(min(max(y.after-x.after, -1), 1))
+		})
+		b := hours.SilenceBatch{Identity: a.identity, TimesMs: make([]int64, 0, len(a.times))}
+		if f.perRead {
+			b.AfterMs = make([]int64, 0, len(a.times))
+		}
+		for i, t := range a.times {
+			if i > 0 && t.at == a.times[i-1].at {
+				continue
+			}
+			b.TimesMs = append(b.TimesMs, t.at)
+			if f.perRead {
+				b.AfterMs = append(b.AfterMs, t.after)
+			}
+		}
+		emit(beam.EventTime(b.TimesMs[0]), key, b)
+	}
+	f.batches, f.buffered = map[string]*silenceAcc{}, 0
+}
+
+// SilencesFn raises a stream's silences: keyed by identity, it keeps each
+// sensor's schemas.SilenceTrack in state (its newest reading's event time,
+// that reading's silent_after, and whether its silence was raised) and an
+// event-time timer at the time the sensor turns silent
+// (SilenceTrack.DueMs). When the watermark passes it, the timer raises one
+// silence record; the sensor's next reading raises one resumed record
+// (and the silence too, when the reading came before the watermark passed
+// the gap). Each element is one bundle's readings of a sensor
+// (SilenceBatchFn): one state read and at most one write and one timer
+// set per sensor and bundle.
+//
+// A reading no newer than the sensor's newest changes nothing, so
+// redelivered messages raise nothing twice. A restarted local stream
+// starts with no state: RecoverSilencesFn reads each sensor's readings of
+// the allowed lateness back from Bigtable (History batches,
+// SilenceTrack.Prepend), so the gaps before and across the restart are
+// raised too, and a sensor that stopped before it is timed again. The
+// gaps raised before the restart come again with the same ids
+// (schemas.Spec.SilenceID), which the sinks dedupe.
+//
+// The timer's output timestamp is its own time, the silence's
+// silent_since, which OnTimer reads to tell a timer set for an older
+// reading from the current one: it holds the watermark no further back
+// than the input's, since it fires as soon as the input passes it.
+type SilencesFn struct {
+	// DefaultAfterMs is the spec's silent_after in milliseconds (0: set
+	// per reading, by each batch's AfterMs).
+	DefaultAfterMs int64
+
+	// Track is the sensor's schemas.SilenceTrack (AppendSilenceTrack).
+	Track state.Value[[]byte]
+	// Timer fires when the sensor turns silent.
+	Timer timers.EventTime
+
+	raised, resumed beam.Counter
+}
+
+// NewSilencesFn returns a SilencesFn with its state and timer declared.
+func NewSilencesFn(spec *hours.Compiled) *SilencesFn {
+	d, _ := spec.SilenceAfter()
+	return &SilencesFn{
+		DefaultAfterMs: d.Milliseconds(),
+		Track:          state.MakeValueState[[]byte]("silence"),
+		Timer:          timers.InEventTime("silent"),
+	}
+}
+
+// Setup makes the counters.
+func (f *SilencesFn) Setup() {
+	f.raised = beam.NewCounter("silences", "raised")
+	f.resumed = beam.NewCounter("silences", "resumed")
+}
+
+// ProcessElement takes one bundle's readings of one sensor.
+func (f *SilencesFn) ProcessElement(ctx context.Context, sp state.Provider, tp timers.Provider, key string, b hours.SilenceBatch, emit func(schemas.Silence)) error {
+	if len(b.TimesMs) == 0 {
+		return nil
+	}
+	tr, err := f.read(sp)
+	if err != nil {
+		return err
+	}
+	if tr.Known && !b.History && b.TimesMs[len(b.TimesMs)-1] <= tr.LastMs {
+		return nil // nothing newer: a late or redelivered batch
+	}
+	wasDue, wasSet := tr.DueMs()
+	var out []schemas.Silence
+	if b.History {
+		out = tr.Prepend(b.Identity, b.TimesMs, b.AfterMs, f.DefaultAfterMs, time.Now().UnixMilli())
+	} else {
+		out = tr.Observe(b.Identity, b.TimesMs, b.AfterMs, f.DefaultAfterMs, time.Now().UnixMilli())
+	}
+	if err := f.Track.Write(sp, hours.AppendSilenceTrack(nil, tr)); err != nil {
+		return fmt.Errorf("write silence state: %w", err)
+	}
+	if due, ok := tr.DueMs(); ok && (!wasSet || due != wasDue) {
+		f.Timer.Set(tp, time.UnixMilli(due), timers.WithOutputTimestamp(time.UnixMilli(due)))
+	}
+	f.emit(ctx, out, emit)
+	return nil
+}
+
+// OnTimer raises the sensor's silence, unless a newer reading came since
+// the timer was set.
+func (f *SilencesFn) OnTimer(ctx context.Context, at beam.EventTime, sp state.Provider, tp timers.Provider, key string, timer timers.Context, emit func(schemas.Silence)) error {
+	tr, err := f.read(sp)
+	if err != nil {
+		return err
+	}
+	x, ok := tr.Expire(at.Milliseconds(), time.Now().UnixMilli())
+	if !ok {
+		return nil
+	}
+	if err := f.Track.Write(sp, hours.AppendSilenceTrack(nil, tr)); err != nil {
+		return fmt.Errorf("write silence state: %w", err)
+	}
+	f.emit(ctx, []schemas.Silence{x}, emit)
+	return nil
+}
+
+func (f *SilencesFn) read(sp state.Provider) (schemas.SilenceTrack, error) {
+	b, ok, err := f.Track.Read(sp)
+	if err != nil {
+		return schemas.SilenceTrack{}, fmt.Errorf("read silence state: %w", err)
+	}
+	if !ok || len(b) == 0 {
+		return schemas.SilenceTrack{}, nil
+	}
+	return hours.DecodeSilenceTrack(b)
+}
+
+func (f *SilencesFn) emit(ctx context.Context, out []schemas.Silence, emit func(schemas.Silence)) {
+	for _, x := range out {
+		if x.Kind == schemas.SilenceRaised {
+			f.raised.Inc(ctx, 1)
+		} else {
+			f.resumed.Inc(ctx, 1)
+		}
+		emit(x)
+	}
+}
+
+// SilenceRecordsFn renders each silence record for its sinks: a row of
+// the silences table (schemas.Spec.SilenceBQRow) when BigQuery is on, and
+// a message for the silences topic when Topic is set, its data the
+// record's JSON, with attributes silence_id (for a reader to drop a
+// repeat) and kind.
+type SilenceRecordsFn struct {
+	Spec     *hours.Compiled
+	BigQuery bool
+	Topic    bool
+}
+
+// ProcessElement renders one record.
+func (f *SilenceRecordsFn) ProcessElement(x schemas.Silence, row func(hours.BQRow), msg func(PubSubMessage)) {
+	if f.BigQuery {
+		row(hours.SilenceBQRow(f.Spec.Spec, x))
+	}
+	if f.Topic {
+		msg(PubSubMessage{Data: f.Spec.SilenceJSON(x), Attributes: map[string]string{
+			schemas.SilenceColID: f.Spec.SilenceID(x), schemas.SilenceColKind: x.Kind}})
+	}
+}
+
+func encodeSilenceBatch(b hours.SilenceBatch) []byte { return hours.AppendSilenceBatch(nil, b) }
+
+// encodeSilence writes a record as its kind, the four times as varints,
+// then the identity (a SilenceBatch with no times).
+func encodeSilence(x schemas.Silence) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(x.Kind)))
+	b = append(b, x.Kind...)
+	for _, t := range []int64{x.LastSeenMs, x.SilentSinceMs, x.DetectedAtMs, x.ResumedAtMs} {
+		b = binary.AppendVarint(b, t)
+	}
+	return hours.AppendSilenceBatch(b, hours.SilenceBatch{Identity: x.Identity})
+}
+
+func decodeSilence(p []byte) (schemas.Silence, error) {
+	var x schemas.Silence
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n > uint64(len(p)-k) {
+		return x, fmt.Errorf("%w: silence: bad kind", codec.ErrCodec)
+	}
+	x.Kind, p = string(p[k:k+int(n)]), p[k+int(n):]
+	for _, t := range []*int64{&x.LastSeenMs, &x.SilentSinceMs, &x.DetectedAtMs, &x.ResumedAtMs} {
+		v, k := binary.Varint(p)
+		if k <= 0 {
+			return x, fmt.Errorf("%w: silence: bad time", codec.ErrCodec)
+		}
+		*t, p = v, p[k:]
+	}
+	b, err := hours.DecodeSilenceBatch(p)
+	if err != nil {
+		return x, err
+	}
+	x.Identity = b.Identity
+	return x, nil
+}
+
+// RecoverSilencesFn, once when a restarted local stream starts, reads
+// back from Bigtable every reading with an event time within the allowed
+// lateness (written on arrival by the run before), and emits each
+// sensor's event times as one History batch for SilencesFn, which a
+// killed or stopped run's state lost. A scan that fails after its
+// retries fails the bundle: on prism that stops the stream at start-up,
+// with every message not yet acknowledged left to the next run.
+type RecoverSilencesFn struct {
+	Spec            *hours.Compiled
+	Recovery        Recovery
+	AllowedLateness time.Duration
+
+	reader *readBacker
+	found  beam.Counter
+}
+
+// Setup opens the Bigtable client. A spec with no table to read back
+// from has nothing to recover (the launcher says so at start).
+func (f *RecoverSilencesFn) Setup(ctx context.Context) error {
+	f.found = beam.NewCounter("silences", "sensors_recovered")
+	r, err := openReadBacker(ctx, f.Spec, f.Recovery)
+	if errors.Is(err, hours.ErrNoReadBack) {
+		return nil
+	}
+	f.reader = r
+	return err
+}
+
+// Teardown closes the client.
+func (f *RecoverSilencesFn) Teardown() error {
+	if f.reader != nil {
+		return f.reader.close()
+	}
+	return nil
+}
+
+// ProcessElement scans the readings and emits a History batch per sensor.
+func (f *RecoverSilencesFn) ProcessElement(ctx context.Context, _ []byte, emit func(string, hours.SilenceBatch)) error {
+	if f.reader == nil {
+		return nil
+	}
+	from := time.Now().Add(-f.AllowedLateness).UnixMilli()
+	plan, err := f.reader.rb.PlanSince(from, time.Now().Add(365*24*time.Hour).UnixMilli())
+	if err != nil {
+		return fmt.Errorf("recover silences: read back %s: %w", f.reader.rb.Table(), err)
+	}
+	acc := &SilenceBatchFn{Spec: f.Spec, MaxBuffered: math.MaxInt}
+	acc.Setup()
+	acc.StartBundle(nil)
+	err = f.reader.scan(ctx, plan, from, math.MaxInt64, discoverPolicy, func() { acc.StartBundle(nil) }, func(row hours.ReadRow) {
+		recs, _ := f.reader.rb.Records([]hours.ReadRow{row}, "", from, math.MaxInt64)
+		for i := range recs {
+			acc.ProcessElement(ctx, 0, hours.IdentityKey(f.reader.rb.Spec(), &recs[i]), recs[i], nil)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("recover silences: %w", err)
+	}
+	f.found.Inc(ctx, int64(len(acc.batches)))
+	acc.flush(func(_ beam.EventTime, key string, b hours.SilenceBatch) {
+		b.History = true
+		emit(key, b)
+	})
+	return nil
+}

@@ -1,0 +1,226 @@
+package hours
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+)
+
+// SilencesBigQuery describes the silences table: the identity fields,
+// silence_id (the primary key), kind, last_seen, silent_since,
+// detected_at and resumed_at (NULL in a silence record), partitioned by
+// day of silent_since and clustered by identity.
+func SilencesBigQuery(s *schemas.Spec) *schemas.BigQuerySpec {
+	bq := &schemas.BigQuerySpec{
+		Table:            schemas.SilencesTable,
+		TimePartitioning: &schemas.PartitionSpec{Type: "DAY", Field: schemas.SilenceColSilentSince},
+		Clustering:       append([]string(nil), s.Identity...),
+		PrimaryKey:       []string{schemas.SilenceColID},
+		MaxStaleness:     schemas.DefaultMaxStaleness.String(),
+	}
+	if s.BigQuery != nil && len(s.BigQuery.PrimaryKey) > 0 && s.BigQuery.MaxStaleness != "" {
+		bq.MaxStaleness = s.BigQuery.MaxStaleness
+	}
+	add := func(name, typ, mode string) {
+		bq.Columns = append(bq.Columns, schemas.BQColumnSpec{Name: name, Type: typ, Mode: mode, Value: name})
+	}
+	for _, name := range s.Identity {
+		typ := "STRING"
+		if fi := s.FieldIndex(name); fi >= 0 && fi < len(s.Fields) {
+			typ = bqType(s.Fields[fi].Type)
+		}
+		add(name, typ, "REQUIRED")
+	}
+	add(schemas.SilenceColID, "STRING", "REQUIRED")
+	add(schemas.SilenceColKind, "STRING", "REQUIRED")
+	add(schemas.SilenceColLastSeen, "TIMESTAMP", "REQUIRED")
+	add(schemas.SilenceColSilentSince, "TIMESTAMP", "REQUIRED")
+	add(schemas.SilenceColDetectedAt, "TIMESTAMP", "REQUIRED")
+	add(schemas.SilenceColResumedAt, "TIMESTAMP", "")
+	return bq
+}
+
+// SilenceBQRow is x as a row of SilencesBigQuery. Its change sequence is
+// its detected_at, so a gap raised again replaces its row.
+func SilenceBQRow(s *schemas.Spec, x schemas.Silence) BQRow {
+	vals := make([]schemas.Value, 0, len(x.Identity)+6)
+	vals = append(vals, x.Identity...)
+	resumed := schemas.Value{}
+	if x.Kind == schemas.SilenceResumed {
+		resumed = schemas.Value{Kind: schemas.KindTime, Int: x.ResumedAtMs}
+	}
+	vals = append(vals,
+		schemas.Value{Kind: schemas.KindString, Str: s.SilenceID(x)},
+		schemas.Value{Kind: schemas.KindString, Str: x.Kind},
+		schemas.Value{Kind: schemas.KindTime, Int: x.LastSeenMs},
+		schemas.Value{Kind: schemas.KindTime, Int: x.SilentSinceMs},
+		schemas.Value{Kind: schemas.KindTime, Int: x.DetectedAtMs},
+		resumed)
+	return BQRow{Values: vals, Origin: Origin{Raw: string(s.SilenceJSON(x)), Source: schemas.SilencesTable}, Seq: ChangeSeq{Micros: x.DetectedAtMs * 1000}}
+}
+
+// SilenceBatch is one bundle's readings of one sensor as the silence
+// step takes them: the identity's values and the distinct event times,
+// ascending, with each one's silent_after (SilentAfterOf, in
+// milliseconds; nil when the spec's is the same for every reading).
+type SilenceBatch struct {
+	Identity []schemas.Value
+	TimesMs  []int64
+	AfterMs  []int64
+	// History marks a restarted local stream's readings read back from
+	// the store (schemas.SilenceTrack.Prepend), not read from the source.
+	History bool
+}
+
+// AppendSilenceBatch appends b's compact form to dst: the identity as a
+// record (codec.AppendRecords), then the times as varint deltas, then the
+// silent_afters when there are any. DecodeSilenceBatch reads it.
+func AppendSilenceBatch(dst []byte, b SilenceBatch) []byte {
+	dst = appendIdentity(dst, b.Identity)
+	dst = binary.AppendUvarint(dst, uint64(len(b.TimesMs)))
+	prev := int64(0)
+	for _, t := range b.TimesMs {
+		dst = binary.AppendVarint(dst, t-prev)
+		prev = t
+	}
+	var mark byte
+	if b.History {
+		mark = 2
+	}
+	if b.AfterMs == nil {
+		return append(dst, mark)
+	}
+	dst = append(dst, mark|1)
+	for i := range b.TimesMs {
+		a := int64(0)
+		if i < len(b.AfterMs) {
+			a = b.AfterMs[i]
+		}
+		dst = binary.AppendVarint(dst, a)
+	}
+	return dst
+}
+
+// DecodeSilenceBatch decodes what AppendSilenceBatch wrote.
+func DecodeSilenceBatch(p []byte) (SilenceBatch, error) {
+	var b SilenceBatch
+	id, rest, err := decodeIdentity(p)
+	if err != nil {
+		return b, err
+	}
+	b.Identity = id
+	n, k := binary.Uvarint(rest)
+	if k <= 0 || n > uint64(len(rest)) {
+		return b, fmt.Errorf("%w: silence batch: bad count", codec.ErrCodec)
+	}
+	rest = rest[k:]
+	b.TimesMs = make([]int64, n)
+	prev := int64(0)
+	for i := range b.TimesMs {
+		d, k := binary.Varint(rest)
+		if k <= 0 {
+			return b, fmt.Errorf("%w: silence batch: bad time %d", codec.ErrCodec, i)
+		}
+		rest = rest[k:]
+		prev += d
+		b.TimesMs[i] = prev
+	}
+	if len(rest) == 0 {
+		return b, fmt.Errorf("%w: silence batch: truncated", codec.ErrCodec)
+	}
+	mark := rest[0]
+	rest = rest[1:]
+	if mark > 3 {
+		return b, fmt.Errorf("%w: silence batch: bad mark", codec.ErrCodec)
+	}
+	b.History = mark&2 != 0
+	if mark&1 != 0 {
+		b.AfterMs = make([]int64, n)
+		for i := range b.AfterMs {
+			a, k := binary.Varint(rest)
+			if k <= 0 {
+				return b, fmt.Errorf("%w: silence batch: bad silent_after %d", codec.ErrCodec, i)
+			}
+			rest = rest[k:]
+			b.AfterMs[i] = a
+		}
+	}
+	if len(rest) != 0 {
+		return b, fmt.Errorf("%w: silence batch: %d bytes left", codec.ErrCodec, len(rest))
+	}
+	return b, nil
+}
+
+// AppendSilenceTrack appends t's compact form to dst: a flags byte
+// (Known, Open), LastMs and AfterMs as varints, then the identity.
+// DecodeSilenceTrack reads it.
+func AppendSilenceTrack(dst []byte, t schemas.SilenceTrack) []byte {
+	var flags byte
+	if t.Known {
+		flags |= 1
+	}
+	if t.Open {
+		flags |= 2
+	}
+	dst = append(dst, flags)
+	dst = binary.AppendVarint(dst, t.LastMs)
+	dst = binary.AppendVarint(dst, t.AfterMs)
+	dst = binary.AppendVarint(dst, t.FirstMs)
+	return appendIdentity(dst, t.Identity)
+}
+
+// DecodeSilenceTrack decodes what AppendSilenceTrack wrote.
+func DecodeSilenceTrack(p []byte) (schemas.SilenceTrack, error) {
+	var t schemas.SilenceTrack
+	if len(p) == 0 || p[0] > 3 {
+		return t, fmt.Errorf("%w: silence track: bad flags", codec.ErrCodec)
+	}
+	t.Known, t.Open = p[0]&1 != 0, p[0]&2 != 0
+	rest := p[1:]
+	var k int
+	if t.LastMs, k = binary.Varint(rest); k <= 0 {
+		return t, fmt.Errorf("%w: silence track: bad last time", codec.ErrCodec)
+	}
+	rest = rest[k:]
+	if t.AfterMs, k = binary.Varint(rest); k <= 0 {
+		return t, fmt.Errorf("%w: silence track: bad silent_after", codec.ErrCodec)
+	}
+	rest = rest[k:]
+	if t.FirstMs, k = binary.Varint(rest); k <= 0 {
+		return t, fmt.Errorf("%w: silence track: bad first time", codec.ErrCodec)
+	}
+	id, rest, err := decodeIdentity(rest[k:])
+	if err != nil {
+		return t, err
+	}
+	if len(rest) != 0 {
+		return t, fmt.Errorf("%w: silence track: %d bytes left", codec.ErrCodec, len(rest))
+	}
+	t.Identity = id
+	return t, nil
+}
+
+// appendIdentity appends identity values as one record (codec.AppendRecords),
+// after its length.
+func appendIdentity(dst []byte, identity []schemas.Value) []byte {
+	rec := codec.AppendRecords(nil, []schemas.Record{{Values: identity}})
+	dst = binary.AppendUvarint(dst, uint64(len(rec)))
+	return append(dst, rec...)
+}
+
+func decodeIdentity(p []byte) ([]schemas.Value, []byte, error) {
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n > uint64(len(p)-k) {
+		return nil, nil, fmt.Errorf("%w: silence identity: bad length", codec.ErrCodec)
+	}
+	recs, err := codec.DecodeRecords(p[k : k+int(n)])
+	if err != nil {
+		return nil, nil, fmt.Errorf("silence identity: %w", err)
+	}
+	if len(recs) != 1 {
+		return nil, nil, fmt.Errorf("%w: silence identity: %d records", codec.ErrCodec, len(recs))
+	}
+	return recs[0].Values, p[k+int(n):], nil
+}

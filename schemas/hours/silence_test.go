@@ -1,0 +1,232 @@
+package hours
+
+import (
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+func TestSilenceAfter(t *testing.T) {
+	tests := []struct {
+		name                        string
+		cadence, field, silentAfter string
+		want                        time.Duration
+		ok, raises                  bool
+	}{
+		{"no cadence: no silences", "", "", "", 0, false, false},
+		{"three cadences by default", "20m", "", "", time.Hour, true, true},
+		{"silent_after wins", "20m", "", "45m", 45 * time.Minute, true, true},
+		{"a cadence field raises them per reading", "", "heart_rate", "", 0, false, true},
+		{"a cadence field the spec lacks raises nothing", "", "no_such_field", "", 0, false, false},
+		{"a bad duration is none", "soon", "", "", 0, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := mustSpec(t, "vitals")
+			s.Cadence, s.CadenceField, s.SilentAfter = tt.cadence, tt.field, tt.silentAfter
+			got, ok := s.SilenceAfter()
+			if got != tt.want || ok != tt.ok {
+				t.Errorf("SilenceAfter = %v, %v; want %v, %v", got, ok, tt.want, tt.ok)
+			}
+			if r := s.RaisesSilences(); r != tt.raises {
+				t.Errorf("RaisesSilences = %v; want %v", r, tt.raises)
+			}
+		})
+	}
+}
+
+func TestCadenceOf(t *testing.T) {
+	tests := []struct {
+		v    schemas.Value
+		want time.Duration
+		ok   bool
+	}{
+		{schemas.Value{Kind: schemas.KindString, Str: "30s"}, 30 * time.Second, true},
+		{schemas.Value{Kind: schemas.KindInt, Int: 20}, 20 * time.Second, true},
+		{schemas.Value{Kind: schemas.KindFloat, Num: 1.5}, 1500 * time.Millisecond, true},
+		{schemas.Value{Kind: schemas.KindInt, Int: 0}, 0, false},
+		{schemas.Value{Kind: schemas.KindString, Str: "-1s"}, 0, false},
+		{schemas.Value{}, 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := schemas.CadenceOf(tt.v)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("CadenceOf(%+v) = %v, %v; want %v, %v", tt.v, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// TestSilenceTrack: each gap longer than silent_after gives one silence
+// and one resumed record, whether the timer raised the silence or the
+// reading after the gap came first, however the readings are batched and
+// however often they come.
+func TestSilenceTrack(t *testing.T) {
+	const after = 60 // ms
+	id := []schemas.Value{{Kind: schemas.KindString, Str: "s-1"}}
+	type step struct {
+		times  []int64 // a batch; nil: the timer at DueMs
+		expire bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		want  []string // kind@last_seen>resumed_at
+	}{
+		{"no gap", []step{{times: []int64{0, 50, 100}}}, nil},
+		{"a gap of exactly silent_after is none", []step{{times: []int64{0, 60}}}, nil},
+		{"a gap within one batch", []step{{times: []int64{0, 50, 200, 240}}}, []string{"silence@50", "resumed@50>200"}},
+		{"a gap across batches", []step{{times: []int64{0, 50}}, {times: []int64{200}}}, []string{"silence@50", "resumed@50>200"}},
+		{"the timer first, then the reading", []step{{times: []int64{0, 50}}, {expire: true}, {times: []int64{200}}},
+			[]string{"silence@50", "resumed@50>200"}},
+		{"the timer twice raises once", []step{{times: []int64{0, 50}}, {expire: true}, {expire: true}}, []string{"silence@50"}},
+		{"every batch three times", []step{{times: []int64{0, 50}}, {times: []int64{0, 50}}, {expire: true}, {times: []int64{0, 50}},
+			{times: []int64{200, 210}}, {times: []int64{200, 210}}, {times: []int64{200, 210}}}, []string{"silence@50", "resumed@50>200"}},
+		{"late readings change nothing", []step{{times: []int64{0, 50}}, {times: []int64{10, 20}}}, nil},
+		{"two gaps", []step{{times: []int64{0, 100, 120, 300}}}, []string{"silence@0", "resumed@0>100", "silence@120", "resumed@120>300"}},
+		{"a late reading after the timer ends the silence", []step{{times: []int64{0}}, {expire: true}, {times: []int64{30}}},
+			[]string{"silence@0", "resumed@0>30"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var tr schemas.SilenceTrack
+			var got []string
+			for _, st := range tt.steps {
+				var out []schemas.Silence
+				if st.expire {
+					due, ok := tr.DueMs()
+					if !ok {
+						due = tr.LastMs + after + 1 // a repeated timer
+					}
+					if x, ok := tr.Expire(due, 7); ok {
+						out = append(out, x)
+					}
+				} else {
+					out = tr.Observe(id, st.times, nil, after, 7)
+				}
+				for _, x := range out {
+					s := x.Kind + "@" + strconv.FormatInt(x.LastSeenMs, 10)
+					if x.Kind == schemas.SilenceResumed {
+						s += ">" + strconv.FormatInt(x.ResumedAtMs, 10)
+					}
+					if x.SilentSinceMs != x.LastSeenMs+after || x.DetectedAtMs != 7 {
+						t.Errorf("%+v: silent_since or detected_at wrong", x)
+					}
+					got = append(got, s)
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %q; want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSilenceTrackStaleTimer(t *testing.T) {
+	var tr schemas.SilenceTrack
+	tr.Observe(nil, []int64{0}, nil, 60, 1)
+	stale, _ := tr.DueMs()
+	tr.Observe(nil, []int64{40}, nil, 60, 1)
+	if _, ok := tr.Expire(stale, 2); ok {
+		t.Errorf("a timer set before a newer reading raised a silence")
+	}
+	due, _ := tr.DueMs()
+	if x, ok := tr.Expire(due, 2); !ok || x.LastSeenMs != 40 || x.SilentSinceMs != 100 {
+		t.Errorf("Expire at due = %+v, %v; want the silence after 40", x, ok)
+	}
+}
+
+func TestSilenceCodecs(t *testing.T) {
+	id := []schemas.Value{{Kind: schemas.KindString, Str: "s-1"}, {Kind: schemas.KindInt, Int: 7}}
+	for _, b := range []SilenceBatch{
+		{Identity: id, TimesMs: []int64{1_700_000_000_000, 1_700_000_020_000}},
+		{Identity: id, TimesMs: []int64{5}, AfterMs: []int64{60_000}},
+		{Identity: id, TimesMs: []int64{}},
+		{Identity: id, TimesMs: []int64{9}, History: true},
+	} {
+		got, err := DecodeSilenceBatch(AppendSilenceBatch(nil, b))
+		if err != nil || !reflect.DeepEqual(got, b) {
+			t.Errorf("batch %+v came back %+v, %v", b, got, err)
+		}
+	}
+	for _, tr := range []schemas.SilenceTrack{{}, {Known: true, Open: true, Identity: id, LastMs: 1_700_000_000_000, AfterMs: 3_600_000, FirstMs: 1_699_000_000_000}} {
+		got, err := DecodeSilenceTrack(AppendSilenceTrack(nil, tr))
+		if tr.Identity == nil {
+			tr.Identity = []schemas.Value{}
+		}
+		if err != nil || !reflect.DeepEqual(got, tr) {
+			t.Errorf("track %+v came back %+v, %v", tr, got, err)
+		}
+	}
+	if _, err := DecodeSilenceTrack([]byte{9}); err == nil {
+		t.Errorf("bad flags decoded")
+	}
+}
+
+// TestSilenceRecords: the id is the gap's (identity, silent_since, kind),
+// whatever was detected when; the row follows the table's columns.
+func TestSilenceRecords(t *testing.T) {
+	s := mustSpec(t, "vitals")
+	s.Cadence = "20m"
+	x := schemas.Silence{Kind: schemas.SilenceRaised, Identity: []schemas.Value{{Kind: schemas.KindString, Str: "s-1"}}, LastSeenMs: 1_000, SilentSinceMs: 3_601_000, DetectedAtMs: 5}
+	y := x
+	y.DetectedAtMs = 99
+	if s.SilenceID(x) != s.SilenceID(y) {
+		t.Errorf("the id depends on detected_at")
+	}
+	r := x
+	r.Kind, r.ResumedAtMs = schemas.SilenceResumed, 4_000_000
+	if s.SilenceID(x) == s.SilenceID(r) {
+		t.Errorf("a gap's silence and resumed records share an id")
+	}
+	bq := SilencesBigQuery(s)
+	row := SilenceBQRow(s, r)
+	if len(row.Values) != len(bq.Columns) {
+		t.Fatalf("row has %d values for %d columns", len(row.Values), len(bq.Columns))
+	}
+	if bq.Table != schemas.SilencesTable || !reflect.DeepEqual(bq.PrimaryKey, []string{schemas.SilenceColID}) || bq.Columns[0].Name != "sensor_id" {
+		t.Errorf("table %+v", bq)
+	}
+	want := `{"sensor_id":"s-1","silence_id":"` + s.SilenceID(r) + `","kind":"resumed","last_seen":"1970-01-01T00:00:01.000Z",` +
+		`"silent_since":"1970-01-01T01:00:01.000Z","detected_at":"1970-01-01T00:00:00.005Z","resumed_at":"1970-01-01T01:06:40.000Z"}`
+	if got := string(s.SilenceJSON(r)); got != want {
+		t.Errorf("SilenceJSON =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestSilenceTrackPrepend: a restarted stream's read-back history, whether
+// it comes before or after the new readings, gives the gaps one track over
+// all the readings gives.
+func TestSilenceTrackPrepend(t *testing.T) {
+	const after = 60
+	all := []int64{0, 50, 200, 210, 400, 420}
+	want := func() []schemas.Silence {
+		var tr schemas.SilenceTrack
+		return tr.Observe(nil, all, nil, after, 1)
+	}()
+	for split := 1; split < len(all); split++ {
+		var tr schemas.SilenceTrack
+		got := tr.Observe(nil, all[split:], nil, after, 1)
+		got = append(got, tr.Prepend(nil, all[:split], nil, after, 1)...)
+		if len(got) != len(want) {
+			t.Errorf("history before %d: %d records; want %d", all[split], len(got), len(want))
+			continue
+		}
+		seen := map[string]bool{}
+		for _, x := range got {
+			seen[x.Kind+strconv.FormatInt(x.LastSeenMs, 10)+"/"+strconv.FormatInt(x.ResumedAtMs, 10)] = true
+		}
+		for _, x := range want {
+			if !seen[x.Kind+strconv.FormatInt(x.LastSeenMs, 10)+"/"+strconv.FormatInt(x.ResumedAtMs, 10)] {
+				t.Errorf("history before %d: no %+v", all[split], x)
+			}
+		}
+		// The history in the first place is Observe.
+		var fresh schemas.SilenceTrack
+		if got := fresh.Prepend(nil, all, nil, after, 1); len(got) != len(want) {
+			t.Errorf("Prepend on a fresh track: %d records; want %d", len(got), len(want))
+		}
+	}
+}
