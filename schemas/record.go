@@ -93,9 +93,13 @@ var (
 	// it (a bug, not bad data): it is dead-lettered with the error rather
 	// than crash the bundle.
 	ErrInternal = errors.New("internal")
+	// ErrUnreadable marks the part of a CSV, Parquet or Avro file that
+	// could not be read (corrupt or truncated): the rows before the
+	// damage are read, the rest is one dead letter naming where it stopped.
+	ErrUnreadable = errors.New("unreadable")
 )
 
-var reasons = []error{ErrMalformed, ErrMissingField, ErrInvalidField, ErrBadTimestamp, ErrOutOfRange, ErrUnknownField, ErrWriteFailed, ErrTooLate, ErrTooLarge, ErrInternal}
+var reasons = []error{ErrMalformed, ErrMissingField, ErrInvalidField, ErrBadTimestamp, ErrOutOfRange, ErrUnknownField, ErrWriteFailed, ErrTooLate, ErrTooLarge, ErrInternal, ErrUnreadable}
 
 // Reasons lists every dead-letter reason code.
 func Reasons() []string {
@@ -204,6 +208,9 @@ type DeadLetter struct {
 	// own).
 	Line   int64 `json:"line,omitempty"`
 	Offset int64 `json:"offset,omitempty"`
+	// Row is the record's place in a Parquet file (its row group and row)
+	// or an Avro file (its block and record), counted from 0.
+	Row string `json:"row,omitempty"`
 	// Length and SHA256 name a too_large record of a file exactly: its
 	// bytes from Offset (given then with Line, 0 included), Length of
 	// them, line end excluded, and their SHA-256 in hex. A replay with a
