@@ -131,6 +131,11 @@ var (
 	ReplayNotReadBack = Key{"replay", "not_read_back"}
 )
 
+// InputRows counts the rows read from files of a table format (csv,
+// parquet, avro): each is also a record read (InputRecords), as a reading
+// or a rejected record.
+func InputRows(format string) Key { return Key{"input", "rows_" + format} }
+
 // ReplaySkipped counts the readings a replay built but did not route to
 // sink, because they were dead letters of another sink's write, which sink
 // had taken.
