@@ -165,7 +165,7 @@ func (s *Spec) columnsFor(f *FieldSpec) []string {
 // type, or a spec that explodes points (which a table cannot hold).
 func (s *Spec) MapColumns(file string, cols []Column) (*TableMap, error) {
 	if s.Explode != nil {
-		return nil, fmt.Errorf("%w: spec %s explodes %s into points, which a CSV, Parquet or Avro row cannot hold; give its readings as JSON lines", ErrSpec, s.Name, s.Explode.Path)
+		return nil, fmt.Errorf("spec %s explodes %s into points, which a CSV, Parquet or Avro row cannot hold; give its readings as JSON lines", s.Name, s.Explode.Path)
 	}
 	byName := map[string]int{}
 	for i, c := range cols {
@@ -195,13 +195,13 @@ func (s *Spec) MapColumns(file string, cols []Column) (*TableMap, error) {
 		}
 		switch {
 		case col < 0 && f.Column != "":
-			return nil, fmt.Errorf("%w: %s has no column %q, which field %s names (column:); its columns: %s", ErrSpec, file, f.Column, f.Name, columnList(cols))
+			return nil, fmt.Errorf("%s has no column %q, which field %s names (column:); its columns: %s", file, f.Column, f.Name, columnList(cols))
 		case col < 0 && f.Required:
-			return nil, fmt.Errorf("%w: %s has no column for required field %s; name it with column: (its columns: %s)", ErrSpec, file, f.Name, columnList(cols))
+			return nil, fmt.Errorf("%s has no column for required field %s; name it with column: (its columns: %s)", file, f.Name, columnList(cols))
 		case col < 0:
 			continue
 		case !canHold(cols[col].Kind, f.Type):
-			return nil, fmt.Errorf("%w: %s: column %q is %s, which cannot hold field %s (%s)", ErrSpec, file, cols[col].Name, cols[col].Type, f.Name, f.Type)
+			return nil, fmt.Errorf("%s: column %q is %s, which cannot hold field %s (%s)", file, cols[col].Name, cols[col].Type, f.Name, f.Type)
 		}
 		m.field[i] = cell(col)
 		m.root.add(m.fieldPath(f), i)
@@ -284,8 +284,8 @@ const (
 	// CellNumber is a decimal's exact text.
 	CellNumber
 	CellBool
-	// CellTime is an instant in Int nanoseconds since the epoch;
-	// CellWallTime a wall time (Int nanoseconds of it read as UTC), read
+	// CellTime is an instant in Int microseconds since the epoch;
+	// CellWallTime a wall time (Int microseconds of it read as UTC), read
 	// in the field's timezone; CellDate Int days since 1970-01-01.
 	CellTime
 	CellWallTime
@@ -377,9 +377,9 @@ func (m *TableMap) appendValue(dst []byte, f *FieldSpec, c RowCell, bad *error) 
 	case CellBool:
 		return strconv.AppendBool(dst, c.Bool), true
 	case CellTime:
-		return appendInstant(dst, f, time.Unix(0, 0).Add(time.Duration(c.Int)).UTC()), true
+		return appendInstant(dst, f, time.UnixMicro(c.Int).UTC()), true
 	case CellWallTime:
-		w := time.Unix(0, 0).Add(time.Duration(c.Int)).UTC()
+		w := time.UnixMicro(c.Int).UTC()
 		loc, err := Zone(f.Timezone)
 		var t time.Time
 		if err == nil {

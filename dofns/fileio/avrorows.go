@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
 	"github.com/hamba/avro/v2"
@@ -360,7 +361,7 @@ func newAvroNode(s avro.Schema, name string, cols *[]schemas.Column, depth int) 
 		}
 	}
 	if cols != nil && name != "" {
-		*cols = append(*cols, schemas.Column{Name: name, Kind: avroKind(n), Type: s.String()})
+		*cols = append(*cols, schemas.Column{Name: name, Kind: avroKind(n), Type: strings.Trim(s.String(), `"`)})
 	}
 	return n
 }

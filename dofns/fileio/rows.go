@@ -1,7 +1,9 @@
 package fileio
 
 import (
+	"bufio"
 	"context"
+	"encoding/csv"
 	"fmt"
 	"io"
 	"os"
@@ -224,7 +226,7 @@ func (o *rowOut) mapColumns(cols []schemas.Column) bool {
 	m, err := o.fn.Spec.MapColumns(o.path, cols)
 	if err != nil {
 		if o.first {
-			o.reject(o.path, "", fmt.Errorf("%w: %s", schemas.ErrInvalidField, strings.TrimPrefix(err.Error(), schemas.ErrSpec.Error()+": ")))
+			o.reject(o.path, "", fmt.Errorf("%w: %w", schemas.ErrInvalidField, err))
 		}
 		return false
 	}
@@ -272,4 +274,64 @@ func openLocal(ctx context.Context, path string) (*os.File, func(), error) {
 		return nil, nil, err
 	}
 	return tmp, cleanup, nil
+}
+
+// CheckColumns maps the columns of the file at path, read as format (one
+// of TableFormats), to spec's fields, reading only its header (CSV,
+// Avro) or footer (Parquet): the error, in one line naming the file and
+// the column or field, of a file whose columns cannot fill the spec. A
+// file that cannot be read is no error here: the run dead-letters it as
+// unreadable.
+func CheckColumns(ctx context.Context, path, format string, spec *schemas.Compiled) error {
+	var cols []schemas.Column
+	switch format {
+	case FormatCSV:
+		names := spec.CSV.Names()
+		if names == nil && spec.CSV.HasHeader() {
+			h, err := readCSVHeader(ctx, path, func(r io.Reader) *csv.Reader {
+				cr := csv.NewReader(r)
+				cr.Comma = spec.CSV.Comma()
+				cr.FieldsPerRecord = -1
+				return cr
+			})
+			if err != nil {
+				return nil
+			}
+			names = h
+		}
+		for i, n := range names {
+			if i == 0 {
+				n = strings.TrimPrefix(n, "\ufeff")
+			}
+			cols = append(cols, schemas.Column{Name: n, Kind: schemas.ColText, Type: "CSV text"})
+		}
+	case FormatParquet:
+		f, done, err := openLocal(ctx, path)
+		if err != nil {
+			return nil
+		}
+		defer done()
+		var pf *ParquetFile
+		if guard(func() (err error) { pf, err = OpenParquet(f); return err }) != nil {
+			return nil
+		}
+		cols = pf.Columns
+	case FormatAvro:
+		fd, err := OpenInput(ctx, path)
+		if err != nil {
+			return nil
+		}
+		defer fd.Close()
+		h, err := (&avroInput{br: bufio.NewReader(fd)}).header()
+		if err != nil {
+			return nil
+		}
+		if cols, _, err = avroColumns(h.schema); err != nil {
+			return nil
+		}
+	default:
+		return fmt.Errorf("format %q is not a table format (%s)", format, strings.Join(TableFormats, ", "))
+	}
+	_, err := spec.MapColumns(path, cols)
+	return err
 }
