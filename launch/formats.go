@@ -60,4 +60,3 @@ func settleFormat(ctx context.Context, cfg pipelines.Config, p *plan) error {
 	}
 	return nil
 }
-
