@@ -108,7 +108,7 @@ func (fn *readRowsFn) readCSV(ctx context.Context, rt *claims, rest offsetrange.
 		case errors.As(err, &pe):
 			line = pe.StartLine
 			source = schemas.LineSource(path, baseLine+int64(pe.StartLine), 0)
-			out.fn.ctrs.Inc(ctx, out.rows, 1)
+			out.read++
 			out.reject(source, "", fmt.Errorf("%w: not valid CSV (RFC 4180): %w", schemas.ErrMalformed, pe.Err))
 			if errors.Is(pe.Err, csv.ErrQuote) && cr.InputOffset() == start {
 				return nil
@@ -125,7 +125,7 @@ func (fn *readRowsFn) readCSV(ctx context.Context, rt *claims, rest offsetrange.
 			}
 		}
 		if len(rec) != len(names) {
-			out.fn.ctrs.Inc(ctx, out.rows, 1)
+			out.read++
 			payload, _ := out.m.AppendJSON(nil, cells)
 			out.reject(source, string(payload), fmt.Errorf("%w: the row has %d fields, the header %d", schemas.ErrMalformed, len(rec), len(names)))
 			continue

@@ -131,6 +131,7 @@ func (fn *readRowsFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, 
 		return fmt.Errorf("read %s: no compiled spec", path)
 	}
 	out := &rowOut{ctx: ctx, fn: fn, path: path, emit: emit, dead: dead, first: rest.Start == 0, rows: ledger.InputRows(fn.Format)}
+	defer out.flush()
 	var err error
 	switch fn.Format {
 	case FormatCSV:
@@ -190,14 +191,23 @@ type rowOut struct {
 	// the file as a whole.
 	first bool
 	rows  ledger.Key
-	m     *schemas.TableMap
-	buf   []byte
+	// read counts the rows read since the last flush: the counter is
+	// kept once per part, not per row.
+	read int64
+	m    *schemas.TableMap
+	buf  []byte
+}
+
+// flush counts the rows read in the ledger.
+func (o *rowOut) flush() {
+	o.fn.ctrs.Inc(o.ctx, o.rows, o.read)
+	o.read = 0
 }
 
 // row renders one row and emits it, or dead-letters it when a cell can
 // be no value of its field.
 func (o *rowOut) row(source string, cells []schemas.RowCell) {
-	o.fn.ctrs.Inc(o.ctx, o.rows, 1)
+	o.read++
 	var err error
 	o.buf, err = o.m.AppendJSON(o.buf[:0], cells)
 	if err != nil {
