@@ -264,6 +264,8 @@ func TestFlexTemplateRegexes(t *testing.T) {
 		{"source", "pubsub", true},
 		{"source", "kafka", false},
 		{"format", "proto", true},
+		{"format", "parquet", true},
+		{"format", "xml", false},
 		{"bigtable_app_profile", "batch-backfill", true},
 		{"bigtable_app_profile", "two words", false},
 		{"bigtable_target_latency", "500ms", true},

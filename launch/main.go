@@ -110,6 +110,11 @@ func run(ctx context.Context, start time.Time, cfg pipelines.Config, p plan) err
 		if in, err = checkInput(ctx, p.batch.Input); err != nil {
 			return cli.Usage(err)
 		}
+		if !p.streaming {
+			if err := settleFormat(ctx, cfg, &p); err != nil {
+				return cli.Usage(err)
+			}
+		}
 	}
 	if err := serveDebug(p.debugAddr); err != nil {
 		return err
@@ -153,7 +158,9 @@ func run(ctx context.Context, start time.Time, cfg pipelines.Config, p plan) err
 	cut := []parts.Part{{}}
 	if p.streaming {
 		fmt.Fprintf(os.Stderr, "sensorpipe: streaming %s on %s; Ctrl-C or SIGTERM stops\n", p.stream.Source.Subscription, p.runner.name)
-	} else if p.runner.local() && cfg.Replay == nil {
+	} else if p.runner.local() && cfg.Replay == nil && !fileio.IsTableFormat(p.batch.Format) {
+		// The parts are cut from JSON lines' hours; a table file's
+		// rows run as one job.
 		// A replay's dead letters are not readings the scan can cut by
 		// hour; they are few, and run as one job.
 		var done func()

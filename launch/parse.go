@@ -15,6 +15,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio/flowcontrol"
 	"github.com/sensorpipe/sensorpipe/dofns/deadletterio"
+	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
@@ -39,6 +40,10 @@ type plan struct {
 	listInput bool
 	// warnings are said on stderr before the job.
 	warnings []string
+	// detectFormat: --format was not given and the --input glob's
+	// extension names no format; run reads the format off the files it
+	// matches.
+	detectFormat bool
 
 	startupTimeout   time.Duration
 	createTables     bool
@@ -165,6 +170,14 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 		}
 	}
 	payloadFormat := f.format
+	if err := parseFileFormat(&f, given, &p); err != nil {
+		return cfg, p, err
+	}
+	if p.batch.Format != "" {
+		// A table file's rows reach the parse as the JSON objects the
+		// spec reads (fileio's readRowsFn).
+		payloadFormat = fileio.FormatJSON
+	}
 	var replay *pipelines.Replay
 	if f.format == formatDeadLetter {
 		payloadFormat = f.replayPayload
@@ -248,6 +261,29 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 		}
 	}
 	return cfg, p, nil
+}
+
+// parseFileFormat reads a batch's file format: --format=csv, parquet or
+// avro, or without --format the one the --input glob's extension names.
+// A glob whose extension names none (dir/*) is looked at again when run
+// lists it (plan.detectFormat).
+func parseFileFormat(f *flags, given map[string]bool, p *plan) error {
+	switch {
+	case fileio.IsTableFormat(f.format):
+		if f.source != "files" {
+			return usagef("--format=%s reads files: it applies to --source=files only", f.format)
+		}
+		p.batch.Format = f.format
+	case given["format"] || f.source != "files":
+	default:
+		p.batch.Format = fileio.FormatOf(f.input)
+		if p.batch.Format != "" {
+			p.format = p.batch.Format
+		}
+		p.detectFormat = p.batch.Format == "" && !strings.HasSuffix(strings.ToLower(f.input), ".jsonl") &&
+			!strings.HasSuffix(strings.ToLower(f.input), ".json") && !fileio.Compressed(f.input)
+	}
+	return nil
 }
 
 // checkLimits checks the flags that bound a write or a record.

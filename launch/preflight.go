@@ -1,10 +1,10 @@
 package main
 
 import (
-	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"os"
 	"strings"
 	"time"

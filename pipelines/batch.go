@@ -13,6 +13,9 @@ import (
 type BatchOptions struct {
 	// Input is a glob of local paths or gs:// objects (.gz decompressed).
 	Input string
+	// Format is how the files are read: "" for JSON lines, or a table
+	// format (fileio.TableFormats) whose rows the spec's fields map.
+	Format string
 	// Ranges, when set, limit the read to those parts of the files: a
 	// local run whose input is larger than its memory should hold runs one
 	// batch per part (launch/parts: whole hours, or one share of their
@@ -37,7 +40,8 @@ func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 	if cfg.Local != nil {
 		return fmt.Errorf("pipelines: the local-runner options (arrival writes, recovery, disk state) apply to a stream; a batch's windows are read whole")
 	}
-	lines, readDead := fileio.Read(s, fileio.Config{Glob: opts.Input, Ranges: opts.Ranges, MaxLineBytes: cfg.MaxLineBytes})
+	lines, readDead := fileio.Read(s, fileio.Config{Glob: opts.Input, Ranges: opts.Ranges, MaxLineBytes: cfg.MaxLineBytes,
+		Format: opts.Format, Spec: cfg.Spec})
 	records, parseDead := parseLines(s, cfg, lines, true)
 	dead := ingestBatch(s, cfg, opts.MergeStored, records)
 	// The sinks' dead letters cross a Reshuffle (random keys, not a fixed

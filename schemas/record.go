@@ -88,9 +88,13 @@ var (
 	// it (a bug, not bad data): it is dead-lettered with the error rather
 	// than crash the bundle.
 	ErrInternal = errors.New("internal")
+	// ErrUnreadable marks the part of a CSV, Parquet or Avro file that
+	// could not be read (corrupt or truncated): the rows before the
+	// damage are read, the rest is one dead letter naming where it stopped.
+	ErrUnreadable = errors.New("unreadable")
 )
 
-var ReasonErrors = []error{ErrMalformed, ErrMissingField, ErrInvalidField, ErrBadTimestamp, ErrOutOfRange, ErrUnknownField, ErrWriteFailed, ErrTooLate, ErrTooLarge, ErrInternal}
+var ReasonErrors = []error{ErrMalformed, ErrMissingField, ErrInvalidField, ErrBadTimestamp, ErrOutOfRange, ErrUnknownField, ErrWriteFailed, ErrTooLate, ErrTooLarge, ErrInternal, ErrUnreadable}
 
 // Reasons lists every dead-letter reason code.
 func Reasons() []string {

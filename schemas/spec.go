@@ -110,6 +110,8 @@ type Spec struct {
 	Rollup *RollupSpec `yaml:"rollup,omitempty"`
 	// Proto declares the protobuf message --format=proto reads (proto.go).
 	Proto *ProtoSpec `yaml:"proto,omitempty"`
+	// CSV says how --format=csv reads a file (tablefile.go).
+	CSV *CSVSpec `yaml:"csv,omitempty"`
 	// Queries are the questions the row keys must serve, run by name with
 	// the query tool and checked by keys lint.
 	Queries []QuerySpec `yaml:"queries"`
@@ -193,6 +195,19 @@ type FieldSpec struct {
 	// AttributeWins makes the message attribute's value win over the
 	// payload's own value of the field.
 	AttributeWins bool `yaml:"attribute_wins,omitempty"`
+	// Column names the column a CSV, Parquet or Avro file holds the field
+	// in (a dotted path for a nested record); default: the field's name,
+	// else the bigquery column that holds it.
+	Column string `yaml:"column,omitempty" jsonschema:"example=device.id"`
+	// Layout is a Go time layout that a timestamp field's text is
+	// written in (e.g. 2006-01-02 15:04:05), for times without an offset;
+	// they are read in Timezone. RFC 3339 text is read too.
+	Layout string `yaml:"layout,omitempty" jsonschema:"example=2006-01-02 15:04:05"`
+	// Timezone is the IANA zone (e.g. Europe/Berlin) of times read with
+	// Layout, and of a Parquet or Avro timestamp not adjusted to UTC
+	// (default UTC). A wall time that a daylight-saving change makes
+	// ambiguous or skips is a bad_timestamp.
+	Timezone string `yaml:"timezone,omitempty" jsonschema:"example=Europe/Berlin"`
 }
 
 // Timestamp units a numeric timestamp field may declare.
@@ -493,6 +508,12 @@ func (s *Spec) validate() error {
 		if f.MaxLength < 0 || (f.MaxLength > 0 && f.Type != TypeString && f.Type != TypeBytes) {
 			return s.Errorf(where+".max_length", "%d; max_length is a positive byte count for string and bytes fields", f.MaxLength)
 		}
+		if err := s.validateTextTime(where, &s.Fields[i]); err != nil {
+			return err
+		}
+	}
+	if err := s.validateCSV(); err != nil {
+		return err
 	}
 	if ex := s.Explode; ex != nil {
 		if ex.Path == "" || !seen[ex.TimeField] || !seen[ex.ValueField] {

@@ -137,9 +137,14 @@ func daysFromCivil(year, month, day int) int64 {
 
 // ParseTimestamp parses an RFC 3339 timestamp with any UTC offset and an
 // optional fraction, returning epoch milliseconds (sub-millisecond digits are
-// truncated toward the past).
+// truncated toward the past). A space may stand for the T between date and
+// time, as RFC 3339 (section 5.6) allows and exports write it.
 func ParseTimestamp(s string) (int64, error) {
-	t, err := time.Parse(time.RFC3339Nano, strings.ToUpper(s))
+	text := strings.ToUpper(s)
+	if len(text) > 10 && text[10] == ' ' {
+		text = text[:10] + "T" + text[11:]
+	}
+	t, err := time.Parse(time.RFC3339Nano, text)
 	if err != nil {
 		return 0, fmt.Errorf("%q is not RFC 3339 (e.g. 2026-03-01T10:15:30.250Z or 2026-03-01T12:15:30+02:00)", s)
 	}

@@ -1,7 +1,8 @@
 // Package fileio is sensorpipe's file edge: it reads the lines of local,
 // gs:// and .gz files (Read, readLinesFn), whole or in the ranges of a
 // local run's part, with each line's source and offset for the dead
-// letter.
+// letter; and the rows of CSV, Parquet and Avro files (readRowsFn), each
+// as the JSON object the spec's parser reads, with its place in its file.
 package fileio
 
 import (
@@ -30,6 +31,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/lines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // Config is what Read reads. Its zero value reads nothing: Glob is
@@ -43,15 +45,26 @@ type Config struct {
 	// MaxLineBytes is the longest line read (0: the default limit); a
 	// longer one is a too_large dead letter.
 	MaxLineBytes int
+	// Format is how the files are read: "" or FormatJSON as JSON lines,
+	// or one of TableFormats as rows whose columns Spec maps to its
+	// fields.
+	Format string
+	// Spec is the compiled spec a table format's rows are mapped by.
+	Spec *hours.Compiled
 }
 
 // Read reads every line of the files matching cfg.Glob as KV<file, line>,
 // and dead letters for lines over cfg.MaxLineBytes and files that cannot
-// be read to the end.
+// be read to the end; with a table format, every row as KV<its place, its
+// JSON object>, and dead letters for rows and parts of files that cannot
+// be read.
 func Read(s beam.Scope, cfg Config) (lines, dead beam.PCollection) {
 	s = s.Scope("ReadFiles")
 	matches := beamfileio.MatchFiles(s, cfg.Glob, beamfileio.MatchEmptyAllow())
 	files := beamfileio.ReadMatches(s, matches)
+	if IsTableFormat(cfg.Format) {
+		return beam.ParDo2(s, &readRowsFn{Format: cfg.Format, Spec: cfg.Spec, Ranges: cfg.Ranges}, files)
+	}
 	return beam.ParDo2(s, &readLinesFn{MaxLineBytes: cfg.MaxLineBytes, Ranges: cfg.Ranges}, files)
 }
 

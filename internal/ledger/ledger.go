@@ -133,6 +133,11 @@ var (
 	ReplayNotReadBack = Key{"replay", "not_read_back"}
 )
 
+// InputRows counts the rows read from files of a table format (csv,
+// parquet, avro): each is also a record read (InputRecords), as a reading
+// or a rejected record.
+func InputRows(format string) Key { return Key{"input", "rows_" + format} }
+
 // ReplaySkipped counts the readings a replay built but did not route to
 // sink, because they were dead letters of another sink's write, which sink
 // had taken.
@@ -229,10 +234,13 @@ type Ledger struct {
 
 	// Messages are a stream's Pub/Sub messages, each of one or more
 	// records.
-	Messages   int64 `json:"messages_read,omitempty"`
-	Read       int64 `json:"records_read"`
-	Readings   int64 `json:"distinct_valid_readings"`
-	Duplicates int64 `json:"duplicates_merged"`
+	Messages int64 `json:"messages_read,omitempty"`
+	Read     int64 `json:"records_read"`
+	// RowsByFormat are the rows read from CSV, Parquet and Avro files, by
+	// format (InputRows); each is also a record read.
+	RowsByFormat map[string]int64 `json:"rows_read_by_format,omitempty"`
+	Readings     int64            `json:"distinct_valid_readings"`
+	Duplicates   int64            `json:"duplicates_merged"`
 	// Rejected are the parse and too_late dead letters.
 	Rejected int64 `json:"rejected_records"`
 	// Recovered are readings a stream read back from Bigtable that
@@ -346,6 +354,12 @@ func FromCounters(c Counters, stream bool) *Ledger {
 	}
 	sinks := map[[2]string]*Sink{}
 	for k, n := range c {
+		if format, ok := strings.CutPrefix(k.Name, "rows_"); ok && k.Namespace == InputRecords.Namespace && n != 0 {
+			if l.RowsByFormat == nil {
+				l.RowsByFormat = map[string]int64{}
+			}
+			l.RowsByFormat[format] = n
+		}
 		switch {
 		case k.Namespace == UnknownFieldNamespace:
 			if n == 0 {
@@ -580,6 +594,17 @@ func (l *Ledger) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  messages read:           %d (%.1f records a message)\n", l.Messages, float64(l.Read)/float64(l.Messages))
 	}
 	fmt.Fprintf(w, "  records read:            %d\n", l.Read)
+	if len(l.RowsByFormat) > 0 {
+		formats := make([]string, 0, len(l.RowsByFormat))
+		for f := range l.RowsByFormat {
+			formats = append(formats, f)
+		}
+		sort.Strings(formats)
+		for i, f := range formats {
+			formats[i] = fmt.Sprintf("%s %d", f, l.RowsByFormat[f])
+		}
+		fmt.Fprintf(w, "    rows read:               %s\n", strings.Join(formats, ", "))
+	}
 	if l.Stream {
 		// A stream's readings are final once their hour has fired; the
 		// rest are written provisionally and counted apart.

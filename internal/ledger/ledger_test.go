@@ -247,3 +247,16 @@ func TestClockAheadPerSensor(t *testing.T) {
 		t.Errorf("a run without clock-ahead counters shows %v", l.ClockAhead)
 	}
 }
+
+func TestRowsByFormat(t *testing.T) {
+	c := Counters{InputRecords: 12, InputRows("csv"): 7, InputRows("parquet"): 5}
+	l := FromCounters(c, false)
+	if len(l.RowsByFormat) != 2 || l.RowsByFormat["csv"] != 7 || l.RowsByFormat["parquet"] != 5 {
+		t.Fatalf("rows by format %v", l.RowsByFormat)
+	}
+	var b strings.Builder
+	l.WriteText(&b)
+	if !strings.Contains(b.String(), "    rows read:               csv 7, parquet 5\n") {
+		t.Errorf("ledger text lacks the rows by format:\n%s", b.String())
+	}
+}

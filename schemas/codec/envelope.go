@@ -54,6 +54,9 @@ type DeadLetter struct {
 	// own).
 	Line   int64 `json:"line,omitempty"`
 	Offset int64 `json:"offset,omitempty"`
+	// Row is the record's place in a Parquet file (its row group and row)
+	// or an Avro file (its block and record), counted from 0.
+	Row string `json:"row,omitempty"`
 	// Length and SHA256 name a too_large record of a file exactly: its
 	// bytes from Offset (given then with Line, 0 included), Length of
 	// them, line end excluded, and their SHA-256 in hex. A replay with a

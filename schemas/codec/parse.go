@@ -424,7 +424,7 @@ func (p *Parser) field(out *schemas.Value, f *schemas.FieldSpec, v *fastjson.Val
 			return classInvalid, schemas.Reject(schemas.ErrInvalidField, "%s must be true or false, got %s", f.Name, v.Type())
 		}
 	case schemas.TypeTimestamp:
-		ms, err := timestampValue(v, f.Unit)
+		ms, err := p.timestamp(v, f)
 		if errors.Is(err, schemas.ErrOutsideYears) && f.Name == p.spec.EventTime {
 			if n, ierr := v.Int64(); ierr == nil && n >= 0 {
 				return classTimestamp, schemas.Reject(schemas.ErrBadTimestamp, "%s: %v; %s", f.Name, err, p.unitHint(f, n))

@@ -55,6 +55,11 @@ func SourcePath(source string) string {
 	return source
 }
 
+// RowSource is the source of a row of a Parquet or Avro file: its path
+// and its place (e.g. "row group 2, row 17"), which the dead letter's Row
+// gives.
+func RowSource(path, place string) string { return path + sourceSep + "R" + place }
+
 // splitLine splits a LineSource into its path, line and offset.
 func splitLine(source string) (path string, line, offset int64) {
 	i := strings.LastIndex(source, sourceSep)
@@ -90,7 +95,9 @@ func (d *DeadLetter) provenance(source string) {
 		}
 		return
 	default:
-		if strings.Contains(source, sourceSep) {
+		if i := strings.LastIndex(source, sourceSep); i >= 0 && strings.HasPrefix(source[i+1:], "R") {
+			d.Source, d.Row = source[:i], source[i+2:]
+		} else if i >= 0 {
 			d.Source, d.Line, d.Offset = splitLine(source)
 		}
 		return
