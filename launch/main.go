@@ -87,6 +87,7 @@ func main() {
 func printHelp() {
 	flag.CommandLine.SetOutput(os.Stdout)
 	fmt.Println("Usage: go run ./launch --source=files --input=GLOB --bigtable_project=P --bigtable_instance=I --dead_letter=DIR [flags]")
+	fmt.Println("       go run ./launch --source=bigtable --from_spec=OLD --spec=NEW --bigtable_table=NEW_TABLE --bigtable_project=P --bigtable_instance=I --dead_letter=DIR [flags]")
 	fmt.Println("       go run ./launch --source=pubsub --subscription=projects/P/subscriptions/S --timestamp_attribute=event_ts \\")
 	fmt.Println("           --bigtable_project=P --bigtable_instance=I --dead_letter=DIR [flags]   (runs until interrupted)")
 	fmt.Println()
@@ -153,7 +154,7 @@ func run(ctx context.Context, start time.Time, cfg pipelines.Config, p plan) err
 	cut := []parts.Part{{}}
 	if p.streaming {
 		fmt.Fprintf(os.Stderr, "sensorpipe: streaming %s on %s; Ctrl-C or SIGTERM stops\n", p.stream.Source.Subscription, p.runner.name)
-	} else if p.runner.local() && cfg.Replay == nil {
+	} else if p.runner.local() && cfg.Replay == nil && p.batch.FromBigtable == nil {
 		// A replay's dead letters are not readings the scan can cut by
 		// hour; they are few, and run as one job.
 		var done func()

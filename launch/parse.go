@@ -202,6 +202,13 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 			return cfg, p, err
 		}
 	}
+	if !readsStored(f.source) {
+		for _, name := range storedFlags {
+			if given[name] {
+				return cfg, p, usagef("--%s applies to --source=bigtable only", name)
+			}
+		}
+	}
 	switch f.source {
 	case "files":
 		if err := parseBatch(&f, given, r, &p); err != nil {
@@ -211,8 +218,12 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 		if err := parseStream(&f, r, &cfg, &p); err != nil {
 			return cfg, p, err
 		}
+	case "bigtable":
+		if err := parseFromBigtable(&f, given, spec, cfg.Bigtable, &p); err != nil {
+			return cfg, p, err
+		}
 	default:
-		return cfg, p, usagef("--source=%q: use files or pubsub", f.source)
+		return cfg, p, usagef("--source=%q: use files, pubsub or bigtable", f.source)
 	}
 	if err := cfg.Check(); err != nil {
 		return cfg, p, cli.Usage(err)

@@ -38,6 +38,11 @@ func preflight(ctx context.Context, cfg pipelines.Config, p plan) error {
 	if err := bigtableio.EnsureTables(ctx, cfg.Bigtable.Project, cfg.Bigtable.Instance, cfg.Spec.Spec, p.createTables, limit); err != nil {
 		return fmt.Errorf("--bigtable_project=%s --bigtable_instance=%s: %w", cfg.Bigtable.Project, cfg.Bigtable.Instance, err)
 	}
+	if rc := p.batch.FromBigtable; rc != nil {
+		if err := checkFromTable(ctx, rc, limit); err != nil {
+			return err
+		}
+	}
 	if p.streaming {
 		if err := pubsubio.CheckSubscription(ctx, p.stream.Source.Subscription); err != nil {
 			return fmt.Errorf("--subscription: %w", err)

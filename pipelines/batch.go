@@ -6,6 +6,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 )
 
@@ -26,10 +27,14 @@ type BatchOptions struct {
 	// cannot be read back: the batch then builds each hour from its own
 	// readings (the launcher warns of it at start).
 	MergeStored bool
+	// FromBigtable, when set, is the batch's input instead of Input: the
+	// readings stored in a table under another spec (bigtableio.Read),
+	// rebuilt under Config.Spec: a rekey.
+	FromBigtable *bigtableio.ReadConfig
 }
 
-// Batch builds the historical re-ingestion graph: files in, Bigtable (and
-// BigQuery) out, every rejected record in the dead letter.
+// Batch builds the historical re-ingestion graph: files (or a stored
+// Bigtable table) in, Bigtable (and BigQuery) out, every rejected record in the dead letter.
 func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 	if err := cfg.Check(); err != nil {
 		return err
@@ -37,7 +42,15 @@ func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 	if cfg.Local != nil {
 		return fmt.Errorf("pipelines: the local-runner options (arrival writes, recovery, disk state) apply to a stream; a batch's windows are read whole")
 	}
-	lines, readDead := fileio.Read(s, fileio.Config{Glob: opts.Input, Ranges: opts.Ranges, MaxLineBytes: cfg.MaxLineBytes})
+	var lines, readDead beam.PCollection
+	if opts.FromBigtable != nil {
+		var err error
+		if lines, readDead, err = bigtableio.Read(s, *opts.FromBigtable); err != nil {
+			return err
+		}
+	} else {
+		lines, readDead = fileio.Read(s, fileio.Config{Glob: opts.Input, Ranges: opts.Ranges, MaxLineBytes: cfg.MaxLineBytes})
+	}
 	records, parseDead := parseLines(s, cfg, lines, true)
 	dead := ingestBatch(s, cfg, opts.MergeStored, records)
 	// The sinks' dead letters cross a Reshuffle (random keys, not a fixed
