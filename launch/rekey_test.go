@@ -114,4 +114,5 @@ func TestRekeyEqualsAFreshBatch(t *testing.T) {
 		t.Fatalf("keys compare after deleting a reading of p-4: exit %d, want 1 naming p-4's hour 2026-03-01T10:00:00Z and the reading at 10:00:05\nstdout:\n%s\nstderr:\n%s",
 			r.code, r.stdout, r.stderr)
 	}
+	t.Logf("keys compare after the deletion:\n%s", r.stdout)
 }
