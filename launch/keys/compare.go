@@ -33,8 +33,14 @@ func openStored(label, specName, table, project, instance string) (*storedTable,
 	if err != nil {
 		return nil, err
 	}
-	if table != "" && spec.Table(table) == nil {
-		if err := spec.RenameTable(spec.Bigtable.Tables[0].Name, table); err != nil {
+	// Rollups are in the rows of the spec's first table.
+	first := table == "" || table == spec.Bigtable.Tables[0].Name || spec.Table(table) == nil
+	var roller *schemas.Roller
+	if c, err := schemas.Compile(spec, schemas.CompileOptions{Format: "json"}); err == nil {
+		roller = c.Roller()
+	}
+	if table != "" {
+		if err := readTableFirst(spec, table); err != nil {
 			return nil, err
 		}
 	}
@@ -46,11 +52,27 @@ func openStored(label, specName, table, project, instance string) (*storedTable,
 		return nil, fmt.Errorf("table %s of spec %s cannot be read back (it does not store every field); table %s can", table, spec.Name, rb.Table())
 	}
 	st := &storedTable{label: label, project: project, instance: instance, spec: spec, rb: rb}
-	if c, err := schemas.Compile(spec, schemas.CompileOptions{Format: "json"}); err == nil && c.Roller() != nil &&
-		rb.Table() == spec.Bigtable.Tables[0].Name {
-		st.rollupFamily = c.Roller().Family() // rollups live in the first table's rows
+	if roller != nil && first {
+		st.rollupFamily = roller.Family()
 	}
 	return st, nil
+}
+
+// readTableFirst makes table the first table of spec, the one its
+// read-back tries first: a table of the spec is moved there (a spec that
+// writes two layouts reads either back), another name renames the first
+// table (the spec's table under another name).
+func readTableFirst(spec *schemas.Spec, table string) error {
+	tables := spec.Bigtable.Tables
+	for i := range tables {
+		if tables[i].Name == table {
+			t := tables[i]
+			copy(tables[1:i+1], tables[:i])
+			tables[0] = t
+			return nil
+		}
+	}
+	return spec.RenameTable(tables[0].Name, table)
 }
 
 func (st *storedTable) String() string {
@@ -230,6 +252,19 @@ type compareOptions struct {
 // and then the first sensor-hours that differ, naming what differs, and
 // reports whether they are equal.
 func compareTables(ctx context.Context, w io.Writer, o compareOptions) (equal bool, err error) {
+	rollups := ""
+	switch {
+	case o.a.rollupFamily == "" && o.b.rollupFamily == "":
+	case o.a.rollupFamily == "" || o.b.rollupFamily == "":
+		// One table holds no rollups under its spec (the second table
+		// of a spec that writes two layouts): compare the readings.
+		none := o.a
+		if o.b.rollupFamily == "" {
+			none = o.b
+		}
+		rollups = fmt.Sprintf("; rollups not compared (%s holds none under its spec)", none.label)
+		o.a.rollupFamily, o.b.rollupFamily = "", ""
+	}
 	var sa, sb *tableSummary
 	var ea, eb error
 	var wg sync.WaitGroup
@@ -267,6 +302,7 @@ func compareTables(ctx context.Context, w io.Writer, o compareOptions) (equal bo
 	}
 	fmt.Fprintf(w, "keys compare: %s: %d readings in %d sensor-hours; %s: %d readings in %d sensor-hours",
 		o.a, sa.readings, len(sa.hours), o.b, sb.readings, len(sb.hours))
+	fmt.Fprint(w, rollups)
 	if sa.skipped+sb.skipped > 0 {
 		fmt.Fprintf(w, "; readings whose cells could not be rebuilt: %d in A, %d in B", sa.skipped, sb.skipped)
 	}
