@@ -238,7 +238,9 @@ func (t *keyRangeTracker) GetProgress() (done, remaining float64) {
 }
 
 // IsDone reports whether the range was read to its end.
-func (t *keyRangeTracker) IsDone() bool { return t.done || (t.rest.End != "" && t.rest.Start >= t.rest.End) }
+func (t *keyRangeTracker) IsDone() bool {
+	return t.done || (t.rest.End != "" && t.rest.Start >= t.rest.End)
+}
 
 // GetRestriction is the range as it stands (narrowed by splits).
 func (t *keyRangeTracker) GetRestriction() any { return t.rest }
