@@ -94,6 +94,24 @@ func TestRekeyEqualsAFreshBatch(t *testing.T) {
 		t.Fatalf("keys compare of the old and rekeyed tables: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 
+	// keys hotspots draws the stored table as it is and under the salted
+	// spec, from its readings.
+	out := t.TempDir()
+	r = runKeys(t, host, "hotspots", "--bigtable_project=p", "--bigtable_instance=i", "--spec=vitals", "--table=old",
+		"--proposed_spec="+saltedSpec, "--out="+out, "--tablets=4")
+	if r.code != 0 || strings.Count(r.stdout, "hotspots: ") != 2 || !strings.Contains(r.stdout, "as it is") ||
+		!strings.Contains(r.stdout, "under vitals_salted") {
+		t.Fatalf("keys hotspots --table: exit %d; want the table drawn as it is and under vitals_salted\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, f := range []string{"hotspots.png", "hotspots-proposed.png"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("keys hotspots --table wrote no %s: %v", f, err)
+		}
+	}
+	if !strings.Contains(r.stdout, "304 writes") {
+		t.Errorf("keys hotspots --table: want the 304 readings of the acceptance input drawn\nstdout:\n%s", r.stdout)
+	}
+
 	// Delete one reading (p-4 at 10:00:05Z) from the new table.
 	c := emulators.BigtableClient(t, host, "p", "i")
 	defer c.Close()
