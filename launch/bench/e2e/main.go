@@ -199,6 +199,9 @@ func run(ctx context.Context) error {
 	if rep.Readings, err = countLines(input); err != nil {
 		return err
 	}
+	if *rekeyBench {
+		return runRekey(ctx, &rep, work, input)
+	}
 
 	if *sides != "plain" {
 		s, err := withEmulator(func(host string) (*Side, error) { return pipelineSide(ctx, host, work, input) })
@@ -207,9 +210,6 @@ func run(ctx context.Context) error {
 		}
 		rep.Pipeline = s
 		printSide(s)
-	}
-	if *rekeyBench {
-		return runRekey(ctx, &rep, work, input)
 	}
 	if *sides != "plain" && *mode == "exec" && *mergeBench {
 		// The merge's cost: the same run without it, into empty tables,
