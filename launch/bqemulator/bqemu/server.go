@@ -6,7 +6,7 @@
 // tabledata.list, query jobs, and the discovery document the bq CLI builds
 // itself from) over HTTP, and the BigQuery Storage Write API
 // (google.cloud.bigquery.storage.v1.BigQueryWrite), with change data
-// capture, over gRPC. Queries run in the engine that package sqlengine
+// capture, and the Storage Read API (BigQueryRead, in Arrow) over gRPC. Queries run in the engine that package sqlengine
 // registers (it embeds DuckDB); without it, query jobs fail with
 // notImplemented. The official Go clients, cloud.google.com/go/bigquery and its
 // storage/managedwriter package, work against it unmodified when pointed at
@@ -67,6 +67,9 @@ type Server struct {
 	streams  map[string]*writeStream // key: full stream name
 	nextID   int64
 
+	// readSessions are the Storage Read sessions (read.go), under mu.
+	readSessions map[string]*readSession // key: session name
+
 	descCache sync.Map // string(descriptor bytes) -> protoreflect.MessageDescriptor
 
 	// Query jobs (query.go), under mu; the engine is built on first use.
@@ -126,8 +129,8 @@ func (s *Server) ServeREST(lis net.Listener) error {
 	return nil
 }
 
-// NewGRPCServer returns a gRPC server with the BigQuery Storage Write service
-// registered, configured to accept requests larger than MaxRequestBytes so
+// NewGRPCServer returns a gRPC server with the BigQuery Storage Write and
+// Storage Read services registered, configured to accept requests larger than MaxRequestBytes so
 // that oversized AppendRows requests are answered with BigQuery's error
 // instead of a transport error.
 func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
@@ -138,10 +141,11 @@ func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	}, opts...)
 	gs := grpc.NewServer(opts...)
 	storagepb.RegisterBigQueryWriteServer(gs, &writeServer{s: s})
+	storagepb.RegisterBigQueryReadServer(gs, &readServer{s: s})
 	return gs
 }
 
-// ServeGRPC serves the BigQuery Storage Write gRPC API on lis until Shutdown
+// ServeGRPC serves the BigQuery Storage Write and Storage Read gRPC APIs on lis until Shutdown
 // is called. It returns nil after Shutdown, or the error that stopped
 // serving; called after Shutdown, it closes lis and returns nil.
 func (s *Server) ServeGRPC(lis net.Listener) error {
