@@ -6,6 +6,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 )
 
@@ -26,10 +27,15 @@ type BatchOptions struct {
 	// cannot be read back: the batch then builds each hour from its own
 	// readings (the launcher warns of it at start).
 	MergeStored bool
+	// FromBigQuery, when set, is the source instead of Input: the
+	// readings of a BigQuery table the spec wrote, read back with the
+	// Storage Read API (bigqueryio.Read; its Spec and Retry are the run's).
+	FromBigQuery *bigqueryio.Config
 }
 
-// Batch builds the historical re-ingestion graph: files in, Bigtable (and
-// BigQuery) out, every rejected record in the dead letter.
+// Batch builds the historical re-ingestion graph: files (or a BigQuery
+// table) in, Bigtable (and BigQuery) out, every rejected record in the
+// dead letter.
 func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 	if err := cfg.Check(); err != nil {
 		return err
@@ -37,7 +43,7 @@ func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 	if cfg.Local != nil {
 		return fmt.Errorf("pipelines: the local-runner options (arrival writes, recovery, disk state) apply to a stream; a batch's windows are read whole")
 	}
-	lines, readDead := fileio.Read(s, fileio.Config{Glob: opts.Input, Ranges: opts.Ranges, MaxLineBytes: cfg.MaxLineBytes})
+	lines, readDead := readInput(s, cfg, opts)
 	records, parseDead := parseLines(s, cfg, lines, true)
 	dead := ingestBatch(s, cfg, opts.MergeStored, records)
 	// The sinks' dead letters cross a Reshuffle (random keys, not a fixed
@@ -86,4 +92,16 @@ func buildBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) 
 	var b built
 	b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, &dofns.BuildBatchedRowsFn{BuildRowsFn: fn}, grouped)
 	return b
+}
+
+// readInput reads the batch's input as KV<source, payload>, with the
+// read's dead letters: the files' lines, or the readings of a BigQuery
+// table as JSON payloads, which the parse reads like lines.
+func readInput(s beam.Scope, cfg Config, opts BatchOptions) (lines, dead beam.PCollection) {
+	if bq := opts.FromBigQuery; bq != nil {
+		src := *bq
+		src.Spec, src.Retry = cfg.Spec, cfg.Retry
+		return bigqueryio.Read(s, src)
+	}
+	return fileio.Read(s, fileio.Config{Glob: opts.Input, Ranges: opts.Ranges, MaxLineBytes: cfg.MaxLineBytes})
 }
