@@ -164,6 +164,13 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 		}
 	}
 	payloadFormat := f.format
+	if f.source == sourceBigQuery {
+		// A table's rows are read back as JSON payloads.
+		if given["format"] && f.format != "json" {
+			return cfg, p, usagef("--format=%s: --source=bigquery reads a table's rows, not payloads; leave --format out", f.format)
+		}
+		payloadFormat = "json"
+	}
 	var replay *pipelines.Replay
 	if f.format == formatDeadLetter {
 		payloadFormat = f.replayPayload
@@ -202,6 +209,13 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 			return cfg, p, err
 		}
 	}
+	if f.source == "files" || f.source == "pubsub" {
+		for _, name := range rebuildFlags {
+			if given[name] {
+				return cfg, p, usagef("--%s applies to --source=bigtable or bigquery only", name)
+			}
+		}
+	}
 	switch f.source {
 	case "files":
 		if err := parseBatch(&f, given, r, &p); err != nil {
@@ -211,8 +225,12 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 		if err := parseStream(&f, r, &cfg, &p); err != nil {
 			return cfg, p, err
 		}
+	case sourceBigQuery:
+		if err := parseFromBigQuery(&f, given, spec, &p); err != nil {
+			return cfg, p, err
+		}
 	default:
-		return cfg, p, usagef("--source=%q: use files or pubsub", f.source)
+		return cfg, p, usagef("--source=%q: use files, pubsub or bigquery", f.source)
 	}
 	if err := cfg.Check(); err != nil {
 		return cfg, p, cli.Usage(err)
