@@ -88,6 +88,14 @@ func TestRebuildBigtableFromBigQuery(t *testing.T) {
 		}
 	})
 
+	t.Run("a missing table is refused before the job", func(t *testing.T) {
+		r := runLauncher(t, env, "--source=bigquery", "--from_table=vitals.nope", "--bigtable_project=p",
+			"--bigtable_instance=i", "--dead_letter="+t.TempDir())
+		if r.code == 0 || !strings.Contains(r.stderr, "--from_table: bigquery table p:vitals.nope does not exist") {
+			t.Errorf("exit %d; want a failure naming the table\n%s", r.code, r.stderr)
+		}
+	})
+
 	t.Run("an event-time range", func(t *testing.T) {
 		deleteBigtableTable(t, host, "patient_vitals")
 		r := runLauncher(t, env, "--source=bigquery", "--from_table=p:vitals.readings", "--bigtable_project=p",

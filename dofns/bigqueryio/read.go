@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 
+	"cloud.google.com/go/bigquery"
 	storage "cloud.google.com/go/bigquery/storage/apiv1"
 	"cloud.google.com/go/bigquery/storage/apiv1/storagepb"
 	"github.com/apache/arrow-go/v18/arrow"
@@ -312,4 +314,54 @@ func rowPayload(cols []string, vals []any) string {
 		return fmt.Sprint(vals)
 	}
 	return string(b)
+}
+
+// CheckSource checks, before a job, that Read can read cfg's table as
+// readings of spec: the table exists and has each column the spec's
+// bigquery.columns reads back, of the column's type. Transient errors are
+// retried until ctx's deadline (the launcher's --startup_timeout).
+func CheckSource(ctx context.Context, cfg Config, spec *schemas.Spec) error {
+	plan, err := bqschema.NewReadPlan(spec)
+	if err != nil {
+		return err
+	}
+	ref := fmt.Sprintf("%s:%s.%s", cfg.Project, cfg.Dataset, cfg.Table)
+	c, err := bigquery.NewClient(ctx, cfg.Project, ClientOptions()...)
+	if err != nil {
+		return fmt.Errorf("bigquery client for %s: %w", endpoint(), err)
+	}
+	defer c.Close()
+	limit := timeout
+	if dl, ok := ctx.Deadline(); ok {
+		limit = time.Until(dl).Round(time.Millisecond)
+	}
+	var md *bigquery.TableMetadata
+	err = retry.Do(ctx, retry.Policy{Deadline: limit, AttemptTimeout: limit}, func(ctx context.Context) (err error) {
+		md, err = c.Dataset(cfg.Dataset).Table(cfg.Table).Metadata(ctx)
+		return err
+	})
+	switch {
+	case notFound(err):
+		return fmt.Errorf("bigquery table %s does not exist: give the table the spec's bigquery section wrote", ref)
+	case err != nil:
+		return describe(ctx, "bigquery table "+ref, limit, err)
+	}
+	types := map[string]bigquery.FieldType{}
+	for _, f := range md.Schema {
+		types[strings.ToLower(f.Name)] = canonical(f.Type)
+	}
+	want := map[string]string{}
+	for _, col := range spec.BigQuery.Columns {
+		want[strings.ToLower(col.Name)] = col.Type
+	}
+	for _, name := range plan.Columns() {
+		have, ok := types[strings.ToLower(name)]
+		if !ok {
+			return fmt.Errorf("bigquery table %s has no column %s, which spec %s reads back into a field: give the table the spec wrote, or the spec that wrote it", ref, name, spec.Name)
+		}
+		if w := canonical(fieldType(want[strings.ToLower(name)])); have != w {
+			return fmt.Errorf("bigquery table %s: column %s is %s, but spec %s declares it %s: give the table the spec wrote, or the spec that wrote it", ref, name, have, spec.Name, w)
+		}
+	}
+	return nil
 }
