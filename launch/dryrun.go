@@ -164,6 +164,8 @@ func writeDryRunSummary(w io.Writer, cfg pipelines.Config, pl plan, job dryRunJo
 			src += ", event time from attribute " + a
 		}
 		fmt.Fprintf(w, "  source:     %s\n", src)
+	} else if bq := pl.batch.FromBigQuery; bq != nil {
+		fmt.Fprintf(w, "  source:     bigquery %s:%s.%s (Storage Read API)\n", bq.Project, bq.Dataset, bq.Table)
 	} else {
 		fmt.Fprintf(w, "  source:     files %s\n", pl.batch.Input)
 	}
