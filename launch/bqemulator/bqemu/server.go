@@ -4,13 +4,14 @@
 // It serves the subset of the BigQuery REST API v2 that sensorpipe and the
 // usual clients use (datasets, tables, tabledata.insertAll and
 // tabledata.list, query jobs, and the discovery document the bq CLI builds
-// itself from) over HTTP, and the BigQuery Storage Write API
+// itself from) over HTTP, and over gRPC the BigQuery Storage Write API
 // (google.cloud.bigquery.storage.v1.BigQueryWrite), with change data
-// capture, and the Storage Read API (BigQueryRead, in Arrow) over gRPC. Queries run in the engine that package sqlengine
-// registers (it embeds DuckDB); without it, query jobs fail with
-// notImplemented. The official Go clients, cloud.google.com/go/bigquery and its
-// storage/managedwriter package, work against it unmodified when pointed at
-// it with option.WithEndpoint and option.WithoutAuthentication.
+// capture, and the Storage Read API (BigQueryRead, in Arrow: read.go).
+// Queries run in the engine that package sqlengine registers (it embeds
+// DuckDB); without it, query jobs fail with notImplemented. The official
+// Go clients, cloud.google.com/go/bigquery (with its Storage Read client)
+// and its storage/managedwriter package, work against it unmodified when
+// pointed at it with option.WithEndpoint and option.WithoutAuthentication.
 //
 // The emulator enforces the constraints real BigQuery enforces on streamed
 // data (schema conformance, REQUIRED columns, request size limits, stream
@@ -130,9 +131,9 @@ func (s *Server) ServeREST(lis net.Listener) error {
 }
 
 // NewGRPCServer returns a gRPC server with the BigQuery Storage Write and
-// Storage Read services registered, configured to accept requests larger than MaxRequestBytes so
-// that oversized AppendRows requests are answered with BigQuery's error
-// instead of a transport error.
+// Storage Read services registered, configured to accept requests larger
+// than MaxRequestBytes so that oversized AppendRows requests are answered
+// with BigQuery's error instead of a transport error.
 func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	opts = append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(8 * MaxRequestBytes),
@@ -145,9 +146,10 @@ func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	return gs
 }
 
-// ServeGRPC serves the BigQuery Storage Write and Storage Read gRPC APIs on lis until Shutdown
-// is called. It returns nil after Shutdown, or the error that stopped
-// serving; called after Shutdown, it closes lis and returns nil.
+// ServeGRPC serves the BigQuery Storage Write and Storage Read gRPC APIs
+// on lis until Shutdown is called. It returns nil after Shutdown, or the
+// error that stopped serving; called after Shutdown, it closes lis and
+// returns nil.
 func (s *Server) ServeGRPC(lis net.Listener) error {
 	gs := s.NewGRPCServer()
 	s.srvMu.Lock()
