@@ -57,6 +57,14 @@ func NewReadPlan(spec *schemas.Spec) (*ReadPlan, error) {
 		p.columns = append(p.columns, c.Name)
 		p.targets = append(p.targets, idx)
 	}
+	// An imputed field read without its flag would come back as observed:
+	// its imputed values could not be told from the readings' own.
+	for _, im := range spec.Impute {
+		field, flag := spec.FieldIndex(im.Field), spec.FieldIndex(im.Flag)
+		if contains(p.targets, field) && !contains(p.targets, flag) {
+			return nil, fmt.Errorf("spec %s imputes %s, which bigquery.columns holds, but no column holds its flag %s: its imputed values could not be told from observed ones; add a column with value: %s", spec.Name, im.Field, im.Flag, im.Flag)
+		}
+	}
 	if p.event == "" || p.eventIx < 0 {
 		return nil, fmt.Errorf("spec %s: bigquery.columns has no TIMESTAMP column of the event time ($event_time or %s): its rows cannot be read back as readings", spec.Name, spec.EventTime)
 	}
@@ -217,4 +225,14 @@ func kindWord(k schemas.Kind) string {
 		return n
 	}
 	return "kind " + strconv.Itoa(int(k))
+}
+
+// contains reports whether xs holds x.
+func contains(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
 }

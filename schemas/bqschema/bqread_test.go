@@ -3,6 +3,7 @@ package bqschema
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,5 +147,38 @@ func TestNewReadPlanRefusesASpecWithoutItsTable(t *testing.T) {
 	noEvent.BigQuery = &bq
 	if _, err := NewReadPlan(&noEvent); err == nil {
 		t.Error("a table with no event-time column was planned")
+	}
+	noFlag := *spec
+	bq2 := *spec.BigQuery
+	bq2.Columns = nil
+	for _, c := range spec.BigQuery.Columns {
+		if c.Value != "heart_rate_imputed" {
+			bq2.Columns = append(bq2.Columns, c)
+		}
+	}
+	noFlag.BigQuery = &bq2
+	if _, err := NewReadPlan(&noFlag); err == nil || !strings.Contains(err.Error(), "no column holds its flag heart_rate_imputed") {
+		t.Errorf("a table with an imputed field and no flag column: %v; want it refused naming the flag", err)
+	}
+}
+
+func TestEveryBuiltinSpecWithATableReadsBack(t *testing.T) {
+	for _, name := range schemas.BuiltinSpecNames() {
+		t.Run(name, func(t *testing.T) {
+			spec, err := LoadSpec(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if spec.BigQuery == nil {
+				t.Skip("no bigquery section")
+			}
+			p, err := NewReadPlan(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Columns()) < 2 || p.EventTimeColumn() == "" {
+				t.Errorf("columns %v, event-time column %q", p.Columns(), p.EventTimeColumn())
+			}
+		})
 	}
 }
