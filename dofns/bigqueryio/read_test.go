@@ -72,7 +72,7 @@ func TestReadGivesEachRowsReadingPayload(t *testing.T) {
 	}
 	rows := []*bigquery.ValuesSaver{
 		row("a", "p-1", at(0), 70.0, "87", false),
-		row("b", "p-1", at(30), 70.0, "86", true), // imputed: its heart rate is not the reading's
+		row("b", "p-1", at(30), 70.0, "86", true),  // imputed: its heart rate is not the reading's
 		row("c", "p-2", at(59), nil, "low", false), // unreadable
 		row("d", "p-2", at(60), 71.0, "80", false), // 11h: past --to_time
 	}
