@@ -7,6 +7,7 @@ require (
 	cloud.google.com/go/bigquery v1.83.0
 	cloud.google.com/go/bigtable v1.57.0
 	cloud.google.com/go/pubsub/v2 v2.6.2
+	github.com/apache/arrow-go/v18 v18.5.1
 	github.com/apache/beam/sdks/v2 v2.77.0
 	github.com/duckdb/duckdb-go/v2 v2.10506.0
 	github.com/goccy/go-json v0.12.0
@@ -40,7 +41,6 @@ require (
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/exporter/metric v0.57.0 // indirect
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/internal/resourcemapping v0.57.0 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
-	github.com/apache/arrow-go/v18 v18.5.1 // indirect
 	github.com/apache/arrow/go/v15 v15.0.2 // indirect
 	github.com/avast/retry-go/v4 v4.7.0 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect

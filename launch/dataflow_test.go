@@ -268,6 +268,19 @@ func TestDataflowDryRunRekey(t *testing.T) {
 	checkSummary(t, out, "JOB_TYPE_BATCH", "source:     bigtable bigtable://sensorpipe-test/vitals/old_vitals (spec vitals)")
 }
 
+func TestDataflowDryRunFromBigQuery(t *testing.T) {
+	out := dryRunDataflow(t, "--source=bigquery", "--from_table=old:vitals.readings", "--from_time=2026-03-01T00:00:00Z")
+	if got, want := out.job.Type, "JOB_TYPE_BATCH"; got != want {
+		t.Errorf("job type %s; want %s", got, want)
+	}
+	names := transformNames(out.pipeline)
+	if !slices.Contains(names, "bigquery.Read") || slices.Contains(names, "ReadFiles") {
+		t.Errorf("transforms %v; want bigquery.Read and no ReadFiles", names)
+	}
+	checkGraph(t, out.pipeline)
+	checkSummary(t, out, "JOB_TYPE_BATCH", "source:     bigquery old:vitals.readings (Storage Read API)")
+}
+
 func TestDataflowDryRunStreaming(t *testing.T) {
 	const sub = "projects/P/subscriptions/S"
 	out := dryRunDataflow(t, "--source=pubsub", "--subscription="+sub)

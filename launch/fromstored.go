@@ -12,11 +12,16 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
+// sourceBigtable is the --source of a batch over the readings stored in
+// a Bigtable table (a rekey).
+const sourceBigtable = "bigtable"
+
 // readsStored reports whether --source names a store of readings written
-// before (a batch over them under --spec), which the --from_* flags
-// describe.
+// before (a batch over them under --spec): a Bigtable table
+// (--source=bigtable) or a BigQuery table (--source=bigquery), which the
+// --from_* flags describe.
 func readsStored(source string) bool {
-	return source == "bigtable"
+	return source == sourceBigtable || source == sourceBigQuery
 }
 
 // parseFromBigtable reads the flags of a batch over a stored Bigtable
@@ -34,7 +39,7 @@ func parseFromBigtable(f *flags, given map[string]bool, spec *schemas.Spec, targ
 	if f.format != "json" {
 		return usagef("--format=%s: --source=bigtable reads the readings back from their cells; leave --format out", f.format)
 	}
-	fromMs, toMs, err := timeBounds(f.fromTime, f.toTime)
+	fromMs, toMs, err := parseTimeBounds(f.fromTime, f.toTime)
 	if err != nil {
 		return err
 	}
@@ -82,27 +87,34 @@ func parseFromBigtable(f *flags, given map[string]bool, spec *schemas.Spec, targ
 	return nil
 }
 
-// timeBounds reads --from_time and --to_time (RFC 3339, "" no bound) as
-// epoch milliseconds, 0 for no bound.
-func timeBounds(fromText, toText string) (fromMs, toMs int64, err error) {
-	parse := func(flagName, v string) (int64, error) {
+// parseTimeBounds parses --from_time and --to_time (RFC 3339) into epoch
+// milliseconds, 0 for an empty one; from must be before to.
+func parseTimeBounds(from, to string) (fromMs, toMs int64, err error) {
+	parse := func(name, v string) (int64, error) {
 		if v == "" {
 			return 0, nil
 		}
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			return 0, usagef("--%s=%s: give an RFC 3339 time such as 2026-03-01T00:00:00Z", flagName, v)
+			return 0, usagef("--%s=%s: give an RFC 3339 time such as 2026-03-01T00:00:00Z", name, v)
 		}
-		return t.UnixMilli(), nil
+		if t.Before(schemas.EarliestEventTime) || t.After(schemas.LatestEventTime) {
+			return 0, usagef("--%s=%s: give a time from %s to %s", name, v, schemas.EarliestEventTime.Format(time.RFC3339), schemas.LatestEventTime.Format(time.RFC3339))
+		}
+		ms := t.UnixMilli()
+		if ms == 0 && name == "to_time" {
+			return 0, usagef("--to_time=%s: nothing is before it; give a later time", v)
+		}
+		return ms, nil // --from_time at the epoch is no bound: nothing is before it
 	}
-	if fromMs, err = parse("from_time", fromText); err != nil {
+	if fromMs, err = parse("from_time", from); err != nil {
 		return 0, 0, err
 	}
-	if toMs, err = parse("to_time", toText); err != nil {
+	if toMs, err = parse("to_time", to); err != nil {
 		return 0, 0, err
 	}
-	if fromText != "" && toText != "" && toMs <= fromMs {
-		return 0, 0, usagef("--to_time=%s is not after --from_time=%s", toText, fromText)
+	if fromMs != 0 && toMs != 0 && fromMs >= toMs {
+		return 0, 0, usagef("--from_time=%s is not before --to_time=%s", from, to)
 	}
 	return fromMs, toMs, nil
 }

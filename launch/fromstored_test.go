@@ -61,14 +61,14 @@ func TestParseFromBigtable(t *testing.T) {
 			{"the table it writes", with("--from_spec=vitals", "--from_table=patient_vitals_salted"), "also a table --spec"},
 			{"a bad from time", with("--from_spec=vitals", "--from_time=yesterday"), "--from_time=yesterday"},
 			{"a bad to time", with("--from_spec=vitals", "--to_time=2026-03-01"), "--to_time=2026-03-01"},
-			{"an empty span", with("--from_spec=vitals", "--from_time=2026-03-02T00:00:00Z", "--to_time=2026-03-01T00:00:00Z"), "is not after --from_time"},
+			{"an empty span", with("--from_spec=vitals", "--from_time=2026-03-02T00:00:00Z", "--to_time=2026-03-01T00:00:00Z"), "is not before --to_time"},
 			{"an input", with("--from_spec=vitals", "--input=x"), "--input applies to --source=files only"},
 			{"a stream flag", with("--from_spec=vitals", "--subscription=projects/p/subscriptions/s"), "--subscription applies to --source=pubsub only"},
 			{"a format", with("--from_spec=vitals", "--format=proto"), "--format=proto"},
 			{"a from flag in a file batch", []string{"--input=../testdata/vitals/*", "--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=" + dl, "--from_table=t"},
-				"--from_table applies to --source=bigtable only"},
+				"--from_table applies to --source=bigtable or bigquery only"},
 			{"a from flag in a stream", []string{"--source=pubsub", "--subscription=projects/p/subscriptions/s", "--bigtable_project=p", "--bigtable_instance=i",
-				"--dead_letter=" + dl, "--from_time=2026-03-01T00:00:00Z"}, "--from_time applies to --source=bigtable only"},
+				"--dead_letter=" + dl, "--from_time=2026-03-01T00:00:00Z"}, "--from_time applies to --source=bigtable or bigquery only"},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {

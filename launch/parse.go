@@ -164,6 +164,13 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 		}
 	}
 	payloadFormat := f.format
+	if f.source == sourceBigQuery {
+		// A table's rows are read back as JSON payloads.
+		if given["format"] && f.format != "json" {
+			return cfg, p, usagef("--format=%s: --source=bigquery reads a table's rows, not payloads; leave --format out", f.format)
+		}
+		payloadFormat = "json"
+	}
 	var replay *pipelines.Replay
 	if f.format == formatDeadLetter {
 		payloadFormat = f.replayPayload
@@ -205,7 +212,10 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 	if !readsStored(f.source) {
 		for _, name := range storedFlags {
 			if given[name] {
-				return cfg, p, usagef("--%s applies to --source=bigtable only", name)
+				if slices.Contains(bigtableOnlyFlags, name) {
+					return cfg, p, usagef("--%s applies to --source=bigtable only", name)
+				}
+				return cfg, p, usagef("--%s applies to --source=bigtable or bigquery only", name)
 			}
 		}
 	}
@@ -218,12 +228,16 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 		if err := parseStream(&f, r, &cfg, &p); err != nil {
 			return cfg, p, err
 		}
-	case "bigtable":
+	case sourceBigtable:
 		if err := parseFromBigtable(&f, given, spec, cfg.Bigtable, &p); err != nil {
 			return cfg, p, err
 		}
+	case sourceBigQuery:
+		if err := parseFromBigQuery(&f, given, spec, &p); err != nil {
+			return cfg, p, err
+		}
 	default:
-		return cfg, p, usagef("--source=%q: use files, pubsub or bigtable", f.source)
+		return cfg, p, usagef("--source=%q: use files, pubsub, bigtable or bigquery", f.source)
 	}
 	if err := cfg.Check(); err != nil {
 		return cfg, p, cli.Usage(err)
