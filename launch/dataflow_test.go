@@ -249,6 +249,38 @@ func TestDataflowDryRunBatch(t *testing.T) {
 	checkSummary(t, out, "JOB_TYPE_BATCH", "source:     files gs://bucket/path/*.jsonl")
 }
 
+// TestDataflowDryRunRekey: a rekey (--source=bigtable) on Dataflow reads
+// the stored table with the splittable key-range read, then builds and
+// writes like a file batch.
+func TestDataflowDryRunRekey(t *testing.T) {
+	out := dryRunDataflow(t, "--source=bigtable", "--from_spec=vitals", "--from_table=old_vitals",
+		"--spec=../testdata/rekey/vitals_salted.yaml")
+	if got, want := out.job.Type, "JOB_TYPE_BATCH"; got != want {
+		t.Errorf("job type %s; want %s", got, want)
+	}
+	names := transformNames(out.pipeline)
+	for _, want := range []string{"bigtable.Read", "ReadFiles"} {
+		if got := slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, want) }); got != (want == "bigtable.Read") {
+			t.Errorf("transform %s in the graph: %v; want %v\n%s", want, got, want == "bigtable.Read", strings.Join(names, "\n"))
+		}
+	}
+	checkGraph(t, out.pipeline)
+	checkSummary(t, out, "JOB_TYPE_BATCH", "source:     bigtable bigtable://sensorpipe-test/vitals/old_vitals (spec vitals)")
+}
+
+func TestDataflowDryRunFromBigQuery(t *testing.T) {
+	out := dryRunDataflow(t, "--source=bigquery", "--from_table=old:vitals.readings", "--from_time=2026-03-01T00:00:00Z")
+	if got, want := out.job.Type, "JOB_TYPE_BATCH"; got != want {
+		t.Errorf("job type %s; want %s", got, want)
+	}
+	names := transformNames(out.pipeline)
+	if !slices.Contains(names, "bigquery.Read") || slices.Contains(names, "ReadFiles") {
+		t.Errorf("transforms %v; want bigquery.Read and no ReadFiles", names)
+	}
+	checkGraph(t, out.pipeline)
+	checkSummary(t, out, "JOB_TYPE_BATCH", "source:     bigquery old:vitals.readings (Storage Read API)")
+}
+
 func TestDataflowDryRunStreaming(t *testing.T) {
 	const sub = "projects/P/subscriptions/S"
 	out := dryRunDataflow(t, "--source=pubsub", "--subscription="+sub)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"io"
 	"os"
 	"sort"
@@ -164,6 +165,10 @@ func writeDryRunSummary(w io.Writer, cfg pipelines.Config, pl plan, job dryRunJo
 			src += ", event time from attribute " + a
 		}
 		fmt.Fprintf(w, "  source:     %s\n", src)
+	} else if rc := pl.batch.FromBigtable; rc != nil {
+		fmt.Fprintf(w, "  source:     bigtable %s (spec %s)\n", bigtableio.Source(rc.Project, rc.Instance, rc.Spec.Bigtable.Tables[0].Name), rc.Spec.Name)
+	} else if bq := pl.batch.FromBigQuery; bq != nil {
+		fmt.Fprintf(w, "  source:     bigquery %s:%s.%s (Storage Read API)\n", bq.Project, bq.Dataset, bq.Table)
 	} else {
 		fmt.Fprintf(w, "  source:     files %s\n", pl.batch.Input)
 	}

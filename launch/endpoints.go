@@ -62,7 +62,14 @@ func checkEndpoints(ctx context.Context, cfg pipelines.Config, p plan) error {
 	rest, restSet := cli.Emulator(bigqueryio.EmulatorHostEnv)
 	storage, storageSet := cli.Emulator(bigqueryio.StorageEmulatorHostEnv)
 	storageWrites := cfg.BigQuery != nil && cfg.BigQuery.WriteMethod != bigqueryio.WriteInsertAll
+	storageReads := p.batch.FromBigQuery != nil
 	switch {
+	case storageReads && restSet && !storageSet:
+		return fmt.Errorf("%s is not set while %s=%s is: --source=bigquery would read through bigquerystorage.googleapis.com:443 without credentials; export %s=%s (eval \"$(make env)\" sets every emulator variable)",
+			bigqueryio.StorageEmulatorHostEnv, bigqueryio.EmulatorHostEnv, rest, bigqueryio.StorageEmulatorHostEnv, localBigQueryStorageHost)
+	case storageReads && storageSet && !restSet:
+		return fmt.Errorf("%s is not set while %s=%s is: --from_table would be checked at bigquery.googleapis.com without credentials; export %s=%s (eval \"$(make env)\" sets every emulator variable)",
+			bigqueryio.EmulatorHostEnv, bigqueryio.StorageEmulatorHostEnv, storage, bigqueryio.EmulatorHostEnv, cli.LocalBigQueryHost)
 	case storageWrites && restSet && !storageSet:
 		return fmt.Errorf("%s is not set while %s=%s is: the BigQuery sink's Storage Write API would go to bigquerystorage.googleapis.com:443 without credentials; export %s=%s (eval \"$(make env)\" sets every emulator variable)",
 			bigqueryio.StorageEmulatorHostEnv, bigqueryio.EmulatorHostEnv, rest, bigqueryio.StorageEmulatorHostEnv, localBigQueryStorageHost)
@@ -74,11 +81,14 @@ func checkEndpoints(ctx context.Context, cfg pipelines.Config, p plan) error {
 	if _, ok := cli.Emulator(cli.BigtableEmulatorEnv); !ok {
 		cloud = append(cloud, endpoint{"Bigtable", "bigtable.googleapis.com:443"})
 	}
-	if (cfg.BigQuery != nil || cfg.DeadLetter.Kind == targets.DeadLetterBigQuery) && !restSet {
+	if (cfg.BigQuery != nil || storageReads || cfg.DeadLetter.Kind == targets.DeadLetterBigQuery) && !restSet {
 		cloud = append(cloud, endpoint{"BigQuery", "bigquery.googleapis.com:443"})
 	}
 	if storageWrites && !storageSet {
 		cloud = append(cloud, endpoint{"BigQuery Storage Write", "bigquerystorage.googleapis.com:443"})
+	}
+	if storageReads && !storageSet {
+		cloud = append(cloud, endpoint{"BigQuery Storage Read", "bigquerystorage.googleapis.com:443"})
 	}
 	if _, ok := cli.Emulator(cli.PubSubEmulatorEnv); !ok && (p.streaming || cfg.DeadLetter.Kind == targets.DeadLetterPubSub) {
 		cloud = append(cloud, endpoint{"Pub/Sub", "pubsub.googleapis.com:443"})

@@ -59,6 +59,14 @@ type flags struct {
 	allowRejected  bool
 	mergeStored    bool
 
+	// Stored-data sources (--source=bigtable or bigquery).
+	fromSpec     string
+	fromTable    string
+	fromInstance string
+	fromProject  string
+	fromTime     string
+	toTime       string
+
 	// Stream flags (--source=pubsub).
 	localStateOnDisk bool
 	subscription     string
@@ -74,7 +82,7 @@ type flags struct {
 
 // register defines the launcher's flags on fs, each bound to a field of f.
 func (f *flags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.source, "source", "files", "Where readings come from: files (a batch over --input) or pubsub (a stream from --subscription).")
+	fs.StringVar(&f.source, "source", "files", "Where readings come from: files (a batch over --input), pubsub (a stream from --subscription), bigtable (a batch over the readings stored in --from_table under --from_spec, rewritten under --spec: a rekey; see docs/guide/rekey.md), or bigquery (a batch over the readings of a BigQuery table the spec wrote, --from_table, read with the Storage Read API: it rebuilds the Bigtable tables).")
 	fs.StringVar(&f.input, "input", "", "With --source=files: a file glob, local or gs://; .gz files are decompressed. Example: 'testdata/*.jsonl'. A local glob is made absolute, and refused on a runner whose workers cannot see this machine's disk (Dataflow, DOCKER, a remote job server's).")
 	fs.StringVar(&f.spec, "spec", schemas.DefaultSpecName(), cli.SpecUsage)
 	fs.StringVar(&f.btProject, "bigtable_project", "", "Bigtable project id (required; with BIGTABLE_EMULATOR_HOST set it defaults to local-project, the project make run writes).")
@@ -112,6 +120,14 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.allowRejected, "allow_all_rejected", false, "A batch that read records and rejected every one exits 0 rather than 1 (e.g. a replay of dead letters known to fail again). Without it such a run fails with its top reasons and their likely cause: a wrong --format, a wrong --spec, or the unit of the timestamps.")
 	fs.BoolVar(&f.mergeStored, "merge_stored", true, "A batch reads each sensor-hour it writes back from Bigtable and builds it with the readings earlier runs stored there, so that batches that split an hour, in any order, or a batch after a stream, leave what one batch over all the readings leaves; a stream does the same at each hour's on-time and late firings, so that streams sharing a subscription, or a drain-and-replace update, leave what one batch leaves. false builds each hour from the run's own readings only (a backfill into empty tables skips one read per sensor-hour).")
 
+	// Stored-data flags (--source=bigtable or bigquery).
+	fs.StringVar(&f.fromSpec, "from_spec", "", "With --source=bigtable: the spec the stored table was written under, a built-in name or a YAML file (default: --spec). Its readings are read back from their cells (a spec whose table does not store every field, such as heroic_metrics, is refused) and must have the fields of --spec.")
+	fs.StringVar(&f.fromTable, "from_table", "", "With --source=bigtable or bigquery: the table to read the readings from. With bigtable: a table of --from_spec (default: its first table). With bigquery: [PROJECT:]DATASET.TABLE (required), the project defaulting to --from_project, then --bigquery_project; each column maps back to its field through the spec's bigquery.columns, $reading_id and $ingested_at are not fields, and imputed values (the spec's imputation flag column) are dropped and imputed again.")
+	fs.StringVar(&f.fromInstance, "from_instance", "", "With --source=bigtable: the Bigtable instance of --from_table (default: --bigtable_instance).")
+	fs.StringVar(&f.fromProject, "from_project", "", "With --source=bigtable or bigquery: the project of --from_table. With bigtable: the project of its instance (default: --bigtable_project). With bigquery: the project when --from_table names none (default: --bigquery_project).")
+	fs.StringVar(&f.fromTime, "from_time", "", "With --source=bigtable or bigquery: read only the readings whose event time is at or after this RFC 3339 time (e.g. 2026-03-01T00:00:00Z); with bigquery it is a row restriction on the table's event-time (partitioning) column. Empty: no bound.")
+	fs.StringVar(&f.toTime, "to_time", "", "With --source=bigtable or bigquery: read only the readings whose event time is before this RFC 3339 time. Empty: no bound.")
+
 	// Stream flags (--source=pubsub).
 	fs.BoolVar(&f.localStateOnDisk, "local_state_on_disk", true, "With --source=pubsub on any runner but Dataflow: keep each sensor-hour's state (its readings, held for the hour's final firings and then for --allowed_lateness, a day by default) in files in the run's temp folder instead of memory, about 32 bytes a vitals reading, so that the stream's memory does not grow with its readings. The files go when their hour expires, and with the run (on a job server, with the worker process). false keeps the state in memory. Ignored on Dataflow, whose state is not in the workers' memory.")
 	fs.StringVar(&f.subscription, "subscription", "", "With --source=pubsub: the subscription, projects/P/subscriptions/S (required). PUBSUB_EMULATOR_HOST is honoured on prism and direct.")
@@ -133,3 +149,11 @@ func (f *flags) register(fs *flag.FlagSet) {
 
 // streamFlags are the flags that only apply to --source=pubsub.
 var streamFlags = []string{"subscription", "timestamp_attribute", "id_attribute", "early_firing", "late_firing", "allowed_lateness", "pubsub_ack_deadline", "local_state_on_disk", "silences_topic"}
+
+// storedFlags are the flags that only apply to a source of stored data
+// (--source=bigtable or bigquery).
+var storedFlags = []string{"from_spec", "from_table", "from_instance", "from_project", "from_time", "to_time"}
+
+// bigtableOnlyFlags are the stored-data flags that only apply to
+// --source=bigtable.
+var bigtableOnlyFlags = []string{"from_spec", "from_instance"}

@@ -87,6 +87,8 @@ func main() {
 func printHelp() {
 	flag.CommandLine.SetOutput(os.Stdout)
 	fmt.Println("Usage: go run ./launch --source=files --input=GLOB --bigtable_project=P --bigtable_instance=I --dead_letter=DIR [flags]")
+	fmt.Println("       go run ./launch --source=bigtable --from_spec=OLD --spec=NEW --bigtable_table=NEW_TABLE --bigtable_project=P --bigtable_instance=I --dead_letter=DIR [flags]")
+	fmt.Println("       go run ./launch --source=bigquery --from_table=[PROJECT:]DATASET.TABLE --bigtable_project=P --bigtable_instance=I --dead_letter=DIR [flags]")
 	fmt.Println("       go run ./launch --source=pubsub --subscription=projects/P/subscriptions/S --timestamp_attribute=event_ts \\")
 	fmt.Println("           --bigtable_project=P --bigtable_instance=I --dead_letter=DIR [flags]   (runs until interrupted)")
 	fmt.Println()
@@ -158,11 +160,13 @@ func run(ctx context.Context, start time.Time, cfg pipelines.Config, p plan) err
 	cut := []parts.Part{{}}
 	if p.streaming {
 		fmt.Fprintf(os.Stderr, "sensorpipe: streaming %s on %s; Ctrl-C or SIGTERM stops\n", p.stream.Source.Subscription, p.runner.name)
-	} else if p.runner.local() && cfg.Replay == nil && !fileio.IsTableFormat(p.batch.Format) {
+	} else if p.runner.local() && cfg.Replay == nil && !fileio.IsTableFormat(p.batch.Format) && p.batch.FromBigtable == nil && p.batch.FromBigQuery == nil {
 		// The parts are cut from JSON lines' hours; a table file's
 		// rows run as one job.
 		// A replay's dead letters are not readings the scan can cut by
-		// hour; they are few, and run as one job.
+		// hour; they are few, and run as one job. A stored table's
+		// readings (--source=bigtable or bigquery) run as one job: there
+		// are no files to scan, and the read splits the table itself.
 		var done func()
 		var err error
 		if cut, done, err = planParts(ctx, cfg, p); err != nil {

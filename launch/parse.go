@@ -170,10 +170,15 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 		}
 	}
 	payloadFormat := f.format
-	if err := parseFileFormat(&f, given, &p); err != nil {
+	if f.source == sourceBigQuery {
+		// A table's rows are read back as JSON payloads.
+		if given["format"] && f.format != "json" {
+			return cfg, p, usagef("--format=%s: --source=bigquery reads a table's rows, not payloads; leave --format out", f.format)
+		}
+		payloadFormat = "json"
+	} else if err := parseFileFormat(&f, given, &p); err != nil {
 		return cfg, p, err
-	}
-	if p.batch.Format != "" {
+	} else if p.batch.Format != "" {
 		// A table file's rows reach the parse as the JSON objects the
 		// spec reads (fileio's readRowsFn).
 		payloadFormat = fileio.FormatJSON
@@ -216,6 +221,16 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 			return cfg, p, err
 		}
 	}
+	if !readsStored(f.source) {
+		for _, name := range storedFlags {
+			if given[name] {
+				if slices.Contains(bigtableOnlyFlags, name) {
+					return cfg, p, usagef("--%s applies to --source=bigtable only", name)
+				}
+				return cfg, p, usagef("--%s applies to --source=bigtable or bigquery only", name)
+			}
+		}
+	}
 	switch f.source {
 	case "files":
 		if err := parseBatch(&f, given, r, &p); err != nil {
@@ -225,8 +240,16 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 		if err := parseStream(&f, r, &cfg, &p); err != nil {
 			return cfg, p, err
 		}
+	case sourceBigtable:
+		if err := parseFromBigtable(&f, given, spec, cfg.Bigtable, &p); err != nil {
+			return cfg, p, err
+		}
+	case sourceBigQuery:
+		if err := parseFromBigQuery(&f, given, spec, &p); err != nil {
+			return cfg, p, err
+		}
 	default:
-		return cfg, p, usagef("--source=%q: use files or pubsub", f.source)
+		return cfg, p, usagef("--source=%q: use files, pubsub, bigtable or bigquery", f.source)
 	}
 	if err := cfg.Check(); err != nil {
 		return cfg, p, cli.Usage(err)

@@ -313,3 +313,119 @@ func TestParseRunners(t *testing.T) {
 		})
 	}
 }
+
+// TestParseFromBigQuery: what --source=bigquery reads, from the flags.
+func TestParseFromBigQuery(t *testing.T) {
+	dl := t.TempDir()
+	base := []string{"--source=bigquery", "--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=" + dl}
+	ms := func(s string) int64 {
+		tm, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm.UnixMilli()
+	}
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want bigqueryio.Config
+	}{
+		{"a dataset's table in the Bigtable project", nil, []string{"--from_table=vitals.readings"},
+			bigqueryio.Config{Project: "p", Dataset: "vitals", Table: "readings"}},
+		{"the BigQuery project", nil, []string{"--from_table=vitals.readings", "--bigquery_project=bq"},
+			bigqueryio.Config{Project: "bq", Dataset: "vitals", Table: "readings"}},
+		{"--from_project", nil, []string{"--from_table=vitals.readings", "--bigquery_project=bq", "--from_project=old"},
+			bigqueryio.Config{Project: "old", Dataset: "vitals", Table: "readings"}},
+		{"PROJECT:DATASET.TABLE", nil, []string{"--from_table=other:vitals.readings", "--from_project=old"},
+			bigqueryio.Config{Project: "other", Dataset: "vitals", Table: "readings"}},
+		{"PROJECT.DATASET.TABLE", nil, []string{"--from_table=other.vitals.readings"},
+			bigqueryio.Config{Project: "other", Dataset: "vitals", Table: "readings"}},
+		{"event-time bounds", nil, []string{"--from_table=vitals.readings", "--from_time=2026-03-01T10:00:00Z", "--to_time=2026-03-01T12:00:00.5+01:00"},
+			bigqueryio.Config{Project: "p", Dataset: "vitals", Table: "readings", FromMs: ms("2026-03-01T10:00:00Z"), ToMs: ms("2026-03-01T11:00:00.5Z")}},
+		{"the emulator's project", []string{bigqueryio.EmulatorHostEnv + "=127.0.0.1:2", cli.BigtableEmulatorEnv + "=127.0.0.1:1"},
+			[]string{"--source=bigquery", "--dead_letter=" + dl, "--from_table=vitals.readings"},
+			bigqueryio.Config{Project: cli.LocalProject, Dataset: "vitals", Table: "readings"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			parseEnv(t, tc.env...)
+			args := append(append([]string{}, base...), tc.args...)
+			if tc.env != nil {
+				args = tc.args
+			}
+			cfg, p, err := parse(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.batch.FromBigQuery == nil || *p.batch.FromBigQuery != tc.want {
+				t.Errorf("FromBigQuery = %+v; want %+v", p.batch.FromBigQuery, tc.want)
+			}
+			if p.streaming || p.listInput || !p.batch.MergeStored || p.batch.Input != "" {
+				t.Errorf("plan: streaming %v, input listed %v, merge stored %v, input %q; want a batch that merges and lists no input",
+					p.streaming, p.listInput, p.batch.MergeStored, p.batch.Input)
+			}
+			if cfg.BigQuery != nil {
+				t.Errorf("the BigQuery sink is on (%+v) without --bigquery_dataset", cfg.BigQuery)
+			}
+		})
+	}
+	t.Run("the BigQuery sink only when asked", func(t *testing.T) {
+		parseEnv(t)
+		cfg, _, err := parse(append(append([]string{}, base...), "--from_table=vitals.readings", "--bigquery_dataset=rebuilt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.BigQuery == nil || cfg.BigQuery.Dataset != "rebuilt" {
+			t.Errorf("BigQuery sink = %+v; want dataset rebuilt", cfg.BigQuery)
+		}
+	})
+}
+
+// TestParseFromBigQueryUsageErrors: the usage errors of --source=bigquery
+// and of the rebuild flags elsewhere.
+func TestParseFromBigQueryUsageErrors(t *testing.T) {
+	dl := t.TempDir()
+	src := []string{"--source=bigquery", "--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=" + dl, "--from_table=vitals.readings"}
+	batch := []string{"--input=../testdata/vitals/*", "--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=" + dl}
+	stream := []string{"--source=pubsub", "--subscription=projects/p/subscriptions/s", "--bigtable_project=p", "--bigtable_instance=i", "--dead_letter=" + dl}
+	with := func(base []string, more ...string) []string { return append(append([]string{}, base...), more...) }
+	noBigQuery := specWithout(t, "bigquery:", "  table: readings", "  time_partitioning:", "  clustering:", "  primary_key:", "  max_staleness:", "  columns:", "    - {name:")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no table", src[:4], "--from_table is required with --source=bigquery"},
+		{"a table without its dataset", with(src, "--from_table=readings"), "--from_table=readings: give [PROJECT:]DATASET.TABLE"},
+		{"an empty dataset", with(src, "--from_table=p:.readings"), "none of them empty"},
+		{"a bad dataset name", with(src, "--from_table=bad-name.readings"), "--from_table=bad-name.readings"},
+		{"too many parts", with(src, "--from_table=a:b.c.d"), "give [PROJECT:]DATASET.TABLE"},
+		{"a bad from time", with(src, "--from_time=yesterday"), "--from_time=yesterday: give an RFC 3339 time"},
+		{"a bad to time", with(src, "--to_time=2026-03-01"), "--to_time=2026-03-01: give an RFC 3339 time"},
+		{"bounds out of order", with(src, "--from_time=2026-03-02T00:00:00Z", "--to_time=2026-03-01T00:00:00Z"), "is not before --to_time"},
+		{"a spec without a BigQuery table", with(src, "--spec="+noBigQuery), "has no bigquery section"},
+		{"a payload format", with(src, "--format=proto"), "--format=proto: --source=bigquery reads a table's rows"},
+		{"input", with(src, "--input=x"), "--input applies to --source=files only"},
+		{"a stream flag", with(src, "--early_firing=5s"), "--early_firing applies to --source=pubsub only"},
+		{"a rebuild flag in a file batch", with(batch, "--from_table=vitals.readings"), "--from_table applies to --source=bigtable or bigquery only"},
+		{"a rebuild flag in a stream", with(stream, "--from_time=2026-03-01T00:00:00Z"), "--from_time applies to --source=bigtable or bigquery only"},
+		{"a Bigtable-only flag", with(src, "--from_spec=vitals"), "--from_spec applies to --source=bigtable only"},
+		{"a Bigtable-only flag in a file batch", with(batch, "--from_instance=i"), "--from_instance applies to --source=bigtable only"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			parseEnv(t)
+			_, _, err := parse(tc.args)
+			if err == nil {
+				t.Fatalf("parse(%q) = nil error; want one with %q", tc.args, tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("parse error %q; want it to contain %q", err, tc.want)
+			}
+			if got := exitCode(err); got != exitUsage {
+				t.Errorf("exit code %d for %v; want %d (usage)", got, err, exitUsage)
+			}
+		})
+	}
+}

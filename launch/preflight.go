@@ -23,7 +23,8 @@ import (
 // preflight checks, before the job starts, every place the job will write:
 // that each service has its emulator or credentials (checkEndpoints), the
 // dead-letter target, the Bigtable tables (created when missing), the
-// subscription of a stream, and the BigQuery dataset and tables. Transient
+// subscription of a stream, the BigQuery table a rebuild reads, and the
+// BigQuery dataset and tables. Transient
 // errors are retried within --startup_timeout. Each failure is one line
 // naming the flag and the fix.
 func preflight(ctx context.Context, cfg pipelines.Config, p plan) error {
@@ -38,6 +39,16 @@ func preflight(ctx context.Context, cfg pipelines.Config, p plan) error {
 	}
 	if err := bigtableio.EnsureTables(ctx, cfg.Bigtable.Project, cfg.Bigtable.Instance, cfg.Spec.Spec, p.createTables, limit); err != nil {
 		return fmt.Errorf("--bigtable_project=%s --bigtable_instance=%s: %w", cfg.Bigtable.Project, cfg.Bigtable.Instance, err)
+	}
+	if rc := p.batch.FromBigtable; rc != nil {
+		if err := checkFromTable(ctx, rc, limit); err != nil {
+			return err
+		}
+	}
+	if src := p.batch.FromBigQuery; src != nil {
+		if err := bigqueryio.CheckSource(ctx, *src, cfg.Spec.Spec); err != nil {
+			return fmt.Errorf("--from_table: %w", err)
+		}
 	}
 	if p.streaming {
 		if err := pubsubio.CheckSubscription(ctx, p.stream.Source.Subscription); err != nil {

@@ -6,6 +6,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 )
 
@@ -29,10 +31,19 @@ type BatchOptions struct {
 	// cannot be read back: the batch then builds each hour from its own
 	// readings (the launcher warns of it at start).
 	MergeStored bool
+	// FromBigtable, when set, is the batch's input instead of Input: the
+	// readings stored in a table under another spec (bigtableio.Read),
+	// rebuilt under Config.Spec: a rekey.
+	FromBigtable *bigtableio.ReadConfig
+	// FromBigQuery, when set, is the source instead of Input: the
+	// readings of a BigQuery table the spec wrote, read back with the
+	// Storage Read API (bigqueryio.Read; its Spec and Retry are the run's).
+	FromBigQuery *bigqueryio.Config
 }
 
-// Batch builds the historical re-ingestion graph: files in, Bigtable (and
-// BigQuery) out, every rejected record in the dead letter.
+// Batch builds the historical re-ingestion graph: files (or a stored
+// Bigtable table, or a BigQuery table) in, Bigtable (and BigQuery) out,
+// every rejected record in the dead letter.
 func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 	if err := cfg.Check(); err != nil {
 		return err
@@ -40,8 +51,10 @@ func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 	if cfg.Local != nil {
 		return fmt.Errorf("pipelines: the local-runner options (arrival writes, recovery, disk state) apply to a stream; a batch's windows are read whole")
 	}
-	lines, readDead := fileio.Read(s, fileio.Config{Glob: opts.Input, Ranges: opts.Ranges, MaxLineBytes: cfg.MaxLineBytes,
-		Format: opts.Format, Spec: cfg.Spec})
+	lines, readDead, err := readInput(s, cfg, opts)
+	if err != nil {
+		return err
+	}
 	records, parseDead := parseLines(s, cfg, lines, true)
 	dead := ingestBatch(s, cfg, opts.MergeStored, records)
 	// The sinks' dead letters cross a Reshuffle (random keys, not a fixed
@@ -98,4 +111,25 @@ func buildBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) 
 	}
 	b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, &dofns.BuildBatchedRowsFn{BuildRowsFn: fn}, grouped)
 	return b
+}
+
+// readInput reads the batch's input as KV<source, payload>, with the
+// read's dead letters: the files' lines, or the readings stored in a
+// Bigtable table or a BigQuery table as JSON payloads, which the parse
+// reads like lines.
+func readInput(s beam.Scope, cfg Config, opts BatchOptions) (lines, dead beam.PCollection, err error) {
+	switch {
+	case opts.FromBigtable != nil && opts.FromBigQuery != nil:
+		return lines, dead, fmt.Errorf("pipelines: a batch reads one source: FromBigtable or FromBigQuery, not both")
+	case opts.FromBigtable != nil:
+		return bigtableio.Read(s, *opts.FromBigtable)
+	case opts.FromBigQuery != nil:
+		src := *opts.FromBigQuery
+		src.Spec, src.Retry = cfg.Spec, cfg.Retry
+		lines, dead = bigqueryio.Read(s, src)
+		return lines, dead, nil
+	}
+	lines, dead = fileio.Read(s, fileio.Config{Glob: opts.Input, Ranges: opts.Ranges, MaxLineBytes: cfg.MaxLineBytes,
+		Format: opts.Format, Spec: cfg.Spec})
+	return lines, dead, nil
 }

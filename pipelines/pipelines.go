@@ -1,11 +1,11 @@
 // Package pipelines builds sensorpipe's two graphs from the edges
 // (dofns/fileio, dofns/pubsubio, dofns/bigtableio, dofns/bigqueryio,
-// dofns/deadletterio) and the core transforms (dofns): Batch, files in,
-// and Stream, Pub/Sub in. Both parse, window by the UTC hour of event
+// dofns/deadletterio) and the core transforms (dofns): Batch, files (or a
+// BigQuery table's readings) in, and Stream, Pub/Sub in. Both parse, window by the UTC hour of event
 // time, build each identity-hour's rows, and write Bigtable, BigQuery
 // and the dead letter; they differ in how an hour is grouped and fired.
 //
-//	Batch:  fileio.Read → parse → Ingest{PreGroup → HourlyWindows → BuildRows{GBK → BuildBatchedRowsFn}} → sinks
+//	Batch:  fileio.Read (or bigtableio.Read, a rekey; or bigqueryio.Read) → parse → Ingest{PreGroup → HourlyWindows → BuildRows{GBK → BuildBatchedRowsFn}} → sinks
 //	Stream: pubsubio.ReadMessages → parse → Ingest{TooLate → [arrival write] → HourlyWindows(triggered) → BuildRows{GBK → PaneBatchFn → StreamRowsFn}} → sinks
 //	Stream replay: pubsubio.ReadMessages → unwrap → parse → Ingest{PreGroup → BuildRows{ReplayRowsFn}} → sinks
 package pipelines

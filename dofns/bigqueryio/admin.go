@@ -36,8 +36,8 @@ const (
 	// EmulatorHostEnv points the REST API (datasets, tables, insertAll) at
 	// an emulator, e.g. 127.0.0.1:9050.
 	EmulatorHostEnv = "BIGQUERY_EMULATOR_HOST"
-	// StorageEmulatorHostEnv points the Storage Write gRPC API at an
-	// emulator, e.g. 127.0.0.1:9060.
+	// StorageEmulatorHostEnv points the Storage Write and Storage Read
+	// gRPC APIs at an emulator, e.g. 127.0.0.1:9060.
 	StorageEmulatorHostEnv = "BIGQUERY_STORAGE_EMULATOR_HOST"
 )
 
@@ -61,7 +61,7 @@ func ClientOptions() []option.ClientOption {
 	return []option.ClientOption{option.WithEndpoint(h), option.WithoutAuthentication()}
 }
 
-// WriterOptions returns the options for the Storage Write client: with
+// WriterOptions returns the options for the Storage Write and Read clients: with
 // BIGQUERY_STORAGE_EMULATOR_HOST set, the emulator's gRPC endpoint without
 // authentication over an insecure connection; otherwise none.
 func writerOptions() []option.ClientOption {

@@ -1,8 +1,10 @@
 // Package bigqueryio is sensorpipe's BigQuery edge: the sink that writes
 // the readings' and rollups' rows (Write, writeFn) with the Storage Write
-// API (with or without change data capture) or tabledata.insertAll, its
-// clients' options (honouring the emulator variables), and its table
-// set-up (EnsureTable, CheckSchema, EnsurePrimaryKey).
+// API (with or without change data capture) or tabledata.insertAll, the
+// source that reads a table's readings back with the Storage Read API
+// (Read, createSessionFn, readStreamFn), its clients' options (honouring
+// the emulator variables), and its table set-up (EnsureTable,
+// CheckSchema, EnsurePrimaryKey).
 //
 // It replaces Beam's bigqueryio, which funnels every row through one
 // GroupByKey on a fixed key.
@@ -14,9 +16,10 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
-// Config is the table Write writes and how. Its zero values take the
+// Config is the table Write writes (or Read reads) and how. Its zero values take the
 // defaults: DefaultWriteMethod, DefaultBQRequestBytes,
 // DefaultBQBufferedBytes, retry.Policy's.
 type Config struct {
@@ -40,6 +43,16 @@ type Config struct {
 	// Columns describes the table's columns: the spec's BigQuery section,
 	// or the hourly rollup table.
 	Columns *schemas.BigQuerySpec
+
+	// Spec is the spec whose bigquery.columns map the table's columns
+	// back to its fields (Read; required there).
+	Spec *hours.Compiled
+	// FromMs and ToMs bound the event times Read reads to [FromMs, ToMs),
+	// epoch milliseconds (0: unbounded).
+	FromMs, ToMs int64
+	// Streams is how many streams Read asks its read session for (0:
+	// DefaultReadStreams).
+	Streams int
 }
 
 // Write writes BQRows to cfg's table and returns the dead letters of the

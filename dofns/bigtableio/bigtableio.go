@@ -1,7 +1,9 @@
 // Package bigtableio is sensorpipe's Cloud Bigtable edge: the sink that
 // writes the readings' and rollups' row mutations (Write, writeFn), its
 // flow control (flow.go and the flowcontrol package), its clients
-// (NewClient) and its table set-up (EnsureTables).
+// (NewClient), its table set-up (EnsureTables), the read-back of stored
+// rows (Reader), and the source that reads a stored table's readings back
+// in parallel by key range (Read, readRowsFn).
 //
 // It replaces Beam's bigtableio, which routes every write through one
 // GroupByKey on a fixed key and so serialises the sink.

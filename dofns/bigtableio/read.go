@@ -31,6 +31,15 @@ func OpenReader(ctx context.Context, project, instance string) (*Reader, error) 
 // its cells that are in one of families and whose timestamps are in
 // [fromMs, toMs) (toMs math.MaxInt64: no end). It makes one attempt.
 func (r *Reader) ReadRows(ctx context.Context, table string, ranges []rowkey.RowRange, families []string, fromMs, toMs int64, row func(hours.ReadRow)) error {
+	return r.readRows(ctx, table, ranges, families, fromMs, toMs, func(rr hours.ReadRow) bool {
+		row(rr)
+		return true
+	})
+}
+
+// readRows is ReadRows whose row callback may stop the read by returning
+// false.
+func (r *Reader) readRows(ctx context.Context, table string, ranges []rowkey.RowRange, families []string, fromMs, toMs int64, row func(hours.ReadRow) bool) error {
 	var rl bigtable.RowRangeList
 	for _, rg := range ranges {
 		rl = append(rl, bigtable.NewRange(rg.Start, rg.End))
@@ -53,10 +62,15 @@ func (r *Reader) ReadRows(ctx context.Context, table string, ranges []rowkey.Row
 					TsMicros: int64(it.Timestamp), Value: it.Value})
 			}
 		}
-		row(rr)
-		return true
+		return row(rr)
 	}, bigtable.RowFilter(filter))
 }
 
 // Close closes the client.
 func (r *Reader) Close() error { return r.client.Close() }
+
+// SampleRowKeys is Bigtable's sample of table's row keys: keys that end
+// chunks of about equal size, the table's last key among them.
+func (r *Reader) SampleRowKeys(ctx context.Context, table string) ([]string, error) {
+	return r.client.Open(table).SampleRowKeys(ctx)
+}

@@ -1,7 +1,8 @@
 // Command bqemulator runs the sensorpipe BigQuery emulator: BigQuery's REST
 // API v2 (datasets, tables, table data, query jobs on an embedded SQL
-// engine, and the discovery document the bq CLI builds itself from) and the
-// Storage Write gRPC API with change data capture, backed by memory.
+// engine, and the discovery document the bq CLI builds itself from), the
+// Storage Write gRPC API with change data capture, and the Storage Read
+// gRPC API (Arrow), backed by memory.
 //
 // Usage:
 //
@@ -9,7 +10,8 @@
 //
 // Point clients at it with option.WithEndpoint("http://127.0.0.1:9050") (REST)
 // or option.WithEndpoint("127.0.0.1:9060") plus insecure transport
-// credentials (Storage Write), and option.WithoutAuthentication(); the bq
+// credentials (Storage Write, and Storage Read with the bigquery client's
+// EnableStorageReadClient), and option.WithoutAuthentication(); the bq
 // CLI with CLOUDSDK_AUTH_ACCESS_TOKEN=x bq --api=http://127.0.0.1:9050.
 package main
 
@@ -42,7 +44,7 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("bqemulator", flag.ContinueOnError)
 	restAddr := fs.String("rest_addr", "127.0.0.1:9050", "host:port to serve the BigQuery REST API v2 on")
-	grpcAddr := fs.String("grpc_addr", "127.0.0.1:9060", "host:port to serve the BigQuery Storage Write gRPC API on")
+	grpcAddr := fs.String("grpc_addr", "127.0.0.1:9060", "host:port to serve the BigQuery Storage Write and Storage Read gRPC APIs on")
 	quiet := fs.Bool("quiet", false, "do not log each request")
 	fs.SetOutput(io.Discard) // a bad flag is one line; --help prints the flags
 	if err := fs.Parse(args); err != nil {
@@ -73,7 +75,7 @@ func run(args []string) error {
 	errc := make(chan error, 2)
 	go func() { errc <- srv.ServeREST(restLis) }()
 	go func() { errc <- srv.ServeGRPC(grpcLis) }()
-	logger.Printf("serving BigQuery REST API on http://%s and Storage Write gRPC API on %s", restLis.Addr(), grpcLis.Addr())
+	logger.Printf("serving BigQuery REST API on http://%s and Storage Write and Read gRPC APIs on %s", restLis.Addr(), grpcLis.Addr())
 
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)

@@ -13,7 +13,7 @@ var updateGolden = flag.Bool("update_golden", false, "rewrite golden files: docs
 // command listing its flags with the default and help text --help prints.
 // After adding or changing a flag, regenerate it with make generate.
 func TestFlagsReference(t *testing.T) {
-	for _, cmd := range []string{"preview", "lint", "hotspots"} {
+	for _, cmd := range []string{"preview", "lint", "hotspots", "compare"} {
 		fs, err := newFlagSet(cmd, &keysFlags{})
 		if err != nil {
 			t.Fatal(err)

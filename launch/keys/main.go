@@ -6,6 +6,8 @@
 //	keys preview  [--spec NAME|FILE] --input FILE
 //	keys lint     [--spec NAME|FILE]
 //	keys hotspots [--spec NAME|FILE] --input FILE [--tablets N] [--slices N] [--table T] [--out DIR] [--name NAME]
+//	keys hotspots [--spec NAME|FILE] --table T [--proposed_spec NAME|FILE] [--max_readings N] ...
+//	keys compare  [--spec NAME|FILE] [--table T] [--against_spec NAME|FILE] --against_table T2 [--from_time T --to_time T]
 package main
 
 import (
@@ -39,12 +41,29 @@ Usage:
       equal key counts, print each time slice's write shares, and write a
       Key Visualizer-style heatmap (NAME.png and NAME.html) to DIR
       (default .run/hotspots, which git ignores).
+  keys hotspots [--spec NAME|FILE] --table T [--proposed_spec NAME|FILE]
+                [--max_readings N] [--tablets N] [--slices N] [--out DIR] [--name NAME]
+      The same for a stored table (in --bigtable_project/--bigtable_instance)
+      written under --spec, from a sample of its readings (SampleRowKeys and
+      a key scan): the table as it is, and with --proposed_spec as it would
+      be under that spec (NAME-proposed.png and .html).
+  keys compare  [--spec NAME|FILE] [--table T] [--against_spec NAME|FILE]
+                --against_table T2 [--against_project P --against_instance I]
+                [--from_time RFC3339 --to_time RFC3339] [--max_diffs N]
+      Read two Bigtable tables back (each under its spec, in parallel by
+      key range) and compare them sensor-hour by sensor-hour: each
+      reading's identity, event time and observed values, and each hour's
+      rollup. Prints one line of counts, then the first sensor-hours that
+      differ, naming what differs; exits 1 on any difference, 0 on none.
+      The first table is in --bigtable_project/--bigtable_instance.
 
 --spec is a built-in spec (%s; without --spec, %s) or a YAML file.
 
-keys reads spec and input files only: it needs no project, instance or
-emulator. Exit codes: 0 done (lint: no error finding), 1 a file could not
-be read or written (lint: an error finding), 2 bad flags or arguments.
+keys preview, lint and hotspots --input read spec and input files only:
+they need no project, instance or emulator; compare reads Bigtable
+(BIGTABLE_EMULATOR_HOST is honoured). Exit codes: 0 done (lint: no error
+finding; compare: equal), 1 a file or table could not be read or written
+(lint: an error finding; compare: a difference), 2 bad flags or arguments.
 `
 
 // DefaultOut is where keys hotspots writes its pictures unless --out says
@@ -71,6 +90,17 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 type keysFlags struct {
 	spec, input, table, outDir, name string
 	tablets, slices                  int
+
+	// compare's.
+	againstSpec, againstTable       string
+	btProject, btInstance           string
+	againstProject, againstInstance string
+	fromTime, toTime                string
+	maxDiffs, workers               int
+
+	// hotspots on a stored table.
+	proposedSpec string
+	maxReadings  int
 }
 
 // newFlagSet is the flag set of keys's command cmd (preview, lint or
@@ -88,11 +118,27 @@ func newFlagSet(cmd string, kf *keysFlags) (*flag.FlagSet, error) {
 		fs.StringVar(&kf.input, "input", "", "input file: one JSON object per line")
 		fs.IntVar(&kf.tablets, "tablets", 8, "number of tablets to split the key space into")
 		fs.IntVar(&kf.slices, "slices", 24, "number of time slices across the input's event-time span")
-		fs.StringVar(&kf.table, "table", "", "table to simulate (default: the spec's first table)")
+		fs.StringVar(&kf.table, "table", "", "with --input: the spec's table to simulate (default: its first table); without --input: a stored Bigtable table written under --spec, drawn as it is from a sample of its readings (SampleRowKeys and a key scan)")
 		fs.StringVar(&kf.outDir, "out", DefaultOut, "folder for the heatmap files, created if missing (the default is under .run/, which git ignores)")
-		fs.StringVar(&kf.name, "name", "hotspots", "base name of the heatmap files: NAME.png and NAME.html")
+		fs.StringVar(&kf.name, "name", "hotspots", "base name of the heatmap files: NAME.png and NAME.html (a stored table under --proposed_spec: NAME-proposed.png and .html)")
+		fs.StringVar(&kf.proposedSpec, "proposed_spec", "", "with a stored --table: also draw its readings as they would land under this spec's first table")
+		fs.IntVar(&kf.maxReadings, "max_readings", 1_000_000, "with a stored --table: the most readings sampled, shared among the table's key ranges")
+		fs.StringVar(&kf.btProject, "bigtable_project", "", "with a stored --table: its Bigtable project (with BIGTABLE_EMULATOR_HOST set it defaults to local-project)")
+		fs.StringVar(&kf.btInstance, "bigtable_instance", "", "with a stored --table: its Bigtable instance (with BIGTABLE_EMULATOR_HOST set it defaults to local-instance)")
+	case "compare":
+		fs.StringVar(&kf.table, "table", "", "the first table (default: the first table of --spec)")
+		fs.StringVar(&kf.againstSpec, "against_spec", "", "the spec the second table was written under (default: --spec)")
+		fs.StringVar(&kf.againstTable, "against_table", "", "the second table (required)")
+		fs.StringVar(&kf.btProject, "bigtable_project", "", "Bigtable project of the first table (required; with BIGTABLE_EMULATOR_HOST set it defaults to local-project)")
+		fs.StringVar(&kf.btInstance, "bigtable_instance", "", "Bigtable instance of the first table (required; with BIGTABLE_EMULATOR_HOST set it defaults to local-instance)")
+		fs.StringVar(&kf.againstProject, "against_project", "", "Bigtable project of the second table (default: --bigtable_project)")
+		fs.StringVar(&kf.againstInstance, "against_instance", "", "Bigtable instance of the second table (default: --bigtable_instance)")
+		fs.StringVar(&kf.fromTime, "from_time", "", "compare only the readings at or after this RFC 3339 time, and the rollups of the hours that start then or later")
+		fs.StringVar(&kf.toTime, "to_time", "", "compare only the readings before this RFC 3339 time, and the rollups of the hours that start before it")
+		fs.IntVar(&kf.maxDiffs, "max_diffs", 10, "how many differing sensor-hours to describe")
+		fs.IntVar(&kf.workers, "parallel", 8, "key ranges read at once, per table")
 	default:
-		return nil, cli.Usagef("unknown command %q: use preview, lint or hotspots (keys --help)", cmd)
+		return nil, cli.Usagef("unknown command %q: use preview, lint, hotspots or compare (keys --help)", cmd)
 	}
 	return fs, nil
 }
@@ -122,6 +168,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return cli.Usagef("%s: unexpected arguments %q", cmd, fs.Args())
+	}
+	if cmd == "compare" {
+		return runCompare(kf, stdout)
+	}
+	if cmd == "hotspots" && kf.input == "" && kf.table != "" {
+		if kf.tablets < 1 || kf.slices < 1 || kf.maxReadings < 1 {
+			return cli.Usagef("hotspots: --tablets, --slices and --max_readings must be at least 1")
+		}
+		return runStoredHotspots(kf, stdout, stderr)
+	}
+	if kf.proposedSpec != "" {
+		return cli.Usagef("hotspots: --proposed_spec applies to a stored --table (without --input)")
 	}
 	spec, err := cli.LoadSpec(kf.spec)
 	if err != nil {

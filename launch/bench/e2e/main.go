@@ -75,6 +75,8 @@ var (
 	keep       = flag.Bool("keep", false, "Keep the work directory (input, dead letters, launcher).")
 	extraFlags = flag.String("launcher_args", "", "Extra flags for the launcher, space-separated (e.g. --local_part_mb=0 runs the input as one job).")
 	mergeBench = flag.Bool("merge", true, "Also measure the batch's merge with stored hours (exec mode): the pipeline with --merge_stored=false into empty tables, and the pipeline run twice, the second time into hours already stored.")
+	rekeyBench = flag.Bool("rekey", false, "Measure a rekey instead (exec mode): the workload batched under the default spec, then read back from that table (--source=bigtable) and written under -rekey_spec, against a file batch of the same readings under -rekey_spec into an empty table, each on an emulator of its own.")
+	rekeySpec  = flag.String("rekey_spec", "testdata/rekey/vitals_salted.yaml", "With -rekey: the spec the stored table is rekeyed into.")
 	withBQ     = flag.Bool("bigquery", true, "Also run the pipeline into both sinks, Bigtable and an in-process BigQuery emulator, with each Storage Write method (storage_write, and upsert with change data capture), and report those rates.")
 )
 
@@ -124,8 +126,15 @@ type Report struct {
 	MergeExisting  *Side   `json:"pipeline_hours_exist,omitempty"`
 	MergeCost      float64 `json:"merge_cost_empty_tables,omitempty"`
 	MergeExistCost float64 `json:"merge_cost_hours_exist,omitempty"`
-	Ratio          float64 `json:"ratio_pipeline_over_plain,omitempty"`
-	Time           string  `json:"time"`
+	// Rekey is a rekey of the workload's table into -rekey_spec
+	// (--source=bigtable), RekeyBatch a file batch of the same readings
+	// under -rekey_spec into an empty table; RekeyRatio is the rekey's
+	// rate over the batch's.
+	Rekey      *Side   `json:"rekey,omitempty"`
+	RekeyBatch *Side   `json:"rekey_file_batch,omitempty"`
+	RekeyRatio float64 `json:"ratio_rekey_over_file_batch,omitempty"`
+	Ratio      float64 `json:"ratio_pipeline_over_plain,omitempty"`
+	Time       string  `json:"time"`
 }
 
 func main() {
@@ -190,6 +199,9 @@ func run(ctx context.Context) error {
 	rep.Input = input
 	if rep.Readings, err = countLines(input); err != nil {
 		return err
+	}
+	if *rekeyBench {
+		return runRekey(ctx, &rep, work, input)
 	}
 
 	if *sides != "plain" {
@@ -423,9 +435,13 @@ func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string, 
 		}
 	}
 	summary := filepath.Join(work, "summary-"+s.Name+".json")
-	cmd := exec.CommandContext(ctx, bin, "--source=files", "--input="+input,
+	var source []string
+	if input != "" { // "": extraArgs name another --source
+		source = []string{"--source=files", "--input=" + input}
+	}
+	cmd := exec.CommandContext(ctx, bin, append(source,
 		"--bigtable_project="+project, "--bigtable_instance="+instance, "--bigtable_table="+tableName(s.Name),
-		"--dead_letter="+dead, "--progress_interval=0", "--summary_json="+summary)
+		"--dead_letter="+dead, "--progress_interval=0", "--summary_json="+summary)...)
 	cmd.Args = append(append(cmd.Args, extraArgs...), strings.Fields(*extraFlags)...)
 	cmd.Env = append(append(os.Environ(), "BIGTABLE_EMULATOR_HOST="+host), extraEnv...)
 	var stdout, stderr bytes.Buffer
@@ -720,4 +736,59 @@ func countLines(path string) (int64, error) {
 			return n, err
 		}
 	}
+}
+
+// runRekey measures a rekey against a file batch of the same readings
+// under the same spec, and writes the report.
+func runRekey(ctx context.Context, rep *Report, work, input string) error {
+	spec, err := filepath.Abs(*rekeySpec)
+	if err != nil {
+		return err
+	}
+	batch, err := withEmulator(func(host string) (*Side, error) {
+		s := &Side{Name: "rekey_file_batch", PipelineMode: "exec"}
+		if err := pipelineExec(ctx, s, host, work, input, filepath.Join(work, "deadletter-rekey-batch"), []string{"--spec=" + spec}, nil); err != nil {
+			return nil, err
+		}
+		s.ReadingsPerSec = float64(s.Readings) / s.Seconds
+		return s, nil
+	})
+	if err != nil {
+		return fmt.Errorf("file batch under %s: %w", *rekeySpec, err)
+	}
+	rep.RekeyBatch = batch
+	printSide(batch)
+	rekey, err := withEmulator(func(host string) (*Side, error) {
+		src := &Side{Name: "rekey_source", PipelineMode: "exec"}
+		if err := pipelineExec(ctx, src, host, work, input, filepath.Join(work, "deadletter-rekey-source"), nil, nil); err != nil {
+			return nil, err
+		}
+		s := &Side{Name: "rekey", PipelineMode: "exec"}
+		args := []string{"--source=bigtable", "--from_spec=" + schemas.DefaultSpecName(), "--from_table=" + tableName(src.Name), "--spec=" + spec}
+		if err := pipelineExec(ctx, s, host, work, "", filepath.Join(work, "deadletter-rekey"), args, nil); err != nil {
+			return nil, err
+		}
+		s.ReadingsPerSec = float64(s.Readings) / s.Seconds
+		return s, nil
+	})
+	if err != nil {
+		return fmt.Errorf("rekey into %s: %w", *rekeySpec, err)
+	}
+	rep.Rekey = rekey
+	printSide(rekey)
+	rep.RekeyRatio = rekey.ReadingsPerSec / batch.ReadingsPerSec
+	fmt.Printf("ratio rekey/file batch: %.2f readings/s (target >= 0.8); peak RSS %.0f MB vs %.0f MB\n",
+		rep.RekeyRatio, rekey.PeakRSSMB, batch.PeakRSSMB)
+	if *verify && (rekey.Cells != batch.Cells || rekey.Rows != batch.Rows || rekey.Readings != batch.Readings) {
+		return fmt.Errorf("the rekey and the file batch wrote different data: rekey %d readings %d rows %d cells, file batch %d readings %d rows %d cells",
+			rekey.Readings, rekey.Rows, rekey.Cells, batch.Readings, batch.Rows, batch.Cells)
+	}
+	if *outFlag != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(*outFlag, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("figures written to %s\n", *outFlag)
+	}
+	return nil
 }

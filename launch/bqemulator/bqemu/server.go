@@ -4,13 +4,14 @@
 // It serves the subset of the BigQuery REST API v2 that sensorpipe and the
 // usual clients use (datasets, tables, tabledata.insertAll and
 // tabledata.list, query jobs, and the discovery document the bq CLI builds
-// itself from) over HTTP, and the BigQuery Storage Write API
+// itself from) over HTTP, and over gRPC the BigQuery Storage Write API
 // (google.cloud.bigquery.storage.v1.BigQueryWrite), with change data
-// capture, over gRPC. Queries run in the engine that package sqlengine
-// registers (it embeds DuckDB); without it, query jobs fail with
-// notImplemented. The official Go clients, cloud.google.com/go/bigquery and its
-// storage/managedwriter package, work against it unmodified when pointed at
-// it with option.WithEndpoint and option.WithoutAuthentication.
+// capture, and the Storage Read API (BigQueryRead, in Arrow: read.go).
+// Queries run in the engine that package sqlengine registers (it embeds
+// DuckDB); without it, query jobs fail with notImplemented. The official
+// Go clients, cloud.google.com/go/bigquery (with its Storage Read client)
+// and its storage/managedwriter package, work against it unmodified when
+// pointed at it with option.WithEndpoint and option.WithoutAuthentication.
 //
 // The emulator enforces the constraints real BigQuery enforces on streamed
 // data (schema conformance, REQUIRED columns, request size limits, stream
@@ -66,6 +67,9 @@ type Server struct {
 	datasets map[string]*dataset     // key: project/dataset
 	streams  map[string]*writeStream // key: full stream name
 	nextID   int64
+
+	// readSessions are the Storage Read sessions (read.go), under mu.
+	readSessions map[string]*readSession // key: session name
 
 	descCache sync.Map // string(descriptor bytes) -> protoreflect.MessageDescriptor
 
@@ -126,10 +130,10 @@ func (s *Server) ServeREST(lis net.Listener) error {
 	return nil
 }
 
-// NewGRPCServer returns a gRPC server with the BigQuery Storage Write service
-// registered, configured to accept requests larger than MaxRequestBytes so
-// that oversized AppendRows requests are answered with BigQuery's error
-// instead of a transport error.
+// NewGRPCServer returns a gRPC server with the BigQuery Storage Write and
+// Storage Read services registered, configured to accept requests larger
+// than MaxRequestBytes so that oversized AppendRows requests are answered
+// with BigQuery's error instead of a transport error.
 func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	opts = append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(8 * MaxRequestBytes),
@@ -138,12 +142,14 @@ func (s *Server) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	}, opts...)
 	gs := grpc.NewServer(opts...)
 	storagepb.RegisterBigQueryWriteServer(gs, &writeServer{s: s})
+	storagepb.RegisterBigQueryReadServer(gs, &readServer{s: s})
 	return gs
 }
 
-// ServeGRPC serves the BigQuery Storage Write gRPC API on lis until Shutdown
-// is called. It returns nil after Shutdown, or the error that stopped
-// serving; called after Shutdown, it closes lis and returns nil.
+// ServeGRPC serves the BigQuery Storage Write and Storage Read gRPC APIs
+// on lis until Shutdown is called. It returns nil after Shutdown, or the
+// error that stopped serving; called after Shutdown, it closes lis and
+// returns nil.
 func (s *Server) ServeGRPC(lis net.Listener) error {
 	gs := s.NewGRPCServer()
 	s.srvMu.Lock()

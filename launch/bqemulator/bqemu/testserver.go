@@ -20,8 +20,9 @@ type TestServer struct {
 	// RESTEndpoint is the base URL of the REST API, e.g.
 	// "http://127.0.0.1:41234". Pass it to option.WithEndpoint.
 	RESTEndpoint string
-	// GRPCAddr is the host:port of the Storage Write gRPC API. Pass it to
-	// option.WithEndpoint for managedwriter.
+	// GRPCAddr is the host:port of the Storage Write and Storage Read gRPC
+	// APIs. Pass it to option.WithEndpoint for managedwriter or the
+	// storage read client.
 	GRPCAddr string
 }
 
@@ -35,8 +36,8 @@ func (ts *TestServer) BigQueryOptions() []option.ClientOption {
 }
 
 // WriterOptions returns the client options that point
-// cloud.google.com/go/bigquery/storage/managedwriter.NewClient at the
-// emulator.
+// cloud.google.com/go/bigquery/storage/managedwriter.NewClient, and
+// bigquery.Client.EnableStorageReadClient, at the emulator.
 func (ts *TestServer) WriterOptions() []option.ClientOption {
 	return []option.ClientOption{
 		option.WithEndpoint(ts.GRPCAddr),
