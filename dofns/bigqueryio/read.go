@@ -36,8 +36,9 @@ import (
 // one), never more.
 const DefaultReadStreams = 16
 
-// readMaxRecvBytes is the largest ReadRows response: BigQuery sends
-// batches of up to 128 MB.
+// readMaxRecvBytes is the largest ReadRows response the client takes:
+// BigQuery's largest row batch, with a MiB of room for the message around
+// it (gRPC's 4 MiB default would refuse a large batch).
 const readMaxRecvBytes = 129 << 20
 
 // Read reads the readings of cfg's table back with the BigQuery Storage
