@@ -150,11 +150,14 @@ func (f *SilenceBatchFn) flush(emit func(beam.EventTime, string, hours.SilenceBa
 // A reading no newer than the sensor's newest changes nothing, so
 // redelivered messages raise nothing twice. A restarted local stream
 // starts with no state: RecoverSilencesFn reads each sensor's readings of
-// the allowed lateness back from Bigtable (History batches,
-// SilenceTrack.Prepend), so the gaps before and across the restart are
-// raised too, and a sensor that stopped before it is timed again. The
-// gaps raised before the restart come again with the same ids
-// (schemas.Spec.SilenceID), which the sinks dedupe.
+// the allowed lateness back from Bigtable, and the records the run before
+// wrote to the silences table (History batches, SilenceTrack.Prepend and
+// SilenceTrack.Restore), so the gaps before and across the restart are
+// raised too, a sensor that stopped before it is timed again, a silence
+// written before it gets its resumed record, and no record written before
+// it is raised again. Without the silences table (a run that writes only
+// the topic) the gaps the readings show are raised again, with the same
+// ids (schemas.Spec.SilenceID), for a reader to drop.
 //
 // The timer's output timestamp is its own time, the silence's
 // silent_since, which OnTimer reads to tell a timer set for an older
@@ -191,7 +194,7 @@ func (f *SilencesFn) Setup() {
 
 // ProcessElement takes one bundle's readings of one sensor.
 func (f *SilencesFn) ProcessElement(ctx context.Context, sp state.Provider, tp timers.Provider, key string, b hours.SilenceBatch, emit func(schemas.Silence)) error {
-	if len(b.TimesMs) == 0 {
+	if len(b.TimesMs) == 0 && len(b.Stored) == 0 {
 		return nil
 	}
 	tr, err := f.read(sp)
@@ -204,7 +207,9 @@ func (f *SilencesFn) ProcessElement(ctx context.Context, sp state.Provider, tp t
 	wasDue, wasSet := tr.DueMs()
 	var out []schemas.Silence
 	if b.History {
-		out = tr.Prepend(b.Identity, b.TimesMs, b.AfterMs, f.DefaultAfterMs, time.Now().UnixMilli())
+		now := time.Now().UnixMilli()
+		out = tr.Prepend(b.Identity, b.TimesMs, b.AfterMs, f.DefaultAfterMs, now)
+		out = tr.Restore(b.Identity, b.TimesMs, b.Stored, out, now)
 	} else {
 		out = tr.Observe(b.Identity, b.TimesMs, b.AfterMs, f.DefaultAfterMs, time.Now().UnixMilli())
 	}
@@ -317,15 +322,20 @@ func decodeSilence(p []byte) (schemas.Silence, error) {
 
 // RecoverSilencesFn, once when a restarted local stream starts, reads
 // back from Bigtable every reading with an event time within the allowed
-// lateness (written on arrival by the run before), and emits each
-// sensor's event times as one History batch for SilencesFn, which a
-// killed or stopped run's state lost. A scan that fails after its
-// retries fails the bundle: on prism that stops the stream at start-up,
-// with every message not yet acknowledged left to the next run.
+// lateness (written on arrival by the run before) and, when the run
+// writes BigQuery, the records of the silences table with silent_since
+// within StoredSilencesLookback, and emits each sensor's event times and
+// records as one History batch for SilencesFn, which a killed or stopped
+// run's state lost. A read that fails after its retries fails the
+// bundle: on prism that stops the stream at start-up, with every message
+// not yet acknowledged left to the next run.
 type RecoverSilencesFn struct {
 	Spec            *hours.Compiled
 	Recovery        Recovery
 	AllowedLateness time.Duration
+	// BigQueryProject and BigQueryDataset hold the silences table ("":
+	// the run writes no BigQuery, so no records are read back).
+	BigQueryProject, BigQueryDataset string
 
 	reader *readBacker
 	found  beam.Counter
@@ -373,10 +383,43 @@ func (f *RecoverSilencesFn) ProcessElement(ctx context.Context, _ []byte, emit f
 	if err != nil {
 		return fmt.Errorf("recover silences: %w", err)
 	}
+	stored := map[string][]schemas.Silence{}
+	if f.BigQueryDataset != "" && stores.ReadSilences != nil {
+		xs, err := stores.ReadSilences(ctx, f.BigQueryProject, f.BigQueryDataset, f.Spec.Spec, time.Now().Add(-StoredSilencesLookback).UnixMilli())
+		if err != nil {
+			return fmt.Errorf("recover silences: %w", err)
+		}
+		for _, x := range xs {
+			key := hours.IdentityKey(f.Spec.Spec, &schemas.Record{Values: f.identityRecord(x.Identity)})
+			stored[key] = append(stored[key], x)
+		}
+	}
 	f.found.Inc(ctx, int64(len(acc.batches)))
 	acc.flush(func(_ beam.EventTime, key string, b hours.SilenceBatch) {
-		b.History = true
+		b.History, b.Stored = true, stored[key]
+		delete(stored, key)
 		emit(key, b)
 	})
+	// Sensors with records but no reading within the allowed lateness.
+	for key, xs := range stored {
+		emit(key, hours.SilenceBatch{Identity: xs[0].Identity, History: true, Stored: xs})
+	}
 	return nil
+}
+
+// StoredSilencesLookback is how far back, by silent_since, a restarted
+// local stream reads the silences table: a sensor silent for longer at
+// the restart gets no resumed record when it reports again.
+const StoredSilencesLookback = 30 * 24 * time.Hour
+
+// identityRecord places identity values at their fields' positions, as a
+// record's values, for hours.IdentityKey.
+func (f *RecoverSilencesFn) identityRecord(identity []schemas.Value) []schemas.Value {
+	vals := make([]schemas.Value, len(f.Spec.Fields))
+	for i, name := range f.Spec.Identity {
+		if fi := f.Spec.FieldIndex(name); fi >= 0 && fi < len(vals) && i < len(identity) {
+			vals[fi] = identity[i]
+		}
+	}
+	return vals
 }

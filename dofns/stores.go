@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
@@ -23,6 +24,13 @@ type Stores struct {
 	// and checks that their SHA-256 is sum (hex): a dead letter's record,
 	// read back for a replay.
 	ReadRecord func(ctx context.Context, path string, offset, length int64, sum string) ([]byte, error)
+	// ReadSilences reads the silence and resumed records with
+	// silent_since at or after sinceMs from the silences table
+	// (schemas.SilencesTable) of the BigQuery dataset project.dataset,
+	// each with its identity's values in spec.Identity order: what a
+	// restarted local stream raised before (RecoverSilencesFn). A table
+	// that does not exist holds none.
+	ReadSilences func(ctx context.Context, project, dataset string, spec *schemas.Spec, sinceMs int64) ([]schemas.Silence, error)
 }
 
 // A TableReader reads rows of a stored table back.

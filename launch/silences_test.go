@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -57,31 +59,63 @@ func silenceFleet(h time.Time) ([]streamMsg, map[string][]time.Time) {
 }
 
 // wantSilences are the records a fleet's times give, computed here from
-// the contract: for each gap between consecutive readings longer than
-// silentAfter, "silence" and "resumed" records, and for each sensor's last
-// reading, whose gap the wall clock has passed, a "silence". Each is
-// rendered "sensor kind last_seen resumed_at" (resumed_at "-" for a
-// silence).
-func wantSilences(times map[string][]time.Time, silentAfter time.Duration) []string {
+// the contract: a sensor's gap between consecutive readings gives a
+// "silence" and a "resumed" record when it is longer than silentAfter, or
+// when the stream's watermark passed the first reading's time plus
+// silentAfter before the second came (idles, each a time at which the
+// stream had read every reading before it and none after, and idled:
+// its watermark then moves to the wall clock, past the fleet); each
+// sensor's last reading, whose gap the wall clock has passed, gives a
+// "silence". Each is rendered as silenceKey renders it.
+func wantSilences(times map[string][]time.Time, silentAfter time.Duration, idles ...time.Time) []string {
 	var out []string
-	for sensor, ts := range times {
-		for i := 1; i < len(ts); i++ {
-			if ts[i].Sub(ts[i-1]) > silentAfter {
-				out = append(out, silenceKey(sensor, "silence", ts[i-1], time.Time{}), silenceKey(sensor, "resumed", ts[i-1], ts[i]))
+	idled := func(a, b time.Time) bool {
+		for _, at := range idles {
+			if !a.After(at) && b.After(at) {
+				return true
 			}
 		}
-		out = append(out, silenceKey(sensor, "silence", ts[len(ts)-1], time.Time{}))
+		return false
+	}
+	for sensor, ts := range times {
+		gap := func(kind string, last, resumed time.Time) string {
+			since := last.Add(silentAfter)
+			sum := sha256.Sum256([]byte(fmt.Sprintf("%s|%d|%s", sensor, since.UnixMilli(), kind)))
+			return silenceKey(sensor, kind, last, since, resumed, hex.EncodeToString(sum[:16]))
+		}
+		for i := 1; i < len(ts); i++ {
+			if ts[i].Sub(ts[i-1]) > silentAfter || idled(ts[i-1], ts[i]) {
+				out = append(out, gap("silence", ts[i-1], time.Time{}), gap("resumed", ts[i-1], ts[i]))
+			}
+		}
+		out = append(out, gap("silence", ts[len(ts)-1], time.Time{}))
 	}
 	sort.Strings(out)
 	return out
 }
 
-func silenceKey(sensor, kind string, last, resumed time.Time) string {
+// silenceKey renders a record by its fields: sensor_id, kind, last_seen,
+// silent_since, resumed_at ("-" in a silence) and silence_id.
+func silenceKey(sensor, kind string, last, since, resumed time.Time, id string) string {
 	r := "-"
 	if !resumed.IsZero() {
 		r = resumed.UTC().Format(time.RFC3339)
 	}
-	return fmt.Sprintf("%s %s %s %s", sensor, kind, last.UTC().Format(time.RFC3339), r)
+	return fmt.Sprintf("%s %s last_seen=%s silent_since=%s resumed_at=%s id=%s", sensor, kind,
+		last.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339), r, id)
+}
+
+// timesBefore are a fleet's event times before cut.
+func timesBefore(times map[string][]time.Time, cut time.Time) map[string][]time.Time {
+	out := map[string][]time.Time{}
+	for sensor, ts := range times {
+		for _, at := range ts {
+			if at.Before(cut) {
+				out[sensor] = append(out[sensor], at)
+			}
+		}
+	}
+	return out
 }
 
 // bqSilences reads dataset.sensor_silences: its records rendered as
@@ -102,9 +136,14 @@ func bqSilences(t *testing.T, bq *bqemu.TestServer, dataset string) ([]string, i
 	var out []string
 	for _, row := range rows {
 		last, _ := row["last_seen"].(time.Time)
+		since, _ := row["silent_since"].(time.Time)
 		resumed, _ := row["resumed_at"].(time.Time)
-		k := silenceKey(fmt.Sprint(row["sensor_id"]), fmt.Sprint(row["kind"]), last, resumed)
-		if id := fmt.Sprint(row["silence_id"]); !seen[id] {
+		id := fmt.Sprint(row["silence_id"])
+		k := silenceKey(fmt.Sprint(row["sensor_id"]), fmt.Sprint(row["kind"]), last, since, resumed, id)
+		if detected, ok := row["detected_at"].(time.Time); !ok || detected.Before(testStart) || detected.After(time.Now()) {
+			k += fmt.Sprintf(" detected_at=%v (not while the test ran)", row["detected_at"])
+		}
+		if !seen[id] {
 			seen[id] = true
 			out = append(out, k)
 		}
@@ -112,6 +151,10 @@ func bqSilences(t *testing.T, bq *bqemu.TestServer, dataset string) ([]string, i
 	sort.Strings(out)
 	return out, len(rows)
 }
+
+// testStart is when the test binary started: every record's detected_at
+// is later.
+var testStart = time.Now()
 
 // silenceTopic is a topic the stream publishes silences to, and a
 // subscription the test reads them from.
@@ -165,7 +208,14 @@ func silenceMessageKey(data string) string {
 		v, _ := time.Parse(time.RFC3339Nano, s)
 		return v
 	}
-	return silenceKey(fmt.Sprint(m["sensor_id"]), fmt.Sprint(m["kind"]), at("last_seen"), at("resumed_at"))
+	return silenceKey(fmt.Sprint(m["sensor_id"]), fmt.Sprint(m["kind"]), at("last_seen"), at("silent_since"), at("resumed_at"), fmt.Sprint(m["silence_id"]))
+}
+
+// count is how many messages the topic got.
+func (st *silenceTopic) count() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.msgs
 }
 
 // distinct is the records the topic got, one per silence_id, sorted.
@@ -182,10 +232,12 @@ func (st *silenceTopic) distinct() []string {
 
 // TestStreamSilences: a stream of a spec with a cadence raises one
 // silence and one resumed record per gap of each sensor (and a silence
-// for each sensor once the wall clock passes its last reading), in
-// BigQuery's sensor_silences (one row per record) and on the silences
-// topic (one silence_id per record), whether each message comes three
-// times or the stream is killed with SIGKILL mid-stream and restarted.
+// for each sensor once the wall clock passes its last reading), with the
+// fields computed here, in BigQuery's sensor_silences (one row per
+// record) and on the silences topic (one message per record), with each
+// message published three times, and again killed with SIGKILL once it
+// has written silence and resumed records, with gaps still ahead, and
+// restarted.
 func TestStreamSilences(t *testing.T) {
 	bt := emulators.StartBigtable(t) // skips under -short
 	ps := sharedPubSub.HostPort(t)
@@ -199,9 +251,11 @@ func TestStreamSilences(t *testing.T) {
 		t.Fatalf("the fleet has %d records; the test means 11: 3 gaps and 5 last readings", len(want))
 	}
 
-	check := func(t *testing.T, job *streamJob, name string, topic *silenceTopic) {
+	// check waits for sensor_silences and the topic to hold want, one row
+	// and one message a record, and nothing else.
+	check := func(t *testing.T, job *streamJob, name string, topic *silenceTopic, want []string, within time.Duration) {
 		t.Helper()
-		eventually(t, 180*time.Second, job, func() (bool, string) {
+		eventually(t, within, job, func() (bool, string) {
 			got, rows := bqSilences(t, bq, name)
 			return strings.Join(got, "\n") == strings.Join(want, "\n") && rows == len(want),
 				fmt.Sprintf("sensor_silences: %d rows, records\n%s\nwant\n%s", rows, strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -209,8 +263,18 @@ func TestStreamSilences(t *testing.T) {
 		eventually(t, 60*time.Second, job, func() (bool, string) {
 			got := topic.distinct()
 			return strings.Join(got, "\n") == strings.Join(want, "\n"),
-				fmt.Sprintf("silences topic: %d messages, distinct records\n%s\nwant\n%s", topic.msgs, strings.Join(got, "\n"), strings.Join(want, "\n"))
+				fmt.Sprintf("silences topic: %d messages, distinct records\n%s\nwant\n%s", topic.count(), strings.Join(got, "\n"), strings.Join(want, "\n"))
 		})
+		if n := topic.count(); n != len(want) {
+			t.Errorf("silences topic: %d messages for %d records: a record was raised twice", n, len(want))
+		}
+	}
+	thrice := func(msgs []streamMsg) []streamMsg {
+		var out []streamMsg
+		for _, m := range msgs {
+			out = append(out, m, m, m)
+		}
+		return out
 	}
 
 	t.Run("each message three times", func(t *testing.T) {
@@ -219,39 +283,52 @@ func TestStreamSilences(t *testing.T) {
 		topic := newSilenceTopic(t, f, name+"_out")
 		args := streamArgs(f.sub, name, t.TempDir(), "--spec="+spec, "--bigquery_dataset="+name, "--silences_topic="+topic.topic)
 		job := startStream(t, env, args...)
-		for _, m := range fleet {
-			f.publish(t, m, m, m)
-		}
-		check(t, job, name, topic)
+		f.publish(t, thrice(fleet)...)
+		check(t, job, name, topic, want, 180*time.Second)
 		if code := job.stop(t, syscall.SIGTERM); code != 0 {
 			t.Fatalf("SIGTERM: exit %d\nstderr:\n%s", code, job.stderr.String())
 		}
 	})
 
-	t.Run("killed with SIGKILL mid-stream and restarted", func(t *testing.T) {
+	t.Run("killed with SIGKILL once it wrote silences, and restarted", func(t *testing.T) {
 		const name = "silences_killed"
 		f := newPubSub(t, ps, name)
 		topic := newSilenceTopic(t, f, name+"_out")
-		dl := t.TempDir()
-		args := streamArgs(f.sub, name, dl, "--spec="+spec, "--bigquery_dataset="+name, "--silences_topic="+topic.topic, "--pubsub_ack_deadline=10s")
+		args := streamArgs(f.sub, name, t.TempDir(), "--spec="+spec, "--bigquery_dataset="+name, "--silences_topic="+topic.topic, "--pubsub_ack_deadline=10s")
+		// The first run reads the readings before cut, each three times,
+		// and idles: its watermark passes every sensor's last reading, so
+		// it writes a silence for each, and sil-d's first gap whole. Ahead
+		// are sil-a's and sil-d's long gaps, sil-b's and sil-e's silences
+		// the watermark raised though their next readings come within the
+		// hour (their resumed records need what the first run wrote), and
+		// every sensor's last reading.
+		cut := h.Add(102 * time.Minute)
+		var first, rest []streamMsg
+		for _, m := range fleet {
+			if m.eventMs < cut.UnixMilli() {
+				first = append(first, m)
+			} else {
+				rest = append(rest, m)
+			}
+		}
+		wantFirst := wantSilences(timesBefore(times, cut), time.Hour)
+		wantAll := wantSilences(times, time.Hour, cut)
+		if len(wantFirst) != 7 || len(wantAll) != 15 {
+			t.Fatalf("%d records before the kill and %d in all; the test means 7 and 15", len(wantFirst), len(wantAll))
+		}
 		job := startStream(t, env, args...)
-		half := len(fleet) / 2
-		f.publish(t, fleet[:half]...)
-		// Killed once some of the first half has landed, and (in event
-		// time) past sil-a's first long gap and sil-d's first.
-		eventually(t, 90*time.Second, job, func() (bool, string) {
-			n := landed(dump(t, bt, name))
-			return n >= half/3, fmt.Sprintf("%d readings landed before the kill", n)
-		})
+		f.publish(t, thrice(first)...)
+		check(t, job, name, topic, wantFirst, 180*time.Second)
 		if code := job.stop(t, syscall.SIGKILL); code != -int(syscall.SIGKILL) {
 			t.Fatalf("SIGKILL: exit %d", code)
 		}
-		before, _ := bqSilences(t, bq, name)
-		t.Logf("killed with %d readings in Bigtable and %d silence records in BigQuery", landed(dump(t, bt, name)), len(before))
+		t.Logf("killed with %d readings in Bigtable and %d silence records written", landed(dump(t, bt, name)), len(wantFirst))
+		// The rest waits in the subscription: the restarted run reads it
+		// before its watermark passes anything.
+		f.publish(t, thrice(rest)...)
 		summary := filepath.Join(t.TempDir(), "ledger.json")
 		job = startStream(t, env, append(args, "--summary_json="+summary)...)
-		f.publish(t, fleet[half:]...)
-		check(t, job, name, topic)
+		check(t, job, name, topic, wantAll, 180*time.Second)
 		if code := job.stop(t, syscall.SIGTERM); code != 0 {
 			t.Fatalf("SIGTERM: exit %d\nstderr:\n%s", code, job.stderr.String())
 		}

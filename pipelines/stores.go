@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 )
@@ -19,6 +20,7 @@ func init() {
 			}
 			return r, nil
 		},
-		ReadRecord: fileio.ReadRecord,
+		ReadRecord:   fileio.ReadRecord,
+		ReadSilences: bigqueryio.ReadSilences,
 	})
 }

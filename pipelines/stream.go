@@ -252,9 +252,14 @@ func raiseSilences(s beam.Scope, cfg Config, allowedLateness time.Duration, reco
 	batches := beam.ParDo(s, &dofns.SilenceBatchFn{Spec: cfg.Spec}, records)
 	if cfg.Local != nil && cfg.Local.Recover {
 		// At start-up, each sensor's readings of the allowed lateness,
-		// read back from Bigtable: what a killed run's state held.
-		history := beam.ParDo(s.Scope("Recover"), &dofns.RecoverSilencesFn{Spec: cfg.Spec, AllowedLateness: allowedLateness,
-			Recovery: dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}}, beam.Impulse(s.Scope("Recover")))
+		// read back from Bigtable, and the records the run before wrote to
+		// the silences table: what a killed run's state held.
+		rec := &dofns.RecoverSilencesFn{Spec: cfg.Spec, AllowedLateness: allowedLateness,
+			Recovery: dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}}
+		if bq != nil {
+			rec.BigQueryProject, rec.BigQueryDataset = bq.Project, bq.Dataset
+		}
+		history := beam.ParDo(s.Scope("Recover"), rec, beam.Impulse(s.Scope("Recover")))
 		batches = beam.Flatten(s, batches, history)
 	}
 	raised := beam.ParDo(s, dofns.NewSilencesFn(cfg.Spec), batches)

@@ -294,10 +294,12 @@ func (t *SilenceTrack) Observe(identity []Value, timesMs, afterMs []int64, defau
 // after a restart (ascending and distinct, with silent_afters as Observe
 // takes them), and returns the records of their gaps: those of the
 // readings before FirstMs among themselves, and the gap from the last of
-// them to FirstMs. Readings from FirstMs on were seen already. Records
-// raised before the restart come again with the same ids
-// (Spec.SilenceID), for the sinks to dedupe. A track that has seen nothing
-// takes them as Observe does.
+// them to FirstMs. Readings from FirstMs to LastMs were seen already;
+// readings after LastMs (the track saw a redelivered older reading first)
+// are taken as Observe takes them. Records raised before the restart come
+// again with the same ids (Spec.SilenceID), for the sinks to dedupe and
+// Restore to drop. A track that has seen nothing takes them as Observe
+// does.
 func (t *SilenceTrack) Prepend(identity []Value, timesMs, afterMs []int64, defaultAfterMs, detectedMs int64) []Silence {
 	if !t.Known {
 		return t.Observe(identity, timesMs, afterMs, defaultAfterMs, detectedMs)
@@ -306,23 +308,34 @@ func (t *SilenceTrack) Prepend(identity []Value, timesMs, afterMs []int64, defau
 	for n < len(timesMs) && timesMs[n] < t.FirstMs {
 		n++
 	}
-	if n == 0 {
-		return nil
+	m := len(timesMs)
+	for m > n && timesMs[m-1] > t.LastMs {
+		m--
 	}
-	var head SilenceTrack
-	var headAfter []int64
-	if afterMs != nil {
-		headAfter = afterMs[:min(n, len(afterMs))]
+	var out []Silence
+	if n > 0 {
+		var head SilenceTrack
+		var headAfter []int64
+		if afterMs != nil {
+			headAfter = afterMs[:min(n, len(afterMs))]
+		}
+		out = head.Observe(t.Identity, timesMs[:n], headAfter, defaultAfterMs, detectedMs)
+		if head.AfterMs > 0 && t.FirstMs-head.LastMs > head.AfterMs {
+			x := Silence{Identity: t.Identity, LastSeenMs: head.LastMs, SilentSinceMs: head.LastMs + head.AfterMs, DetectedAtMs: detectedMs}
+			x.Kind = SilenceRaised
+			out = append(out, x)
+			x.Kind, x.ResumedAtMs = SilenceResumed, t.FirstMs
+			out = append(out, x)
+		}
+		t.FirstMs = timesMs[0]
 	}
-	out := head.Observe(t.Identity, timesMs[:n], headAfter, defaultAfterMs, detectedMs)
-	if head.AfterMs > 0 && t.FirstMs-head.LastMs > head.AfterMs {
-		x := Silence{Identity: t.Identity, LastSeenMs: head.LastMs, SilentSinceMs: head.LastMs + head.AfterMs, DetectedAtMs: detectedMs}
-		x.Kind = SilenceRaised
-		out = append(out, x)
-		x.Kind, x.ResumedAtMs = SilenceResumed, t.FirstMs
-		out = append(out, x)
+	if m < len(timesMs) {
+		var tailAfter []int64
+		if afterMs != nil && m < len(afterMs) {
+			tailAfter = afterMs[m:]
+		}
+		out = append(out, t.Observe(t.Identity, timesMs[m:], tailAfter, defaultAfterMs, detectedMs)...)
 	}
-	t.FirstMs = timesMs[0]
 	return out
 }
 

@@ -72,11 +72,18 @@ type SilenceBatch struct {
 	// History marks a restarted local stream's readings read back from
 	// the store (schemas.SilenceTrack.Prepend), not read from the source.
 	History bool
+	// Stored are the sensor's silence and resumed records a History batch
+	// read back from the silences table (schemas.SilenceTrack.Restore):
+	// their kinds and times, not their identities.
+	Stored []schemas.Silence
 }
 
 // AppendSilenceBatch appends b's compact form to dst: the identity as a
-// record (codec.AppendRecords), then the times as varint deltas, then the
-// silent_afters when there are any. DecodeSilenceBatch reads it.
+// record (codec.AppendRecords), then the times as varint deltas, a mark
+// byte, the silent_afters when there are any, then the stored records
+// when there are any (their count, then each one's kind, 0 silence or 1
+// resumed, and its last_seen, silent_since and resumed_at as varints).
+// DecodeSilenceBatch reads it.
 func AppendSilenceBatch(dst []byte, b SilenceBatch) []byte {
 	dst = appendIdentity(dst, b.Identity)
 	dst = binary.AppendUvarint(dst, uint64(len(b.TimesMs)))
@@ -89,16 +96,34 @@ func AppendSilenceBatch(dst []byte, b SilenceBatch) []byte {
 	if b.History {
 		mark = 2
 	}
-	if b.AfterMs == nil {
-		return append(dst, mark)
+	if len(b.Stored) > 0 {
+		mark |= 4
 	}
-	dst = append(dst, mark|1)
-	for i := range b.TimesMs {
-		a := int64(0)
-		if i < len(b.AfterMs) {
-			a = b.AfterMs[i]
+	if b.AfterMs != nil {
+		mark |= 1
+	}
+	dst = append(dst, mark)
+	if b.AfterMs != nil {
+		for i := range b.TimesMs {
+			a := int64(0)
+			if i < len(b.AfterMs) {
+				a = b.AfterMs[i]
+			}
+			dst = binary.AppendVarint(dst, a)
 		}
-		dst = binary.AppendVarint(dst, a)
+	}
+	if len(b.Stored) > 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(b.Stored)))
+		for _, x := range b.Stored {
+			k := byte(0)
+			if x.Kind == schemas.SilenceResumed {
+				k = 1
+			}
+			dst = append(dst, k)
+			dst = binary.AppendVarint(dst, x.LastSeenMs)
+			dst = binary.AppendVarint(dst, x.SilentSinceMs)
+			dst = binary.AppendVarint(dst, x.ResumedAtMs)
+		}
 	}
 	return dst
 }
@@ -132,7 +157,7 @@ func DecodeSilenceBatch(p []byte) (SilenceBatch, error) {
 	}
 	mark := rest[0]
 	rest = rest[1:]
-	if mark > 3 {
+	if mark > 7 {
 		return b, fmt.Errorf("%w: silence batch: bad mark", codec.ErrCodec)
 	}
 	b.History = mark&2 != 0
@@ -145,6 +170,32 @@ func DecodeSilenceBatch(p []byte) (SilenceBatch, error) {
 			}
 			rest = rest[k:]
 			b.AfterMs[i] = a
+		}
+	}
+	if mark&4 != 0 {
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || n > uint64(len(rest)) {
+			return b, fmt.Errorf("%w: silence batch: bad stored count", codec.ErrCodec)
+		}
+		rest = rest[k:]
+		b.Stored = make([]schemas.Silence, n)
+		for i := range b.Stored {
+			x := &b.Stored[i]
+			if len(rest) == 0 || rest[0] > 1 {
+				return b, fmt.Errorf("%w: silence batch: bad stored kind %d", codec.ErrCodec, i)
+			}
+			x.Kind, x.Identity = schemas.SilenceRaised, b.Identity
+			if rest[0] == 1 {
+				x.Kind = schemas.SilenceResumed
+			}
+			rest = rest[1:]
+			for _, t := range []*int64{&x.LastSeenMs, &x.SilentSinceMs, &x.ResumedAtMs} {
+				v, k := binary.Varint(rest)
+				if k <= 0 {
+					return b, fmt.Errorf("%w: silence batch: bad stored time %d", codec.ErrCodec, i)
+				}
+				*t, rest = v, rest[k:]
+			}
 		}
 	}
 	if len(rest) != 0 {

@@ -145,6 +145,11 @@ func TestSilenceCodecs(t *testing.T) {
 		{Identity: id, TimesMs: []int64{5}, AfterMs: []int64{60_000}},
 		{Identity: id, TimesMs: []int64{}},
 		{Identity: id, TimesMs: []int64{9}, History: true},
+		{Identity: id, TimesMs: []int64{9, 70}, AfterMs: []int64{60, 60}, History: true, Stored: []schemas.Silence{
+			{Kind: schemas.SilenceRaised, Identity: id, LastSeenMs: 9, SilentSinceMs: 69},
+			{Kind: schemas.SilenceResumed, Identity: id, LastSeenMs: 9, SilentSinceMs: 69, ResumedAtMs: 70}}},
+		{Identity: id, TimesMs: []int64{}, History: true, Stored: []schemas.Silence{
+			{Kind: schemas.SilenceRaised, Identity: id, LastSeenMs: -5, SilentSinceMs: 55}}},
 	} {
 		got, err := DecodeSilenceBatch(AppendSilenceBatch(nil, b))
 		if err != nil || !reflect.DeepEqual(got, b) {
@@ -228,5 +233,96 @@ func TestSilenceTrackPrepend(t *testing.T) {
 		if got := fresh.Prepend(nil, all, nil, after, 1); len(got) != len(want) {
 			t.Errorf("Prepend on a fresh track: %d records; want %d", len(got), len(want))
 		}
+	}
+}
+
+// TestSilenceTrackPrependNewer: history newer than a redelivered reading
+// the restarted track saw first is the sensor's newest, so the track
+// times the silence after the history's last reading, not the older one.
+func TestSilenceTrackPrependNewer(t *testing.T) {
+	var tr schemas.SilenceTrack
+	tr.Observe(nil, []int64{50}, nil, 60, 1)
+	got := tr.Prepend(nil, []int64{0, 50, 100, 150}, nil, 60, 1)
+	if len(got) != 0 {
+		t.Errorf("records %+v; want none (no gap over 60)", got)
+	}
+	if due, ok := tr.DueMs(); !ok || due != 211 {
+		t.Errorf("due %d, %v; want 211 (after the reading at 150)", due, ok)
+	}
+}
+
+// TestSilenceTrackRestore: after a restart, the records the run before
+// wrote are not raised again; a silence it wrote without its resumed
+// record gets one at the sensor's next reading, whether that reading was
+// read back, came live before the history, or comes later; a gap the
+// watermark raised though the readings' gap is no longer than
+// silent_after included.
+func TestSilenceTrackRestore(t *testing.T) {
+	const after = 60
+	silence := func(last int64) schemas.Silence {
+		return schemas.Silence{Kind: schemas.SilenceRaised, LastSeenMs: last, SilentSinceMs: last + after}
+	}
+	resumed := func(last, at int64) schemas.Silence {
+		return schemas.Silence{Kind: schemas.SilenceResumed, LastSeenMs: last, SilentSinceMs: last + after, ResumedAtMs: at}
+	}
+	render := func(xs []schemas.Silence) []string {
+		out := []string{}
+		for _, x := range xs {
+			out = append(out, x.Kind+" "+strconv.FormatInt(x.LastSeenMs, 10)+" "+strconv.FormatInt(x.ResumedAtMs, 10))
+		}
+		return out
+	}
+	tests := []struct {
+		name      string
+		live      []int64 // readings the restarted track saw before the history
+		history   []int64
+		stored    []schemas.Silence
+		later     []int64 // readings after the history
+		want      []string
+		wantOpen  bool
+		wantTimer bool
+	}{
+		{"a silence the watermark raised, no reading since: open, no timer, resumed at the next reading",
+			nil, []int64{0, 10}, []schemas.Silence{silence(10)}, []int64{40},
+			[]string{"resumed 10 40"}, false, true},
+		{"a silence written, the next reading read back: its resumed record",
+			nil, []int64{0, 10, 40}, []schemas.Silence{silence(10)}, nil,
+			[]string{"resumed 10 40"}, false, true},
+		{"a silence written, the next reading came live first: its resumed record",
+			[]int64{40}, []int64{0, 10}, []schemas.Silence{silence(10)}, nil,
+			[]string{"resumed 10 40"}, false, true},
+		{"a gap written whole is not raised again",
+			nil, []int64{0, 100}, []schemas.Silence{silence(0), resumed(0, 100)}, nil,
+			[]string{}, false, true},
+		{"a gap whose silence was written gets only its resumed record",
+			nil, []int64{0, 100}, []schemas.Silence{silence(0)}, nil,
+			[]string{"resumed 0 100"}, false, true},
+		{"a silence with no reading read back: the sensor is known silent",
+			nil, nil, []schemas.Silence{silence(-500)}, []int64{20},
+			[]string{"resumed -500 20"}, false, true},
+		{"nothing stored: what the readings show",
+			nil, []int64{0, 100}, nil, nil,
+			[]string{"silence 0 0", "resumed 0 100"}, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var tr schemas.SilenceTrack
+			got := tr.Observe(nil, tt.live, nil, after, 1)
+			out := tr.Prepend(nil, tt.history, nil, after, 1)
+			got = append(got, tr.Restore(nil, tt.history, tt.stored, out, 1)...)
+			if len(tt.later) == 0 {
+				if _, ok := tr.DueMs(); ok != tt.wantTimer || tr.Open != tt.wantOpen {
+					t.Errorf("timer %v, open %v; want %v, %v", ok, tr.Open, tt.wantTimer, tt.wantOpen)
+				}
+			} else {
+				if _, ok := tr.DueMs(); ok || !tr.Open {
+					t.Errorf("before the later readings: timer %v, open %v; want no timer, open", ok, tr.Open)
+				}
+				got = append(got, tr.Observe(nil, tt.later, nil, after, 1)...)
+			}
+			if g := render(got); !reflect.DeepEqual(g, tt.want) {
+				t.Errorf("records %q; want %q", g, tt.want)
+			}
+		})
 	}
 }
