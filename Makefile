@@ -94,11 +94,13 @@ bench-backlog:
 	@mkdir -p .run
 	go run ./launch/bench/stream -backlog $(BACKLOG_FLAGS)
 
-## bench-cadence: make bench's stream run with a cadence declared (cadence: 30s in a copy of the spec): the stream then tracks every sensor
-##   and raises silences to BigQuery's sensor_silences; compare its figures with .run/bench-stream.json.
+## bench-cadence: make bench's stream run side by side without and with a cadence declared (cadence: 30s in a copy of the spec, under which
+##   the stream also tracks every sensor and raises silences to BigQuery's sensor_silences), alternately, each on fresh emulators; it prints
+##   each run's figures and the ratios (cadence over none) of the read rate, the launcher's CPU per reading and the p99. CADENCE_PAIRS runs each.
+CADENCE_PAIRS ?= 1
 bench-cadence:
 	@mkdir -p .run
-	go run ./launch/bench/stream -cadence 30s -out .run/bench-stream-cadence.json $(STREAM_FLAGS)
+	go run ./launch/bench/stream -cadence 30s -side_by_side -pairs $(CADENCE_PAIRS) -out .run/bench-stream-cadence.json $(STREAM_FLAGS)
 
 ## bench-batching: the stream's read rate and Pub/Sub bytes billed per reading with 10 and 100 readings a message
 ##   (NDJSON; make bench's stream run gives 1 a message). Throughput phase only, 100,000 readings each.

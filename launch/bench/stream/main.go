@@ -105,6 +105,8 @@ var (
 	outFlag      = flag.String("out", ".run/bench-stream.json", "Write the figures as JSON to this file (empty: do not; with -backlog the default is .run/bench-stream-backlog.json).")
 	keep         = flag.Bool("keep", false, "Keep the work directory (launcher binary, dead letters).")
 	perMessage   = flag.Int("per_message", 1, "Throughput phase: readings each Pub/Sub message carries (NDJSON lines); the phase reports the read rate and the Pub/Sub bytes billed per reading (1 KB a message at least).")
+	sideBySide   = flag.Bool("side_by_side", false, "With -cadence: run the launcher -pairs times without the cadence and with it, alternately, each on fresh emulators, and report each side's figures and their ratios (written to -out).")
+	pairs        = flag.Int("pairs", 1, "With -side_by_side: how many runs each side gets.")
 	cadence      = flag.Duration("cadence", 0, "Run the spec with this cadence declared (cadence: in a copy of schemas/specs/SPEC.yaml), so that the stream also tracks each sensor and raises silences to BigQuery's sensor_silences; compare its figures with a run without (0: the spec as it is).")
 	hourCloseAt  = flag.Duration("hour_close_at", 0, "Latency phase: move the event times ahead so that the top of an hour falls this long into the phase, and its on-time firings come within the run (0: event times are the wall clock's; an hour then closes only if the run crosses one).")
 )
@@ -222,6 +224,8 @@ type Report struct {
 	Memory       *Memory    `json:"memory,omitempty"`
 	Mutations    *Mutations `json:"mutations,omitempty"`
 	TotalSeconds float64    `json:"total_seconds"`
+	// Cadence is the cadence declared in the spec's copy ("": none).
+	Cadence string `json:"cadence,omitempty"`
 	// Error is why the run stopped early, if it did.
 	Error string `json:"error,omitempty"`
 }
@@ -263,26 +267,39 @@ func validate() error {
 	return nil
 }
 
-func run(ctx context.Context) (err error) {
+func run(ctx context.Context) error {
 	if err := validate(); err != nil {
 		return err
 	}
+	if *sideBySide {
+		return runSideBySide(ctx)
+	}
+	rep, err := runOne(ctx, *cadence)
+	// The figures so far, also when a phase failed.
+	if werr := writeReport(rep); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// runOne runs the launcher once, with the spec's cadence declared as cad
+// (0: the spec as it is), and returns its figures, so far when it failed.
+func runOne(ctx context.Context, cad time.Duration) (rep *Report, err error) {
 	began := time.Now()
-	rep := &Report{Machine: bench.ThisMachine(), Time: began.UTC().Format(time.RFC3339), EarlyFiring: earlyFiring.String()}
+	rep = &Report{Machine: bench.ThisMachine(), Time: began.UTC().Format(time.RFC3339), EarlyFiring: earlyFiring.String()}
+	if cad > 0 {
+		rep.Cadence = cad.String()
+	}
 	fmt.Printf("machine: %s\n", rep.Machine)
 	defer func() {
-		// The figures so far, also when a phase failed.
 		if err != nil {
 			rep.Error = err.Error()
 		}
 		rep.TotalSeconds = round(time.Since(began).Seconds(), 1)
-		if werr := writeReport(rep); err == nil {
-			err = werr
-		}
 	}()
 	work, done, err := bench.WorkDir("sensorpipe-bench-stream-", *keep)
 	if err != nil {
-		return err
+		return rep, err
 	}
 	defer done()
 
@@ -311,11 +328,11 @@ func run(ctx context.Context) (err error) {
 		defer ps.Stop()
 	}
 	if err := errors.Join(btErr, psErr, buildErr); err != nil {
-		return err
+		return rep, err
 	}
 	bq, err := startBigQuery()
 	if err != nil {
-		return err
+		return rep, err
 	}
 	defer bq.stop()
 	fmt.Printf("emulators: Bigtable pid %d on %s, Pub/Sub pid %d on %s, BigQuery in this process on %s (REST) and %s (gRPC)\n",
@@ -325,18 +342,18 @@ func run(ctx context.Context) (err error) {
 
 	psClient, err := pubsub.NewClient(ctx, project)
 	if err != nil {
-		return fmt.Errorf("pubsub client: %w", err)
+		return rep, fmt.Errorf("pubsub client: %w", err)
 	}
 	defer psClient.Close()
 	topic, sub := "projects/"+project+"/topics/"+target.spec.Name, "projects/"+project+"/subscriptions/"+target.spec.Name+"-bench"
 	pub, err := newPublisher(ctx, psClient, topic, sub)
 	if err != nil {
-		return err
+		return rep, err
 	}
 	defer pub.close()
 	btClient, err := bigtable.NewClient(ctx, project, instance)
 	if err != nil {
-		return fmt.Errorf("bigtable client: %w", err)
+		return rep, fmt.Errorf("bigtable client: %w", err)
 	}
 	defer btClient.Close()
 	tbl := btClient.Open(target.table)
@@ -351,19 +368,19 @@ func run(ctx context.Context) (err error) {
 	// sample, and heap profiles with -profile_dir.
 	if *profileDir != "" {
 		if err := os.MkdirAll(*profileDir, 0o755); err != nil {
-			return err
+			return rep, err
 		}
 	}
 	port, err := emulators.FreeLoopbackPort()
 	if err != nil {
-		return err
+		return rep, err
 	}
 	debug := fmt.Sprintf("127.0.0.1:%d", port)
 	args = append(args, "--debug_addr="+debug)
-	if *cadence > 0 {
-		path, err := cadencedSpec(work, target.spec.Name, *cadence)
+	if cad > 0 {
+		path, err := cadencedSpec(work, target.spec.Name, cad)
 		if err != nil {
-			return err
+			return rep, err
 		}
 		args = append(args, "--spec="+path)
 	}
@@ -373,7 +390,7 @@ func run(ctx context.Context) (err error) {
 		"BIGQUERY_EMULATOR_HOST=" + bq.rest, "BIGQUERY_STORAGE_EMULATOR_HOST=" + bq.grpc}
 	j, err := startJob(bin, filepath.Join(work, "launcher.stderr"), env, args...)
 	if err != nil {
-		return err
+		return rep, err
 	}
 	stopped := false
 	defer func() {
@@ -391,7 +408,7 @@ func run(ctx context.Context) (err error) {
 	}
 	t0 := time.Now()
 	if _, err := j.waitProgress(ctx, 2*time.Minute, "warm-up readings read", func(p progressLine) bool { return p.Read >= warmup }); err != nil {
-		return err
+		return rep, err
 	}
 	fmt.Printf("warm-up: the job read %d readings %.1fs after they were published\n", warmup, time.Since(t0).Seconds())
 
@@ -399,7 +416,7 @@ func run(ctx context.Context) (err error) {
 		t, err := throughput(ctx, j, pub, tbl, &cpu)
 		rep.Throughput = t
 		if err != nil {
-			return fmt.Errorf("throughput phase: %w", err)
+			return rep, fmt.Errorf("throughput phase: %w", err)
 		}
 	}
 	if *rate > 0 {
@@ -409,7 +426,7 @@ func run(ctx context.Context) (err error) {
 		rep.Memory = rss.memory()
 		fmt.Printf("memory: %s\n", rep.Memory)
 		if err != nil {
-			return fmt.Errorf("latency phase: %w", err)
+			return rep, fmt.Errorf("latency phase: %w", err)
 		}
 	}
 
@@ -419,7 +436,7 @@ func run(ctx context.Context) (err error) {
 	summary, err := j.stop()
 	rep.LauncherSummary = summary
 	if err != nil {
-		return err
+		return rep, err
 	}
 	if m, err := mutations(filepath.Join(work, "ledger.json")); err != nil {
 		fmt.Printf("mutations: %v\n", err)
@@ -442,7 +459,7 @@ func run(ctx context.Context) (err error) {
 		fmt.Printf("DEAD LETTERS: %d\n", rep.DeadLetters)
 	}
 	fmt.Printf("total: %.0fs\n", time.Since(began).Seconds())
-	return nil
+	return rep, nil
 }
 
 // writeReport writes rep as JSON to -out.
