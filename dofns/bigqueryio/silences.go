@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"cloud.google.com/go/bigquery"
@@ -19,8 +20,10 @@ var readSilencesPolicy = retry.Policy{AttemptTimeout: 2 * time.Minute, Deadline:
 
 // ReadSilences reads the silence and resumed records with silent_since at
 // or after sinceMs from project.dataset's silences table
-// (schemas.SilencesTable), with one query, each record's identity values
-// typed by spec's fields. A table that does not exist holds none. It is
+// (schemas.SilencesTable), with one query (or, from a BigQuery that
+// answers no queries, such as an emulator without its SQL engine, by
+// listing the table's rows), each record's identity values typed by
+// spec's fields. A table that does not exist holds none. It is
 // dofns.Stores.ReadSilences: what a restarted local stream raised before
 // it was killed.
 func ReadSilences(ctx context.Context, project, dataset string, spec *schemas.Spec, sinceMs int64) ([]schemas.Silence, error) {
@@ -35,6 +38,9 @@ func ReadSilences(ctx context.Context, project, dataset string, spec *schemas.Sp
 	err = retry.Do(ctx, readSilencesPolicy, func(ctx context.Context) error {
 		out = out[:0]
 		it, err := c.Query(sql).Read(ctx)
+		if hasCode(err, http.StatusNotImplemented) {
+			it, err = c.Dataset(dataset).Table(schemas.SilencesTable).Read(ctx), nil
+		}
 		if notFound(err) {
 			return nil
 		}
@@ -47,11 +53,13 @@ func ReadSilences(ctx context.Context, project, dataset string, spec *schemas.Sp
 			if errors.Is(err, iterator.Done) {
 				return nil
 			}
+			if notFound(err) {
+				return nil
+			}
 			if err != nil {
 				return err
 			}
-			x, ok := silenceOfRow(spec, row)
-			if ok {
+			if x, ok := silenceOfRow(spec, row); ok && x.SilentSinceMs >= sinceMs {
 				out = append(out, x)
 			}
 		}
