@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -311,4 +312,65 @@ func TestBatchCoverageAgainstEmulators(t *testing.T) {
 		}
 	}
 	compareCoverage(t, "Bigtable after two batches", btCoverage(t, emulators.DumpBigtable(t, host, "p", "split", "fleet_readings")), want)
+}
+
+// TestStreamCoverageEqualsBatch streams the fleet (moved to the last
+// hours, each message published twice) and batches it into another
+// instance: once the stream's hours have closed, each device-hour's
+// expected, coverage, gaps and longest_gap_s in Bigtable are the batch's,
+// and fleetCoverage's.
+func TestStreamCoverageEqualsBatch(t *testing.T) {
+	host := emulators.StartBigtable(t) // skips under -short
+	ps := sharedPubSub.HostPort(t)
+	env := []string{"BIGTABLE_EMULATOR_HOST=" + host, "PUBSUB_EMULATOR_HOST=" + ps}
+	// Whole hours later, so that each reading keeps its place in its hour.
+	shift := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour).Sub(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
+	var lines []string
+	var msgs []streamMsg
+	for _, l := range readLines(t, fleetInput) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		ts, err := time.Parse(time.RFC3339Nano, fmt.Sprint(m["ts"]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = ts.Add(shift)
+		m["ts"] = ts.Format("2006-01-02T15:04:05.000Z")
+		b, _ := json.Marshal(m)
+		lines = append(lines, string(b))
+		msgs = append(msgs, msg(string(b), ts.UnixMilli()), msg(string(b), ts.UnixMilli()))
+	}
+	want := fleetCoverage(t, lines)
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fleet.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runLauncher(t, env, "--spec="+fleetSpec, "--source=files", "--input="+filepath.Join(dir, "fleet.jsonl"),
+		"--bigtable_project=p", "--bigtable_instance=batch", "--dead_letter="+t.TempDir(), "--progress_interval=0")
+	if r.code != 0 {
+		t.Fatalf("batch: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	batch := btCoverage(t, emulators.DumpBigtable(t, host, "p", "batch", "fleet_readings"))
+	compareCoverage(t, "batch", batch, want)
+
+	f := newPubSub(t, ps, "fleet_stream")
+	job := startStream(t, env, streamArgs(f.sub, "fleet_readings", t.TempDir(), "--spec="+fleetSpec, "--allowed_lateness=6h", "--bigtable_instance=stream")...)
+	f.publish(t, msgs...)
+	eventually(t, 120*time.Second, job, func() (bool, string) {
+		got := btCoverage(t, emulators.DumpBigtable(t, host, "p", "stream", "fleet_readings"))
+		var diff []string
+		for k, w := range batch {
+			if g, ok := got[k]; !ok || !sameCoverage(g, w) {
+				diff = append(diff, fmt.Sprintf("%s: stream %+v, batch %+v", k, g, w))
+			}
+		}
+		sort.Strings(diff)
+		return len(diff) == 0 && len(got) == len(batch), fmt.Sprintf("stream coverage equal to the batch's: %d device-hours, %d differ\n%s", len(got), len(diff), strings.Join(diff, "\n"))
+	})
+	if code := job.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("SIGTERM: exit %d\nstderr:\n%s", code, job.stderr.String())
+	}
 }
