@@ -170,7 +170,9 @@ bigtable:
 }
 
 // place is where a dead letter's record was in its file.
-func place(d codec.DeadLetter) string { return fmt.Sprintf("%s line %d offset %d %s", d.Source, d.Line, d.Offset, d.Row) }
+func place(d codec.DeadLetter) string {
+	return fmt.Sprintf("%s line %d offset %d %s", d.Source, d.Line, d.Offset, d.Row)
+}
 
 // said is what a dead letter says of its record.
 func said(d codec.DeadLetter) string {

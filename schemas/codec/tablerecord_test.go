@@ -156,7 +156,9 @@ func TestRowParserReadsTypedCellsAsTheJSONParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 3, 1, 10, 0, 1, 250_000_000, time.UTC).UnixMicro()
-	wall := func(y, mo, d, h, mi int) int64 { return time.Date(y, time.Month(mo), d, h, mi, 0, 0, time.UTC).UnixMicro() }
+	wall := func(y, mo, d, h, mi int) int64 {
+		return time.Date(y, time.Month(mo), d, h, mi, 0, 0, time.UTC).UnixMicro()
+	}
 	n := seen{}
 	good := map[string]RowCell{
 		"id": {Kind: CellString, Str: "p-1"}, "kind": {Kind: CellString, Str: "b"}, "note": {Kind: CellString, Str: "n"},
