@@ -14,6 +14,9 @@ import (
 	"strings"
 	"time"
 
+	// DuckDB writes the Parquet file: a writer other than the reader's
+	// library (arrow-go), as files from elsewhere are.
+	_ "github.com/duckdb/duckdb-go/v2"
 	"github.com/hamba/avro/v2/ocf"
 
 	"github.com/sensorpipe/sensorpipe/schemas"

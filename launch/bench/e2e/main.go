@@ -138,8 +138,8 @@ type Report struct {
 	// Formats are the same readings batched from JSON lines, CSV,
 	// Parquet and Avro (-formats), in that order.
 	Formats []*Side `json:"formats,omitempty"`
-	Ratio      float64 `json:"ratio_pipeline_over_plain,omitempty"`
-	Time       string  `json:"time"`
+	Ratio   float64 `json:"ratio_pipeline_over_plain,omitempty"`
+	Time    string  `json:"time"`
 }
 
 func main() {
