@@ -15,7 +15,7 @@ INPUT ?= testdata/vitals/*
 DEAD_LETTER ?= .run/deadletter
 GO_TEST_FLAGS ?= -timeout 25m
 
-.PHONY: run test test-short doctest generate fuzz fuzz-short bench bench-backlog bench-batching bench-cadence bench-memory bench-rekey lint emulators stop-emulators env stream samples help
+.PHONY: run test test-short doctest generate fuzz fuzz-short bench bench-backlog bench-batching bench-cadence bench-memory bench-rekey bench-formats lint emulators stop-emulators env stream samples help
 
 ## help: list every target with what it does (this list).
 help:
@@ -85,6 +85,7 @@ bench:
 	@$(MAKE) --no-print-directory bench-cadence
 	@$(MAKE) --no-print-directory bench-memory
 	@$(MAKE) --no-print-directory bench-rekey
+	@$(MAKE) --no-print-directory bench-formats
 
 ## bench-backlog: the stream against a plain subscriber, side by side: 200,000 readings of 1,000 sensors published first to a topic with two
 ##   subscriptions; the launcher drains one, a plain Go subscriber (v2 Receive, 16 streams, ApplyBulk of 1,000 rows, 4 in flight) the other,
@@ -124,6 +125,12 @@ bench-memory:
 bench-rekey:
 	@mkdir -p .run
 	go run ./launch/bench/e2e -rekey -out .run/bench-rekey.json $(REKEY_FLAGS)
+
+## bench-formats: the same 300,000 readings batched from JSON lines, CSV, Parquet (written by DuckDB) and Avro, each into an empty table on
+##   an emulator of its own, side by side: readings/s and CPU per reading of each; the target is CSV's and Parquet's rate >= JSON lines'.
+bench-formats:
+	@mkdir -p .run
+	go run ./launch/bench/e2e -formats -out .run/bench-formats.json $(FORMATS_FLAGS)
 
 ## lint: gofmt, go vet, and go mod tidy with no diff.
 lint:

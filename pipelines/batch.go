@@ -55,7 +55,10 @@ func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 	if err != nil {
 		return err
 	}
-	records, parseDead := parseLines(s, cfg, lines, true)
+	records, parseDead := lines, beam.PCollection{}
+	if !readsRecords(opts) {
+		records, parseDead = parseLines(s, cfg, lines, true)
+	}
 	dead := ingestBatch(s, cfg, opts.MergeStored, records)
 	// The sinks' dead letters cross a Reshuffle (random keys, not a fixed
 	// key) so the dead-letter write runs in a stage of its own: a failed
@@ -69,8 +72,18 @@ func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 	for i, d := range dead {
 		sinkDead = append(sinkDead, beam.Reshuffle(s.Scope(fmt.Sprintf("deadletter.Detach%d", i)), d))
 	}
-	writeDeadLetters(s, cfg, append(sinkDead, readDead, parseDead)...)
+	readDeads := []beam.PCollection{readDead}
+	if parseDead.IsValid() {
+		readDeads = append(readDeads, parseDead)
+	}
+	writeDeadLetters(s, cfg, append(sinkDead, readDeads...)...)
 	return nil
+}
+
+// readsRecords reports whether the batch's read gives parsed readings
+// (a table format's rows, fileio.Read) rather than payloads to parse.
+func readsRecords(opts BatchOptions) bool {
+	return opts.FromBigtable == nil && opts.FromBigQuery == nil && fileio.IsTableFormat(opts.Format)
 }
 
 // ingestBatch builds each identity-hour of the parsed readings,
@@ -116,7 +129,8 @@ func buildBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) 
 // readInput reads the batch's input as KV<source, payload>, with the
 // read's dead letters: the files' lines, or the readings stored in a
 // Bigtable table or a BigQuery table as JSON payloads, which the parse
-// reads like lines.
+// reads like lines; or, for table files (readsRecords), their readings
+// already parsed.
 func readInput(s beam.Scope, cfg Config, opts BatchOptions) (lines, dead beam.PCollection, err error) {
 	switch {
 	case opts.FromBigtable != nil && opts.FromBigQuery != nil:

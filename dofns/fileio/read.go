@@ -2,7 +2,8 @@
 // gs:// and .gz files (Read, readLinesFn), whole or in the ranges of a
 // local run's part, with each line's source and offset for the dead
 // letter; and the rows of CSV, Parquet and Avro files (readRowsFn), each
-// as the JSON object the spec's parser reads, with its place in its file.
+// as the reading the spec's parser reads from the row's JSON object, with
+// its place in its file.
 package fileio
 
 import (
@@ -55,15 +56,17 @@ type Config struct {
 
 // Read reads every line of the files matching cfg.Glob as KV<file, line>,
 // and dead letters for lines over cfg.MaxLineBytes and files that cannot
-// be read to the end; with a table format, every row as KV<its place, its
-// JSON object>, and dead letters for rows and parts of files that cannot
-// be read.
+// be read to the end. With a table format it reads every row's reading,
+// parsed as the JSON object the row renders is (KV<identity, Record>
+// stamped with its event time, as dofns.ParseFn emits a line's), and dead
+// letters for rows that fail the parse and parts of files that cannot be
+// read: no parse follows.
 func Read(s beam.Scope, cfg Config) (lines, dead beam.PCollection) {
 	s = s.Scope("ReadFiles")
 	matches := beamfileio.MatchFiles(s, cfg.Glob, beamfileio.MatchEmptyAllow())
 	files := beamfileio.ReadMatches(s, matches)
 	if IsTableFormat(cfg.Format) {
-		return beam.ParDo2(s, &readRowsFn{Format: cfg.Format, Spec: cfg.Spec, Ranges: cfg.Ranges}, files)
+		return beam.ParDo2(s, &readRowsFn{Format: cfg.Format, Spec: cfg.Spec, Ranges: cfg.Ranges, MaxLineBytes: cfg.MaxLineBytes}, files)
 	}
 	return beam.ParDo2(s, &readLinesFn{MaxLineBytes: cfg.MaxLineBytes, Ranges: cfg.Ranges}, files)
 }

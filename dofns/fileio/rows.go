@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	beamfileio "github.com/apache/beam/sdks/v2/go/pkg/beam/io/fileio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
@@ -56,15 +58,19 @@ func FormatOf(path string) string {
 }
 
 func init() {
-	register.DoFn5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(string, string), func(codec.DeadLetter), error](&readRowsFn{})
+	register.DoFn5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(beam.EventTime, string, schemas.Record), func(codec.DeadLetter), error](&readRowsFn{})
+	register.Emitter3[beam.EventTime, string, schemas.Record]()
 }
 
 // readRowsFn is a splittable DoFn that reads the rows of CSV, Parquet and
-// Avro files and emits each as KV<source, JSON object>: the object the
-// spec's parser reads (codec.TableMap.AppendJSON), keyed by the row's
-// place (the CSV line, the Parquet row group and row, the Avro block and
-// record), so that the parse that follows, and any dead letter, is the
-// JSON lines' own. A file splits by bytes: a CSV's rows belong to the
+// Avro files and emits the reading of each, KV<identity, Record> stamped
+// with its event time, as dofns.ParseFn emits a JSON line's: built from
+// the row's cells (codec.RowParser) with the parse's checks and reasons,
+// its payload the row rendered as the JSON object the spec's parser reads
+// (codec.TableMap.AppendJSON), its source the row's place (the CSV line,
+// the Parquet row group and row, the Avro block and record). A row that
+// fails is a parse dead letter with that payload and place, as a JSON
+// line's is. A file splits by bytes: a CSV's rows belong to the
 // block their first byte is in (rows start after an unquoted newline), a
 // Parquet row group to the block of its first page, an Avro block to the
 // block of its first byte. A compressed CSV is read whole.
@@ -75,8 +81,28 @@ type readRowsFn struct {
 	Spec *hours.Compiled
 	// Ranges, when set, names the files to read (whole).
 	Ranges []FileRange
+	// MaxLineBytes limits a row's rendered payload (default
+	// schemas.DefaultMaxLineBytes); a longer one is dead-lettered as
+	// too_large with its first bytes, as a JSON line is.
+	MaxLineBytes int
 
-	ctrs ledger.Recorder
+	parser  *codec.Parser
+	builder *hours.Builder
+	ctrs    ledger.Recorder
+}
+
+// Setup takes the compiled spec's JSON parser (its event-time limits, its
+// checks) and row builder.
+func (fn *readRowsFn) Setup() error {
+	if fn.Spec == nil {
+		return fmt.Errorf("read rows: no compiled spec")
+	}
+	p, ok := fn.Spec.Decoder().(*codec.Parser)
+	if !ok {
+		p = codec.NewParserLimited(fn.Spec.Spec, fn.Spec.EventTimeLimits())
+	}
+	fn.parser, fn.builder = p, fn.Spec.Builder()
+	return nil
 }
 
 // CreateInitialRestriction covers the file's bytes; a compressed file is
@@ -110,7 +136,7 @@ func (fn *readRowsFn) CreateTracker(rest offsetrange.Restriction) *sdf.LockRTrac
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (fn *readRowsFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(codec.DeadLetter)) error {
+func (fn *readRowsFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, string, schemas.Record), _ func(codec.DeadLetter)) error {
 	return fn.ctrs.Commit(ctx)
 }
 
@@ -118,7 +144,18 @@ func (fn *readRowsFn) FinishBundle(ctx context.Context, _ func(string, string), 
 // What the file's header or footer makes unreadable, or a spec that its
 // columns cannot fill, is one dead letter, from the part that starts the
 // file.
-func (fn *readRowsFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, file beamfileio.ReadableFile, emit func(string, string), dead func(codec.DeadLetter)) error {
+func (fn *readRowsFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, file beamfileio.ReadableFile, emit func(beam.EventTime, string, schemas.Record), dead func(codec.DeadLetter)) error {
+	if fn.parser == nil {
+		if err := fn.Setup(); err != nil {
+			return err
+		}
+	}
+	return fn.read(ctx, rt, file, &rowOut{emit: emit, dead: dead})
+}
+
+// read reads the rows of the restriction's part of the file into out
+// (its emit, or with emitJSON set each row's rendered object unparsed).
+func (fn *readRowsFn) read(ctx context.Context, rt *sdf.LockRTracker, file beamfileio.ReadableFile, out *rowOut) error {
 	path := file.Metadata.Path
 	rest, ok := rt.GetRestriction().(offsetrange.Restriction)
 	if !ok {
@@ -132,7 +169,8 @@ func (fn *readRowsFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, 
 	if fn.Spec == nil {
 		return fmt.Errorf("read %s: no compiled spec", path)
 	}
-	out := &rowOut{ctx: ctx, fn: fn, path: path, emit: emit, dead: dead, first: rest.Start == 0, rows: ledger.InputRows(fn.Format)}
+	out.ctx, out.fn, out.path, out.first, out.rows = ctx, fn, path, rest.Start == 0, ledger.InputRows(fn.Format)
+	out.max = schemas.LineLimit(fn.MaxLineBytes)
 	defer out.flush()
 	var err error
 	switch fn.Format {
@@ -187,27 +225,36 @@ type rowOut struct {
 	ctx  context.Context
 	fn   *readRowsFn
 	path string
-	emit func(string, string)
-	dead func(codec.DeadLetter)
+	emit func(beam.EventTime, string, schemas.Record)
+	// emitJSON, when set, takes each row's rendered object instead of its
+	// reading (the reader's tests).
+	emitJSON func(source, row string)
+	dead     func(codec.DeadLetter)
 	// first: this part starts the file, and reports what is wrong with
 	// the file as a whole.
 	first bool
 	rows  ledger.Key
-	// read counts the rows read since the last flush: the counter is
-	// kept once per part, not per row.
-	read int64
-	m    *codec.TableMap
-	buf  []byte
+	// read counts the rows read since the last flush, and records the
+	// readings emitted: the counters are kept once per part, not per row.
+	read, records int64
+	m             *codec.TableMap
+	rp            *codec.RowParser
+	max           int
+	buf           []byte
+	recs          []schemas.Record
 }
 
-// flush counts the rows read in the ledger.
+// flush counts the rows read and the readings emitted in the ledger.
 func (o *rowOut) flush() {
 	o.fn.ctrs.Inc(o.ctx, o.rows, o.read)
-	o.read = 0
+	o.fn.ctrs.Inc(o.ctx, ledger.InputRecords, o.records)
+	o.read, o.records = 0, 0
 }
 
-// row renders one row and emits it, or dead-letters it when a cell can
-// be no value of its field.
+// row renders one row as its payload and emits its reading, or
+// dead-letters it with that payload: when a cell can be no value of its
+// field, when the payload is over MaxLineBytes (too_large, its first
+// bytes), or when the reading fails the parse's checks or the builder's.
 func (o *rowOut) row(source string, cells []codec.RowCell) {
 	o.read++
 	var err error
@@ -216,7 +263,43 @@ func (o *rowOut) row(source string, cells []codec.RowCell) {
 		o.reject(source, string(o.buf), err)
 		return
 	}
-	o.emit(source, string(o.buf))
+	if o.emitJSON != nil {
+		o.emitJSON(source, string(o.buf))
+		return
+	}
+	if len(o.buf) > o.max {
+		o.reject(source, schemas.Prefix(string(o.buf)), schemas.TooLarge(int64(len(o.buf)), o.max))
+		return
+	}
+	raw := string(o.buf)
+	if perr := ledger.Guard(func() { err = o.parse(cells, raw, source) }); perr != nil {
+		err = perr
+	}
+	if err != nil {
+		o.reject(source, raw, err)
+		return
+	}
+	o.records += int64(len(o.recs))
+	spec := o.fn.Spec.Spec
+	for i := range o.recs {
+		r := o.recs[i]
+		o.emit(mtime.FromMilliseconds(r.EventMs), hours.IdentityKey(spec, &r), r)
+	}
+}
+
+// parse builds the row's readings into o.recs and checks that each can
+// be built, as dofns.ParseFn does a line's.
+func (o *rowOut) parse(cells []codec.RowCell, raw, source string) error {
+	var err error
+	if o.recs, err = o.rp.Parse(o.recs[:0], cells, raw, source); err != nil {
+		return err
+	}
+	for i := range o.recs {
+		if err := o.fn.builder.Check(&o.recs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // reject dead-letters one record of the input.
@@ -243,6 +326,9 @@ func (o *rowOut) mapColumns(cols []schemas.Column) bool {
 		return false
 	}
 	o.m = m
+	if o.emitJSON == nil {
+		o.rp = m.NewRowParser(o.fn.parser)
+	}
 	return true
 }
 

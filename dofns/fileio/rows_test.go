@@ -32,7 +32,9 @@ type readOut struct {
 }
 
 // readTable reads path as format with spec, in parts of block bytes
-// (0: whole), each part on its own as a worker reads it.
+// (0: whole), each part on its own as a worker reads it: each row's
+// rendered JSON object, before the parse (readTableRecords reads the
+// readings ProcessElement emits).
 func readTable(t *testing.T, spec *hours.Compiled, format, path string, block int64) readOut {
 	t.Helper()
 	st, err := os.Stat(path)
@@ -50,12 +52,12 @@ func readTable(t *testing.T, spec *hours.Compiled, format, path string, block in
 	ctx := metrics.SetPTransformID(metrics.SetBundleID(context.Background(), "test"), "read")
 	for _, part := range parts {
 		rt := sdf.NewLockRTracker(offsetrange.NewTracker(part))
-		err := fn.ProcessElement(ctx, rt, file, func(source, row string) {
+		err := fn.read(ctx, rt, file, &rowOut{emitJSON: func(source, row string) {
 			if _, dup := out.rows[source]; dup {
 				t.Errorf("%s read twice (parts of %d bytes)", source, block)
 			}
 			out.rows[source] = row
-		}, func(d codec.DeadLetter) { out.dead = append(out.dead, d) })
+		}, dead: func(d codec.DeadLetter) { out.dead = append(out.dead, d) }})
 		if err != nil {
 			t.Fatalf("part %v: %v", part, err)
 		}

@@ -7,6 +7,7 @@
 //	go run ./launch/bench/e2e                       # 1,000 sensors x 300 s
 //	go run ./launch/bench/e2e -sensors 2000 -out .run/bench.json
 //	go run ./launch/bench/e2e -cpuprofile .run/pipeline.pprof   # in-process pipeline
+//	go run ./launch/bench/e2e -formats                    # JSON lines, CSV, Parquet, Avro
 //
 // By default the pipeline side runs the real launcher (built from ./launch)
 // as a separate process, as users run it. With -pipeline=inprocess, or with
@@ -76,6 +77,7 @@ var (
 	extraFlags = flag.String("launcher_args", "", "Extra flags for the launcher, space-separated (e.g. --local_part_mb=0 runs the input as one job).")
 	mergeBench = flag.Bool("merge", true, "Also measure the batch's merge with stored hours (exec mode): the pipeline with --merge_stored=false into empty tables, and the pipeline run twice, the second time into hours already stored.")
 	rekeyBench = flag.Bool("rekey", false, "Measure a rekey instead (exec mode): the workload batched under the default spec, then read back from that table (--source=bigtable) and written under -rekey_spec, against a file batch of the same readings under -rekey_spec into an empty table, each on an emulator of its own.")
+	formats    = flag.Bool("formats", false, "Measure the file formats instead (exec mode): the workload's readings batched from JSON lines, CSV, Parquet (written by DuckDB) and Avro, each into an empty table on an emulator of its own.")
 	rekeySpec  = flag.String("rekey_spec", "testdata/rekey/vitals_salted.yaml", "With -rekey: the spec the stored table is rekeyed into.")
 	withBQ     = flag.Bool("bigquery", true, "Also run the pipeline into both sinks, Bigtable and an in-process BigQuery emulator, with each Storage Write method (storage_write, and upsert with change data capture), and report those rates.")
 )
@@ -133,8 +135,11 @@ type Report struct {
 	Rekey      *Side   `json:"rekey,omitempty"`
 	RekeyBatch *Side   `json:"rekey_file_batch,omitempty"`
 	RekeyRatio float64 `json:"ratio_rekey_over_file_batch,omitempty"`
-	Ratio      float64 `json:"ratio_pipeline_over_plain,omitempty"`
-	Time       string  `json:"time"`
+	// Formats are the same readings batched from JSON lines, CSV,
+	// Parquet and Avro (-formats), in that order.
+	Formats []*Side `json:"formats,omitempty"`
+	Ratio   float64 `json:"ratio_pipeline_over_plain,omitempty"`
+	Time    string  `json:"time"`
 }
 
 func main() {
@@ -202,6 +207,9 @@ func run(ctx context.Context) error {
 	}
 	if *rekeyBench {
 		return runRekey(ctx, &rep, work, input)
+	}
+	if *formats {
+		return runFormats(ctx, &rep, work, input)
 	}
 
 	if *sides != "plain" {
