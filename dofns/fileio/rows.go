@@ -73,17 +73,25 @@ type readRowsFn struct {
 	Format string
 	// Spec maps the files' columns to fields.
 	Spec *hours.Compiled
-	// Ranges, when set, names the files to read (whole).
+	// Ranges, when set, is the part of the input to read (a local run's
+	// part): of each file it names, the rows its reader places in the
+	// range's bytes (a compressed file whole); files it does not name
+	// are not read.
 	Ranges []FileRange
 
 	ctrs ledger.Recorder
 }
 
-// CreateInitialRestriction covers the file's bytes; a compressed file is
-// one unit.
+// CreateInitialRestriction covers the file's bytes, or its range in
+// Ranges; a compressed file is one unit.
 func (fn *readRowsFn) CreateInitialRestriction(file beamfileio.ReadableFile) offsetrange.Restriction {
 	if Compressed(file.Metadata.Path) {
 		return offsetrange.Restriction{Start: 0, End: 1}
+	}
+	for _, r := range fn.Ranges {
+		if r.Path == file.Metadata.Path && r.End > r.Start {
+			return offsetrange.Restriction{Start: r.Start, End: r.End}
+		}
 	}
 	return offsetrange.Restriction{Start: 0, End: max(file.Metadata.Size, 1)}
 }
