@@ -112,6 +112,13 @@ func planTableParts(ctx context.Context, cfg pipelines.Config, p plan) ([]parts.
 	if target <= 0 {
 		return []parts.Part{{Bytes: total}}, nil
 	}
+	if !p.batch.MergeStored && total > 0 {
+		// A part of row groups may hold part of an hour, which only the
+		// merge with the hours stored before it completes.
+		fmt.Fprintf(os.Stderr, "sensorpipe: %.1f MB of %s input runs as one job (--local_part_mb=%g): its parts may split an hour, and --merge_stored=false would let a part overwrite what the one before wrote of it\n",
+			float64(total)/1e6, format, p.localPartMB)
+		return []parts.Part{{Bytes: total}}, nil
+	}
 	began := time.Now()
 	tables := make([]parts.TableFile, 0, len(files))
 	var blocks int
