@@ -123,7 +123,7 @@ func planTableParts(ctx context.Context, cfg pipelines.Config, p plan) ([]parts.
 	tables := make([]parts.TableFile, 0, len(files))
 	var blocks int
 	for _, f := range files {
-		tf := parts.TableFile{File: f}
+		tf := parts.TableFile{File: f, SliceRows: format == fileio.FormatParquet}
 		if tf.Blocks, err = fileio.Blocks(ctx, f.Path, format); err != nil {
 			return nil, fmt.Errorf("list the blocks of %s to cut the input into parts (--local_part_mb=0 runs it as one job): %w", f.Path, err)
 		}
@@ -150,7 +150,7 @@ func planTableParts(ctx context.Context, cfg pipelines.Config, p plan) ([]parts.
 		jobs = fmt.Sprintf("%d jobs, one after another", len(cut))
 	}
 	how := map[string]string{
-		fileio.FormatParquet: fmt.Sprintf("by row group (%d row groups)", blocks),
+		fileio.FormatParquet: fmt.Sprintf("by row group (%d row groups; a row group heavier than a part in slices of its rows)", blocks),
 		fileio.FormatAvro:    fmt.Sprintf("by block (%d blocks)", blocks),
 		fileio.FormatCSV:     "by byte range, each part's rows those that start in it",
 	}[format]
@@ -293,6 +293,9 @@ func partLine(part parts.Part) string {
 			return time.UnixMilli(ms).UTC().Format(time.RFC3339)
 		}
 		return fmt.Sprintf("the readings from %s to %s (about %.1f MB)", at(part.FromMs, "the first"), at(part.ToMs, "the last"), float64(part.Bytes)/1e6)
+	case len(part.Ranges) == 1 && part.Ranges[0].RowTo > 0:
+		return fmt.Sprintf("rows %d to %d of a row group of %s (about %.1f MB as JSON)", part.Ranges[0].RowFrom, part.Ranges[0].RowTo,
+			part.Ranges[0].Path, float64(part.Bytes)/1e6)
 	case part.Rows > 0:
 		return fmt.Sprintf("%d rows (about %.1f MB as JSON)", part.Rows, float64(part.Bytes)/1e6)
 	}

@@ -159,6 +159,17 @@ func (fn *readRowsFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, 
 	return done()
 }
 
+// rowSlice is the slice of a row group that Ranges reads of path, if it
+// names one.
+func (fn *readRowsFn) rowSlice(path string) (FileRange, bool) {
+	for _, r := range fn.Ranges {
+		if r.Path == path {
+			return r, r.RowTo > 0
+		}
+	}
+	return FileRange{}, false
+}
+
 // skip reports whether Ranges leaves path out.
 func (fn *readRowsFn) skip(path string) bool {
 	if len(fn.Ranges) == 0 {

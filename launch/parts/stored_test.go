@@ -8,9 +8,14 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 )
 
+// ks is a sample row key and its offset.
+func ks(key string, offset int64) bigtableio.KeySample {
+	return bigtableio.KeySample{Key: key, Offset: offset}
+}
+
 func TestKeys(t *testing.T) {
 	kr := func(start, end string) bigtableio.KeyRange { return bigtableio.KeyRange{Start: start, End: end} }
-	samples := []bigtableio.KeySample{{"b", 100}, {"c", 200}, {"d", 300}, {"e", 400}, {"", 500}}
+	samples := []bigtableio.KeySample{ks("b", 100), ks("c", 200), ks("d", 300), ks("e", 400), ks("", 500)}
 	for _, tc := range []struct {
 		name    string
 		samples []bigtableio.KeySample
@@ -27,14 +32,14 @@ func TestKeys(t *testing.T) {
 		{"between samples: the last within the target", samples, 250, []Part{
 			{Keys: kr("", "c"), Bytes: 200}, {Keys: kr("c", "e"), Bytes: 200}, {Keys: kr("e", ""), Bytes: 100}}},
 		{"a chunk over the target is a part of its own",
-			[]bigtableio.KeySample{{"b", 10}, {"c", 900}, {"d", 950}, {"", 1000}}, 100, []Part{
+			[]bigtableio.KeySample{ks("b", 10), ks("c", 900), ks("d", 950), ks("", 1000)}, 100, []Part{
 				{Keys: kr("", "b"), Bytes: 10}, {Keys: kr("b", "c"), Bytes: 890}, {Keys: kr("c", ""), Bytes: 100}}},
 		{"samples out of order are sorted",
-			[]bigtableio.KeySample{{"", 300}, {"c", 200}, {"b", 100}}, 100, []Part{
+			[]bigtableio.KeySample{ks("", 300), ks("c", 200), ks("b", 100)}, 100, []Part{
 				{Keys: kr("", "b"), Bytes: 100}, {Keys: kr("b", "c"), Bytes: 100}, {Keys: kr("c", ""), Bytes: 100}}},
-		{"only the end: the whole table", []bigtableio.KeySample{{"", 1000}}, 100, []Part{{Bytes: 1000}}},
+		{"only the end: the whole table", []bigtableio.KeySample{ks("", 1000)}, 100, []Part{{Bytes: 1000}}},
 		{"the last key at the end is not a cut",
-			[]bigtableio.KeySample{{"b", 100}, {"z", 200}}, 100, []Part{
+			[]bigtableio.KeySample{ks("b", 100), ks("z", 200)}, 100, []Part{
 				{Keys: kr("", "b"), Bytes: 100}, {Keys: kr("b", ""), Bytes: 100}}},
 		{"no samples", nil, 100, []Part{{}}},
 	} {
@@ -102,6 +107,13 @@ func TestTables(t *testing.T) {
 				{Ranges: []fileio.FileRange{rng("b.avro", 0, 20)}, Bytes: 5, Rows: 5},
 				{Ranges: []fileio.FileRange{rng("b.avro", 20, 80)}, Bytes: 50, Rows: 50},
 				{Ranges: []fileio.FileRange{rng("b.avro", 80, 100)}, Bytes: 5, Rows: 5}}},
+		{"a Parquet row group over the target in slices of its rows",
+			[]TableFile{{File: File{Path: "g.parquet", Size: 1000}, RowBytes: 10, SliceRows: true,
+				Blocks: []fileio.Block{{Offset: 4, Rows: 25}, {Offset: 500, Rows: 5}, {Offset: 600, Rows: 5}}}}, 100, []Part{
+				{Ranges: []fileio.FileRange{{Path: "g.parquet", Start: 0, End: 500, RowFrom: 0, RowTo: 9}}, Bytes: 90, Rows: 9},
+				{Ranges: []fileio.FileRange{{Path: "g.parquet", Start: 4, End: 500, RowFrom: 9, RowTo: 18}}, Bytes: 90, Rows: 9},
+				{Ranges: []fileio.FileRange{{Path: "g.parquet", Start: 4, End: 500, RowFrom: 18, RowTo: 25}}, Bytes: 70, Rows: 7},
+				{Ranges: []fileio.FileRange{rng("g.parquet", 500, 1000)}, Bytes: 100, Rows: 10}}},
 		{"files share a part", []TableFile{parquet, {File: File{Path: "c.parquet", Size: 50}, RowBytes: 10, Blocks: []fileio.Block{{Offset: 4, Rows: 5}}}}, 250, []Part{
 			{Ranges: []fileio.FileRange{rng("a.parquet", 0, 600)}, Bytes: 200, Rows: 20},
 			{Ranges: []fileio.FileRange{rng("a.parquet", 600, 1000), rng("c.parquet", 0, 50)}, Bytes: 250, Rows: 25}}},

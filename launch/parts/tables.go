@@ -1,6 +1,8 @@
 package parts
 
 import (
+	"math"
+
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 )
 
@@ -17,6 +19,9 @@ type TableFile struct {
 	// BytesPerRow is the file's bytes per row, for a file without blocks
 	// (a CSV): its rows are counted from its bytes.
 	BytesPerRow float64
+	// SliceRows is set when a block can be read in slices of its rows
+	// (a Parquet row group: fileio.FileRange.RowFrom, RowTo).
+	SliceRows bool
 }
 
 // Tables cuts table files into parts of about target bytes each, counted
@@ -24,7 +29,8 @@ type TableFile struct {
 // many times its bytes). A part is a byte range of each file it reads:
 // whole Parquet row groups and Avro blocks, and a CSV's rows that start in
 // the range (its reader finds the line starts). A block heavier than
-// target is a part of its own; a compressed file is one block. A file's
+// target is a part of its own, or, when the file's blocks can be sliced
+// (Parquet), parts of slices of its rows; a compressed file is one block. A file's
 // first range starts at 0 and its last ends at its size, so that a part
 // reads the file's header or footer once. With target <= 0, or files of at
 // most target bytes, it returns one part of every file whole.
@@ -78,7 +84,26 @@ func Tables(files []TableFile, target int64) []Part {
 				if i+1 < len(f.Blocks) {
 					end = f.Blocks[i+1].Offset
 				}
-				add(f, start, end, float64(b.Rows)*f.RowBytes, b.Rows)
+				w := float64(b.Rows) * f.RowBytes
+				if f.SliceRows && w > float64(target) && b.Rows > 1 {
+					// Slices of about target each, a part each. Only
+					// the first starts at the file's start (i == 0):
+					// that part reports what is wrong with the file.
+					flush()
+					n := min(int64(math.Ceil(w/float64(target))), b.Rows)
+					per := (b.Rows + n - 1) / n
+					for from := int64(0); from < b.Rows; from += per {
+						to := min(from+per, b.Rows)
+						s := start
+						if from > 0 {
+							s = b.Offset
+						}
+						out = append(out, Part{Ranges: []fileio.FileRange{{Path: f.Path, Start: s, End: end, RowFrom: from, RowTo: to}},
+							Bytes: int64(float64(to-from) * f.RowBytes), Rows: to - from})
+					}
+					continue
+				}
+				add(f, start, end, w, b.Rows)
 			}
 		default:
 			// A CSV: pieces of the file's bytes that weigh about a tenth
