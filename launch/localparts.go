@@ -276,8 +276,9 @@ func hourFloor(ms int64) int64 {
 	return ms - ((ms%h)+h)%h
 }
 
-// partLine says what one part reads, for its progress line.
-func partLine(part parts.Part) string {
+// partLine says what one part reads, for its progress line; format is
+// the batch's input format.
+func partLine(part parts.Part, format string) string {
 	switch {
 	case part.Keys != (bigtableio.KeyRange{}):
 		end := fmt.Sprintf("%q", part.Keys.End)
@@ -298,6 +299,17 @@ func partLine(part parts.Part) string {
 			part.Ranges[0].Path, float64(part.Bytes)/1e6)
 	case part.Rows > 0:
 		return fmt.Sprintf("%d rows (about %.1f MB as JSON)", part.Rows, float64(part.Bytes)/1e6)
+	case fileio.IsTableFormat(format):
+		return fmt.Sprintf("the rows of %.1f MB of input (about %.1f MB as JSON)", float64(rangeBytes(part.Ranges))/1e6, float64(part.Bytes)/1e6)
 	}
 	return fmt.Sprintf("%.1f MB of input", float64(part.Bytes)/1e6)
+}
+
+// rangeBytes is the bytes of the files' ranges.
+func rangeBytes(ranges []fileio.FileRange) int64 {
+	var n int64
+	for _, r := range ranges {
+		n += r.End - r.Start
+	}
+	return n
 }

@@ -232,7 +232,7 @@ func run(ctx context.Context, start time.Time, cfg pipelines.Config, p plan) err
 			return err
 		}
 		if len(cut) > 1 {
-			what := partLine(part)
+			what := partLine(part, p.batch.Format)
 			if part.Shares > 1 {
 				what = fmt.Sprintf("the readings of share %d of %d of the identities in %s", part.Share+1, part.Shares, what)
 			}

@@ -207,7 +207,7 @@ func TestTableFilesInPartsEqualOneJob(t *testing.T) {
 		{"parquet", "parquet", "0.3", "by row group (3 row groups", "part 2 of 3: 2048 rows"},
 		{"parquet row groups in slices", "parquet", "0.1", "by row group (3 row groups", "rows 683 to 1366 of a row group"},
 		{"avro", "avro", "0.3", "by block (48 blocks)", "rows (about "},
-		{"csv", "csv", "0.3", "by byte range", "MB as JSON"},
+		{"csv", "csv", "0.3", "by byte range", "MB of input (about "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := "--input=" + filepath.Join(in, "readings."+tc.format)
