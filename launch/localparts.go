@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 // matched is the files a glob matched and their bytes.
@@ -190,6 +192,10 @@ func planBigtableParts(ctx context.Context, rc *bigtableio.ReadConfig, p plan) (
 	if err != nil {
 		return nil, fmt.Errorf("--from_table=%s: size it to cut it into parts (--local_part_mb=0 runs it as one job): %w", rb.Table(), err)
 	}
+	weight, note := weighStored(ctx, rc, rb, samples, target)
+	for i := range samples {
+		samples[i].Offset = int64(float64(samples[i].Offset) * weight)
+	}
 	cut := parts.Keys(samples, target)
 	var total int64
 	for _, c := range cut {
@@ -203,8 +209,55 @@ func planBigtableParts(ctx context.Context, rc *bigtableio.ReadConfig, p plan) (
 	if total <= target {
 		why = "it fits in one part"
 	}
-	fmt.Fprintf(os.Stderr, "sensorpipe: table %s (about %.1f MB stored) runs as %s (--local_part_mb=%g): %s\n", rb.Table(), float64(total)/1e6, jobs, p.localPartMB, why)
+	fmt.Fprintf(os.Stderr, "sensorpipe: table %s (about %.1f MB of readings as JSON, %s) runs as %s (--local_part_mb=%g): %s\n", rb.Table(), float64(total)/1e6, note, jobs, p.localPartMB, why)
 	return cut, nil
+}
+
+// weighStored is what a byte of the stored table weighs as the JSON lines
+// of its readings, which a part's size counts (the sample offsets count
+// stored bytes, which differ by store: the emulator counts cell values
+// alone): the readings of the rows before the first sample key, rendered,
+// over that key's offset. A first chunk heavier than two parts, or one
+// that cannot be read, is not weighed: a stored byte then counts as one.
+// note says which.
+func weighStored(ctx context.Context, rc *bigtableio.ReadConfig, rb *hours.ReadBack, samples []bigtableio.KeySample, target int64) (weight float64, note string) {
+	first := bigtableio.KeySample{}
+	for _, s := range samples {
+		if s.Key != "" && s.Offset > 0 && (first.Key == "" || s.Key < first.Key) {
+			first = s
+		}
+	}
+	unweighed := "its stored bytes counted as they are"
+	if first.Key == "" {
+		return 1, unweighed
+	}
+	r, err := bigtableio.OpenReader(ctx, rc.Project, rc.Instance)
+	if err != nil {
+		return 1, unweighed
+	}
+	defer r.Close()
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var json int64
+	over := false
+	err = r.ReadRows(rctx, rb.Table(), []rowkey.RowRange{{Start: "", End: first.Key}}, rb.Families(), 0, math.MaxInt64, func(row hours.ReadRow) {
+		if over {
+			return
+		}
+		recs, _ := rb.Records([]hours.ReadRow{row}, "", 0, math.MaxInt64)
+		for i := range recs {
+			json += int64(len(recs[i].Raw)) + 1
+		}
+		if json > 2*target {
+			over = true
+			cancel()
+		}
+	})
+	if over || err != nil || json == 0 {
+		return 1, unweighed
+	}
+	w := float64(json) / float64(first.Offset)
+	return w, fmt.Sprintf("a stored byte weighing %.2f bytes of JSON in its first %.1f MB", w, float64(first.Offset)/1e6)
 }
 
 // planBigQueryParts cuts the BigQuery table a local --source=bigquery
