@@ -318,8 +318,12 @@ func planBigQueryParts(ctx context.Context, cfg pipelines.Config, src *bigqueryi
 		return cut, nil
 	}
 	per := (cut[0].ToMs - max(cut[0].FromMs, hourFloor(first))) / int64(time.Hour/time.Millisecond)
-	say(fmt.Sprintf("%d jobs, one after another", len(cut)), fmt.Sprintf("it cuts by event time into parts of %d whole hours (of %s to %s), each read with a row restriction",
-		per, time.UnixMilli(first).UTC().Format(time.RFC3339), time.UnixMilli(last).UTC().Format(time.RFC3339)))
+	hoursEach := fmt.Sprintf("%d whole hours", per)
+	if per == 1 {
+		hoursEach = "one whole hour"
+	}
+	say(fmt.Sprintf("%d jobs, one after another", len(cut)), fmt.Sprintf("it cuts by event time into parts of %s (of %s to %s), each read with a row restriction",
+		hoursEach, time.UnixMilli(first).UTC().Format(time.RFC3339), time.UnixMilli(last).UTC().Format(time.RFC3339)))
 	return cut, nil
 }
 

@@ -184,7 +184,7 @@ func TestRebuildFromBigQueryInPartsEqualsOneJob(t *testing.T) {
 	rebuild := []string{"--source=bigquery", "--from_table=vitals.readings"}
 	one := runParts(t, env, "one", append(rebuild, "--local_part_mb=0")...)
 	parted := runParts(t, env, "parted", append(rebuild, "--local_part_mb=0.01")...)
-	n := sameAsOneJob(t, parted, one, "parts of 1 whole hours")
+	n := sameAsOneJob(t, parted, one, "parts of one whole hour")
 	if n != 4 || !strings.Contains(parted.stderr, "the readings from 2026-03-01T11:00:00Z to 2026-03-01T12:00:00Z") {
 		t.Errorf("want the four hours in four parts, each announced; %d:\n%s", n, parted.stderr)
 	}
