@@ -126,20 +126,30 @@ func run(ctx context.Context, start time.Time, cfg pipelines.Config, p plan) err
 			return err
 		}
 	}
-	build := func(ranges []fileio.FileRange) (*beam.Pipeline, error) {
+	build := func(part parts.Part) (*beam.Pipeline, error) {
 		pipe, s := beam.NewPipelineWithRoot()
 		return pipe, buildPipeline(func() error {
 			if p.streaming {
 				return pipelines.Stream(s, cfg, p.stream)
 			}
 			opts := p.batch
-			opts.Ranges = ranges
+			opts.Ranges = part.Ranges
+			if rc := opts.FromBigtable; rc != nil {
+				keys := *rc
+				keys.Keys = part.Keys
+				opts.FromBigtable = &keys
+			}
+			if src := opts.FromBigQuery; src != nil && (part.FromMs != 0 || part.ToMs != 0) {
+				times := *src
+				times.FromMs, times.ToMs = part.FromMs, part.ToMs
+				opts.FromBigQuery = &times
+			}
 			return pipelines.Batch(s, cfg, opts)
 		})
 	}
 	jobs := &jobRunner{runner: p.runner}
 	if p.runner.dataflow() || p.dryRun {
-		pipe, err := build(nil)
+		pipe, err := build(parts.Part{})
 		if err != nil {
 			return err
 		}
@@ -160,13 +170,28 @@ func run(ctx context.Context, start time.Time, cfg pipelines.Config, p plan) err
 	cut := []parts.Part{{}}
 	if p.streaming {
 		fmt.Fprintf(os.Stderr, "sensorpipe: streaming %s on %s; Ctrl-C or SIGTERM stops\n", p.stream.Source.Subscription, p.runner.name)
-	} else if p.runner.local() && cfg.Replay == nil && !fileio.IsTableFormat(p.batch.Format) && p.batch.FromBigtable == nil && p.batch.FromBigQuery == nil {
-		// The parts are cut from JSON lines' hours; a table file's
-		// rows run as one job.
-		// A replay's dead letters are not readings the scan can cut by
-		// hour; they are few, and run as one job. A stored table's
-		// readings (--source=bigtable or bigquery) run as one job: there
-		// are no files to scan, and the read splits the table itself.
+	} else if p.runner.local() && cfg.Replay == nil && p.batch.FromBigtable != nil {
+		// A stored table's parts: key ranges of its rows.
+		var err error
+		if cut, err = planBigtableParts(ctx, p.batch.FromBigtable, p); err != nil {
+			return err
+		}
+	} else if p.runner.local() && cfg.Replay == nil && p.batch.FromBigQuery != nil {
+		// A BigQuery table's parts: ranges of whole hours of event time.
+		var err error
+		if cut, err = planBigQueryParts(ctx, cfg, p.batch.FromBigQuery, p); err != nil {
+			return err
+		}
+	} else if p.runner.local() && cfg.Replay == nil && fileio.IsTableFormat(p.batch.Format) {
+		// Table files' parts: row groups, blocks, byte ranges.
+		var err error
+		if cut, err = planTableParts(ctx, cfg, p); err != nil {
+			return err
+		}
+	} else if p.runner.local() && cfg.Replay == nil {
+		// The parts are cut from JSON lines' hours. A replay's dead
+		// letters are not readings the scan can cut by hour; they are
+		// few, and run as one job.
 		var done func()
 		var err error
 		if cut, done, err = planParts(ctx, cfg, p); err != nil {
@@ -202,12 +227,12 @@ func run(ctx context.Context, start time.Time, cfg pipelines.Config, p plan) err
 			res.Stopped = true // Ctrl-C between parts
 			break
 		}
-		pipe, err := build(part.Ranges)
+		pipe, err := build(part)
 		if err != nil {
 			return err
 		}
 		if len(cut) > 1 {
-			what := fmt.Sprintf("%.1f MB of input", float64(part.Bytes)/1e6)
+			what := partLine(part, p.batch.Format)
 			if part.Shares > 1 {
 				what = fmt.Sprintf("the readings of share %d of %d of the identities in %s", part.Share+1, part.Shares, what)
 			}

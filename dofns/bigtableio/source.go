@@ -37,6 +37,9 @@ type ReadConfig struct {
 	// FromMs and ToMs bound the readings' event times to [FromMs, ToMs)
 	// (0: no bound).
 	FromMs, ToMs int64
+	// Keys limits the read to the rows whose keys it holds (a local
+	// run's part); the zero KeyRange is the whole table.
+	Keys KeyRange
 }
 
 // readPolicy bounds reading one key range: each attempt resumes after the
@@ -77,6 +80,7 @@ func Read(s beam.Scope, cfg ReadConfig) (lines, dead beam.PCollection, err error
 	if err != nil {
 		return lines, dead, fmt.Errorf("bigtableio.Read: %w", err)
 	}
+	plan = cfg.Keys.Clip(plan)
 	samples := beam.ParDo(s.Scope("SampleRowKeys"), &sampleFn{Project: cfg.Project, Instance: cfg.Instance, Table: rb.Table()}, beam.Impulse(s))
 	lines, dead = beam.ParDo2(s.Scope("ReadRows"), &readRowsFn{Project: cfg.Project, Instance: cfg.Instance, Spec: cfg.Spec,
 		Plan: plan, FromMs: cfg.FromMs, ToMs: cfg.ToMs}, samples)

@@ -59,17 +59,25 @@ func (fn *readRowsFn) readParquet(ctx context.Context, rt *claims, rest offsetra
 		if !rt.try(off) {
 			return nil
 		}
-		row := 0
+		row, rows := 0, int(pf.rdr.MetaData().RowGroup(rg).NumRows())
+		if r, ok := fn.rowSlice(path); ok {
+			row, rows = int(r.RowFrom), int(min(r.RowTo, int64(rows)))
+		}
 		err := guard(func() error {
 			rr, err := pf.fr.GetRecordReader(ctx, read.leaves, []int{rg})
 			if err != nil {
 				return err
 			}
 			defer rr.Release()
-			for rr.Next() {
+			if row > 0 && row < rows {
+				if err := rr.SeekToRow(int64(row)); err != nil {
+					return err
+				}
+			}
+			for row < rows && rr.Next() {
 				rec := rr.RecordBatch()
 				cols := read.columns(rec)
-				for i := 0; i < int(rec.NumRows()); i++ {
+				for i := 0; i < int(rec.NumRows()) && row < rows; i++ {
 					for k := range cells {
 						cells[k] = cols[k].cell(i)
 					}

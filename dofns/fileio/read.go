@@ -173,6 +173,10 @@ type FileRange struct {
 	// identity hash (launch/parts.Scan); it is read when Shares > 1.
 	Index         string
 	Share, Shares int
+	// RowFrom and RowTo, when RowTo > 0, limit a Parquet file's range to
+	// rows [RowFrom, RowTo) of the row group that starts in it: a row
+	// group heavier than a local part is read in slices.
+	RowFrom, RowTo int64
 }
 
 // rangeOf is the range of Ranges that names path.

@@ -79,7 +79,10 @@ type readRowsFn struct {
 	Format string
 	// Spec maps the files' columns to fields.
 	Spec *hours.Compiled
-	// Ranges, when set, names the files to read (whole).
+	// Ranges, when set, is the part of the input to read (a local run's
+	// part): of each file it names, the rows its reader places in the
+	// range's bytes (a compressed file whole); files it does not name
+	// are not read.
 	Ranges []FileRange
 	// MaxLineBytes limits a row's rendered payload (default
 	// schemas.DefaultMaxLineBytes); a longer one is dead-lettered as
@@ -105,11 +108,16 @@ func (fn *readRowsFn) Setup() error {
 	return nil
 }
 
-// CreateInitialRestriction covers the file's bytes; a compressed file is
-// one unit.
+// CreateInitialRestriction covers the file's bytes, or its range in
+// Ranges; a compressed file is one unit.
 func (fn *readRowsFn) CreateInitialRestriction(file beamfileio.ReadableFile) offsetrange.Restriction {
 	if Compressed(file.Metadata.Path) {
 		return offsetrange.Restriction{Start: 0, End: 1}
+	}
+	for _, r := range fn.Ranges {
+		if r.Path == file.Metadata.Path && r.End > r.Start {
+			return offsetrange.Restriction{Start: r.Start, End: r.End}
+		}
 	}
 	return offsetrange.Restriction{Start: 0, End: max(file.Metadata.Size, 1)}
 }
@@ -187,6 +195,17 @@ func (fn *readRowsFn) read(ctx context.Context, rt *sdf.LockRTracker, file beamf
 		return err
 	}
 	return done()
+}
+
+// rowSlice is the slice of a row group that Ranges reads of path, if it
+// names one.
+func (fn *readRowsFn) rowSlice(path string) (FileRange, bool) {
+	for _, r := range fn.Ranges {
+		if r.Path == path {
+			return r, r.RowTo > 0
+		}
+	}
+	return FileRange{}, false
 }
 
 // skip reports whether Ranges leaves path out.

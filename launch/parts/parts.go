@@ -42,6 +42,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/lines"
@@ -76,6 +77,15 @@ type Part struct {
 	// Share and Shares, when Shares > 1, say that the part writes only
 	// the readings of share Share of its bytes' identities (see Share).
 	Share, Shares int
+	// Keys, for a part of a stored Bigtable table (Keys), is the key
+	// range it reads; the zero range is the whole table.
+	Keys bigtableio.KeyRange
+	// FromMs and ToMs, for a part of a BigQuery table (Hours), bound the
+	// event times it reads to [FromMs, ToMs) (0: no bound).
+	FromMs, ToMs int64
+	// Rows is the rows it reads, where they are known (a table file's
+	// part); 0 where not.
+	Rows int64
 }
 
 // List returns the files glob matches, sorted by path.

@@ -25,6 +25,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -43,6 +44,7 @@ import (
 	"cloud.google.com/go/bigtable"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	_ "github.com/duckdb/duckdb-go/v2" // -format=parquet writes its file with DuckDB
 
 	// -pipeline=inprocess runs on prism in this process.
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
@@ -79,6 +81,9 @@ var (
 	rekeyBench = flag.Bool("rekey", false, "Measure a rekey instead (exec mode): the workload batched under the default spec, then read back from that table (--source=bigtable) and written under -rekey_spec, against a file batch of the same readings under -rekey_spec into an empty table, each on an emulator of its own.")
 	formats    = flag.Bool("formats", false, "Measure the file formats instead (exec mode): the workload's readings batched from JSON lines, CSV, Parquet (written by DuckDB) and Avro, each into an empty table on an emulator of its own.")
 	rekeySpec  = flag.String("rekey_spec", "testdata/rekey/vitals_salted.yaml", "With -rekey: the spec the stored table is rekeyed into.")
+	formatFlag = flag.String("format", "json", "The pipeline's input format: json (the generated JSON lines) or parquet (the same readings written to one Parquet file by DuckDB, another library than the launcher's reader, in row groups of -parquet_row_group rows).")
+	rowGroup   = flag.Int("parquet_row_group", 122880, "With -format=parquet: the Parquet file's rows per row group (DuckDB's default).")
+	rekeyBatch = flag.Bool("rekey_batch", true, "With -rekey: also run the file batch under -rekey_spec to compare with (false: the rekey alone, for its memory).")
 	withBQ     = flag.Bool("bigquery", true, "Also run the pipeline into both sinks, Bigtable and an in-process BigQuery emulator, with each Storage Write method (storage_write, and upsert with change data capture), and report those rates.")
 )
 
@@ -210,6 +215,24 @@ func run(ctx context.Context) error {
 	}
 	if *formats {
 		return runFormats(ctx, &rep, work, input)
+	}
+	switch *formatFlag {
+	case "json":
+	case "parquet":
+		pq := strings.TrimSuffix(input, filepath.Ext(input)) + ".parquet"
+		began := time.Now()
+		if err := toParquet(input, pq, *rowGroup); err != nil {
+			return err
+		}
+		st, err := os.Stat(pq)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("input as Parquet: %.1f MB at %s (DuckDB, row groups of %d rows; written in %v)\n", float64(st.Size())/1e6, pq, *rowGroup, time.Since(began).Round(time.Second))
+		rep.Workload += fmt.Sprintf(", as one Parquet file (DuckDB, row groups of %d rows)", *rowGroup)
+		input, rep.Input = pq, pq
+	default:
+		return fmt.Errorf("-format=%q: use json or parquet", *formatFlag)
 	}
 
 	if *sides != "plain" {
@@ -753,6 +776,9 @@ func runRekey(ctx context.Context, rep *Report, work, input string) error {
 	if err != nil {
 		return err
 	}
+	if !*rekeyBatch {
+		return runRekeyAlone(ctx, rep, work, input, spec)
+	}
 	batch, err := withEmulator(func(host string) (*Side, error) {
 		s := &Side{Name: "rekey_file_batch", PipelineMode: "exec"}
 		if err := pipelineExec(ctx, s, host, work, input, filepath.Join(work, "deadletter-rekey-batch"), []string{"--spec=" + spec}, nil); err != nil {
@@ -797,6 +823,67 @@ func runRekey(ctx context.Context, rep *Report, work, input string) error {
 			return err
 		}
 		fmt.Printf("figures written to %s\n", *outFlag)
+	}
+	return nil
+}
+
+// runRekeyAlone measures a rekey into spec alone (its memory): the
+// workload batched under the default spec, then read back from that table
+// and written under spec; and writes the report.
+func runRekeyAlone(ctx context.Context, rep *Report, work, input, spec string) error {
+	rekey, err := withEmulator(func(host string) (*Side, error) {
+		src := &Side{Name: "rekey_source", PipelineMode: "exec"}
+		if err := pipelineExec(ctx, src, host, work, input, filepath.Join(work, "deadletter-rekey-source"), nil, nil); err != nil {
+			return nil, err
+		}
+		src.ReadingsPerSec = float64(src.Readings) / src.Seconds
+		rep.Pipeline = src
+		printSide(src)
+		s := &Side{Name: "rekey", PipelineMode: "exec"}
+		args := []string{"--source=bigtable", "--from_spec=" + schemas.DefaultSpecName(), "--from_table=" + tableName(src.Name), "--spec=" + spec}
+		if err := pipelineExec(ctx, s, host, work, "", filepath.Join(work, "deadletter-rekey"), args, nil); err != nil {
+			return nil, err
+		}
+		s.ReadingsPerSec = float64(s.Readings) / s.Seconds
+		return s, nil
+	})
+	if err != nil {
+		return fmt.Errorf("rekey into %s: %w", *rekeySpec, err)
+	}
+	rep.Rekey = rekey
+	printSide(rekey)
+	if *verify && rekey.Readings != rep.Pipeline.Readings {
+		return fmt.Errorf("the rekey wrote %d readings; the batch it read from %d", rekey.Readings, rep.Pipeline.Readings)
+	}
+	if *outFlag != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(*outFlag, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("figures written to %s\n", *outFlag)
+	}
+	return nil
+}
+
+// toParquet writes the JSON lines at in (the generated workload's: the
+// timestamp RFC 3339 text or epoch milliseconds) to out as one Parquet
+// file with DuckDB: the event time a UTC-adjusted TIMESTAMP(MICROS), the
+// values DOUBLE, nulls null, in row groups of rowGroup rows.
+func toParquet(in, out string, rowGroup int) error {
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		return fmt.Errorf("duckdb: %w", err)
+	}
+	defer db.Close()
+	q := fmt.Sprintf(`SET TimeZone='UTC';
+		COPY (SELECT sensor_id,
+			CASE WHEN regexp_full_match(timestamp, '[0-9]+') THEN make_timestamptz(timestamp::BIGINT * 1000) ELSE timestamp::TIMESTAMPTZ END AS timestamp,
+			heart_rate::DOUBLE AS heart_rate, body_temperature::DOUBLE AS body_temperature, spO2::DOUBLE AS spO2, battery_level::DOUBLE AS battery_level
+		FROM read_json('%s', format='newline_delimited', columns={sensor_id: 'VARCHAR', timestamp: 'VARCHAR', heart_rate: 'DOUBLE',
+			body_temperature: 'DOUBLE', spO2: 'DOUBLE', battery_level: 'DOUBLE'}))
+		TO '%s' (FORMAT PARQUET, ROW_GROUP_SIZE %d)`, in, out, rowGroup)
+	if _, err := db.Exec(q); err != nil {
+		return fmt.Errorf("write %s as Parquet with DuckDB: %w", in, err)
 	}
 	return nil
 }
