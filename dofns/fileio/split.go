@@ -133,7 +133,11 @@ func SampleRows(ctx context.Context, path, format string, spec *hours.Compiled, 
 		s.JSONBytes += int64(len(row)) + 1
 	}
 	dead := func(codec.DeadLetter) { s.Rows++ }
-	if err := (&readRowsFn{Format: format, Spec: spec}).ProcessElement(mctx, rt, file, emit, dead); err != nil {
+	fn := &readRowsFn{Format: format, Spec: spec}
+	if err := fn.Setup(); err != nil {
+		return RowSample{}, err
+	}
+	if err := fn.read(mctx, rt, file, &rowOut{emitJSON: emit, dead: dead}); err != nil {
 		return RowSample{}, err
 	}
 	return s, nil
