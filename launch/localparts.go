@@ -163,6 +163,10 @@ func planTableParts(ctx context.Context, cfg pipelines.Config, p plan) ([]parts.
 			why += ", and no block boundary cuts it smaller"
 		}
 	}
+	if len(cut) == 1 && weight <= target {
+		// It fits in one part: nothing to say, as with JSON lines.
+		return cut, nil
+	}
 	fmt.Fprintf(os.Stderr, "sensorpipe: %.1f MB of %s input (%.1f MB of rows as JSON) runs as %s (--local_part_mb=%g; weighed in %v): %s\n",
 		float64(total)/1e6, format, float64(weight)/1e6, jobs, p.localPartMB, time.Since(began).Round(time.Millisecond), why)
 	return cut, nil
@@ -207,7 +211,8 @@ func planBigtableParts(ctx context.Context, rc *bigtableio.ReadConfig, p plan) (
 		why = fmt.Sprintf("it cuts into %d key ranges at its sample row keys (%d in all), each a set of whole rows", len(cut), len(samples))
 	}
 	if total <= target {
-		why = "it fits in one part"
+		// It fits in one part: nothing to say, as with JSON lines.
+		return cut, nil
 	}
 	fmt.Fprintf(os.Stderr, "sensorpipe: table %s (about %.1f MB of readings as JSON, %s) runs as %s (--local_part_mb=%g): %s\n", rb.Table(), float64(total)/1e6, note, jobs, p.localPartMB, why)
 	return cut, nil
@@ -314,7 +319,9 @@ func planBigQueryParts(ctx context.Context, cfg pipelines.Config, src *bigqueryi
 	}
 	cut := parts.Hours(src.FromMs, src.ToMs, first, last, bytes, target)
 	if len(cut) == 1 {
-		say("one job", "it fits in one part, or its readings fall in one hour")
+		if bytes > target {
+			say("one job", "its readings fall in one hour")
+		}
 		return cut, nil
 	}
 	per := (cut[0].ToMs - max(cut[0].FromMs, hourFloor(first))) / int64(time.Hour/time.Millisecond)
