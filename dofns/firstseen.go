@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
@@ -18,14 +19,21 @@ import (
 )
 
 func init() {
-	register.Function2x2(identityEventMs)
+	register.Function2x3(identityEventMs)
 	register.DoFn10x1[context.Context, beam.PaneInfo, beam.Window, string, func(*HourBatch) bool, func(string) func(*int64) bool,
 		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(codec.DeadLetter), error](&BuildFirstSeenRowsFn{})
 }
 
 // identityEventMs keys a reading's event time by its identity, for the
-// batch's first-seen times (FirstSeen).
-func identityEventMs(identity string, r schemas.Record) (string, int64) { return identity, r.EventMs }
+// batch's first-seen times (FirstSeen). Each carries the earliest
+// timestamp, so that the combine's pending values hold its output
+// watermark until it fires: a runner may judge the side input ready by
+// its producer's watermark alone (prism does), and a value timestamped in
+// the batch's hours would let an hour's rows be built before the
+// combine's result exists.
+func identityEventMs(identity string, r schemas.Record) (beam.EventTime, string, int64) {
+	return mtime.MinTimestamp, identity, r.EventMs
+}
 
 // FirstSeen is the earliest event time of each identity's readings:
 // KV<identity, Record> in, KV<identity, int64 epoch ms> out. A batch's
