@@ -343,15 +343,15 @@ type Count struct {
 // was a stream (which may stop with readings in open windows).
 func FromCounters(c Counters, stream bool) *Ledger {
 	l := &Ledger{
-		Stream:      stream,
-		Messages:    c[InputMessages],
-		Read:        c[InputRecords],
-		Readings:    c[Readings],
-		Duplicates:  c[Duplicates],
-		Recovered:   c[Recovered],
+		Stream:     stream,
+		Messages:   c[InputMessages],
+		Read:       c[InputRecords],
+		Readings:   c[Readings],
+		Duplicates: c[Duplicates],
+		Recovered:  c[Recovered],
 
 		UnchangedHours: c[UnchangedHours],
-		DeadLetters: map[string]map[string]int64{},
+		DeadLetters:    map[string]map[string]int64{},
 
 		Replayed:       c[Replayed],
 		ReplayFiltered: c[ReplayFiltered],

@@ -235,9 +235,10 @@ func withoutStoredCells(rows, oldRows []RowMutation) []RowMutation {
 }
 
 // withChangedRollup adds the rollup's cells (its rewrite and coverage) to
-// each row of the first table whose stored rollup cells differ: to the
-// row's mutation when it has one, else as a mutation of its own. The rows
-// left alone are counted in un. changed says whether any row was written.
+// each row of the first table whose stored rollup cells differ: those that
+// differ, and the deletions of stored ones, to the row's mutation when it
+// has one, else as a mutation of its own. The rows left alone are counted
+// in un. changed says whether any row was written.
 func withChangedRollup(c *Compiled, rows []RowMutation, rollup *Rollup, cov *schemas.Coverage, kept []schemas.Record,
 	stored StoredHour, un *Unchanged) ([]RowMutation, bool) {
 	first := c.Bigtable.Tables[0].Name
@@ -247,7 +248,11 @@ func withChangedRollup(c *Compiled, rows []RowMutation, rollup *Rollup, cov *sch
 	changed := false
 	var left int64
 	for _, key := range c.Builder().RowKeys(first, kept) {
-		if stored.RollupRead && sameRollup(stored.Rollup[key], cells, dels) {
+		rowCells, rowDels := cells, dels
+		if stored.RollupRead {
+			rowCells, rowDels = rollupChanges(stored.Rollup[key], cells, dels)
+		}
+		if len(rowCells)+len(rowDels) == 0 {
 			left++
 			continue
 		}
@@ -255,19 +260,19 @@ func withChangedRollup(c *Compiled, rows []RowMutation, rollup *Rollup, cov *sch
 		found := false
 		for i := range rows {
 			if m := &rows[i]; m.Table == first && m.RowKey == key && len(m.Origins) > 0 {
-				m.Cells = append(m.Cells, cells...)
-				m.Deletes = append(m.Deletes, dels...)
+				m.Cells = append(m.Cells, rowCells...)
+				m.Deletes = append(m.Deletes, rowDels...)
 				last := &m.Origins[len(m.Origins)-1]
-				last.Cells += len(cells)
-				last.Deletes += len(dels)
+				last.Cells += len(rowCells)
+				last.Deletes += len(rowDels)
 				found = true
 				break
 			}
 		}
 		if !found {
 			o := c.Roller().Origin(rollup)
-			o.Cells, o.Deletes = len(cells), len(dels)
-			rows = append(rows, RowMutation{Table: first, RowKey: key, Cells: cells, Deletes: dels, Origins: []Origin{o}})
+			o.Cells, o.Deletes = len(rowCells), len(rowDels)
+			rows = append(rows, RowMutation{Table: first, RowKey: key, Cells: rowCells, Deletes: rowDels, Origins: []Origin{o}})
 		}
 	}
 	if left > 0 {
@@ -276,20 +281,20 @@ func withChangedRollup(c *Compiled, rows []RowMutation, rollup *Rollup, cov *sch
 	return rows, changed
 }
 
-// sameRollup reports whether a row's stored rollup cells (qualifier to
-// value) hold cells, and none of the columns dels clears.
-func sameRollup(stored map[string][]byte, cells, dels []Cell) bool {
+// rollupChanges are the rollup cells a row's stored ones (qualifier to
+// value) do not hold, and the deletions of columns it holds.
+func rollupChanges(stored map[string][]byte, cells, dels []Cell) (changedCells, changedDels []Cell) {
 	for _, c := range cells {
 		if v, ok := stored[c.Qualifier]; !ok || !bytes.Equal(v, c.Value) {
-			return false
+			changedCells = append(changedCells, c)
 		}
 	}
 	for _, d := range dels {
 		if _, ok := stored[d.Qualifier]; ok {
-			return false
+			changedDels = append(changedDels, d)
 		}
 	}
-	return true
+	return changedCells, changedDels
 }
 
 // withChangedInventory adds the hour's inventory mutation (withInventory)
