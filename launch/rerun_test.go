@@ -91,7 +91,9 @@ func bqWritten(t *testing.T, bq *bqemu.TestServer, dataset string) (readings, ho
 			return fmt.Sprint(row["sensor_id"], " ", row["event_timestamp"], " hr=", row["heart_rate"], " ingested_at=", row["ingested_at"])
 		})
 	hourly, _ = bqLatest(t, bq, dataset, "readings_hourly", "fired_at",
-		func(row map[string]bigquery.Value) string { return fmt.Sprint(row["sensor_id"], " ", row["window_start"]) },
+		func(row map[string]bigquery.Value) string {
+			return fmt.Sprint(row["sensor_id"], " ", row["window_start"])
+		},
 		func(row map[string]bigquery.Value) string {
 			return fmt.Sprint("min=", row["heart_rate_min"], " fired_at=", row["fired_at"])
 		})

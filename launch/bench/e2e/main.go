@@ -122,13 +122,13 @@ type Report struct {
 	// (each sensor-hour built from the batch's readings only, no read
 	// back); MergeExisting the pipeline (merge on) run a second time over
 	// the same input, every hour already stored.
-	MergeOff       *Side   `json:"pipeline_merge_off,omitempty"`
-	MergeFirst     *Side   `json:"pipeline_rerun_first,omitempty"`
-	MergeExisting  *Side   `json:"pipeline_hours_exist,omitempty"`
+	MergeOff      *Side `json:"pipeline_merge_off,omitempty"`
+	MergeFirst    *Side `json:"pipeline_rerun_first,omitempty"`
+	MergeExisting *Side `json:"pipeline_hours_exist,omitempty"`
 	// RerunRatio is MergeExisting's wall time over MergeFirst's: the
 	// re-run of the same input against the first run into empty tables,
 	// on one emulator, one after the other.
-	RerunRatio float64 `json:"rerun_ratio,omitempty"`
+	RerunRatio     float64 `json:"rerun_ratio,omitempty"`
 	MergeCost      float64 `json:"merge_cost_empty_tables,omitempty"`
 	MergeExistCost float64 `json:"merge_cost_hours_exist,omitempty"`
 	// Rekey is a rekey of the workload's table into -rekey_spec
