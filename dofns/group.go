@@ -54,13 +54,6 @@ type BuildRowsFn struct {
 	Merge Recovery
 	// Retry bounds each read back as it bounds a write.
 	Retry retry.Settings
-	// BigQueryTable and RollupTable name the BigQuery tables of the
-	// readings and the rollups, for the ledger's counts of the rows a
-	// merge left unchanged. With Merge on and BigQuery on, an hour whose
-	// rows are stored as they would be written writes only what changes
-	// (hours.MergeChanges) when both are set (the rollups' when the spec
-	// has a rollup); else every merged hour is written whole.
-	BigQueryTable, RollupTable string
 
 	hour        hourBuilder
 	reader      *readBacker
@@ -142,7 +135,7 @@ func (f *BuildRowsFn) buildFirstSeen(ctx context.Context, pane beam.PaneInfo, w 
 	var stored []schemas.Record
 	// A replay rewrites its hours whole: a dead letter's write failed, so
 	// the store may lack what the read-back table holds.
-	changesOnly := !replay && f.writesChangesOnly()
+	changesOnly := !replay && f.reader != nil
 	var sh hours.StoredHour
 	if f.reader != nil && time.Now().Before(f.downUntil) {
 		f.mergeFailed.Inc(ctx, 1)

@@ -71,28 +71,7 @@ func (f *BuildRowsFn) countUnchanged(ctx context.Context, un hours.Unchanged) {
 	for _, u := range un.Bigtable {
 		f.hour.ctrs.Sink(ctx, codec.SinkBigtable, u.Table, u.Kind, ledger.Unchanged, u.N)
 	}
-	for kind, n := range un.BigQuery {
-		if n > 0 {
-			f.hour.ctrs.Sink(ctx, codec.SinkBigQuery, f.BigQueryTable, hours.OriginKind(kind), ledger.Unchanged, n)
-		}
-	}
-	if un.Rollup {
-		f.hour.ctrs.Sink(ctx, codec.SinkBigQueryRollups, f.RollupTable, hours.OriginRollup, ledger.Unchanged, 1)
-	}
 	if un.Hour {
 		f.hour.ctrs.Inc(ctx, ledger.UnchangedHours, 1)
 	}
-}
-
-// writesChangesOnly reports whether a merged hour writes only what
-// changes: the read-back is on and, with BigQuery, the ledger knows its
-// tables.
-func (f *BuildRowsFn) writesChangesOnly() bool {
-	if f.reader == nil {
-		return false
-	}
-	if !f.BigQuery {
-		return true
-	}
-	return f.BigQueryTable != "" && (f.Spec.Roller() == nil || f.RollupTable != "")
 }

@@ -99,7 +99,6 @@ func buildBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) 
 	fn := dofns.BuildRowsFn{Spec: cfg.Spec, BigQuery: cfg.BigQuery != nil, Retry: cfg.Retry}
 	if merge {
 		fn.Merge = dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}
-		fn.BigQueryTable, fn.RollupTable = cfg.bigQueryTables()
 	}
 	var b built
 	if cfg.Spec.HasCadence() && cfg.Spec.Rollup != nil {
@@ -133,20 +132,4 @@ func readInput(s beam.Scope, cfg Config, opts BatchOptions) (lines, dead beam.PC
 	lines, dead = fileio.Read(s, fileio.Config{Glob: opts.Input, Ranges: opts.Ranges, MaxLineBytes: cfg.MaxLineBytes,
 		Format: opts.Format, Spec: cfg.Spec})
 	return lines, dead, nil
-}
-
-// bigQueryTables are the BigQuery tables writeSinks writes the readings and
-// the rollups to ("" without BigQuery, or for a spec without a rollup).
-func (c Config) bigQueryTables() (readings, rollups string) {
-	if c.BigQuery == nil || c.Spec == nil {
-		return "", ""
-	}
-	readings = c.BigQuery.Table
-	if readings == "" && c.Spec.BigQuery != nil {
-		readings = c.Spec.BigQuery.Table
-	}
-	if roller := c.Spec.Roller(); roller != nil {
-		rollups = roller.BigQuery().Table
-	}
-	return readings, rollups
 }

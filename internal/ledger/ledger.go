@@ -117,7 +117,8 @@ var (
 	// one.
 	Recovered = Key{"group", "recovered"}
 	// UnchangedHours counts the sensor-hours a batch merged with what
-	// Bigtable holds and found unchanged: nothing was written for them.
+	// Bigtable holds and found unchanged: no Bigtable cell was written
+	// for them.
 	UnchangedHours = Key{"group", "unchanged_hours"}
 
 	// Replayed counts the dead letters a replay (--format=deadletter)
@@ -252,8 +253,8 @@ type Ledger struct {
 	// Recovered are readings a stream read back from Bigtable that
 	// another run had read.
 	Recovered int64 `json:"recovered_readings,omitempty"`
-	// UnchangedHours are the sensor-hours a batch found stored as it
-	// would write them, and did not write.
+	// UnchangedHours are the sensor-hours a batch found stored in
+	// Bigtable as it would write them, and did not write there.
 	UnchangedHours int64 `json:"unchanged_hours,omitempty"`
 	// Replayed are the dead letters a replay unwrapped (ledger.Replayed),
 	// ReplayFiltered those its filters left out, ReplayRebuilds the
@@ -665,7 +666,7 @@ func (l *Ledger) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  recovered from Bigtable:   %d (readings of its hours another run stored)\n", l.Recovered)
 	}
 	if l.UnchangedHours > 0 {
-		fmt.Fprintf(w, "  unchanged, not rewritten: %d sensor-hours (stored as the merge would write them; per sink below)\n", l.UnchangedHours)
+		fmt.Fprintf(w, "  unchanged, not rewritten: %d sensor-hours (Bigtable holds them as the merge would write them; per table below)\n", l.UnchangedHours)
 	}
 	if l.Replayed > 0 || l.ReplayFiltered > 0 {
 		fmt.Fprintf(w, "  replayed dead letters:     %d (%d rollup rebuilds; %d left out by the filters)", l.Replayed, l.ReplayRebuilds, l.ReplayFiltered)

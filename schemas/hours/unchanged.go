@@ -30,11 +30,7 @@ type Unchanged struct {
 	// cells in the table are all as stored (by its kind), each row whose
 	// rollup cells are, and the inventory row (OriginRollup).
 	Bigtable []UnchangedWrites
-	// BigQuery counts the readings' rows not sent, by kind.
-	BigQuery [OriginRollup + 1]int64
-	// Rollup is set when the rollup's BigQuery row was not sent.
-	Rollup bool
-	// Hour is set when nothing at all was written for the hour.
+	// Hour is set when nothing was written to Bigtable for the hour.
 	Hour bool
 }
 
@@ -58,17 +54,19 @@ type UnchangedWrites struct {
 //     stored version gives (the same builder over the stored reading, so a
 //     cell is compared with the one that reading's write left), and its
 //     BigQuery row when that differs from the stored version's.
-//   - The rollup's cells are compared, row by row, with the stored ones;
-//     the rollup's BigQuery row is sent when any row's differ (or the
-//     stored rollup was not read).
+//   - The rollup's cells are compared, row by row, with the stored ones.
 //   - The inventory row is written when the hour's first or last reading
 //     moved.
+//   - With bigQuery, every kept reading's row and the rollup's row are
+//     sent, as BatchHour sends them. What Bigtable holds says nothing of
+//     what a BigQuery table holds (the hour may have been written by a
+//     run without BigQuery, or to another dataset), and a row sent again
+//     is an upsert of the same reading.
 //
 // The comparison is exact where the read-back is lossless (ReadBack: every
 // field in a column or the row key, each imputed value with its flag) and
-// the stored hour was written by this spec to every sink the run writes:
-// the readings' cells and rows then hold what the stored readings give.
-// Unchanged counts what was left out.
+// the stored hour was written by this spec: the readings' cells then hold
+// what the stored readings give. Unchanged counts what was left out.
 func MergeChanges(c *Compiled, p HourPane, stored StoredHour, bigQuery bool, nowMs int64) (Firing, Unchanged) {
 	if len(stored.Records) == 0 {
 		return BatchHour(c, p, bigQuery, nowMs), Unchanged{}
@@ -93,8 +91,6 @@ func MergeChanges(c *Compiled, p HourPane, stored StoredHour, bigQuery bool, now
 	var total [OriginRollup + 1]int64
 	var changed, changedOld []schemas.Record
 	var changedKinds []OriginKind
-	var bqNew, bqOld []*schemas.Record
-	var bqKinds []OriginKind
 	for i := range kept {
 		r := &kept[i]
 		kind := OriginReading
@@ -105,9 +101,13 @@ func MergeChanges(c *Compiled, p HourPane, stored StoredHour, bigQuery bool, now
 			out.Readings++
 		}
 		total[kind]++
+		if bigQuery {
+			row := c.Builder().BQRow(r, nowMs)
+			row.Origin.Kind = kind
+			out.BQ = append(out.BQ, row)
+		}
 		old := before[r.EventMs]
 		if old != nil && SameValues(old.Values, r.Values) {
-			un.BigQuery[kind]++
 			continue
 		}
 		changed = append(changed, *r)
@@ -115,7 +115,6 @@ func MergeChanges(c *Compiled, p HourPane, stored StoredHour, bigQuery bool, now
 		if old != nil {
 			changedOld = append(changedOld, *old)
 		}
-		bqNew, bqOld, bqKinds = append(bqNew, r), append(bqOld, old), append(bqKinds, kind)
 	}
 	out.Dropped = int64(len(p.Records)) - out.Readings
 
@@ -147,34 +146,18 @@ func MergeChanges(c *Compiled, p HourPane, stored StoredHour, bigQuery bool, now
 
 	rollup := hourRollup(c, start, end, kept)
 	cov := hourCoverage(c, p, start, end, kept)
-	rollupChanged := false
 	if rollup != nil {
-		rows, rollupChanged = withChangedRollup(c, rows, rollup, cov, kept, stored, &un)
+		rows = withChangedRollup(c, rows, rollup, cov, kept, stored, &un)
 	}
 	rows = withChangedInventory(c, rows, rollup, kept, olds, &un)
 	out.Rows = rows
 
-	if bigQuery {
-		for i, r := range bqNew {
-			row := c.Builder().BQRow(r, nowMs)
-			if old := bqOld[i]; old != nil && sameRow(row.Values, c.Builder().BQRow(old, nowMs).Values) {
-				un.BigQuery[bqKinds[i]]++
-				continue
-			}
-			row.Origin.Kind = bqKinds[i]
-			out.BQ = append(out.BQ, row)
-		}
-		if rollup != nil && rollupChanged {
-			row := c.Roller().BQRow(rollup, p.Pane, nowMs)
-			c.Roller().SetCoverage(&row, cov)
-			out.Rollup = &row
-		} else if rollup != nil {
-			un.Rollup = true
-		}
-	} else {
-		un.BigQuery = [OriginRollup + 1]int64{}
+	if bigQuery && rollup != nil {
+		row := c.Roller().BQRow(rollup, p.Pane, nowMs)
+		c.Roller().SetCoverage(&row, cov)
+		out.Rollup = &row
 	}
-	un.Hour = len(out.Rows) == 0 && len(out.Dead) == 0 && len(out.BQ) == 0 && out.Rollup == nil
+	un.Hour = len(out.Rows) == 0 && len(out.Dead) == 0
 	return out, un
 }
 
@@ -240,12 +223,11 @@ func withoutStoredCells(rows, oldRows []RowMutation) []RowMutation {
 // has one, else as a mutation of its own. The rows left alone are counted
 // in un. changed says whether any row was written.
 func withChangedRollup(c *Compiled, rows []RowMutation, rollup *Rollup, cov *schemas.Coverage, kept []schemas.Record,
-	stored StoredHour, un *Unchanged) ([]RowMutation, bool) {
+	stored StoredHour, un *Unchanged) []RowMutation {
 	first := c.Bigtable.Tables[0].Name
 	cells, dels := c.Roller().RewriteCells(rollup)
 	covCells, covDels := c.Roller().CoverageCells(rollup, cov, true)
 	cells, dels = append(cells, covCells...), append(dels, covDels...)
-	changed := false
 	var left int64
 	for _, key := range c.Builder().RowKeys(first, kept) {
 		rowCells, rowDels := cells, dels
@@ -256,7 +238,6 @@ func withChangedRollup(c *Compiled, rows []RowMutation, rollup *Rollup, cov *sch
 			left++
 			continue
 		}
-		changed = true
 		found := false
 		for i := range rows {
 			if m := &rows[i]; m.Table == first && m.RowKey == key && len(m.Origins) > 0 {
@@ -278,7 +259,7 @@ func withChangedRollup(c *Compiled, rows []RowMutation, rollup *Rollup, cov *sch
 	if left > 0 {
 		un.Bigtable = append(un.Bigtable, UnchangedWrites{Table: first, Kind: OriginRollup, N: left})
 	}
-	return rows, changed
+	return rows
 }
 
 // rollupChanges are the rollup cells a row's stored ones (qualifier to
@@ -338,9 +319,6 @@ func SameValues(a, b []schemas.Value) bool {
 	}
 	return true
 }
-
-// sameRow is SameValues for BigQuery rows.
-func sameRow(a, b []schemas.Value) bool { return SameValues(a, b) }
 
 func sameValue(a, b *schemas.Value) bool {
 	if a.Kind != b.Kind {
