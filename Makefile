@@ -72,7 +72,7 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=40000x
 
-## bench: micro-benchmarks (among them a stream's read-back and merge per closed sensor-hour, against the Bigtable emulator), the BigQuery emulator's dedup-query latency over 1M rows, and the end-to-end throughput comparison, with the batch merge's cost into empty tables and into hours already stored (see README, docs/performance.md).
+## bench: micro-benchmarks (among them a stream's read-back and merge per closed sensor-hour, against the Bigtable emulator), the BigQuery emulator's dedup-query latency over 1M rows, and the end-to-end throughput comparison, with the batch merge's cost into empty tables and a re-run of the same 300,000 readings side by side with its first run (see README, docs/performance.md).
 ##   BENCH_FLAGS e.g. -count 5; E2E_FLAGS e.g. -sensors 2000 -cpuprofile .run/pipeline.pprof
 bench:
 	go test -run '^$$' -bench . -benchmem $(BENCH_FLAGS) ./schemas/... ./dofns/...

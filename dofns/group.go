@@ -114,7 +114,7 @@ func (f *BuildRowsFn) buildFirstSeen(ctx context.Context, pane beam.PaneInfo, w 
 	// A replay writes only the sinks its records' dead letters name (a
 	// write's dead letter, the sink that failed it), and a rollup's
 	// rebuild probe brings no reading.
-	allow, rebuild := codec.SinkSet(0), false
+	allow, rebuild, replay := codec.SinkSet(0), false, false
 	kept := recs[:0]
 	for i := range recs {
 		r := &recs[i]
@@ -123,6 +123,7 @@ func (f *BuildRowsFn) buildFirstSeen(ctx context.Context, pane beam.PaneInfo, w 
 			kept = append(kept, *r)
 			continue
 		}
+		replay = true
 		allow |= codec.ReplaySinks(r)
 		if codec.IsRebuild(r) {
 			rebuild = true
@@ -132,6 +133,10 @@ func (f *BuildRowsFn) buildFirstSeen(ctx context.Context, pane beam.PaneInfo, w 
 	}
 	recs = kept
 	var stored []schemas.Record
+	// A replay rewrites its hours whole: a dead letter's write failed, so
+	// the store may lack what the read-back table holds.
+	changesOnly := !replay && f.reader != nil
+	var sh hours.StoredHour
 	if f.reader != nil && time.Now().Before(f.downUntil) {
 		f.mergeFailed.Inc(ctx, 1)
 	} else if f.reader != nil {
@@ -139,8 +144,14 @@ func (f *BuildRowsFn) buildFirstSeen(ctx context.Context, pane beam.PaneInfo, w 
 		var err error
 		policy := f.Retry.Policy()
 		policy.MaxAttempts = 4
-		stored, skipped, err = f.reader.windowWithin(ctx, policy, key, p.StartMs, p.EndMs)
+		if changesOnly {
+			sh, skipped, err = f.reader.storedHour(ctx, policy, f.Spec, key, p.StartMs, p.EndMs)
+			stored = sh.Records
+		} else {
+			stored, skipped, err = f.reader.windowWithin(ctx, policy, key, p.StartMs, p.EndMs)
+		}
 		if err != nil {
+			changesOnly = false
 			f.downUntil = time.Now().Add(policy.Deadline)
 			f.mergeFailed.Inc(ctx, 1)
 			log.Warnf(ctx, "Bigtable cannot be read back (%v): the hours built in the next %v are built from the batch's readings alone; if their writes fail too, replay their write_failed dead letters once it is back", err, policy.Deadline)
@@ -167,11 +178,19 @@ func (f *BuildRowsFn) buildFirstSeen(ctx context.Context, pane beam.PaneInfo, w 
 	}
 	p.Records = recs
 	var out hours.Firing
+	var un hours.Unchanged
 	now := time.Now().UnixMilli()
-	if err := ledger.Guard(func() { out = hours.MergeHour(f.Spec, p, stored, f.BigQuery, now) }); err != nil {
+	if err := ledger.Guard(func() {
+		if changesOnly {
+			out, un = hours.MergeChanges(f.Spec, p, sh, f.BigQuery, now)
+		} else {
+			out = hours.MergeHour(f.Spec, p, stored, f.BigQuery, now)
+		}
+	}); err != nil {
 		f.hour.reject(ctx, recs, err, dead)
 		return nil
 	}
+	f.countUnchanged(ctx, un)
 	f.hour.firings.Inc(ctx, 1)
 	f.hour.ctrs.Inc(ctx, ledger.Readings, out.Readings)
 	f.hour.ctrs.Inc(ctx, ledger.Duplicates, out.Dropped)

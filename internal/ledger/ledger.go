@@ -116,6 +116,10 @@ var (
 	// stream on the subscription, the job an update replaced), not this
 	// one.
 	Recovered = Key{"group", "recovered"}
+	// UnchangedHours counts the sensor-hours a batch merged with what
+	// Bigtable holds and found unchanged: no Bigtable cell was written
+	// for them.
+	UnchangedHours = Key{"group", "unchanged_hours"}
 
 	// Replayed counts the dead letters a replay (--format=deadletter)
 	// unwrapped and fed to the parse, or to a rollup's rebuild; each is
@@ -155,6 +159,9 @@ const (
 	// Unavailable: the subset of Failed dead-lettered because the store
 	// stayed unavailable until the retry deadline, rather than rejected it.
 	Unavailable = "unavailable"
+	// Unchanged: not routed, because the sink holds it already (a batch
+	// merged with stored hours; see hours.MergeChanges).
+	Unchanged = "unchanged"
 )
 
 // SinkKey is the counter of outcome for writes of kind to a sink's table.
@@ -188,7 +195,7 @@ const ClockAheadNamespace = "clock_ahead"
 func ClockAheadKey(sensor string) Key { return Key{ClockAheadNamespace, sensor} }
 
 // stageKeys are the counters of the stages before the sinks.
-var stageKeys = []Key{InputRecords, InputMessages, InputRejected, TooLate, GroupRejected, Readings, Duplicates, Recovered,
+var stageKeys = []Key{InputRecords, InputMessages, InputRejected, TooLate, GroupRejected, Readings, Duplicates, Recovered, UnchangedHours,
 	TimestampAttributeMissing, TimestampAttributeUnparseable, TimestampAttributeDisagrees}
 
 // Family lists the counters a step that keeps k may come to keep too: the
@@ -212,7 +219,7 @@ func Family(k Key) []Key {
 	case strings.HasPrefix(k.Namespace, "sink/"):
 		out := []Key{{k.Namespace, "rows." + Written}}
 		for _, kind := range hours.OriginKinds {
-			for _, o := range []string{Routed, Written, Failed, Unavailable} {
+			for _, o := range []string{Routed, Written, Failed, Unavailable, Unchanged} {
 				out = append(out, Key{k.Namespace, kind.String() + "." + o})
 			}
 		}
@@ -246,6 +253,9 @@ type Ledger struct {
 	// Recovered are readings a stream read back from Bigtable that
 	// another run had read.
 	Recovered int64 `json:"recovered_readings,omitempty"`
+	// UnchangedHours are the sensor-hours a batch found stored in
+	// Bigtable as it would write them, and did not write there.
+	UnchangedHours int64 `json:"unchanged_hours,omitempty"`
 	// Replayed are the dead letters a replay unwrapped (ledger.Replayed),
 	// ReplayFiltered those its filters left out, ReplayRebuilds the
 	// rollups' among Replayed; ReplaySkipped, by sink, the readings it
@@ -304,6 +314,10 @@ type Sink struct {
 	Written     int64 `json:"written"`
 	Failed      int64 `json:"dead_lettered"`
 	Unavailable int64 `json:"dead_lettered_unavailable,omitempty"`
+	// Unchanged are the readings (rollup rows) not routed because the
+	// sink holds them as they would be written: each is one of the
+	// distinct valid readings, so Routed + Unchanged is every reading.
+	Unchanged int64 `json:"unchanged_not_rewritten,omitempty"`
 	// Rows are the rows the store acknowledged.
 	Rows int64 `json:"rows_written"`
 
@@ -330,13 +344,15 @@ type Count struct {
 // was a stream (which may stop with readings in open windows).
 func FromCounters(c Counters, stream bool) *Ledger {
 	l := &Ledger{
-		Stream:      stream,
-		Messages:    c[InputMessages],
-		Read:        c[InputRecords],
-		Readings:    c[Readings],
-		Duplicates:  c[Duplicates],
-		Recovered:   c[Recovered],
-		DeadLetters: map[string]map[string]int64{},
+		Stream:     stream,
+		Messages:   c[InputMessages],
+		Read:       c[InputRecords],
+		Readings:   c[Readings],
+		Duplicates: c[Duplicates],
+		Recovered:  c[Recovered],
+
+		UnchangedHours: c[UnchangedHours],
+		DeadLetters:    map[string]map[string]int64{},
 
 		Replayed:       c[Replayed],
 		ReplayFiltered: c[ReplayFiltered],
@@ -447,6 +463,8 @@ func (s *Sink) add(name string, n int64) {
 		s.Failed += n
 	case kind == counted && outcome == Unavailable:
 		s.Unavailable += n
+	case kind == counted && outcome == Unchanged:
+		s.Unchanged += n
 	case outcome == Routed || n == 0:
 		// Routed writes of the other kinds are their written plus failed.
 	default:
@@ -469,7 +487,7 @@ func (s *Sink) failures() int64 {
 // rollup writes: a spec's inventory table (one row per sensor, written
 // per hour), which holds no reading to account for.
 func (s *Sink) rollupsOnly() bool {
-	if s.Routed != 0 || s.Written != 0 || s.Failed != 0 || len(s.Other) == 0 {
+	if s.Routed != 0 || s.Written != 0 || s.Failed != 0 || s.Unchanged != 0 || len(s.Other) == 0 {
 		return false
 	}
 	for _, o := range s.Other {
@@ -511,8 +529,11 @@ func (l *Ledger) check(c Counters) {
 		case s.Routed < done:
 			p = append(p, fmt.Sprintf("%s %s: %s written %d + dead-lettered %d > routed %d", s.Sink, s.Table, what, s.Written, s.Failed, s.Routed))
 		}
-		if skipped := l.ReplaySkipped[s.Sink]; s.Sink != codec.SinkBigQueryRollups && s.Sink != codec.SinkSilences && !l.Stream && s.Routed+skipped != l.Readings && !s.rollupsOnly() {
-			if skipped > 0 {
+		if skipped := l.ReplaySkipped[s.Sink]; s.Sink != codec.SinkBigQueryRollups && s.Sink != codec.SinkSilences && !l.Stream && s.Routed+skipped+s.Unchanged != l.Readings && !s.rollupsOnly() {
+			if s.Unchanged > 0 {
+				p = append(p, fmt.Sprintf("%s %s: routed %d readings and left %d unchanged, of %d distinct valid readings (off by %d)",
+					s.Sink, s.Table, s.Routed, s.Unchanged, l.Readings, l.Readings-s.Routed-skipped-s.Unchanged))
+			} else if skipped > 0 {
 				p = append(p, fmt.Sprintf("%s %s: routed %d readings and left out %d replayed for another sink, of %d distinct valid readings (off by %d)",
 					s.Sink, s.Table, s.Routed, skipped, l.Readings, l.Readings-s.Routed-skipped))
 			} else {
@@ -644,6 +665,9 @@ func (l *Ledger) WriteText(w io.Writer) {
 	if l.Recovered > 0 {
 		fmt.Fprintf(w, "  recovered from Bigtable:   %d (readings of its hours another run stored)\n", l.Recovered)
 	}
+	if l.UnchangedHours > 0 {
+		fmt.Fprintf(w, "  unchanged, not rewritten: %d sensor-hours (Bigtable holds them as the merge would write them; per table below)\n", l.UnchangedHours)
+	}
 	if l.Replayed > 0 || l.ReplayFiltered > 0 {
 		fmt.Fprintf(w, "  replayed dead letters:     %d (%d rollup rebuilds; %d left out by the filters)", l.Replayed, l.ReplayRebuilds, l.ReplayFiltered)
 		for _, sink := range sortedKeys(l.ReplaySkipped) {
@@ -665,6 +689,9 @@ func (l *Ledger) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  %s %s: %s routed %d = written %d + dead-lettered %d", s.Sink, s.Table, what, s.Routed, s.Written, s.Failed)
 		if s.Unavailable > 0 {
 			fmt.Fprintf(w, " (%d while the store was unavailable)", s.Unavailable)
+		}
+		if s.Unchanged > 0 {
+			fmt.Fprintf(w, "; %s unchanged, not rewritten %d", what, s.Unchanged)
 		}
 		fmt.Fprintf(w, "; rows written %d", s.Rows)
 		for _, o := range s.Other {
@@ -708,6 +735,10 @@ func otherWrites(what string) string {
 		return "plus rewrites (late firings, duplicates)"
 	case hours.OriginRollup.String() + " " + Written:
 		return "plus rollup writes"
+	case hours.OriginRewrite.String() + " " + Unchanged:
+		return "stored readings merged and unchanged, not rewritten"
+	case hours.OriginRollup.String() + " " + Unchanged:
+		return "rollups unchanged, not rewritten"
 	}
 	return what
 }

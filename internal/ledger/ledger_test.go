@@ -61,6 +61,10 @@ func TestLedgerBalances(t *testing.T) {
 			"dead letters of bigtable: 1 made, 0 stored (off by 1)"},
 		{"a rollup row lost", with(batch(), SinkKey(codec.SinkBigQueryRollups, "h", hours.OriginRollup, Written), 0), false,
 			"bigquery_rollups h: rollup rows routed 1 != written 0 + dead-lettered 0 (off by 1)"},
+		{"a re-run that left readings unchanged", with(with(with(batch(), SinkKey(codec.SinkBigQuery, "q", r, Routed), 3), SinkKey(codec.SinkBigQuery, "q", r, Written), 3),
+			SinkKey(codec.SinkBigQuery, "q", r, Unchanged), 4), false, ""},
+		{"a re-run that lost a reading it did not leave unchanged", with(with(with(batch(), SinkKey(codec.SinkBigQuery, "q", r, Routed), 3), SinkKey(codec.SinkBigQuery, "q", r, Written), 3),
+			SinkKey(codec.SinkBigQuery, "q", r, Unchanged), 3), false, "bigquery q: routed 3 readings and left 3 unchanged, of 7 distinct valid readings (off by 1)"},
 		{"a stream with readings in open windows", with(batch(), InputRecords, 15), true, ""},
 		{"a stream counting a reading twice", with(batch(), InputRecords, 9), true, "records read 9 < distinct readings 7 + merged duplicates 1 + rejected 2: readings counted twice"},
 	} {

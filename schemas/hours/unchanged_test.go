@@ -1,0 +1,250 @@
+package hours
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
+
+// storedHourOf is what a batch's read-back gives of the table's hour: its
+// readings, and the rollup family's cells at the hour's end by row.
+func storedHourOf(t *testing.T, rb *ReadBack, tb table, start, end int64) StoredHour {
+	t.Helper()
+	rows := tb.rows(t)
+	recs, skipped := rb.Records(rows, "s", start, end)
+	if skipped > 0 {
+		t.Fatalf("%d readings not read back", skipped)
+	}
+	sh := StoredHour{Records: recs, Rollup: map[string]map[string][]byte{}, RollupRead: true}
+	for _, row := range rows {
+		for _, c := range row.Cells {
+			if c.Family == "hourly" && c.TsMicros == end*1000 {
+				if sh.Rollup[row.Key] == nil {
+					sh.Rollup[row.Key] = map[string][]byte{}
+				}
+				sh.Rollup[row.Key][c.Qualifier] = c.Value
+			}
+		}
+	}
+	return sh
+}
+
+// writesOnlyChanges fails when a mutation writes a cell the table holds
+// with that value already.
+func writesOnlyChanges(t *testing.T, tb table, muts []RowMutation, what string) {
+	t.Helper()
+	probe := table{}
+	for _, m := range muts {
+		for _, c := range m.Cells {
+			probe.apply([]RowMutation{{RowKey: m.RowKey, Cells: []Cell{c}}})
+		}
+	}
+	for k, v := range probe {
+		if old, ok := tb[k]; ok && old == v {
+			t.Errorf("%s: rewrites %s=%s, which is stored", what, k, v)
+		}
+	}
+}
+
+// TestMergeChangesAnySplitAnyOrderIsTheBatch is
+// TestMergeHourAnySplitAnyOrderIsTheBatch with MergeChanges: every split
+// and order leaves the table one batch leaves, no mutation rewrites a
+// stored cell with its value, and the rollup row last sent is the batch's.
+func TestMergeChangesAnySplitAnyOrderIsTheBatch(t *testing.T) {
+	spec, h := firingsSpec(t)
+	rb, err := NewReadBack(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := []string{
+		vitals(0, "", "36.8", "98"),
+		vitals(10*time.Minute, "70", "36.8", "98"),
+		vitals(5*time.Minute, "60", "36.8", "98"),
+		vitals(20*time.Minute, "", "36.8", "98"),
+		vitals(30*time.Minute, "80", "", "98"),
+		vitals(30*time.Minute, "80", "37.5", ""), // wins over the one before: spO2 must go
+		vitals(50*time.Minute, "90", "36.8", "98"),
+		vitals(20*time.Minute, "", "36.8", "98"), // a copy
+	}
+	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
+	want := batchTable(t, spec, h, all)
+	wantRollup := BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, all...)}, true, 1).Rollup
+	orders := [][]int{{0, 1, 2}, {2, 1, 0}, {1, 0, 2}, {2, 0, 1}}
+	for i := 1; i < len(all); i++ {
+		for j := i + 1; j < len(all); j++ {
+			pieces := [][]string{all[:i], all[i:j], all[j:]}
+			for _, order := range orders {
+				tb := table{}
+				var rollup *BQRow
+				for _, k := range order {
+					out, _ := MergeChanges(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, pieces[k]...)},
+						storedHourOf(t, rb, tb, start, end), true, 1)
+					if len(out.Dead) > 0 {
+						t.Fatalf("dead letters: %v", out.Dead)
+					}
+					writesOnlyChanges(t, tb, out.Rows, "piece "+strings.Join(pieces[k], " "))
+					tb.apply(out.Rows)
+					if out.Rollup != nil {
+						rollup = out.Rollup
+					}
+				}
+				if got := tb.String(); got != want.String() {
+					t.Errorf("cut at %d and %d, order %v:\n got %s\nwant %s", i, j, order, got, want)
+				}
+				if rollup == nil || bqRollupText(rollup) != bqRollupText(wantRollup) {
+					t.Errorf("cut at %d and %d, order %v: rollup %v, want %v", i, j, order, rollup, wantRollup)
+				}
+			}
+		}
+	}
+}
+
+// TestMergeChanges shows what a batch over a stored hour writes.
+func TestMergeChanges(t *testing.T) {
+	spec, h := firingsSpec(t)
+	rb, err := NewReadBack(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := []string{
+		vitals(0, "60", "36.8", "98"),
+		vitals(10*time.Minute, "", "36.8", "98"), // imputed from 0m and 40m
+		vitals(40*time.Minute, "90", "36.8", "98"),
+		vitals(50*time.Minute, "90", "36.8", "98"),
+	}
+	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
+	table0 := h.Bigtable.Tables[0].Name
+	for _, tc := range []struct {
+		name  string
+		again []string
+		// written is what the merge writes to the vitals family, by
+		// reading (see written), with the rollup's count when it writes
+		// the rollup.
+		written     string
+		hour        bool
+		unchangedBT int64
+	}{
+		{name: "the same readings write nothing", again: first,
+			written: "", hour: true, unchangedBT: 4},
+		{name: "some of the same readings write nothing", again: first[1:3],
+			written: "", hour: true, unchangedBT: 4},
+		{name: "a changed value writes its cell, its row and the rollup", again: []string{vitals(50*time.Minute, "80", "36.8", "98")},
+			written: "+50m hr=80", unchangedBT: 3},
+		{name: "a value that loses to the stored one writes nothing", again: []string{vitals(50*time.Minute, "95", "36.8", "98")},
+			written: "", hour: true, unchangedBT: 4},
+		{name: "a new reading writes itself and the rollup", again: []string{vitals(20*time.Minute, "70", "36.8", "98")},
+			written: "+20m hr=70 imp=false spo2=98 temp=36.8 rollup count=5", unchangedBT: 4},
+		{name: "a new reading moves an imputation: both are written", again: []string{vitals(5*time.Minute, "70", "36.8", "98")},
+			written: "+5m hr=70 imp=false spo2=98 temp=36.8, +10m hr=70 rollup count=5", unchangedBT: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := table{}
+			tb.apply(BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, first...)}, true, 1).Rows)
+			stored := storedHourOf(t, rb, tb, start, end)
+			p := HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, tc.again...)}
+			out, un := MergeChanges(h, p, stored, true, 2)
+			// The table ends as the whole rewrite leaves it.
+			whole := table{}
+			for k, v := range tb {
+				whole[k] = v
+			}
+			whole.apply(MergeHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, tc.again...)},
+				storedHourOf(t, rb, tb, start, end).Records, true, 2).Rows)
+			writesOnlyChanges(t, tb, out.Rows, tc.name)
+			tb.apply(out.Rows)
+			if got, want := tb.String(), whole.String(); got != want {
+				t.Errorf("table\n%s\nwant (the whole rewrite's)\n%s", got, want)
+			}
+			if got := written(out.Rows); !sameWritten(got, tc.written) {
+				t.Errorf("written:\n%s\nwant\n%s", got, tc.written)
+			}
+			// BigQuery gets every kept reading's row and the rollup's, as
+			// the whole rewrite sends them: Bigtable does not say what a
+			// BigQuery table holds.
+			if kept := out.Readings + out.Merged; int64(len(out.BQ)) != kept || out.Rollup == nil {
+				t.Errorf("BigQuery: %d reading rows (want %d, every kept reading), rollup row sent %v (want true)", len(out.BQ), kept, out.Rollup != nil)
+			}
+			if un.Hour != tc.hour {
+				t.Errorf("hour unchanged %v, want %v", un.Hour, tc.hour)
+			}
+			var bt int64
+			for _, u := range un.Bigtable {
+				if u.Table == table0 && u.Kind != OriginRollup {
+					bt += u.N
+				}
+			}
+			if bt != tc.unchangedBT {
+				t.Errorf("unchanged in Bigtable: %d; want %d", bt, tc.unchangedBT)
+			}
+		})
+	}
+}
+
+// sameWritten compares written's output with a want whose rollup count
+// may be "-" (any).
+func sameWritten(got, want string) bool {
+	if strings.HasSuffix(want, "rollup count=-") {
+		i := strings.LastIndex(got, " rollup count=")
+		if i < 0 {
+			return false
+		}
+		return got[:i] == strings.TrimSuffix(want, " rollup count=-")
+	}
+	return got == want
+}
+
+// TestMergeChangesWithoutTheStoredRollup: a stored rollup that was not
+// read (the readings in another table than the first) is written again.
+func TestMergeChangesWithoutTheStoredRollup(t *testing.T) {
+	spec, h := firingsSpec(t)
+	rb, _ := NewReadBack(spec)
+	lines := []string{vitals(0, "60", "36.8", "98"), vitals(10*time.Minute, "70", "36.8", "98")}
+	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
+	tb := table{}
+	tb.apply(BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, lines...)}, true, 1).Rows)
+	stored := storedHourOf(t, rb, tb, start, end)
+	stored.Rollup, stored.RollupRead = nil, false
+	out, un := MergeChanges(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, lines...)}, stored, true, 2)
+	if un.Hour {
+		t.Error("hour unchanged; want the rollup's cells written")
+	}
+	if got := written(out.Rows); got != " rollup count=2" && !strings.Contains(got, "rollup count=2") {
+		t.Errorf("written %q, want the rollup's cells alone", got)
+	}
+}
+
+// TestSameValues is the comparison of two readings' values.
+func TestSameValues(t *testing.T) {
+	f := func(x float64) schemas.Value { return schemas.Value{Kind: schemas.KindFloat, Num: x} }
+	i := func(x int64) schemas.Value { return schemas.Value{Kind: schemas.KindInt, Int: x} }
+	tags := func(kv ...string) schemas.Value {
+		v := schemas.Value{Kind: schemas.KindTags}
+		for j := 0; j+1 < len(kv); j += 2 {
+			v.Pairs = append(v.Pairs, schemas.Pair{K: kv[j], V: kv[j+1]})
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name string
+		a, b []schemas.Value
+		want bool
+	}{
+		{"equal", []schemas.Value{f(1.5), i(3), {}}, []schemas.Value{f(1.5), i(3), {}}, true},
+		{"a changed float", []schemas.Value{f(1.5)}, []schemas.Value{f(1.25)}, false},
+		{"a value against none", []schemas.Value{i(3)}, []schemas.Value{{}}, false},
+		{"an int against a float", []schemas.Value{i(3)}, []schemas.Value{f(3)}, false},
+		{"an imputed flag", []schemas.Value{{Kind: schemas.KindBool, Bool: true}}, []schemas.Value{{Kind: schemas.KindBool}}, false},
+		{"tags", []schemas.Value{tags("a", "1")}, []schemas.Value{tags("a", "1")}, true},
+		{"changed tags", []schemas.Value{tags("a", "1")}, []schemas.Value{tags("a", "2")}, false},
+		{"strings", []schemas.Value{{Kind: schemas.KindString, Str: "x"}}, []schemas.Value{{Kind: schemas.KindString, Str: "y"}}, false},
+		{"lengths", []schemas.Value{i(1)}, []schemas.Value{i(1), i(2)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SameValues(tc.a, tc.b); got != tc.want {
+				t.Errorf("SameValues = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
