@@ -53,7 +53,7 @@ func parseFromBigtable(f *flags, given map[string]bool, spec *schemas.Spec, targ
 	}
 	first := from.Bigtable.Tables[0].Name
 	if f.fromTable != "" {
-		if err := readTableFirst(from, f.fromTable); err != nil {
+		if err := from.ReadTableFirst(f.fromTable); err != nil {
 			return cli.Usage(err)
 		}
 		first = f.fromTable
@@ -171,21 +171,4 @@ func checkFromTable(ctx context.Context, rc *bigtableio.ReadConfig, limit time.D
 		return fmt.Errorf("--from_table=%s in %s/%s cannot be read: %w", rb.Table(), rc.Project, rc.Instance, err)
 	}
 	return nil
-}
-
-// readTableFirst makes table the first table of spec, the one its
-// read-back tries first: a table of the spec is moved there (a spec that
-// writes two layouts reads either back), another name renames the first
-// table (the spec's table under another name).
-func readTableFirst(spec *schemas.Spec, table string) error {
-	tables := spec.Bigtable.Tables
-	for i := range tables {
-		if tables[i].Name == table {
-			t := tables[i]
-			copy(tables[1:i+1], tables[:i])
-			tables[0] = t
-			return nil
-		}
-	}
-	return spec.RenameTable(tables[0].Name, table)
 }

@@ -801,6 +801,23 @@ func (s *Spec) Table(name string) *TableSpec {
 	return nil
 }
 
+// ReadTableFirst makes table the spec's first Bigtable table, the one its
+// read-back tries first: a table of the spec is moved there (a spec that
+// writes two layouts reads either back), another name renames the first
+// table (the spec's table under another name).
+func (s *Spec) ReadTableFirst(table string) error {
+	tables := s.Bigtable.Tables
+	for i := range tables {
+		if tables[i].Name == table {
+			t := tables[i]
+			copy(tables[1:i+1], tables[:i])
+			tables[0] = t
+			return nil
+		}
+	}
+	return s.RenameTable(tables[0].Name, table)
+}
+
 // RenameTable renames a Bigtable table (e.g. from --bigtable_table).
 func (s *Spec) RenameTable(from, to string) error {
 	t := s.Table(from)

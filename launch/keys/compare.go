@@ -41,7 +41,7 @@ func openStored(label, specName, table, project, instance string) (*storedTable,
 		roller = c.Roller()
 	}
 	if table != "" {
-		if err := readTableFirst(spec, table); err != nil {
+		if err := spec.ReadTableFirst(table); err != nil {
 			return nil, err
 		}
 	}
@@ -57,23 +57,6 @@ func openStored(label, specName, table, project, instance string) (*storedTable,
 		st.rollupFamily = roller.Family()
 	}
 	return st, nil
-}
-
-// readTableFirst makes table the first table of spec, the one its
-// read-back tries first: a table of the spec is moved there (a spec that
-// writes two layouts reads either back), another name renames the first
-// table (the spec's table under another name).
-func readTableFirst(spec *schemas.Spec, table string) error {
-	tables := spec.Bigtable.Tables
-	for i := range tables {
-		if tables[i].Name == table {
-			t := tables[i]
-			copy(tables[1:i+1], tables[:i])
-			tables[0] = t
-			return nil
-		}
-	}
-	return spec.RenameTable(tables[0].Name, table)
 }
 
 func (st *storedTable) String() string {
