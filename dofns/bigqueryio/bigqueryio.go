@@ -51,7 +51,7 @@ type Config struct {
 	// epoch milliseconds (0: unbounded).
 	FromMs, ToMs int64
 	// Streams is how many streams Read asks its read session for (0:
-	// DefaultReadStreams).
+	// defaultReadStreams).
 	Streams int
 }
 

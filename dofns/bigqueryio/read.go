@@ -31,10 +31,10 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
-// DefaultReadStreams is how many streams Read asks a read session for
+// defaultReadStreams is how many streams Read asks a read session for
 // when Config.Streams is 0: BigQuery may give fewer (a small table gets
 // one), never more.
-const DefaultReadStreams = 16
+const defaultReadStreams = 16
 
 // readMaxRecvBytes is the largest ReadRows response the client takes:
 // BigQuery's largest row batch, with a MiB of room for the message around
@@ -70,9 +70,9 @@ func init() {
 	register.Emitter1[codec.DeadLetter]()
 }
 
-// Source is the source of the readings Read reads from a table: what their
+// sourceName is the source of the readings Read reads from a table: what their
 // dead letters name.
-func Source(project, dataset, table string) string {
+func sourceName(project, dataset, table string) string {
 	return fmt.Sprintf("bigquery:%s:%s.%s", project, dataset, table)
 }
 
@@ -113,7 +113,7 @@ func (f *createSessionFn) ProcessElement(ctx context.Context, _ []byte, emit fun
 	defer c.Close()
 	n := f.Streams
 	if n <= 0 {
-		n = DefaultReadStreams
+		n = defaultReadStreams
 	}
 	req := &storagepb.CreateReadSessionRequest{
 		Parent: "projects/" + f.Project,
@@ -180,7 +180,7 @@ func (f *readStreamFn) Teardown() {
 // resumed at the offset reached, for as long as the retry policy allows
 // between two answers; an error it cannot retry fails the bundle.
 func (f *readStreamFn) ProcessElement(ctx context.Context, stream string, schema []byte, emit func(string, string), dead func(codec.DeadLetter)) error {
-	source := Source(f.Project, f.Dataset, f.Table)
+	source := sourceName(f.Project, f.Dataset, f.Table)
 	var offset int64
 	b := f.Retry.Policy().Start()
 	for {

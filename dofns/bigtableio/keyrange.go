@@ -80,8 +80,8 @@ func (r KeyRange) Clip(ranges []rowkey.RowRange) []rowkey.RowRange {
 	return out
 }
 
-// Bounds is the smallest KeyRange that holds every range of a scan plan.
-func Bounds(ranges []rowkey.RowRange) KeyRange {
+// boundsOf is the smallest KeyRange that holds every range of a scan plan.
+func boundsOf(ranges []rowkey.RowRange) KeyRange {
 	if len(ranges) == 0 {
 		return KeyRange{}
 	}

@@ -43,8 +43,8 @@ func TestKeyRangeClip(t *testing.T) {
 			t.Errorf("%v.Clip(%v) = %s; want %s", tc.r, plan, got, tc.want)
 		}
 	}
-	if got := fmt.Sprint(Bounds(plan)); got != "{a }" {
-		t.Errorf("Bounds(%v) = %s; want {a }", plan, got)
+	if got := fmt.Sprint(boundsOf(plan)); got != "{a }" {
+		t.Errorf("boundsOf(%v) = %s; want {a }", plan, got)
 	}
 }
 

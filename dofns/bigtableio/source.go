@@ -179,7 +179,7 @@ func (f *readRowsFn) Teardown() error {
 }
 
 // CreateInitialRestriction is the smallest key range that holds the plan.
-func (f *readRowsFn) CreateInitialRestriction(_ []byte) KeyRange { return Bounds(f.Plan) }
+func (f *readRowsFn) CreateInitialRestriction(_ []byte) KeyRange { return boundsOf(f.Plan) }
 
 // SplitRestriction splits the range at the sample row keys.
 func (f *readRowsFn) SplitRestriction(samples []byte, rest KeyRange) []KeyRange {

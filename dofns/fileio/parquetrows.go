@@ -34,8 +34,8 @@ func (fn *readRowsFn) readParquet(ctx context.Context, rt *claims, rest offsetra
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	defer closeFile()
-	var pf *ParquetFile
-	if err := guard(func() (err error) { pf, err = OpenParquet(f); return err }); err != nil {
+	var pf *parquetFile
+	if err := guard(func() (err error) { pf, err = openParquet(f); return err }); err != nil {
 		if out.first {
 			out.unreadable(path, "not a readable Parquet file: %v", err)
 		}
@@ -98,9 +98,9 @@ func (fn *readRowsFn) readParquet(ctx context.Context, rt *claims, rest offsetra
 	return nil
 }
 
-// ParquetFile is an open Parquet file: its reader and its columns as the
+// parquetFile is an open Parquet file: its reader and its columns as the
 // spec's column map sees them (nested groups' columns by dotted path).
-type ParquetFile struct {
+type parquetFile struct {
 	rdr     *file.Reader
 	fr      *pqarrow.FileReader
 	Columns []schemas.Column
@@ -117,8 +117,8 @@ type parquetField struct {
 	int96  bool
 }
 
-// OpenParquet reads a Parquet file's footer and schema.
-func OpenParquet(r parquet.ReaderAtSeeker) (*ParquetFile, error) {
+// openParquet reads a Parquet file's footer and schema.
+func openParquet(r parquet.ReaderAtSeeker) (*parquetFile, error) {
 	rdr, err := file.NewParquetReader(r)
 	if err != nil {
 		return nil, err
@@ -127,7 +127,7 @@ func OpenParquet(r parquet.ReaderAtSeeker) (*ParquetFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	pf := &ParquetFile{rdr: rdr, fr: fr, fields: map[string]parquetField{}}
+	pf := &parquetFile{rdr: rdr, fr: fr, fields: map[string]parquetField{}}
 	for _, top := range fr.Manifest.Fields {
 		leaves := collectLeaves(top, nil)
 		pf.walk(top, top.Field.Name, parquetField{top: top.Field.Name, leaves: leaves})
@@ -146,7 +146,7 @@ func collectLeaves(f pqarrow.SchemaField, dst []int) []int {
 }
 
 // walk lists f (named name) and, for a struct, its children.
-func (pf *ParquetFile) walk(f pqarrow.SchemaField, name string, at parquetField) {
+func (pf *parquetFile) walk(f pqarrow.SchemaField, name string, at parquetField) {
 	if st, ok := f.Field.Type.(*arrow.StructType); ok && len(f.Children) == st.NumFields() {
 		for i, c := range f.Children {
 			next := at
@@ -219,7 +219,7 @@ func isStringType(t arrow.DataType) bool {
 
 // rowGroupOffset is where row group rg starts: its first column chunk's
 // first page.
-func (pf *ParquetFile) rowGroupOffset(rg int) int64 {
+func (pf *parquetFile) rowGroupOffset(rg int) int64 {
 	md := pf.rdr.MetaData().RowGroup(rg)
 	if cc, err := md.ColumnChunk(0); err == nil {
 		off := cc.DataPageOffset()
@@ -243,7 +243,7 @@ type parquetRead struct {
 	fields []parquetField
 }
 
-func (pf *ParquetFile) plan(cols []schemas.Column) (parquetRead, error) {
+func (pf *parquetFile) plan(cols []schemas.Column) (parquetRead, error) {
 	var r parquetRead
 	seen := map[int]bool{}
 	for _, c := range cols {

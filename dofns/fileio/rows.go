@@ -428,8 +428,8 @@ func CheckColumns(ctx context.Context, path, format string, spec *hours.Compiled
 			return nil
 		}
 		defer done()
-		var pf *ParquetFile
-		if guard(func() (err error) { pf, err = OpenParquet(f); return err }) != nil {
+		var pf *parquetFile
+		if guard(func() (err error) { pf, err = openParquet(f); return err }) != nil {
 			return nil
 		}
 		cols = pf.Columns

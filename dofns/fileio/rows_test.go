@@ -252,7 +252,7 @@ func TestCorruptParquetKeepsTheRowsBeforeTheDamage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pf, err := OpenParquet(f)
+	pf, err := openParquet(f)
 	if err != nil {
 		t.Fatal(err)
 	}

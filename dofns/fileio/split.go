@@ -38,8 +38,8 @@ func Blocks(ctx context.Context, path, format string) ([]Block, error) {
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
 		defer done()
-		var pf *ParquetFile
-		if guard(func() (err error) { pf, err = OpenParquet(f); return err }) != nil {
+		var pf *parquetFile
+		if guard(func() (err error) { pf, err = openParquet(f); return err }) != nil {
 			return nil, nil
 		}
 		var out []Block
