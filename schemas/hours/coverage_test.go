@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
 // fleetLines are a device's readings at the given minutes of 10:00.
@@ -50,11 +51,11 @@ func TestNoCadenceBuildsWhatItDid(t *testing.T) {
 		t.Errorf("vitals: rollup row has %d values for %d columns", len(out.Rollup.Values), n)
 	}
 
-	with, err := LoadSpec("../../testdata/fleet/fleet.yaml")
+	with, err := spectest.Load("../../testdata/fleet/fleet.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	without, err := LoadSpec("../../testdata/fleet/fleet.yaml")
+	without, err := spectest.Load("../../testdata/fleet/fleet.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,15 +3,17 @@ package hours
 import (
 	"encoding/json"
 	"errors"
-	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
-	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 // The fuzz targets' seed corpora are the files under the repository's
@@ -91,7 +93,7 @@ func FuzzParseJSON(f *testing.F) {
 	}
 	var targets []target
 	for _, name := range []string{"vitals", "heroic_metrics"} {
-		spec := mustSpec(f, name)
+		spec := spectest.Must(f, name)
 		b, err := NewBuilder(spec)
 		if err != nil {
 			f.Fatal(err)
@@ -117,7 +119,7 @@ func FuzzParseJSON(f *testing.F) {
 // decoding against protobuf's own (dynamicpb).
 func FuzzParseProto(f *testing.F) {
 	addSeeds(f, "FuzzParseProto")
-	spec := mustSpec(f, "vitals")
+	spec := spectest.Must(f, "vitals")
 	p, err := codec.NewProtoParser(spec)
 	if err != nil {
 		f.Fatal(err)
@@ -157,7 +159,7 @@ func FuzzRowKey(f *testing.F) {
 	addSeeds(f, "FuzzRowKey")
 	var specs []*schemas.Spec
 	for _, name := range schemas.BuiltinSpecNames() {
-		specs = append(specs, mustSpec(f, name))
+		specs = append(specs, spectest.Must(f, name))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		vals := map[string]string{}

@@ -3,12 +3,13 @@ package hours
 import (
 	"encoding/json"
 	"errors"
-	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 
 // TestEnvelopeSinks shows the sink an envelope replays as: its own, or

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
 func TestSilenceAfter(t *testing.T) {
@@ -25,7 +26,7 @@ func TestSilenceAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := mustSpec(t, "vitals")
+			s := spectest.Must(t, "vitals")
 			s.Cadence, s.CadenceField, s.SilentAfter = tt.cadence, tt.field, tt.silentAfter
 			got, ok := s.SilenceAfter()
 			if got != tt.want || ok != tt.ok {
@@ -168,7 +169,7 @@ func TestSilenceCodecs(t *testing.T) {
 // TestSilenceRecords: the id is the gap's (identity, silent_since, kind),
 // whatever was detected when; the row follows the table's columns.
 func TestSilenceRecords(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	s.Cadence = "20m"
 	x := schemas.Silence{Kind: schemas.SilenceRaised, Identity: []schemas.Value{{Kind: schemas.KindString, Str: "s-1"}}, LastSeenMs: 1_000, SilentSinceMs: 3_601_000, DetectedAtMs: 5}
 	y := x
