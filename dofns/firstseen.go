@@ -13,6 +13,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/coverage"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
@@ -92,7 +93,7 @@ func (r *readBacker) firstSeen(ctx context.Context, spec *schemas.Spec, identity
 	var decodeErr error
 	err := retry.Do(ctx, policy, func(actx context.Context) error {
 		first, decodeErr = 0, nil
-		return r.reader.ReadRows(actx, table, []rowkey.RowRange{{Start: identity, End: identity + "\x00"}}, []string{schemas.InventoryFamily}, 0, math.MaxInt64,
+		return r.reader.ReadRows(actx, table, []rowkey.RowRange{{Start: identity, End: identity + "\x00"}}, []string{coverage.InventoryFamily}, 0, math.MaxInt64,
 			func(row hours.ReadRow) {
 				e, ok, err := hours.DecodeInventory(row.Key, row.Cells)
 				if err != nil {

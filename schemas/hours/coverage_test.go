@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/coverage"
 	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
@@ -66,7 +67,7 @@ func TestNoCadenceBuildsWhatItDid(t *testing.T) {
 	fw := BatchHour(cw, HourPane{Records: parseAll(t, with, lines...), Pane: Pane{Timing: PaneOnTime}}, true, 1)
 	fn := BatchHour(cn, HourPane{Records: parseAll(t, without, lines...), Pane: Pane{Timing: PaneOnTime}}, true, 1)
 
-	coverageCols := []string{schemas.RollupExpected, schemas.RollupCoverage, schemas.RollupGaps, schemas.RollupLongestGapS}
+	coverageCols := []string{coverage.RollupExpected, coverage.RollupCoverage, coverage.RollupGaps, coverage.RollupLongestGapS}
 	var stripped []RowMutation
 	for _, m := range fw.Rows {
 		if m.Table == with.Bigtable.Inventory {

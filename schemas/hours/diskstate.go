@@ -3,6 +3,7 @@ package hours
 import (
 	"encoding/binary"
 	"fmt"
+
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 

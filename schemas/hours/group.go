@@ -4,10 +4,11 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"sort"
 	"strconv"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 
 // IdentityKey is the grouping key of a record: its identity fields' text,

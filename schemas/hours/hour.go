@@ -2,9 +2,11 @@
 package hours
 
 import (
+	"time"
+
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
-	"time"
+	"github.com/sensorpipe/sensorpipe/schemas/coverage"
 )
 
 // The per-hour rules: how one identity's readings in one event-time window
@@ -103,11 +105,11 @@ func hourRollup(c *Compiled, start, end int64, kept []schemas.Record) *Rollup {
 
 // hourCoverage is the coverage of the prepared readings in the window
 // [start, end), or nil when the spec has no rollup or no cadence applies.
-func hourCoverage(c *Compiled, p HourPane, start, end int64, kept []schemas.Record) *schemas.Coverage {
+func hourCoverage(c *Compiled, p HourPane, start, end int64, kept []schemas.Record) *coverage.Coverage {
 	if c.Roller() == nil {
 		return nil
 	}
-	return c.Spec.HourCoverage(kept, start, end, p.FirstSeenMs)
+	return coverage.HourCoverage(c.Spec, kept, start, end, p.FirstSeenMs)
 }
 
 // BatchHour builds an hour fired once with all its readings (the batch

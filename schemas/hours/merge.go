@@ -1,9 +1,10 @@
 package hours
 
 import (
+	"time"
+
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
-	"time"
 )
 
 // MergeHour builds an hour fired once (the batch windowing) whose

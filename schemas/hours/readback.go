@@ -3,10 +3,11 @@ package hours
 import (
 	"errors"
 	"fmt"
+	"strings"
+
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
-	"strings"
 )
 
 // ErrNoReadBack marks a spec none of whose tables stores every field of a
