@@ -22,6 +22,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/silences"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
@@ -448,8 +449,8 @@ func replayFilter(reasons, sinks string) (*pipelines.Replay, error) {
 		r.Reasons = append(r.Reasons, reason)
 	}
 	for _, sink := range splitList(sinks) {
-		if !slices.Contains(codec.Sinks, sink) {
-			return nil, usagef("--replay_sink=%s: %q is no sink; use %s", sinks, sink, strings.Join(codec.Sinks, ", "))
+		if !slices.Contains(deadletter.Sinks, sink) {
+			return nil, usagef("--replay_sink=%s: %q is no sink; use %s", sinks, sink, strings.Join(deadletter.Sinks, ", "))
 		}
 		r.Sinks = append(r.Sinks, sink)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/silences"
 )
@@ -262,11 +262,11 @@ func raiseSilences(s beam.Scope, cfg Config, allowedLateness time.Duration, reco
 	var dead []beam.PCollection
 	if bq != nil {
 		t := *bq
-		t.Table, t.Sink, t.Columns = silences.SilencesTable, codec.SinkSilences, silences.SilencesBigQuery(cfg.Spec.Spec)
+		t.Table, t.Sink, t.Columns = silences.SilencesTable, deadletter.SinkSilences, silences.SilencesBigQuery(cfg.Spec.Spec)
 		dead = append(dead, bigqueryio.Write(s, t, rows))
 	}
 	if cfg.SilencesTopic != nil {
-		dead = append(dead, pubsubio.Publish(s, pubsubio.PublishConfig{Topic: *cfg.SilencesTopic, Retry: cfg.Retry, Sink: codec.SinkSilences}, msgs))
+		dead = append(dead, pubsubio.Publish(s, pubsubio.PublishConfig{Topic: *cfg.SilencesTopic, Retry: cfg.Retry, Sink: deadletter.SinkSilences}, msgs))
 	}
 	return dead
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -56,7 +57,7 @@ func FormatOf(path string) string {
 }
 
 func init() {
-	register.DoFn5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(string, string), func(codec.DeadLetter), error](&readRowsFn{})
+	register.DoFn5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(string, string), func(deadletter.DeadLetter), error](&readRowsFn{})
 }
 
 // readRowsFn is a splittable DoFn that reads the rows of CSV, Parquet and
@@ -110,7 +111,7 @@ func (fn *readRowsFn) CreateTracker(rest offsetrange.Restriction) *sdf.LockRTrac
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (fn *readRowsFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(codec.DeadLetter)) error {
+func (fn *readRowsFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(deadletter.DeadLetter)) error {
 	return fn.ctrs.Commit(ctx)
 }
 
@@ -118,7 +119,7 @@ func (fn *readRowsFn) FinishBundle(ctx context.Context, _ func(string, string), 
 // What the file's header or footer makes unreadable, or a spec that its
 // columns cannot fill, is one dead letter, from the part that starts the
 // file.
-func (fn *readRowsFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, file beamfileio.ReadableFile, emit func(string, string), dead func(codec.DeadLetter)) error {
+func (fn *readRowsFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, file beamfileio.ReadableFile, emit func(string, string), dead func(deadletter.DeadLetter)) error {
 	path := file.Metadata.Path
 	rest, ok := rt.GetRestriction().(offsetrange.Restriction)
 	if !ok {
@@ -188,7 +189,7 @@ type rowOut struct {
 	fn   *readRowsFn
 	path string
 	emit func(string, string)
-	dead func(codec.DeadLetter)
+	dead func(deadletter.DeadLetter)
 	// first: this part starts the file, and reports what is wrong with
 	// the file as a whole.
 	first bool
@@ -223,7 +224,7 @@ func (o *rowOut) row(source string, cells []codec.RowCell) {
 func (o *rowOut) reject(source, payload string, err error) {
 	o.fn.ctrs.Inc(o.ctx, ledger.InputRecords, 1)
 	o.fn.ctrs.Inc(o.ctx, ledger.InputRejected, 1)
-	o.dead(codec.NewDeadLetter(codec.SinkParse, payload, source, err, time.Now()))
+	o.dead(deadletter.NewDeadLetter(deadletter.SinkParse, payload, source, err, time.Now()))
 }
 
 // unreadable dead-letters what could not be read from source on.

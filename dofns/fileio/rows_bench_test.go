@@ -18,6 +18,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -121,7 +122,7 @@ func BenchmarkReadAndParse(b *testing.B) {
 				recs, _ = dec.ParseInput(recs[:0], line, source, codec.Input{})
 				n += len(recs)
 			}
-			dead := func(d codec.DeadLetter) { b.Fatalf("dead letter: %+v", d) }
+			dead := func(d deadletter.DeadLetter) { b.Fatalf("dead letter: %+v", d) }
 			b.SetBytes(st.Size())
 			b.ResetTimer()
 			for b.Loop() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
@@ -251,7 +252,7 @@ func fuzzValue(typ, s string) schemas.Value {
 func FuzzDeadLetter(f *testing.F) {
 	addSeeds(f, "FuzzDeadLetter")
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		d := codec.NewDeadLetter(codec.SinkParse, string(payload), "src", schemas.ErrMalformed, time.Unix(0, 0))
+		d := deadletter.NewDeadLetter(deadletter.SinkParse, string(payload), "src", schemas.ErrMalformed, time.Unix(0, 0))
 		line, err := json.Marshal(d)
 		if err != nil {
 			t.Fatalf("marshal: %v", err)
@@ -259,7 +260,7 @@ func FuzzDeadLetter(f *testing.F) {
 		if !utf8.Valid(line) || strings.ContainsAny(string(line), "\n\r") {
 			t.Fatalf("encoded dead letter %q is not one line of UTF-8", line)
 		}
-		var back codec.DeadLetter
+		var back deadletter.DeadLetter
 		if err := json.Unmarshal(line, &back); err != nil {
 			t.Fatalf("unmarshal %q: %v", line, err)
 		}
@@ -270,7 +271,7 @@ func FuzzDeadLetter(f *testing.F) {
 		if string(got) != string(payload) {
 			t.Fatalf("payload %q came back as %q", payload, got)
 		}
-		if back.Reason != "malformed" || back.Sink != codec.SinkParse {
+		if back.Reason != "malformed" || back.Sink != deadletter.SinkParse {
 			t.Fatalf("reason %q sink %q", back.Reason, back.Sink)
 		}
 	})

@@ -1,4 +1,4 @@
-// Package hours compiles a spec and builds one identity's event-time hour from its records: grouping, dedup and imputation, cells and rows, rollups, a batch's hour, a stream's early and final firings, the merge with the readings already stored, their read-back from Bigtable, and a local stream's hour state on disk.
+// Package hours compiles a spec and builds one identity's event-time hour from its records: grouping, dedup and imputation, cells and rows, rollups with their coverage, the inventory row, a batch's hour, a stream's early and final firings, the merge with the readings already stored, their read-back from Bigtable, and a local stream's hour state on disk.
 package hours
 
 import (
@@ -7,6 +7,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/coverage"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // The per-hour rules: how one identity's readings in one event-time window
@@ -240,7 +241,7 @@ func FinalFiring(c *Compiled, p HourPane, prev, recovered []schemas.Record, fin 
 	// (heldBefore) or now.
 	heldBefore := make(map[int64]bool, len(prev))
 	for i := range prev {
-		if !codec.IsReadBack(&prev[i]) {
+		if !deadletter.IsReadBack(&prev[i]) {
 			heldBefore[prev[i].EventMs] = true
 		}
 	}
@@ -257,7 +258,7 @@ func FinalFiring(c *Compiled, p HourPane, prev, recovered []schemas.Record, fin 
 	kept := prev[:0:0]
 	for i := range prev {
 		r := &prev[i]
-		if codec.IsReadBack(r) && held[r.EventMs] {
+		if deadletter.IsReadBack(r) && held[r.EventMs] {
 			if arrived[r.EventMs] && !heldBefore[r.EventMs] && !own[r.EventMs] {
 				own[r.EventMs] = true
 				out.Superseded++

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
@@ -75,7 +76,7 @@ func newReadBack(spec *schemas.Spec, t *schemas.TableSpec) (*ReadBack, error) {
 	rb := &ReadBack{
 		spec: spec, table: t, key: key, eventIdx: spec.FieldIndex(spec.EventTime),
 		literal: map[string]readColumn{}, templated: map[string][]readColumn{},
-		source: codec.ReadBackSource(t.Name),
+		source: deadletter.ReadBackSource(t.Name),
 	}
 	rb.fromKey = rowkey.KeyFields(key)
 	known := map[int]bool{rb.eventIdx: true}

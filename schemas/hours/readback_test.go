@@ -12,6 +12,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
@@ -187,7 +188,7 @@ func TestReadBackRebuildsEveryBuiltinSpecsReadings(t *testing.T) {
 				var g, want []string
 				for i := range got {
 					g = append(g, recordText(s, &got[i]))
-					if !codec.IsReadBack(&got[i]) {
+					if !deadletter.IsReadBack(&got[i]) {
 						t.Errorf("source %q does not say read back", got[i].Source)
 					}
 				}

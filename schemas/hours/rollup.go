@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // Rollup column names, in Bigtable (qualifiers) and BigQuery (columns). Per
@@ -392,5 +392,5 @@ func (r *Roller) describe(ru *Rollup) string {
 // which its dead letter carries as data (Identity, WindowStart,
 // WindowEnd).
 func RollupSource(s *schemas.Spec, ru *Rollup) string {
-	return codec.HourSource(s, ru.Identity, ru.StartMs, ru.EndMs)
+	return deadletter.HourSource(s, ru.Identity, ru.StartMs, ru.EndMs)
 }

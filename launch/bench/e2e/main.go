@@ -54,6 +54,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
@@ -412,7 +413,7 @@ func bothSinksSide(ctx context.Context, host, work, input, method string) (*Side
 	}
 	var bqRows int64
 	for _, sk := range s.ledger.Sinks {
-		if sk.Sink == codec.SinkBigQuery {
+		if sk.Sink == deadletter.SinkBigQuery {
 			bqRows += sk.Written
 		}
 	}
@@ -480,7 +481,7 @@ func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string, 
 		return fmt.Errorf("launcher summary %s: %w", summary, err)
 	}
 	for _, sk := range s.ledger.Sinks {
-		if sk.Sink == codec.SinkBigtable {
+		if sk.Sink == deadletter.SinkBigtable {
 			s.Readings += sk.Written
 		}
 	}
@@ -541,7 +542,7 @@ func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
 	res := pr.Metrics()
 	l := ledger.FromCounters(ledger.FromMetrics(&res), false)
 	for _, sk := range l.Sinks {
-		if sk.Sink == codec.SinkBigtable {
+		if sk.Sink == deadletter.SinkBigtable {
 			s.Readings += sk.Written
 		}
 	}

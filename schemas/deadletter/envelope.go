@@ -1,4 +1,4 @@
-package codec
+package deadletter
 
 import (
 	"encoding/base64"
