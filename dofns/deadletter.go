@@ -3,10 +3,10 @@ package dofns
 import (
 	"time"
 
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // deadLetter builds a dead letter stamped now.
-func deadLetter(sink, payload, source string, err error) codec.DeadLetter {
-	return codec.NewDeadLetter(sink, payload, source, err, time.Now())
+func deadLetter(sink, payload, source string, err error) deadletter.DeadLetter {
+	return deadletter.NewDeadLetter(sink, payload, source, err, time.Now())
 }

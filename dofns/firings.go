@@ -22,6 +22,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/spill"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -30,7 +31,7 @@ func init() {
 	beam.RegisterType(reflect.TypeOf((*FinalState)(nil)).Elem())
 	register.DoFn5x0[beam.PaneInfo, beam.Window, string, func(*HourBatch) bool, func(string, PaneBatch)](&PaneBatchFn{})
 	register.DoFn9x1[context.Context, state.Provider, timers.Provider, string, PaneBatch,
-		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(codec.DeadLetter), error](&StreamRowsFn{})
+		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(deadletter.DeadLetter), error](&StreamRowsFn{})
 	register.Emitter2[string, PaneBatch]()
 }
 
@@ -299,7 +300,7 @@ func (f *StreamRowsFn) Teardown() error {
 // ProcessElement builds and emits the rows of one firing, or handles a
 // recovery probe.
 func (f *StreamRowsFn) ProcessElement(ctx context.Context, sp state.Provider, tp timers.Provider, key string, p PaneBatch,
-	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(codec.DeadLetter)) error {
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(deadletter.DeadLetter)) error {
 	if len(p.Records) == 0 && (!p.Recover || f.reader == nil) {
 		return nil
 	}
@@ -332,7 +333,7 @@ func (f *StreamRowsFn) ProcessElement(ctx context.Context, sp state.Provider, tp
 // it when the watermark passes its end, as it does a window whose readings
 // all came early.
 func (f *StreamRowsFn) probe(ctx context.Context, sp state.Provider, tp timers.Provider, key string, p PaneBatch, fin FinalState, final bool,
-	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(codec.DeadLetter)) error {
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(deadletter.DeadLetter)) error {
 	if err := f.Pending.Write(sp, true); err != nil {
 		return fmt.Errorf("write read-back mark: %w", err)
 	}
@@ -392,7 +393,7 @@ func (f *StreamRowsFn) readBack(ctx context.Context, sp state.Provider, key stri
 // (settleTag), or clears the state of a window that has closed
 // (expiryTag).
 func (f *StreamRowsFn) OnTimer(ctx context.Context, sp state.Provider, tp timers.Provider, key string, timer timers.Context,
-	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(codec.DeadLetter)) error {
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(deadletter.DeadLetter)) error {
 	if timer.Tag == settleTag {
 		fin, final, err := f.readFinal(sp, key)
 		if err != nil || !final {
@@ -435,7 +436,7 @@ func (f *StreamRowsFn) OnTimer(ctx context.Context, sp state.Provider, tp timers
 // fire builds and emits a firing against the window's state; fin is the
 // window's final state, if final.
 func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Provider, key string, p PaneBatch, fin FinalState, final, settle bool,
-	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(codec.DeadLetter)) error {
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(deadletter.DeadLetter)) error {
 	var out hours.Firing
 	if p.Timing == typex.PaneEarly && !final {
 		es, hadEarly, err := f.Early.Read(sp)

@@ -13,7 +13,8 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/coverage"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
@@ -21,7 +22,7 @@ import (
 func init() {
 	register.Function2x3(identityEventMs)
 	register.DoFn10x1[context.Context, beam.PaneInfo, beam.Window, string, func(*HourBatch) bool, func(string) func(*int64) bool,
-		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(codec.DeadLetter), error](&BuildFirstSeenRowsFn{})
+		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(deadletter.DeadLetter), error](&BuildFirstSeenRowsFn{})
 }
 
 // identityEventMs keys a reading's event time by its identity, for the
@@ -62,7 +63,7 @@ type BuildFirstSeenRowsFn struct {
 // with the identity's first-seen time.
 func (f *BuildFirstSeenRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, key string, batches func(*HourBatch) bool,
 	firstSeen func(string) func(*int64) bool,
-	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), dead func(codec.DeadLetter)) error {
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), dead func(deadletter.DeadLetter)) error {
 	var recs []schemas.Record
 	var p HourBatch
 	for batches(&p) {
@@ -82,7 +83,7 @@ func (f *BuildFirstSeenRowsFn) ProcessElement(ctx context.Context, pane beam.Pan
 // FinishBundle writes the bundle's counts to the run's ledger record.
 // Beam wants the side input in its signature too.
 func (f *BuildFirstSeenRowsFn) FinishBundle(ctx context.Context, _ func(string) func(*int64) bool,
-	_ func(hours.RowMutation), _ func(hours.BQRow), _ func(hours.BQRow), _ func(codec.DeadLetter)) error {
+	_ func(hours.RowMutation), _ func(hours.BQRow), _ func(hours.BQRow), _ func(deadletter.DeadLetter)) error {
 	return f.hour.ctrs.Commit(ctx)
 }
 
@@ -100,7 +101,7 @@ func (r *readBacker) firstSeen(ctx context.Context, spec *schemas.Spec, identity
 	var decodeErr error
 	err := retry.Do(ctx, policy, func(actx context.Context) error {
 		first, decodeErr = 0, nil
-		return r.reader.ReadRows(actx, table, []rowkey.RowRange{{Start: identity, End: identity + "\x00"}}, []string{schemas.InventoryFamily}, 0, math.MaxInt64,
+		return r.reader.ReadRows(actx, table, []rowkey.RowRange{{Start: identity, End: identity + "\x00"}}, []string{coverage.InventoryFamily}, 0, math.MaxInt64,
 			func(row hours.ReadRow) {
 				e, ok, err := hours.DecodeInventory(row.Key, row.Cells)
 				if err != nil {

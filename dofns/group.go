@@ -15,7 +15,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -97,7 +97,7 @@ func (f *BuildRowsFn) Teardown() error {
 // build builds the rows of a window fired once with recs, merged with the
 // identity's stored readings of the window when Merge is on.
 func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Window, key string, recs []schemas.Record,
-	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), dead func(codec.DeadLetter)) error {
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), dead func(deadletter.DeadLetter)) error {
 	return f.buildFirstSeen(ctx, pane, w, key, recs, 0, emitRow, emitBQ, emitRollup, dead)
 }
 
@@ -105,7 +105,7 @@ func (f *BuildRowsFn) build(ctx context.Context, pane beam.PaneInfo, w beam.Wind
 // batch knows it (FirstSeen; 0: unknown), for the rollup's coverage; with
 // Merge on it is merged with the inventory's.
 func (f *BuildRowsFn) buildFirstSeen(ctx context.Context, pane beam.PaneInfo, w beam.Window, key string, recs []schemas.Record, firstSeenMs int64,
-	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), dead func(codec.DeadLetter)) error {
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), dead func(deadletter.DeadLetter)) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -114,18 +114,18 @@ func (f *BuildRowsFn) buildFirstSeen(ctx context.Context, pane beam.PaneInfo, w 
 	// A replay writes only the sinks its records' dead letters name (a
 	// write's dead letter, the sink that failed it), and a rollup's
 	// rebuild probe brings no reading.
-	allow, rebuild, replay := codec.SinkSet(0), false, false
+	allow, rebuild, replay := deadletter.SinkSet(0), false, false
 	kept := recs[:0]
 	for i := range recs {
 		r := &recs[i]
-		if !codec.IsReplay(r) {
-			allow |= codec.AllSinks
+		if !deadletter.IsReplay(r) {
+			allow |= deadletter.AllSinks
 			kept = append(kept, *r)
 			continue
 		}
 		replay = true
-		allow |= codec.ReplaySinks(r)
-		if codec.IsRebuild(r) {
+		allow |= deadletter.ReplaySinks(r)
+		if deadletter.IsRebuild(r) {
 			rebuild = true
 			continue
 		}
@@ -224,35 +224,35 @@ func (h *hourBuilder) setup(spec *hours.Compiled) error {
 // letters of the records it could not build for a table (sink bigtable:
 // each counted in that table's ledger as routed and failed).
 func (h *hourBuilder) emit(ctx context.Context, out hours.Firing, emitRow func(hours.RowMutation),
-	emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(codec.DeadLetter)) {
-	h.emitTo(ctx, out, codec.AllSinks, emitRow, emitBQ, emitRollup, emitDead)
+	emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(deadletter.DeadLetter)) {
+	h.emitTo(ctx, out, deadletter.AllSinks, emitRow, emitBQ, emitRollup, emitDead)
 }
 
 // emitTo is emit to the sinks of allow only (a replay's); the firing's
 // readings not routed to a sink are counted as the replay's skipped
 // (ledger.ReplaySkipped).
-func (h *hourBuilder) emitTo(ctx context.Context, out hours.Firing, allow codec.SinkSet, emitRow func(hours.RowMutation),
-	emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(codec.DeadLetter)) {
-	if allow != codec.AllSinks {
-		for _, sink := range []string{codec.SinkBigtable, codec.SinkBigQuery} {
+func (h *hourBuilder) emitTo(ctx context.Context, out hours.Firing, allow deadletter.SinkSet, emitRow func(hours.RowMutation),
+	emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), emitDead func(deadletter.DeadLetter)) {
+	if allow != deadletter.AllSinks {
+		for _, sink := range []string{deadletter.SinkBigtable, deadletter.SinkBigQuery} {
 			if !allow.Has(sink) {
 				h.ctrs.Inc(ctx, ledger.ReplaySkipped(sink), out.Readings)
 			}
 		}
-		if !allow.Has(codec.SinkBigtable) {
+		if !allow.Has(deadletter.SinkBigtable) {
 			out.Rows, out.Dead = nil, nil
 		}
-		if !allow.Has(codec.SinkBigQuery) {
+		if !allow.Has(deadletter.SinkBigQuery) {
 			out.BQ = nil
 		}
-		if !allow.Has(codec.SinkBigQueryRollups) {
+		if !allow.Has(deadletter.SinkBigQueryRollups) {
 			out.Rollup = nil
 		}
 	}
 	for _, rj := range out.Dead {
-		h.ctrs.Sink(ctx, codec.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Routed, 1)
-		h.ctrs.Sink(ctx, codec.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Failed, 1)
-		emitDead(deadLetter(codec.SinkBigtable, rj.Origin.Raw, rj.Origin.Source, fmt.Errorf("table %s: %w", rj.Table, rj.Err)))
+		h.ctrs.Sink(ctx, deadletter.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Routed, 1)
+		h.ctrs.Sink(ctx, deadletter.SinkBigtable, rj.Table, rj.Origin.Kind, ledger.Failed, 1)
+		emitDead(deadLetter(deadletter.SinkBigtable, rj.Origin.Raw, rj.Origin.Source, fmt.Errorf("table %s: %w", rj.Table, rj.Err)))
 	}
 	for _, m := range out.Rows {
 		h.rowCount.Inc(ctx, 1)
@@ -268,10 +268,10 @@ func (h *hourBuilder) emitTo(ctx context.Context, out hours.Firing, allow codec.
 
 // reject dead-letters readings the grouping could not build (reason
 // internal, sink window), counting them as rejected in the ledger.
-func (h *hourBuilder) reject(ctx context.Context, recs []schemas.Record, err error, dead func(codec.DeadLetter)) {
+func (h *hourBuilder) reject(ctx context.Context, recs []schemas.Record, err error, dead func(deadletter.DeadLetter)) {
 	h.ctrs.Inc(ctx, ledger.GroupRejected, int64(len(recs)))
 	for _, r := range recs {
-		dead(deadLetter(codec.SinkWindow, r.Raw, r.Source, err))
+		dead(deadLetter(deadletter.SinkWindow, r.Raw, r.Source, err))
 	}
 }
 

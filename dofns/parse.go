@@ -15,18 +15,19 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
 	beam.RegisterType(reflect.TypeOf((*schemas.Record)(nil)).Elem())
-	beam.RegisterType(reflect.TypeOf((*codec.DeadLetter)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*deadletter.DeadLetter)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*Message)(nil)).Elem())
-	register.DoFn5x0[context.Context, string, string, func(beam.EventTime, string, schemas.Record), func(codec.DeadLetter)](&ParseFn{})
-	register.DoFn4x0[context.Context, Message, func(beam.EventTime, string, schemas.Record), func(codec.DeadLetter)](&ParseMessageFn{})
+	register.DoFn5x0[context.Context, string, string, func(beam.EventTime, string, schemas.Record), func(deadletter.DeadLetter)](&ParseFn{})
+	register.DoFn4x0[context.Context, Message, func(beam.EventTime, string, schemas.Record), func(deadletter.DeadLetter)](&ParseMessageFn{})
 	register.Emitter2[string, string]()
 	register.Emitter3[beam.EventTime, string, schemas.Record]()
-	register.Emitter1[codec.DeadLetter]()
+	register.Emitter1[deadletter.DeadLetter]()
 }
 
 // ParseFn parses one input line (keyed by its source) into records keyed by
@@ -67,8 +68,8 @@ func (f *ParseFn) Setup() error {
 // counted in the run's ledger: each reading it emits, or the line as one
 // rejected record (also when the parser could not handle it: reason
 // internal).
-func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func(beam.EventTime, string, schemas.Record), dead func(codec.DeadLetter)) {
-	// at may name the line's place in its file (codec.LineSource). The
+func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func(beam.EventTime, string, schemas.Record), dead func(deadletter.DeadLetter)) {
+	// at may name the line's place in its file (deadletter.LineSource). The
 	// readings keep it as their source, so that a write that fails later
 	// dead-letters its reading with the file and line, as a parse does.
 	var err error
@@ -76,7 +77,7 @@ func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func
 	if len(line) > max {
 		f.ctrs.Inc(ctx, ledger.InputRecords, 1)
 		f.ctrs.Inc(ctx, ledger.InputRejected, 1)
-		dead(deadLetter(codec.SinkParse, schemas.Prefix(line), at, schemas.TooLarge(int64(len(line)), max)))
+		dead(deadLetter(deadletter.SinkParse, schemas.Prefix(line), at, schemas.TooLarge(int64(len(line)), max)))
 		return
 	}
 	in := codec.Input{Unknown: f.unknown.counter(ctx, &f.ctrs)}
@@ -89,7 +90,7 @@ func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func
 	if err != nil {
 		f.ctrs.Inc(ctx, ledger.InputRecords, 1)
 		f.ctrs.Inc(ctx, ledger.InputRejected, 1)
-		dead(deadLetter(codec.SinkParse, line, at, err))
+		dead(deadLetter(deadletter.SinkParse, line, at, err))
 		return
 	}
 	f.ctrs.Inc(ctx, ledger.InputRecords, int64(len(f.buf)))
@@ -100,7 +101,7 @@ func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (f *ParseFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, string, schemas.Record), _ func(codec.DeadLetter)) error {
+func (f *ParseFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, string, schemas.Record), _ func(deadletter.DeadLetter)) error {
 	return f.ctrs.Commit(ctx)
 }
 
@@ -263,12 +264,12 @@ const maxKeptUnzipped = 16 << 20
 // message that cannot be read (a corrupt or too large gzip stream, data
 // that is not text, a broken protobuf batch) is one dead letter holding
 // the whole message as received.
-func (f *ParseMessageFn) ProcessElement(ctx context.Context, m Message, emit func(beam.EventTime, string, schemas.Record), dead func(codec.DeadLetter)) {
+func (f *ParseMessageFn) ProcessElement(ctx context.Context, m Message, emit func(beam.EventTime, string, schemas.Record), dead func(deadletter.DeadLetter)) {
 	f.ctrs.Inc(ctx, ledger.InputMessages, 1)
 	reject := func(payload string, err error) {
 		f.ctrs.Inc(ctx, ledger.InputRecords, 1)
 		f.ctrs.Inc(ctx, ledger.InputRejected, 1)
-		dead(deadLetter(codec.SinkParse, payload, f.Source, err))
+		dead(deadLetter(deadletter.SinkParse, payload, f.Source, err))
 	}
 	attrMs, attrOK := f.attributeTime(ctx, m)
 	max := schemas.LineLimit(f.MaxLineBytes)
@@ -315,7 +316,7 @@ func (f *ParseMessageFn) ProcessElement(ctx context.Context, m Message, emit fun
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (f *ParseMessageFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, string, schemas.Record), _ func(codec.DeadLetter)) error {
+func (f *ParseMessageFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, string, schemas.Record), _ func(deadletter.DeadLetter)) error {
 	return f.ctrs.Commit(ctx)
 }
 

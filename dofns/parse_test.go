@@ -16,7 +16,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -70,7 +70,7 @@ func init() {
 
 // clockAheadLetter reports whether d is the out_of_range dead letter of
 // sensor "fast" whose clock is ahead.
-func clockAheadLetter(d codec.DeadLetter) bool {
+func clockAheadLetter(d deadletter.DeadLetter) bool {
 	return d.Reason == schemas.ErrOutOfRange.Error() && strings.Contains(d.Error, "ahead of the wall clock") &&
 		strings.Contains(d.Error, "max_future 1h0m0s") && strings.Contains(d.Payload, `"fast"`)
 }
@@ -163,7 +163,7 @@ func TestParseMessageFnBoundsEachReading(t *testing.T) {
 func init() { register.Function1x1(deadLetterSize) }
 
 // deadLetterSize is a dead letter's reason and the size of its payload.
-func deadLetterSize(d codec.DeadLetter) string {
+func deadLetterSize(d deadletter.DeadLetter) string {
 	b, _ := d.PayloadBytes()
 	return fmt.Sprintf("%s %d", d.Reason, len(b))
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -16,7 +16,7 @@ func init() {
 	register.DoFn5x0[context.Context, beam.EventTime, string, schemas.Record, func(beam.EventTime, string, HourBatch)](&PreGroupFn{})
 	register.Emitter3[beam.EventTime, string, HourBatch]()
 	register.DoFn9x1[context.Context, beam.PaneInfo, beam.Window, string, func(*HourBatch) bool,
-		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(codec.DeadLetter), error](&BuildBatchedRowsFn{})
+		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(deadletter.DeadLetter), error](&BuildBatchedRowsFn{})
 	register.Iter1[HourBatch]()
 }
 
@@ -132,7 +132,7 @@ type BuildBatchedRowsFn struct {
 
 // ProcessElement builds the window's rows from every batch's readings.
 func (f *BuildBatchedRowsFn) ProcessElement(ctx context.Context, pane beam.PaneInfo, w beam.Window, key string, batches func(*HourBatch) bool,
-	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), dead func(codec.DeadLetter)) error {
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), dead func(deadletter.DeadLetter)) error {
 	var recs []schemas.Record
 	var p HourBatch
 	for batches(&p) {
@@ -143,6 +143,6 @@ func (f *BuildBatchedRowsFn) ProcessElement(ctx context.Context, pane beam.PaneI
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (f *BuildBatchedRowsFn) FinishBundle(ctx context.Context, _ func(hours.RowMutation), _ func(hours.BQRow), _ func(hours.BQRow), _ func(codec.DeadLetter)) error {
+func (f *BuildBatchedRowsFn) FinishBundle(ctx context.Context, _ func(hours.RowMutation), _ func(hours.BQRow), _ func(hours.BQRow), _ func(deadletter.DeadLetter)) error {
 	return f.hour.ctrs.Commit(ctx)
 }

@@ -13,14 +13,14 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
-	register.DoFn6x0[context.Context, string, string, func(string, string), func(beam.EventTime, string, schemas.Record), func(codec.DeadLetter)](&UnwrapDeadLetterFn{})
+	register.DoFn6x0[context.Context, string, string, func(string, string), func(beam.EventTime, string, schemas.Record), func(deadletter.DeadLetter)](&UnwrapDeadLetterFn{})
 	register.DoFn7x1[context.Context, string, HourBatch,
-		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(codec.DeadLetter), error](&ReplayRowsFn{})
+		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(deadletter.DeadLetter), error](&ReplayRowsFn{})
 }
 
 // ReplayRowsFn is a stream replay's hour builder: BuildRowsFn on each
@@ -41,18 +41,18 @@ var replayPane = beam.PaneInfo{Timing: typex.PaneOnTime, IsFirst: true, IsLast: 
 
 // ProcessElement builds the hour of one batch of records.
 func (f *ReplayRowsFn) ProcessElement(ctx context.Context, key string, b HourBatch,
-	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), dead func(codec.DeadLetter)) error {
+	emitRow func(hours.RowMutation), emitBQ func(hours.BQRow), emitRollup func(hours.BQRow), dead func(deadletter.DeadLetter)) error {
 	return f.build(ctx, replayPane, window.GlobalWindow{}, key, b.Records, emitRow, emitBQ, emitRollup, dead)
 }
 
 // UnwrapDeadLetterFn is the front of a dead-letter replay
 // (--format=deadletter): it reads each input line or message as a dead
-// letter (codec.ParseEnvelope), keeps those Filter takes, and hands the
+// letter (deadletter.ParseEnvelope), keeps those Filter takes, and hands the
 // payload on to the parse, as KV<source, payload>, with a source that
-// carries the dead letter (codec.ReplaySource): a record that fails
+// carries the dead letter (deadletter.ReplaySource): a record that fails
 // again is dead-lettered with its new reason and keeps the earlier ones,
 // and one whose write failed is written to that sink only. A rollup's dead
-// letter becomes a rebuild probe of its sensor-hour (schemas.RebuildProbe),
+// letter becomes a rebuild probe of its sensor-hour (deadletter.RebuildProbe),
 // on the probes output, for the batch to read back and roll up again.
 //
 // A line that is not a dead letter is dead-lettered itself (reason
@@ -64,12 +64,12 @@ func (f *ReplayRowsFn) ProcessElement(ctx context.Context, key string, b HourBat
 // same way, naming its sink, once the filter has taken it.
 type UnwrapDeadLetterFn struct {
 	Spec   *hours.Compiled
-	Filter codec.ReplayFilter
-	// Sinks are the run's sinks (codec.Sinks that it writes); empty:
+	Filter deadletter.ReplayFilter
+	// Sinks are the run's sinks (deadletter.Sinks that it writes); empty:
 	// any.
 	Sinks []string
 	// MaxLineBytes is the run's --max_line_bytes: a too_large dead letter
-	// of a file (codec.DeadLetter.Length) no longer than it is read
+	// of a file (deadletter.DeadLetter.Length) no longer than it is read
 	// back from the file (Stores.ReadRecord); a longer one stays
 	// too_large.
 	MaxLineBytes int
@@ -78,13 +78,13 @@ type UnwrapDeadLetterFn struct {
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (f *UnwrapDeadLetterFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(beam.EventTime, string, schemas.Record), _ func(codec.DeadLetter)) error {
+func (f *UnwrapDeadLetterFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(beam.EventTime, string, schemas.Record), _ func(deadletter.DeadLetter)) error {
 	return f.ctrs.Commit(ctx)
 }
 
 // ProcessElement unwraps one dead letter.
 func (f *UnwrapDeadLetterFn) ProcessElement(ctx context.Context, at, line string, emit func(string, string),
-	probe func(beam.EventTime, string, schemas.Record), dead func(codec.DeadLetter)) {
+	probe func(beam.EventTime, string, schemas.Record), dead func(deadletter.DeadLetter)) {
 	f.ctrs.Register(ctx, ledger.Replayed)
 	f.ctrs.Register(ctx, ledger.ReplayNotReadBack)
 	if len(line) == 0 {
@@ -93,11 +93,11 @@ func (f *UnwrapDeadLetterFn) ProcessElement(ctx context.Context, at, line string
 	reject := func(err error) {
 		f.ctrs.Inc(ctx, ledger.InputRecords, 1)
 		f.ctrs.Inc(ctx, ledger.InputRejected, 1)
-		dead(deadLetter(codec.SinkParse, line, at, err))
+		dead(deadLetter(deadletter.SinkParse, line, at, err))
 	}
-	var d codec.DeadLetter
+	var d deadletter.DeadLetter
 	var err error
-	if perr := ledger.Guard(func() { d, err = codec.ParseEnvelope([]byte(line)) }); perr != nil {
+	if perr := ledger.Guard(func() { d, err = deadletter.ParseEnvelope([]byte(line)) }); perr != nil {
 		err = perr
 	}
 	if err != nil {
@@ -108,12 +108,12 @@ func (f *UnwrapDeadLetterFn) ProcessElement(ctx context.Context, at, line string
 		f.ctrs.Inc(ctx, ledger.ReplayFiltered, 1)
 		return
 	}
-	if err := codec.CheckSinkOfRun(d, f.Sinks); err != nil {
+	if err := deadletter.CheckSinkOfRun(d, f.Sinks); err != nil {
 		reject(err)
 		return
 	}
 	if d.IsRollup() {
-		key, r, err := codec.RebuildProbe(f.Spec.Spec, d)
+		key, r, err := deadletter.RebuildProbe(f.Spec.Spec, d)
 		if err != nil {
 			reject(err)
 			return
@@ -133,18 +133,18 @@ func (f *UnwrapDeadLetterFn) ProcessElement(ctx context.Context, at, line string
 		return
 	}
 	f.ctrs.Inc(ctx, ledger.Replayed, 1)
-	emit(codec.ReplaySource(d), string(payload))
+	emit(deadletter.ReplaySource(d), string(payload))
 }
 
 // readBack replays a too_large dead letter of a file: the record read back
 // from the file when the run's limit takes it, else (or when the file
 // changed) a dead letter again, which keeps the record's place.
-func (f *UnwrapDeadLetterFn) readBack(ctx context.Context, d codec.DeadLetter, emit func(string, string), dead func(codec.DeadLetter)) {
+func (f *UnwrapDeadLetterFn) readBack(ctx context.Context, d deadletter.DeadLetter, emit func(string, string), dead func(deadletter.DeadLetter)) {
 	f.ctrs.Inc(ctx, ledger.Replayed, 1)
 	again := func(err error) {
 		f.ctrs.Inc(ctx, ledger.InputRecords, 1)
 		f.ctrs.Inc(ctx, ledger.InputRejected, 1)
-		dead(deadLetter(codec.SinkParse, d.Payload, codec.ReplaySource(d), err))
+		dead(deadLetter(deadletter.SinkParse, d.Payload, deadletter.ReplaySource(d), err))
 	}
 	max := schemas.LineLimit(f.MaxLineBytes)
 	if d.Length > int64(max) {
@@ -157,12 +157,12 @@ func (f *UnwrapDeadLetterFn) readBack(ctx context.Context, d codec.DeadLetter, e
 		again(fmt.Errorf("%w: the record cannot be read back: %w", schemas.ErrTooLarge, err))
 		return
 	}
-	emit(codec.ReplaySource(d), string(b))
+	emit(deadletter.ReplaySource(d), string(b))
 }
 
 // readRecord reads d's record back from its file with the registered
 // Stores.ReadRecord.
-func readRecord(ctx context.Context, d codec.DeadLetter) ([]byte, error) {
+func readRecord(ctx context.Context, d deadletter.DeadLetter) ([]byte, error) {
 	if stores.ReadRecord == nil {
 		return nil, errNoStore
 	}

@@ -18,26 +18,27 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/silences"
 )
 
 func init() {
-	register.DoFn5x0[context.Context, beam.EventTime, string, schemas.Record, func(beam.EventTime, string, hours.SilenceBatch)](&SilenceBatchFn{})
-	register.Emitter3[beam.EventTime, string, hours.SilenceBatch]()
-	register.DoFn6x1[context.Context, state.Provider, timers.Provider, string, hours.SilenceBatch, func(schemas.Silence), error](&SilencesFn{})
-	register.Emitter1[schemas.Silence]()
-	register.DoFn3x0[schemas.Silence, func(hours.BQRow), func(PubSubMessage)](&SilenceRecordsFn{})
+	register.DoFn5x0[context.Context, beam.EventTime, string, schemas.Record, func(beam.EventTime, string, silences.SilenceBatch)](&SilenceBatchFn{})
+	register.Emitter3[beam.EventTime, string, silences.SilenceBatch]()
+	register.DoFn6x1[context.Context, state.Provider, timers.Provider, string, silences.SilenceBatch, func(silences.Silence), error](&SilencesFn{})
+	register.Emitter1[silences.Silence]()
+	register.DoFn3x0[silences.Silence, func(hours.BQRow), func(PubSubMessage)](&SilenceRecordsFn{})
 	register.Emitter1[PubSubMessage]()
-	register.DoFn3x1[context.Context, []byte, func(string, hours.SilenceBatch), error](&RecoverSilencesFn{})
-	register.Emitter2[string, hours.SilenceBatch]()
+	register.DoFn3x1[context.Context, []byte, func(string, silences.SilenceBatch), error](&RecoverSilencesFn{})
+	register.Emitter2[string, silences.SilenceBatch]()
 
 	register.Function1x1(encodeSilenceBatch)
-	register.Function1x2(hours.DecodeSilenceBatch)
+	register.Function1x2(silences.DecodeSilenceBatch)
 	register.Function1x1(encodeSilence)
 	register.Function1x2(decodeSilence)
 	// One element per sensor and bundle crosses the keyed step: the
 	// identity once and the event times as varint deltas.
-	beam.RegisterCoder(reflect.TypeOf((*hours.SilenceBatch)(nil)).Elem(), encodeSilenceBatch, hours.DecodeSilenceBatch)
-	beam.RegisterCoder(reflect.TypeOf((*schemas.Silence)(nil)).Elem(), encodeSilence, decodeSilence)
+	beam.RegisterCoder(reflect.TypeOf((*silences.SilenceBatch)(nil)).Elem(), encodeSilenceBatch, silences.DecodeSilenceBatch)
+	beam.RegisterCoder(reflect.TypeOf((*silences.Silence)(nil)).Elem(), encodeSilence, decodeSilence)
 	beam.RegisterType(reflect.TypeOf((*PubSubMessage)(nil)).Elem())
 }
 
@@ -52,7 +53,7 @@ type PubSubMessage struct {
 const DefaultSilenceBuffered = 65_536
 
 // SilenceBatchFn packs a bundle's readings, KV<identity, Record>, into one
-// hours.SilenceBatch per sensor (its identity and the distinct event
+// silences.SilenceBatch per sensor (its identity and the distinct event
 // times, with their silent_after when the spec's cadence field sets it
 // per reading), stamped with the batch's earliest event time, so that
 // SilencesFn reads and writes each sensor's state once per bundle however
@@ -77,25 +78,25 @@ type silenceTime struct{ at, after int64 }
 
 // Setup notes whether silent_after is set per reading.
 func (f *SilenceBatchFn) Setup() {
-	_, fixed := f.Spec.SilenceAfter()
+	_, fixed := silences.SilenceAfter(f.Spec.Spec)
 	f.perRead = !fixed
 }
 
 // StartBundle starts with nothing held.
-func (f *SilenceBatchFn) StartBundle(func(beam.EventTime, string, hours.SilenceBatch)) {
+func (f *SilenceBatchFn) StartBundle(func(beam.EventTime, string, silences.SilenceBatch)) {
 	f.batches, f.buffered = map[string]*silenceAcc{}, 0
 }
 
 // ProcessElement adds a reading's event time to its sensor's batch.
-func (f *SilenceBatchFn) ProcessElement(_ context.Context, _ beam.EventTime, key string, r schemas.Record, emit func(beam.EventTime, string, hours.SilenceBatch)) {
+func (f *SilenceBatchFn) ProcessElement(_ context.Context, _ beam.EventTime, key string, r schemas.Record, emit func(beam.EventTime, string, silences.SilenceBatch)) {
 	a := f.batches[key]
 	if a == nil {
-		a = &silenceAcc{identity: f.Spec.IdentityValues(&r)}
+		a = &silenceAcc{identity: silences.IdentityValues(f.Spec.Spec, &r)}
 		f.batches[key] = a
 	}
 	t := silenceTime{at: r.EventMs}
 	if f.perRead {
-		t.after = f.Spec.SilentAfterOf(&r).Milliseconds()
+		t.after = silences.SilentAfterOf(f.Spec.Spec, &r).Milliseconds()
 	}
 	a.times = append(a.times, t)
 	f.buffered++
@@ -105,11 +106,11 @@ func (f *SilenceBatchFn) ProcessElement(_ context.Context, _ beam.EventTime, key
 }
 
 // FinishBundle sends every batch.
-func (f *SilenceBatchFn) FinishBundle(emit func(beam.EventTime, string, hours.SilenceBatch)) {
+func (f *SilenceBatchFn) FinishBundle(emit func(beam.EventTime, string, silences.SilenceBatch)) {
 	f.flush(emit)
 }
 
-func (f *SilenceBatchFn) flush(emit func(beam.EventTime, string, hours.SilenceBatch)) {
+func (f *SilenceBatchFn) flush(emit func(beam.EventTime, string, silences.SilenceBatch)) {
 	for key, a := range f.batches {
 		slices.SortFunc(a.times, func(x, y silenceTime) int {
 			if x.at != y.at {
@@ -118,7 +119,7 @@ func (f *SilenceBatchFn) flush(emit func(beam.EventTime, string, hours.SilenceBa
 			// Of two readings with one millisecond, the larger interval.
 			return int(min(max(y.after-x.after, -1), 1))
 		})
-		b := hours.SilenceBatch{Identity: a.identity, TimesMs: make([]int64, 0, len(a.times))}
+		b := silences.SilenceBatch{Identity: a.identity, TimesMs: make([]int64, 0, len(a.times))}
 		if f.perRead {
 			b.AfterMs = make([]int64, 0, len(a.times))
 		}
@@ -137,7 +138,7 @@ func (f *SilenceBatchFn) flush(emit func(beam.EventTime, string, hours.SilenceBa
 }
 
 // SilencesFn raises a stream's silences: keyed by identity, it keeps each
-// sensor's schemas.SilenceTrack in state (its newest reading's event time,
+// sensor's silences.SilenceTrack in state (its newest reading's event time,
 // that reading's silent_after, and whether its silence was raised) and an
 // event-time timer at the time the sensor turns silent
 // (SilenceTrack.DueMs). When the watermark passes it, the timer raises one
@@ -157,7 +158,7 @@ func (f *SilenceBatchFn) flush(emit func(beam.EventTime, string, hours.SilenceBa
 // written before it gets its resumed record, and no record written before
 // it is raised again. Without the silences table (a run that writes only
 // the topic) the gaps the readings show are raised again, with the same
-// ids (schemas.Spec.SilenceID), for a reader to drop.
+// ids (silences.SilenceID), for a reader to drop.
 //
 // The timer's output timestamp is its own time, the silence's
 // silent_since, which OnTimer reads to tell a timer set for an older
@@ -168,7 +169,7 @@ type SilencesFn struct {
 	// per reading, by each batch's AfterMs).
 	DefaultAfterMs int64
 
-	// Track is the sensor's schemas.SilenceTrack (AppendSilenceTrack).
+	// Track is the sensor's silences.SilenceTrack (AppendSilenceTrack).
 	Track state.Value[[]byte]
 	// Timer fires when the sensor turns silent.
 	Timer timers.EventTime
@@ -178,7 +179,7 @@ type SilencesFn struct {
 
 // NewSilencesFn returns a SilencesFn with its state and timer declared.
 func NewSilencesFn(spec *hours.Compiled) *SilencesFn {
-	d, _ := spec.SilenceAfter()
+	d, _ := silences.SilenceAfter(spec.Spec)
 	return &SilencesFn{
 		DefaultAfterMs: d.Milliseconds(),
 		Track:          state.MakeValueState[[]byte]("silence"),
@@ -193,7 +194,7 @@ func (f *SilencesFn) Setup() {
 }
 
 // ProcessElement takes one bundle's readings of one sensor.
-func (f *SilencesFn) ProcessElement(ctx context.Context, sp state.Provider, tp timers.Provider, key string, b hours.SilenceBatch, emit func(schemas.Silence)) error {
+func (f *SilencesFn) ProcessElement(ctx context.Context, sp state.Provider, tp timers.Provider, key string, b silences.SilenceBatch, emit func(silences.Silence)) error {
 	if len(b.TimesMs) == 0 && len(b.Stored) == 0 {
 		return nil
 	}
@@ -205,7 +206,7 @@ func (f *SilencesFn) ProcessElement(ctx context.Context, sp state.Provider, tp t
 		return nil // nothing newer: a late or redelivered batch
 	}
 	wasDue, wasSet := tr.DueMs()
-	var out []schemas.Silence
+	var out []silences.Silence
 	if b.History {
 		now := time.Now().UnixMilli()
 		out = tr.Prepend(b.Identity, b.TimesMs, b.AfterMs, f.DefaultAfterMs, now)
@@ -213,7 +214,7 @@ func (f *SilencesFn) ProcessElement(ctx context.Context, sp state.Provider, tp t
 	} else {
 		out = tr.Observe(b.Identity, b.TimesMs, b.AfterMs, f.DefaultAfterMs, time.Now().UnixMilli())
 	}
-	if err := f.Track.Write(sp, hours.AppendSilenceTrack(nil, tr)); err != nil {
+	if err := f.Track.Write(sp, silences.AppendSilenceTrack(nil, tr)); err != nil {
 		return fmt.Errorf("write silence state: %w", err)
 	}
 	if due, ok := tr.DueMs(); ok && (!wasSet || due != wasDue) {
@@ -225,7 +226,7 @@ func (f *SilencesFn) ProcessElement(ctx context.Context, sp state.Provider, tp t
 
 // OnTimer raises the sensor's silence, unless a newer reading came since
 // the timer was set.
-func (f *SilencesFn) OnTimer(ctx context.Context, at beam.EventTime, sp state.Provider, tp timers.Provider, key string, timer timers.Context, emit func(schemas.Silence)) error {
+func (f *SilencesFn) OnTimer(ctx context.Context, at beam.EventTime, sp state.Provider, tp timers.Provider, key string, timer timers.Context, emit func(silences.Silence)) error {
 	tr, err := f.read(sp)
 	if err != nil {
 		return err
@@ -234,27 +235,27 @@ func (f *SilencesFn) OnTimer(ctx context.Context, at beam.EventTime, sp state.Pr
 	if !ok {
 		return nil
 	}
-	if err := f.Track.Write(sp, hours.AppendSilenceTrack(nil, tr)); err != nil {
+	if err := f.Track.Write(sp, silences.AppendSilenceTrack(nil, tr)); err != nil {
 		return fmt.Errorf("write silence state: %w", err)
 	}
-	f.emit(ctx, []schemas.Silence{x}, emit)
+	f.emit(ctx, []silences.Silence{x}, emit)
 	return nil
 }
 
-func (f *SilencesFn) read(sp state.Provider) (schemas.SilenceTrack, error) {
+func (f *SilencesFn) read(sp state.Provider) (silences.SilenceTrack, error) {
 	b, ok, err := f.Track.Read(sp)
 	if err != nil {
-		return schemas.SilenceTrack{}, fmt.Errorf("read silence state: %w", err)
+		return silences.SilenceTrack{}, fmt.Errorf("read silence state: %w", err)
 	}
 	if !ok || len(b) == 0 {
-		return schemas.SilenceTrack{}, nil
+		return silences.SilenceTrack{}, nil
 	}
-	return hours.DecodeSilenceTrack(b)
+	return silences.DecodeSilenceTrack(b)
 }
 
-func (f *SilencesFn) emit(ctx context.Context, out []schemas.Silence, emit func(schemas.Silence)) {
+func (f *SilencesFn) emit(ctx context.Context, out []silences.Silence, emit func(silences.Silence)) {
 	for _, x := range out {
-		if x.Kind == schemas.SilenceRaised {
+		if x.Kind == silences.SilenceRaised {
 			f.raised.Inc(ctx, 1)
 		} else {
 			f.resumed.Inc(ctx, 1)
@@ -264,7 +265,7 @@ func (f *SilencesFn) emit(ctx context.Context, out []schemas.Silence, emit func(
 }
 
 // SilenceRecordsFn renders each silence record for its sinks: a row of
-// the silences table (schemas.Spec.SilenceBQRow) when BigQuery is on, and
+// the silences table (silences.SilenceBQRow) when BigQuery is on, and
 // a message for the silences topic when Topic is set, its data the
 // record's JSON, with attributes silence_id (for a reader to drop a
 // repeat) and kind.
@@ -275,31 +276,31 @@ type SilenceRecordsFn struct {
 }
 
 // ProcessElement renders one record.
-func (f *SilenceRecordsFn) ProcessElement(x schemas.Silence, row func(hours.BQRow), msg func(PubSubMessage)) {
+func (f *SilenceRecordsFn) ProcessElement(x silences.Silence, row func(hours.BQRow), msg func(PubSubMessage)) {
 	if f.BigQuery {
-		row(hours.SilenceBQRow(f.Spec.Spec, x))
+		row(silences.SilenceBQRow(f.Spec.Spec, x))
 	}
 	if f.Topic {
-		msg(PubSubMessage{Data: f.Spec.SilenceJSON(x), Attributes: map[string]string{
-			schemas.SilenceColID: f.Spec.SilenceID(x), schemas.SilenceColKind: x.Kind}})
+		msg(PubSubMessage{Data: silences.SilenceJSON(f.Spec.Spec, x), Attributes: map[string]string{
+			silences.SilenceColID: silences.SilenceID(f.Spec.Spec, x), silences.SilenceColKind: x.Kind}})
 	}
 }
 
-func encodeSilenceBatch(b hours.SilenceBatch) []byte { return hours.AppendSilenceBatch(nil, b) }
+func encodeSilenceBatch(b silences.SilenceBatch) []byte { return silences.AppendSilenceBatch(nil, b) }
 
 // encodeSilence writes a record as its kind, the four times as varints,
 // then the identity (a SilenceBatch with no times).
-func encodeSilence(x schemas.Silence) []byte {
+func encodeSilence(x silences.Silence) []byte {
 	b := binary.AppendUvarint(nil, uint64(len(x.Kind)))
 	b = append(b, x.Kind...)
 	for _, t := range []int64{x.LastSeenMs, x.SilentSinceMs, x.DetectedAtMs, x.ResumedAtMs} {
 		b = binary.AppendVarint(b, t)
 	}
-	return hours.AppendSilenceBatch(b, hours.SilenceBatch{Identity: x.Identity})
+	return silences.AppendSilenceBatch(b, silences.SilenceBatch{Identity: x.Identity})
 }
 
-func decodeSilence(p []byte) (schemas.Silence, error) {
-	var x schemas.Silence
+func decodeSilence(p []byte) (silences.Silence, error) {
+	var x silences.Silence
 	n, k := binary.Uvarint(p)
 	if k <= 0 || n > uint64(len(p)-k) {
 		return x, fmt.Errorf("%w: silence: bad kind", codec.ErrCodec)
@@ -312,7 +313,7 @@ func decodeSilence(p []byte) (schemas.Silence, error) {
 		}
 		*t, p = v, p[k:]
 	}
-	b, err := hours.DecodeSilenceBatch(p)
+	b, err := silences.DecodeSilenceBatch(p)
 	if err != nil {
 		return x, err
 	}
@@ -362,7 +363,7 @@ func (f *RecoverSilencesFn) Teardown() error {
 }
 
 // ProcessElement scans the readings and emits a History batch per sensor.
-func (f *RecoverSilencesFn) ProcessElement(ctx context.Context, _ []byte, emit func(string, hours.SilenceBatch)) error {
+func (f *RecoverSilencesFn) ProcessElement(ctx context.Context, _ []byte, emit func(string, silences.SilenceBatch)) error {
 	if f.reader == nil {
 		return nil
 	}
@@ -383,7 +384,7 @@ func (f *RecoverSilencesFn) ProcessElement(ctx context.Context, _ []byte, emit f
 	if err != nil {
 		return fmt.Errorf("recover silences: %w", err)
 	}
-	stored := map[string][]schemas.Silence{}
+	stored := map[string][]silences.Silence{}
 	if f.BigQueryDataset != "" && stores.ReadSilences != nil {
 		xs, err := stores.ReadSilences(ctx, f.BigQueryProject, f.BigQueryDataset, f.Spec.Spec, time.Now().Add(-StoredSilencesLookback).UnixMilli())
 		if err != nil {
@@ -395,14 +396,14 @@ func (f *RecoverSilencesFn) ProcessElement(ctx context.Context, _ []byte, emit f
 		}
 	}
 	f.found.Inc(ctx, int64(len(acc.batches)))
-	acc.flush(func(_ beam.EventTime, key string, b hours.SilenceBatch) {
+	acc.flush(func(_ beam.EventTime, key string, b silences.SilenceBatch) {
 		b.History, b.Stored = true, stored[key]
 		delete(stored, key)
 		emit(key, b)
 	})
 	// Sensors with records but no reading within the allowed lateness.
 	for key, xs := range stored {
-		emit(key, hours.SilenceBatch{Identity: xs[0].Identity, History: true, Stored: xs})
+		emit(key, silences.SilenceBatch{Identity: xs[0].Identity, History: true, Stored: xs})
 	}
 	return nil
 }

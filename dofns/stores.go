@@ -7,6 +7,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
+	"github.com/sensorpipe/sensorpipe/schemas/silences"
 )
 
 // Stores are what the core reads back from the edges' stores: a
@@ -26,11 +27,11 @@ type Stores struct {
 	ReadRecord func(ctx context.Context, path string, offset, length int64, sum string) ([]byte, error)
 	// ReadSilences reads the silence and resumed records with
 	// silent_since at or after sinceMs from the silences table
-	// (schemas.SilencesTable) of the BigQuery dataset project.dataset,
+	// (silences.SilencesTable) of the BigQuery dataset project.dataset,
 	// each with its identity's values in spec.Identity order: what a
 	// restarted local stream raised before (RecoverSilencesFn). A table
 	// that does not exist holds none.
-	ReadSilences func(ctx context.Context, project, dataset string, spec *schemas.Spec, sinceMs int64) ([]schemas.Silence, error)
+	ReadSilences func(ctx context.Context, project, dataset string, spec *schemas.Spec, sinceMs int64) ([]silences.Silence, error)
 }
 
 // A TableReader reads rows of a stored table back.

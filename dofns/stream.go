@@ -11,12 +11,12 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
-	register.DoFn6x0[context.Context, beam.EventTime, string, schemas.Record, func(string, schemas.Record), func(codec.DeadLetter)](&TooLateFn{})
+	register.DoFn6x0[context.Context, beam.EventTime, string, schemas.Record, func(string, schemas.Record), func(deadletter.DeadLetter)](&TooLateFn{})
 	register.DoFn4x0[context.Context, string, schemas.Record, func(hours.RowMutation)](&ArrivalRowsFn{})
 	register.Emitter2[string, schemas.Record]()
 	register.Emitter2[string, string]()
@@ -48,14 +48,14 @@ type TooLateFn struct {
 
 // StartBundle registers the too_late counter before the first one.
 // (Beam wants StartBundle to take ProcessElement's emitters.)
-func (f *TooLateFn) StartBundle(ctx context.Context, _ func(string, schemas.Record), _ func(codec.DeadLetter)) {
+func (f *TooLateFn) StartBundle(ctx context.Context, _ func(string, schemas.Record), _ func(deadletter.DeadLetter)) {
 	f.ctrs.Register(ctx, ledger.TooLate)
 }
 
 // ProcessElement passes on-time and allowed-late readings and dead-letters
 // the others.
 func (f *TooLateFn) ProcessElement(ctx context.Context, et beam.EventTime, key string, r schemas.Record,
-	emit func(string, schemas.Record), dead func(codec.DeadLetter)) {
+	emit func(string, schemas.Record), dead func(deadletter.DeadLetter)) {
 	now := time.Now().Add(f.Margin).UnixMilli()
 	if !hours.TooLate(r.EventMs, now, f.WindowSize, f.AllowedLateness) {
 		emit(key, r)
@@ -63,7 +63,7 @@ func (f *TooLateFn) ProcessElement(ctx context.Context, et beam.EventTime, key s
 	}
 	f.ctrs.Inc(ctx, ledger.TooLate, 1)
 	closed := time.UnixMilli(hours.WindowEnd(r.EventMs, f.WindowSize)).Add(f.AllowedLateness).UTC()
-	dead(deadLetter(codec.SinkWindow, r.Raw, r.Source, fmt.Errorf("%w: event time %s is in a window closed since %s (allowed lateness %v)",
+	dead(deadLetter(deadletter.SinkWindow, r.Raw, r.Source, fmt.Errorf("%w: event time %s is in a window closed since %s (allowed lateness %v)",
 		schemas.ErrTooLate, time.UnixMilli(r.EventMs).UTC().Format(time.RFC3339Nano), closed.Format(time.RFC3339), f.AllowedLateness)))
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -69,7 +69,7 @@ func contains(list []string, s string) bool {
 // (ledger.Unchanged), per sink table.
 func (f *BuildRowsFn) countUnchanged(ctx context.Context, un hours.Unchanged) {
 	for _, u := range un.Bigtable {
-		f.hour.ctrs.Sink(ctx, codec.SinkBigtable, u.Table, u.Kind, ledger.Unchanged, u.N)
+		f.hour.ctrs.Sink(ctx, deadletter.SinkBigtable, u.Table, u.Kind, ledger.Unchanged, u.N)
 	}
 	if un.Hour {
 		f.hour.ctrs.Inc(ctx, ledger.UnchangedHours, 1)

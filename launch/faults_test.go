@@ -21,7 +21,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/faultproxy"
 	"github.com/sensorpipe/sensorpipe/launch/bench"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // wait waits for a launcher started with startStream to end by itself,
@@ -138,7 +138,7 @@ func TestBigtableDiesMidBackfill(t *testing.T) {
 	}
 	var bt ledger.Sink
 	for _, s := range l.Sinks {
-		if s.Sink == codec.SinkBigtable {
+		if s.Sink == deadletter.SinkBigtable {
 			bt = s
 		}
 	}
@@ -146,7 +146,7 @@ func TestBigtableDiesMidBackfill(t *testing.T) {
 		t.Errorf("bigtable %+v; want every reading written or dead-lettered as unavailable", bt)
 	}
 	t.Logf("before the kill %d readings were written; %d dead-lettered", bt.Written, bt.Failed)
-	if got := l.DeadLetters[codec.SinkBigtable]["write_failed"]; got != bt.Failed {
+	if got := l.DeadLetters[deadletter.SinkBigtable]["write_failed"]; got != bt.Failed {
 		t.Errorf("%d bigtable write_failed dead letters stored; want %d", got, bt.Failed)
 	}
 	if int64(stored) != bt.Failed {
@@ -192,7 +192,7 @@ func checkLedger(t *testing.T, r result, summary string, n int, sinks ...string)
 	for _, sink := range sinks {
 		found := false
 		for _, s := range l.Sinks {
-			if s.Sink == sink && s.Sink != codec.SinkBigQueryRollups {
+			if s.Sink == sink && s.Sink != deadletter.SinkBigQueryRollups {
 				found = true
 				if s.Written != int64(n) || s.Failed != 0 {
 					t.Errorf("%s %s: %+v; want %d readings written", s.Sink, s.Table, s, n)
@@ -221,7 +221,7 @@ func TestBigtableFaults(t *testing.T) {
 		return r, summary
 	}
 	r, summary := run(t, host, "no_faults")
-	checkLedger(t, r, summary, n, codec.SinkBigtable)
+	checkLedger(t, r, summary, n, deadletter.SinkBigtable)
 	want := strings.Join(dump(t, host, "no_faults"), "\n")
 
 	for i, fc := range faultCases {
@@ -237,7 +237,7 @@ func TestBigtableFaults(t *testing.T) {
 			r, summary := run(t, p.Addr(), table)
 			st := p.Stats()
 			t.Logf("%d of %d MutateRows calls failed %s", faultproxy.Total(st.Faults, "/MutateRows"), faultproxy.Total(st.Calls, "/MutateRows"), fc.when)
-			checkLedger(t, r, summary, n, codec.SinkBigtable)
+			checkLedger(t, r, summary, n, deadletter.SinkBigtable)
 			if got := strings.Join(dump(t, host, table), "\n"); got != want {
 				t.Fatalf("cells differ from the run without faults (%d lines, want %d)", strings.Count(got, "\n"), strings.Count(want, "\n"))
 			}
@@ -298,7 +298,7 @@ func TestBigQueryFaults(t *testing.T) {
 		return r, summary
 	}
 	r, summary := run(t, bq.GRPCAddr, "no_faults")
-	checkLedger(t, r, summary, n, codec.SinkBigtable, codec.SinkBigQuery)
+	checkLedger(t, r, summary, n, deadletter.SinkBigtable, deadletter.SinkBigQuery)
 	want, repeats := readingsByID(t, bq, "no_faults")
 	if len(want) != n || repeats != 0 {
 		t.Fatalf("the run without faults wrote %d readings (%d repeats); want %d", len(want), repeats, n)
@@ -318,7 +318,7 @@ func TestBigQueryFaults(t *testing.T) {
 			got, repeats := readingsByID(t, bq, dataset)
 			t.Logf("%d of %d AppendRows requests failed %s; %d rows repeat a reading_id", faultproxy.Total(st.Faults, "/AppendRows"),
 				faultproxy.Total(st.Calls, "/AppendRows"), fc.when, repeats)
-			checkLedger(t, r, summary, n, codec.SinkBigQuery)
+			checkLedger(t, r, summary, n, deadletter.SinkBigQuery)
 			if fc.when == faultproxy.Before && repeats != 0 {
 				t.Errorf("%d repeated rows; a request failed before forwarding never lands", repeats)
 			}
@@ -394,7 +394,7 @@ func TestBigQueryAnswersLost(t *testing.T) {
 	code := job.wait(t, 5*time.Minute)
 	st := p.Stats()
 	t.Logf("%d of %d AppendRows streams lost their answers", faultproxy.Total(st.Faults, "/AppendRows"), faultproxy.Total(st.Calls, "/AppendRows"))
-	checkLedger(t, result{code, job.stdout.String(), job.stderr.String()}, summary, n, codec.SinkBigQuery)
+	checkLedger(t, result{code, job.stdout.String(), job.stderr.String()}, summary, n, deadletter.SinkBigQuery)
 	if got, _ := readingsByID(t, bq, "lost"); len(got) != n {
 		t.Fatalf("%d readings in BigQuery; want %d", len(got), n)
 	}
@@ -431,11 +431,11 @@ func TestBigQueryRejectionsAreDeadLettersForBigQuery(t *testing.T) {
 			}
 			for _, s := range l.Sinks {
 				switch s.Sink {
-				case codec.SinkBigtable:
+				case deadletter.SinkBigtable:
 					if s.Written != l.Readings || s.Written == 0 {
 						t.Errorf("bigtable %+v; want all %d readings written", s, l.Readings)
 					}
-				case codec.SinkBigQuery:
+				case deadletter.SinkBigQuery:
 					if s.Failed != l.Readings || s.Unavailable != 0 {
 						t.Errorf("bigquery %+v; want all %d readings dead-lettered as rejected", s, l.Readings)
 					}
@@ -443,7 +443,7 @@ func TestBigQueryRejectionsAreDeadLettersForBigQuery(t *testing.T) {
 			}
 			n := 0
 			for _, d := range deadLetters(t, dl) {
-				if d["sink"] != codec.SinkBigQuery {
+				if d["sink"] != deadletter.SinkBigQuery {
 					continue
 				}
 				n++
@@ -557,11 +557,11 @@ func TestBigQueryDiesMidBackfill(t *testing.T) {
 	}
 	for _, s := range l.Sinks {
 		switch s.Sink {
-		case codec.SinkBigtable:
+		case deadletter.SinkBigtable:
 			if s.Written != int64(n) {
 				t.Errorf("bigtable %+v; want all %d readings written", s, n)
 			}
-		case codec.SinkBigQuery:
+		case deadletter.SinkBigQuery:
 			if s.Routed != int64(n) || s.Written+s.Failed != s.Routed || s.Unavailable == 0 || s.Unavailable != s.Failed {
 				t.Errorf("bigquery %+v; want every reading written or dead-lettered as unavailable", s)
 			}
@@ -575,11 +575,11 @@ func TestBigQueryDiesMidBackfill(t *testing.T) {
 	}
 	stored := 0
 	for _, d := range deadLetters(t, dl) {
-		if d["sink"] == codec.SinkBigQuery && d["reason"] == "write_failed" && d["payload"] != "" {
+		if d["sink"] == deadletter.SinkBigQuery && d["reason"] == "write_failed" && d["payload"] != "" {
 			stored++
 		}
 	}
-	if want := l.DeadLetters[codec.SinkBigQuery]["write_failed"]; int64(stored) != want || want == 0 {
+	if want := l.DeadLetters[deadletter.SinkBigQuery]["write_failed"]; int64(stored) != want || want == 0 {
 		t.Errorf("%d bigquery write_failed dead letters stored; the ledger counts %d", stored, want)
 	}
 }
@@ -622,7 +622,7 @@ func TestLostAnswersCostAboutACallsLatency(t *testing.T) {
 		return r, summary
 	}
 	r, summary := run(t, bt, bq.GRPCAddr, "no_faults")
-	checkLedger(t, r, summary, n, codec.SinkBigtable, codec.SinkBigQuery)
+	checkLedger(t, r, summary, n, deadletter.SinkBigtable, deadletter.SinkBigQuery)
 	want := dump(t, bt, "no_faults")
 
 	seeds := strings.Split(*faultSeeds, ",")
@@ -654,7 +654,7 @@ func TestLostAnswersCostAboutACallsLatency(t *testing.T) {
 			t.Logf("seed %d: %d of %d MutateRows calls and %d of %d AppendRows streams lost their answers", seed,
 				faultproxy.Total(bts.Faults, "/MutateRows"), faultproxy.Total(bts.Calls, "/MutateRows"),
 				faultproxy.Total(bqs.Faults, "/AppendRows"), faultproxy.Total(bqs.Calls, "/AppendRows"))
-			checkLedger(t, r, summary, n, codec.SinkBigtable, codec.SinkBigQuery)
+			checkLedger(t, r, summary, n, deadletter.SinkBigtable, deadletter.SinkBigQuery)
 			if got := dump(t, bt, name); cellDiff(got, want) != 0 {
 				t.Errorf("Bigtable: %d cells differ from the run without faults:\n%s", cellDiff(got, want), firstDiffs(got, want, 5))
 			}

@@ -18,14 +18,15 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // envelopes reads the dead letters of dir as the replay reads them
-// (codec.ParseEnvelope).
-func envelopes(t *testing.T, dir string) []codec.DeadLetter {
+// (deadletter.ParseEnvelope).
+func envelopes(t *testing.T, dir string) []deadletter.DeadLetter {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
-	var out []codec.DeadLetter
+	var out []deadletter.DeadLetter
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -34,7 +35,7 @@ func envelopes(t *testing.T, dir string) []codec.DeadLetter {
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		sc.Buffer(nil, 16<<20)
 		for sc.Scan() {
-			d, err := codec.ParseEnvelope(sc.Bytes())
+			d, err := deadletter.ParseEnvelope(sc.Bytes())
 			if err != nil {
 				t.Fatalf("dead letter %s: %v", f, err)
 			}

@@ -22,7 +22,9 @@ import (
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/silences"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
@@ -404,7 +406,7 @@ func parseStream(f *flags, r runner, cfg *pipelines.Config, p *plan) error {
 		return usagef("--pubsub_ack_deadline=%v: use 10s..600s", f.ackDeadline)
 	}
 	if f.silencesTopic != "" {
-		if !cfg.Spec.RaisesSilences() {
+		if !silences.RaisesSilences(cfg.Spec.Spec) {
 			return usagef("--silences_topic: the spec declares no cadence, so the stream raises no silences: add cadence: (or cadence_field:) to the spec, or drop the flag")
 		}
 		topic, err := targets.ParseTopic(f.silencesTopic)
@@ -413,7 +415,7 @@ func parseStream(f *flags, r runner, cfg *pipelines.Config, p *plan) error {
 		}
 		cfg.SilencesTopic = &topic
 	}
-	if cfg.Spec.RaisesSilences() && cfg.BigQuery == nil && cfg.SilencesTopic == nil && cfg.Replay == nil {
+	if silences.RaisesSilences(cfg.Spec.Spec) && cfg.BigQuery == nil && cfg.SilencesTopic == nil && cfg.Replay == nil {
 		p.warnings = append(p.warnings, "warning: the spec declares a cadence, but this stream raises no silences: it has nowhere to write them (give --bigquery_dataset for the sensor_silences table, or --silences_topic)")
 	}
 	p.stream.Windowing = pipelines.Windowing{EarlyFiring: f.earlyFiring, LateFiring: f.lateFiring, AllowedLateness: f.allowedLateness}
@@ -447,8 +449,8 @@ func replayFilter(reasons, sinks string) (*pipelines.Replay, error) {
 		r.Reasons = append(r.Reasons, reason)
 	}
 	for _, sink := range splitList(sinks) {
-		if !slices.Contains(codec.Sinks, sink) {
-			return nil, usagef("--replay_sink=%s: %q is no sink; use %s", sinks, sink, strings.Join(codec.Sinks, ", "))
+		if !slices.Contains(deadletter.Sinks, sink) {
+			return nil, usagef("--replay_sink=%s: %q is no sink; use %s", sinks, sink, strings.Join(deadletter.Sinks, ", "))
 		}
 		r.Sinks = append(r.Sinks, sink)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"os"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/pipelines"
+	"github.com/sensorpipe/sensorpipe/schemas/silences"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
@@ -62,8 +62,8 @@ func preflight(ctx context.Context, cfg pipelines.Config, p plan) error {
 	}
 	if bq := cfg.BigQuery; bq != nil {
 		tables := cfg.Spec.BigQueryTables()
-		if p.streaming && cfg.Replay == nil && cfg.Spec.RaisesSilences() {
-			tables = append(tables, hours.SilencesBigQuery(cfg.Spec.Spec))
+		if p.streaming && cfg.Replay == nil && silences.RaisesSilences(cfg.Spec.Spec) {
+			tables = append(tables, silences.SilencesBigQuery(cfg.Spec.Spec))
 		}
 		for i, t := range tables {
 			name := t.Table

@@ -7,7 +7,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -29,9 +29,9 @@ func TestStreamProgressSaysWhatIsProvisional(t *testing.T) {
 		ledger.InputRecords:  952,
 		ledger.InputRejected: 17,
 		ledger.Readings:      53,
-		ledger.SinkKey(codec.SinkBigtable, table, hours.OriginReading, ledger.Written):      53,
-		ledger.SinkKey(codec.SinkBigtable, table, hours.OriginProvisional, ledger.Written):  904,
-		ledger.SinkKey(codec.SinkBigQuery, "readings", hours.OriginReading, ledger.Written): 53,
+		ledger.SinkKey(deadletter.SinkBigtable, table, hours.OriginReading, ledger.Written):      53,
+		ledger.SinkKey(deadletter.SinkBigtable, table, hours.OriginProvisional, ledger.Written):  904,
+		ledger.SinkKey(deadletter.SinkBigQuery, "readings", hours.OriginReading, ledger.Written): 53,
 	}
 	got := progressLine(compiled, true, ledger.Counters{}, cur, 30*time.Second, 30*time.Second)
 	for _, want := range []string{"read 952 (882 in open hours, provisional; 53 final, their hour closed; 17 rejected)",

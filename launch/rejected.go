@@ -7,7 +7,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
@@ -27,7 +27,7 @@ type reasonCount struct {
 // parse and window dead letters), most first.
 func rejectedReasons(l *ledger.Ledger) []reasonCount {
 	by := map[string]int64{}
-	for _, sink := range []string{codec.SinkParse, codec.SinkWindow} {
+	for _, sink := range []string{deadletter.SinkParse, deadletter.SinkWindow} {
 		for r, n := range l.DeadLetters[sink] {
 			by[r] += n
 		}

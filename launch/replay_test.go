@@ -15,7 +15,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/internal/testrig/faultproxy"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // TestReplayAfterBigQueryDiesMidBatch stops BigQuery midway through a
@@ -137,7 +137,7 @@ func TestReplayFixedParseDeadLetters(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			var d codec.DeadLetter
+			var d deadletter.DeadLetter
 			if err := json.Unmarshal([]byte(l), &d); err != nil {
 				t.Fatal(err)
 			}
@@ -231,14 +231,14 @@ func TestReplayTooLargeLineFromItsFile(t *testing.T) {
 	if r := runLauncher(t, env, args(in+"/*", dl)...); r.code != 0 {
 		t.Fatalf("batch: exit %d\n%s", r.code, r.stderr)
 	}
-	var got []codec.DeadLetter
+	var got []deadletter.DeadLetter
 	for _, f := range mustGlob(t, filepath.Join(dl, "*.jsonl")) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			var d codec.DeadLetter
+			var d deadletter.DeadLetter
 			if err := json.Unmarshal([]byte(l), &d); err != nil {
 				t.Fatal(err)
 			}
@@ -250,7 +250,7 @@ func TestReplayTooLargeLineFromItsFile(t *testing.T) {
 		t.Fatalf("%d dead letters; want the 20 MB line's", len(got))
 	}
 	d := got[0]
-	want := codec.DeadLetter{Reason: "too_large", Source: file, Line: 2, Offset: int64(len(first) + 1), Length: int64(len(huge)), SHA256: hex.EncodeToString(sum[:])}
+	want := deadletter.DeadLetter{Reason: "too_large", Source: file, Line: 2, Offset: int64(len(first) + 1), Length: int64(len(huge)), SHA256: hex.EncodeToString(sum[:])}
 	if d.Reason != want.Reason || d.Source != want.Source || d.Line != want.Line || d.Offset != want.Offset || d.Length != want.Length || d.SHA256 != want.SHA256 || len(d.Payload) != 1024 {
 		t.Fatalf("dead letter %s %s line %d offset %d length %d sha256 %s, payload %d bytes;\nwant %s %s line %d offset %d length %d sha256 %s, payload 1024 bytes",
 			d.Reason, d.Source, d.Line, d.Offset, d.Length, d.SHA256, len(d.Payload), want.Reason, want.Source, want.Line, want.Offset, want.Length, want.SHA256)

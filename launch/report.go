@@ -17,7 +17,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/pipelines"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
@@ -39,10 +39,10 @@ func progressLine(spec *hours.Compiled, stream bool, prev, cur ledger.Counters, 
 			}
 		}
 		switch {
-		case s.Sink == codec.SinkBigtable && s.Table == spec.Bigtable.Tables[0].Name:
+		case s.Sink == deadletter.SinkBigtable && s.Table == spec.Bigtable.Tables[0].Name:
 			written += n
 			provisional += early
-		case s.Sink == codec.SinkBigQuery:
+		case s.Sink == deadletter.SinkBigQuery:
 			bq += n
 		}
 	}
@@ -110,21 +110,21 @@ func report(w io.Writer, took time.Duration, cfg pipelines.Config, p plan, in ma
 }
 
 func storeName(sink string) string {
-	if sink == codec.SinkBigtable {
+	if sink == deadletter.SinkBigtable {
 		return "Bigtable"
 	}
 	return "BigQuery"
 }
 
 func storeWhere(sink string) string {
-	if sink == codec.SinkBigtable {
+	if sink == deadletter.SinkBigtable {
 		return bigtableio.Where()
 	}
 	return bigqueryio.WriterEndpoint()
 }
 
 func countedName(sink string) string {
-	if sink == codec.SinkBigQueryRollups {
+	if sink == deadletter.SinkBigQueryRollups {
 		return "rollup rows"
 	}
 	return "readings"

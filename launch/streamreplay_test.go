@@ -15,7 +15,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // TestStreamReplayRebuildsTouchedHours replays write failures from a
@@ -94,7 +94,7 @@ func TestStreamReplayRebuildsTouchedHours(t *testing.T) {
 
 	// The dead letters on a topic, as a pubsub: dead-letter target puts
 	// them.
-	envelope := func(d codec.DeadLetter) streamMsg {
+	envelope := func(d deadletter.DeadLetter) streamMsg {
 		d.Reason, d.Error, d.Source, d.Time = "write_failed", "unavailable", "projects/p/subscriptions/readings", time.Now().UTC().Format(time.RFC3339)
 		b, err := json.Marshal(d)
 		if err != nil {
@@ -104,10 +104,10 @@ func TestStreamReplayRebuildsTouchedHours(t *testing.T) {
 	}
 	var dls []streamMsg
 	for _, l := range lostBigtable {
-		dls = append(dls, envelope(codec.DeadLetter{Payload: l, Sink: codec.SinkBigtable}))
+		dls = append(dls, envelope(deadletter.DeadLetter{Payload: l, Sink: deadletter.SinkBigtable}))
 	}
-	dls = append(dls, envelope(codec.DeadLetter{Payload: lostBigQuery, Sink: codec.SinkBigQuery}),
-		envelope(codec.DeadLetter{Sink: codec.SinkBigQueryRollups, Identity: map[string]string{"sensor_id": "rp-1"},
+	dls = append(dls, envelope(deadletter.DeadLetter{Payload: lostBigQuery, Sink: deadletter.SinkBigQuery}),
+		envelope(deadletter.DeadLetter{Sink: deadletter.SinkBigQueryRollups, Identity: map[string]string{"sensor_id": "rp-1"},
 			WindowStart: h.Format(time.RFC3339), WindowEnd: h.Add(time.Hour).Format(time.RFC3339)}))
 	f := newPubSub(t, ps, "rp-dl")
 	f.publish(t, dls...)
@@ -157,14 +157,14 @@ func TestStreamReplayRebuildsTouchedHours(t *testing.T) {
 	}
 	// Bigtable took rp-0's three readings (and their hour's rewrites), not
 	// rp-1's; BigQuery rp-1's reading (and its hour's), not rp-0's.
-	if l.ReplaySkipped[codec.SinkBigtable] != 1 || l.ReplaySkipped[codec.SinkBigQuery] != int64(len(lostBigtable)) {
+	if l.ReplaySkipped[deadletter.SinkBigtable] != 1 || l.ReplaySkipped[deadletter.SinkBigQuery] != int64(len(lostBigtable)) {
 		t.Errorf("replay left out %v; want 1 reading of Bigtable (rp-1's) and %d of BigQuery (rp-0's)", l.ReplaySkipped, len(lostBigtable))
 	}
 	for _, s := range l.Sinks {
-		if want := map[string]int64{codec.SinkBigtable: int64(len(lostBigtable)), codec.SinkBigQuery: 1, codec.SinkBigQueryRollups: 1}[s.Sink]; s.Written != want {
+		if want := map[string]int64{deadletter.SinkBigtable: int64(len(lostBigtable)), deadletter.SinkBigQuery: 1, deadletter.SinkBigQueryRollups: 1}[s.Sink]; s.Written != want {
 			t.Errorf("%s %s: the replay wrote %d; want %d", s.Sink, s.Table, s.Written, want)
 		}
-		if s.Sink == codec.SinkBigtable && s.Rows != 1 {
+		if s.Sink == deadletter.SinkBigtable && s.Rows != 1 {
 			t.Errorf("the replay wrote %d Bigtable rows; want 1, rp-0's hour", s.Rows)
 		}
 	}

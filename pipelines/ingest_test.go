@@ -17,7 +17,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/internal/loopback"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
@@ -45,7 +45,7 @@ func rowSummary(m hours.RowMutation) string {
 	return m.Table + "/" + m.RowKey + ": " + strings.Join(cells, " ")
 }
 
-func deadReason(d codec.DeadLetter) string { return d.Reason + " " + d.Source }
+func deadReason(d deadletter.DeadLetter) string { return d.Reason + " " + d.Source }
 
 // bqColumnsFn renders BigQuery rows as text from the columns it names,
 // found by name among the table's columns (a BQRow's Values are in the

@@ -17,7 +17,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
@@ -103,14 +103,14 @@ func TestBatchLedgerIsItsRecord(t *testing.T) {
 	}
 	var bt ledger.Sink
 	for _, s := range got.Sinks {
-		if s.Sink == codec.SinkBigtable {
+		if s.Sink == deadletter.SinkBigtable {
 			bt = s
 		}
 	}
 	if got.Read != int64(readings+bad) || got.Readings != int64(readings) || got.Rejected != bad ||
 		bt.Routed != int64(readings) || bt.Failed != int64(readings) ||
-		got.DeadLetters[codec.SinkBigtable][schemas.ErrWriteFailed.Error()] != int64(readings) ||
-		got.DeadLetters[codec.SinkParse][schemas.ErrMalformed.Error()] != bad {
+		got.DeadLetters[deadletter.SinkBigtable][schemas.ErrWriteFailed.Error()] != int64(readings) ||
+		got.DeadLetters[deadletter.SinkParse][schemas.ErrMalformed.Error()] != bad {
 		t.Errorf("ledger %+v, bigtable %+v; want %d records read, %d readings all dead-lettered write_failed, %d malformed", got, bt, readings+bad, readings, bad)
 	}
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/dofns/deadletterio"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
@@ -149,11 +149,11 @@ func (c Config) sinks() (bigtableio.Config, *bigqueryio.Config) {
 // runSinks are the sinks a run of c has: parse, window and Bigtable, and
 // BigQuery's readings and rollups when it writes them.
 func (c Config) runSinks() []string {
-	out := []string{codec.SinkParse, codec.SinkWindow, codec.SinkBigtable}
+	out := []string{deadletter.SinkParse, deadletter.SinkWindow, deadletter.SinkBigtable}
 	if c.BigQuery != nil {
-		out = append(out, codec.SinkBigQuery)
+		out = append(out, deadletter.SinkBigQuery)
 		if c.Spec != nil && c.Spec.Roller() != nil {
-			out = append(out, codec.SinkBigQueryRollups)
+			out = append(out, deadletter.SinkBigQueryRollups)
 		}
 	}
 	return out
@@ -176,7 +176,7 @@ func parseLinesChecked(s beam.Scope, cfg Config, lines beam.PCollection, withPro
 	if cfg.Replay == nil {
 		return beam.ParDo2(s.Scope("Parse"), &dofns.ParseFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes, MaxFuture: maxFuture}, lines)
 	}
-	fn := &dofns.UnwrapDeadLetterFn{Spec: cfg.Spec, Filter: codec.ReplayFilter{Reasons: cfg.Replay.Reasons, Sinks: cfg.Replay.Sinks},
+	fn := &dofns.UnwrapDeadLetterFn{Spec: cfg.Spec, Filter: deadletter.ReplayFilter{Reasons: cfg.Replay.Reasons, Sinks: cfg.Replay.Sinks},
 		Sinks: cfg.runSinks(), MaxLineBytes: cfg.MaxLineBytes}
 	payloads, probes, unwrapDead := beam.ParDo3(s.Scope("UnwrapDeadLetters"), fn, lines)
 	records, parseDead := beam.ParDo2(s.Scope("Parse"), &dofns.ParseFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes, MaxFuture: maxFuture}, payloads)
@@ -222,12 +222,12 @@ func writeSinks(s beam.Scope, cfg Config, b built) []beam.PCollection {
 		bq.Table = cfg.Spec.BigQuery.Table
 	}
 	readings := *bq
-	readings.Sink, readings.Columns = codec.SinkBigQuery, cfg.Spec.BigQuery
+	readings.Sink, readings.Columns = deadletter.SinkBigQuery, cfg.Spec.BigQuery
 	dead = append(dead, bigqueryio.Write(s, readings, b.BQRows))
 	if roller := cfg.Spec.Roller(); roller != nil {
 		rollups := *bq
 		rollups.Table = roller.BigQuery().Table
-		rollups.Sink, rollups.Columns = codec.SinkBigQueryRollups, roller.BigQuery()
+		rollups.Sink, rollups.Columns = deadletter.SinkBigQueryRollups, roller.BigQuery()
 		dead = append(dead, bigqueryio.Write(s.Scope("rollups"), rollups, b.Rollups))
 	}
 	return dead

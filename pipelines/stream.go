@@ -14,9 +14,9 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
-	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/silences"
 )
 
 // Stream windowing defaults (the launcher's --early_firing,
@@ -235,17 +235,17 @@ func buildStream(s beam.Scope, cfg Config, w Windowing, local LocalRunner, merge
 // and writes a silence record when one stops reporting for longer than
 // silent_after, and a resumed record when it reports again
 // (dofns.SilencesFn), to BigQuery's silences table
-// (schemas.SilencesTable, in the run's dataset) when the run writes
+// (silences.SilencesTable, in the run's dataset) when the run writes
 // BigQuery, and to cfg.SilencesTopic when set. It returns the sinks' dead
-// letters. A spec without a cadence (schemas.Spec.RaisesSilences), or a
+// letters. A spec without a cadence (silences.RaisesSilences), or a
 // run with neither sink, adds nothing to the graph.
 //
 // The keyed step Ingest/Silences/dofns.SilencesFn and its state (one
-// value, silence, packed bytes) and coder (hours.SilenceBatch) are part
+// value, silence, packed bytes) and coder (silences.SilenceBatch) are part
 // of the Dataflow update contract: keep them.
 func raiseSilences(s beam.Scope, cfg Config, allowedLateness time.Duration, records beam.PCollection) []beam.PCollection {
 	_, bq := cfg.sinks()
-	if !cfg.Spec.RaisesSilences() || bq == nil && cfg.SilencesTopic == nil {
+	if !silences.RaisesSilences(cfg.Spec.Spec) || bq == nil && cfg.SilencesTopic == nil {
 		return nil
 	}
 	s = s.Scope("Silences")
@@ -267,11 +267,11 @@ func raiseSilences(s beam.Scope, cfg Config, allowedLateness time.Duration, reco
 	var dead []beam.PCollection
 	if bq != nil {
 		t := *bq
-		t.Table, t.Sink, t.Columns = schemas.SilencesTable, codec.SinkSilences, hours.SilencesBigQuery(cfg.Spec.Spec)
+		t.Table, t.Sink, t.Columns = silences.SilencesTable, deadletter.SinkSilences, silences.SilencesBigQuery(cfg.Spec.Spec)
 		dead = append(dead, bigqueryio.Write(s, t, rows))
 	}
 	if cfg.SilencesTopic != nil {
-		dead = append(dead, pubsubio.Publish(s, pubsubio.PublishConfig{Topic: *cfg.SilencesTopic, Retry: cfg.Retry, Sink: codec.SinkSilences}, msgs))
+		dead = append(dead, pubsubio.Publish(s, pubsubio.PublishConfig{Topic: *cfg.SilencesTopic, Retry: cfg.Retry, Sink: deadletter.SinkSilences}, msgs))
 	}
 	return dead
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -30,7 +30,7 @@ func init() {
 	register.Function1x1(bqDeadText)
 }
 
-func bqDeadText(d codec.DeadLetter) string { return d.Reason + ": " + d.Error + " " + d.Payload }
+func bqDeadText(d deadletter.DeadLetter) string { return d.Reason + ": " + d.Error + " " + d.Payload }
 
 // finalTiming reports whether a rollup summary is of an on-time or late
 // firing.
@@ -172,10 +172,10 @@ func TestStreamPanesImputeAndConvergeToBatch(t *testing.T) {
 	streamReadings, streamRollups := upserts("stream")
 	batchReadings, batchRollups := upserts("batch")
 	for _, dead := range []beam.PCollection{
-		bigqueryio.Write(s.Scope("stream"), withColumns(streamReadings, codec.SinkBigQuery, spec.BigQuery), built.BQRows),
-		bigqueryio.Write(s.Scope("stream.rollups"), withColumns(streamRollups, codec.SinkBigQueryRollups, roller.BigQuery()), built.Rollups),
-		bigqueryio.Write(s.Scope("batch"), withColumns(batchReadings, codec.SinkBigQuery, spec.BigQuery), batch.BQRows),
-		bigqueryio.Write(s.Scope("batch.rollups"), withColumns(batchRollups, codec.SinkBigQueryRollups, roller.BigQuery()), batch.Rollups),
+		bigqueryio.Write(s.Scope("stream"), withColumns(streamReadings, deadletter.SinkBigQuery, spec.BigQuery), built.BQRows),
+		bigqueryio.Write(s.Scope("stream.rollups"), withColumns(streamRollups, deadletter.SinkBigQueryRollups, roller.BigQuery()), built.Rollups),
+		bigqueryio.Write(s.Scope("batch"), withColumns(batchReadings, deadletter.SinkBigQuery, spec.BigQuery), batch.BQRows),
+		bigqueryio.Write(s.Scope("batch.rollups"), withColumns(batchRollups, deadletter.SinkBigQueryRollups, roller.BigQuery()), batch.Rollups),
 	} {
 		passert.Empty(s, global(beam.ParDo(s, bqDeadText, dead)))
 	}

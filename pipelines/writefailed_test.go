@@ -17,7 +17,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -37,11 +37,11 @@ func keyByLinePlace(line string, emit func(string, string)) {
 	if m := lineOfSensor.FindStringSubmatch(line); m != nil {
 		n, _ = strconv.ParseInt(m[1], 10, 64)
 	}
-	emit(codec.LineSource("in.jsonl", n, 0), line)
+	emit(deadletter.LineSource("in.jsonl", n, 0), line)
 }
 
 // deadPlace renders a dead letter as "reason sink source:line sensor".
-func deadPlace(d codec.DeadLetter) string {
+func deadPlace(d deadletter.DeadLetter) string {
 	sensor := ""
 	if m := lineOfSensor.FindStringSubmatch(d.Payload); m != nil {
 		sensor = "s" + m[1]

@@ -1,8 +1,6 @@
 package schemas
 
 import (
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -18,65 +16,6 @@ func (s *Spec) CadenceDuration() time.Duration {
 		return 0
 	}
 	return d
-}
-
-// ReadingCadence is the interval a reading declares in the spec's
-// cadence_field: a Go duration string ("30s"), a number of seconds (an
-// int, a float or a string that parses as one). ok is false when the
-// spec has no cadence_field or the reading carries no positive interval.
-func (s *Spec) ReadingCadence(r *Record) (d time.Duration, ok bool) {
-	if s.CadenceField == "" {
-		return 0, false
-	}
-	i := s.FieldIndex(s.CadenceField)
-	if i < 0 || i >= len(r.Values) {
-		return 0, false
-	}
-	return parseCadenceValue(r.Values[i])
-}
-
-// parseCadenceValue reads an interval from a field value: a number of
-// seconds, or a Go duration string.
-func parseCadenceValue(v Value) (time.Duration, bool) {
-	var secs float64
-	switch v.Kind {
-	case KindInt:
-		secs = float64(v.Int)
-	case KindFloat:
-		secs = v.Num
-	case KindString:
-		t := strings.TrimSpace(v.Str)
-		if d, err := time.ParseDuration(t); err == nil {
-			if d <= 0 {
-				return 0, false
-			}
-			return d, true
-		}
-		f, err := strconv.ParseFloat(t, 64)
-		if err != nil {
-			return 0, false
-		}
-		secs = f
-	default:
-		return 0, false
-	}
-	// Whole milliseconds: event times are milliseconds.
-	if secs <= 0 || secs >= 1e12 {
-		return 0, false
-	}
-	d := time.Duration(secs*1000) * time.Millisecond
-	return d, d > 0
-}
-
-// SilentAfterDuration is how long after its last reading a sensor counts
-// as silent: silent_after, else 3 × the declared cadence; 0 when the spec
-// declares neither (or only cadence_field: the interval is per reading).
-// Call it on a validated spec.
-func (s *Spec) SilentAfterDuration() time.Duration {
-	if d, err := time.ParseDuration(s.SilentAfter); err == nil && d > 0 {
-		return d
-	}
-	return 3 * s.CadenceDuration()
 }
 
 // validateCadence checks cadence, cadence_field and silent_after: each

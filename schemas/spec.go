@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sensorpipe/sensorpipe/schemas/internal/yamlcheck"
 	"gopkg.in/yaml.v3"
 )
 
@@ -434,7 +435,7 @@ func ParseSpec(file string, data []byte) (*Spec, error) {
 	if len(doc.Content) == 0 {
 		return nil, fmt.Errorf("%w: %s: the file is empty: a spec needs at least name, identity, event_time, fields and bigtable (see schemas/specs/ for examples)", ErrSpec, file)
 	}
-	if err := checkYAML(&doc, reflect.TypeOf(Spec{}), ""); err != nil {
+	if err := yamlcheck.Check(&doc, reflect.TypeOf(Spec{}), ""); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrSpec, file, err)
 	}
 	var s Spec

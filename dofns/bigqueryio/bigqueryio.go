@@ -38,7 +38,7 @@ type Config struct {
 	// writeFn.MaxBufferedBytes).
 	MaxBufferedBytes int
 	// Sink names the sink in dead letters and the run's ledger
-	// (codec.SinkBigQuery or codec.SinkBigQueryRollups).
+	// (deadletter.SinkBigQuery or deadletter.SinkBigQueryRollups).
 	Sink string
 	// Columns describes the table's columns: the spec's BigQuery section,
 	// or the hourly rollup table.

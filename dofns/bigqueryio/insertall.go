@@ -14,7 +14,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/bqschema"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -191,7 +191,7 @@ func openInsertAllWriter(ctx context.Context, f *writeFn) (*insertAllWriter, err
 
 // add queues row, sending the batch first when row would take its memory
 // over MaxBufferedBytes, and sends the batch when it is full.
-func (w *insertAllWriter) add(ctx context.Context, row hours.BQRow, encoded []byte, dead func(codec.DeadLetter)) error {
+func (w *insertAllWriter) add(ctx context.Context, row hours.BQRow, encoded []byte, dead func(deadletter.DeadLetter)) error {
 	mem := insertRowMemory(row, encoded)
 	if len(w.rows) > 0 && w.mem+mem > w.f.MaxBufferedBytes {
 		if err := w.flush(ctx, dead); err != nil {
@@ -210,7 +210,7 @@ func (w *insertAllWriter) add(ctx context.Context, row hours.BQRow, encoded []by
 
 // flush sends the batch: rows that cannot be converted, or that BigQuery
 // rejects, are dead-lettered.
-func (w *insertAllWriter) flush(ctx context.Context, dead func(codec.DeadLetter)) error {
+func (w *insertAllWriter) flush(ctx context.Context, dead func(deadletter.DeadLetter)) error {
 	rows := w.rows
 	w.reset()
 	savers := make([]bigquery.ValueSaver, 0, len(rows))

@@ -12,7 +12,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // TestInsertIDColumn: the insertAll insertId comes from the spec's key,
@@ -83,8 +83,8 @@ func TestInsertAllWriterHoldsAtMostItsBuffer(t *testing.T) {
 		}
 		return n
 	}
-	var dead []codec.DeadLetter
-	keep := func(d codec.DeadLetter) { dead = append(dead, d) }
+	var dead []deadletter.DeadLetter
+	keep := func(d deadletter.DeadLetter) { dead = append(dead, d) }
 	all, peak, sends := 0, 0, 0
 	for _, row := range rows {
 		enc, err := f.enc.Append(nil, row.Values)

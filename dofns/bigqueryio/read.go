@@ -27,7 +27,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/bqschema"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -64,10 +64,10 @@ func Read(s beam.Scope, cfg Config) (lines, dead beam.PCollection) {
 
 func init() {
 	register.DoFn3x1[context.Context, []byte, func(string, []byte), error](&createSessionFn{})
-	register.DoFn5x1[context.Context, string, []byte, func(string, string), func(codec.DeadLetter), error](&readStreamFn{})
+	register.DoFn5x1[context.Context, string, []byte, func(string, string), func(deadletter.DeadLetter), error](&readStreamFn{})
 	register.Emitter2[string, []byte]()
 	register.Emitter2[string, string]()
-	register.Emitter1[codec.DeadLetter]()
+	register.Emitter1[deadletter.DeadLetter]()
 }
 
 // sourceName is the source of the readings Read reads from a table: what their
@@ -179,7 +179,7 @@ func (f *readStreamFn) Teardown() {
 // ProcessElement reads the stream from its start. A failed ReadRows is
 // resumed at the offset reached, for as long as the retry policy allows
 // between two answers; an error it cannot retry fails the bundle.
-func (f *readStreamFn) ProcessElement(ctx context.Context, stream string, schema []byte, emit func(string, string), dead func(codec.DeadLetter)) error {
+func (f *readStreamFn) ProcessElement(ctx context.Context, stream string, schema []byte, emit func(string, string), dead func(deadletter.DeadLetter)) error {
 	source := sourceName(f.Project, f.Dataset, f.Table)
 	var offset int64
 	b := f.Retry.Policy().Start()
@@ -220,7 +220,7 @@ func (f *readStreamFn) ProcessElement(ctx context.Context, stream string, schema
 
 // emitBatch decodes one Arrow record batch (the session's schema message,
 // then the batch's) and emits its rows; it returns the rows it read.
-func (f *readStreamFn) emitBatch(ctx context.Context, schema, batch []byte, source string, emit func(string, string), dead func(codec.DeadLetter)) (int64, error) {
+func (f *readStreamFn) emitBatch(ctx context.Context, schema, batch []byte, source string, emit func(string, string), dead func(deadletter.DeadLetter)) (int64, error) {
 	r, err := ipc.NewReader(io.MultiReader(bytes.NewReader(schema), bytes.NewReader(batch)), ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
 		return 0, fmt.Errorf("decode the arrow schema: %w", err)
@@ -254,7 +254,7 @@ func (f *readStreamFn) emitBatch(ctx context.Context, schema, batch []byte, sour
 			if rowErr != nil {
 				f.ctrs.Inc(ctx, ledger.InputRecords, 1)
 				f.ctrs.Inc(ctx, ledger.InputRejected, 1)
-				dead(codec.NewDeadLetter(codec.SinkParse, rowPayload(cols, vals), source,
+				dead(deadletter.NewDeadLetter(deadletter.SinkParse, rowPayload(cols, vals), source,
 					fmt.Errorf("%w: %w", schemas.ErrInvalidField, rowErr), time.Now()))
 				continue
 			}

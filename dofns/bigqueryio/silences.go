@@ -12,6 +12,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/silences"
 )
 
 // readSilencesPolicy bounds ReadSilences: once, when a restarted local
@@ -20,26 +21,26 @@ var readSilencesPolicy = retry.Policy{AttemptTimeout: 2 * time.Minute, Deadline:
 
 // ReadSilences reads the silence and resumed records with silent_since at
 // or after sinceMs from project.dataset's silences table
-// (schemas.SilencesTable), with one query (or, from a BigQuery that
+// (silences.SilencesTable), with one query (or, from a BigQuery that
 // answers no queries, such as an emulator without its SQL engine, by
 // listing the table's rows), each record's identity values typed by
 // spec's fields. A table that does not exist holds none. It is
 // dofns.Stores.ReadSilences: what a restarted local stream raised before
 // it was killed.
-func ReadSilences(ctx context.Context, project, dataset string, spec *schemas.Spec, sinceMs int64) ([]schemas.Silence, error) {
+func ReadSilences(ctx context.Context, project, dataset string, spec *schemas.Spec, sinceMs int64) ([]silences.Silence, error) {
 	c, err := bigquery.NewClient(ctx, project, ClientOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("read silences: bigquery client: %w", err)
 	}
 	defer c.Close()
-	ref := project + ":" + dataset + "." + schemas.SilencesTable
-	sql := fmt.Sprintf("SELECT * FROM %s WHERE %s >= TIMESTAMP_MILLIS(%d)", sqlRef(ref), schemas.SilenceColSilentSince, sinceMs)
-	var out []schemas.Silence
+	ref := project + ":" + dataset + "." + silences.SilencesTable
+	sql := fmt.Sprintf("SELECT * FROM %s WHERE %s >= TIMESTAMP_MILLIS(%d)", sqlRef(ref), silences.SilenceColSilentSince, sinceMs)
+	var out []silences.Silence
 	err = retry.Do(ctx, readSilencesPolicy, func(ctx context.Context) error {
 		out = out[:0]
 		it, err := c.Query(sql).Read(ctx)
 		if hasCode(err, http.StatusNotImplemented) {
-			it, err = c.Dataset(dataset).Table(schemas.SilencesTable).Read(ctx), nil
+			it, err = c.Dataset(dataset).Table(silences.SilencesTable).Read(ctx), nil
 		}
 		if notFound(err) {
 			return nil
@@ -72,10 +73,10 @@ func ReadSilences(ctx context.Context, project, dataset string, spec *schemas.Sp
 
 // silenceOfRow is a row of the silences table as a record; false for a
 // row without its kind or times.
-func silenceOfRow(spec *schemas.Spec, row map[string]bigquery.Value) (schemas.Silence, bool) {
-	var x schemas.Silence
-	x.Kind, _ = row[schemas.SilenceColKind].(string)
-	if x.Kind != schemas.SilenceRaised && x.Kind != schemas.SilenceResumed {
+func silenceOfRow(spec *schemas.Spec, row map[string]bigquery.Value) (silences.Silence, bool) {
+	var x silences.Silence
+	x.Kind, _ = row[silences.SilenceColKind].(string)
+	if x.Kind != silences.SilenceRaised && x.Kind != silences.SilenceResumed {
 		return x, false
 	}
 	at := func(col string, dst *int64) bool {
@@ -83,11 +84,11 @@ func silenceOfRow(spec *schemas.Spec, row map[string]bigquery.Value) (schemas.Si
 		*dst = t.UnixMilli()
 		return ok
 	}
-	if !at(schemas.SilenceColLastSeen, &x.LastSeenMs) || !at(schemas.SilenceColSilentSince, &x.SilentSinceMs) {
+	if !at(silences.SilenceColLastSeen, &x.LastSeenMs) || !at(silences.SilenceColSilentSince, &x.SilentSinceMs) {
 		return x, false
 	}
-	at(schemas.SilenceColDetectedAt, &x.DetectedAtMs)
-	if x.Kind == schemas.SilenceResumed && !at(schemas.SilenceColResumedAt, &x.ResumedAtMs) {
+	at(silences.SilenceColDetectedAt, &x.DetectedAtMs)
+	if x.Kind == silences.SilenceResumed && !at(silences.SilenceColResumedAt, &x.ResumedAtMs) {
 		return x, false
 	}
 	x.Identity = make([]schemas.Value, len(spec.Identity))

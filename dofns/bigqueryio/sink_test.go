@@ -18,6 +18,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -25,7 +26,7 @@ func init() {
 	register.Function1x1(bqDeadText)
 }
 
-func bqDeadText(d codec.DeadLetter) string { return d.Reason + ": " + d.Error + " " + d.Payload }
+func bqDeadText(d deadletter.DeadLetter) string { return d.Reason + ": " + d.Error + " " + d.Payload }
 
 // TestWriteBigQueryAppliesTheConfiguredSink checks the composite's wiring:
 // the configured table and write method receive every row, and nothing is
@@ -63,7 +64,7 @@ func TestWriteBigQueryAppliesTheConfiguredSink(t *testing.T) {
 			}
 
 			p, s := beam.NewPipelineWithRoot()
-			cfg.Sink, cfg.Columns = codec.SinkBigQuery, spec.BigQuery
+			cfg.Sink, cfg.Columns = deadletter.SinkBigQuery, spec.BigQuery
 			dead := bigqueryio.Write(s, cfg, beam.CreateList(s, rows))
 			passert.Empty(s, beam.ParDo(s, bqDeadText, dead))
 			if err := ptest.Run(p); err != nil {

@@ -20,7 +20,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/bqschema"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -137,7 +137,7 @@ func openStorageWriter(ctx context.Context, f *writeFn, upsert bool) (*storageWr
 
 // add appends row's encoding (with the change pseudo-columns for upserts)
 // to the request being filled, sending it first when row would not fit.
-func (w *storageWriter) add(ctx context.Context, row hours.BQRow, encoded []byte, dead func(codec.DeadLetter)) error {
+func (w *storageWriter) add(ctx context.Context, row hours.BQRow, encoded []byte, dead func(deadletter.DeadLetter)) error {
 	if w.upsert {
 		encoded = w.f.enc.AppendChange(encoded, bqschema.ChangeUpsert, row.Seq)
 	}
@@ -176,7 +176,7 @@ func (w *storageWriter) requestMemory() int {
 }
 
 // flush sends the last request and waits for every append.
-func (w *storageWriter) flush(ctx context.Context, dead func(codec.DeadLetter)) error {
+func (w *storageWriter) flush(ctx context.Context, dead func(deadletter.DeadLetter)) error {
 	if len(w.batch.data) > 0 {
 		w.send(ctx, &bqAppend{data: w.batch.data, origins: w.batch.origins})
 		w.batch = storageBatch{}
@@ -249,7 +249,7 @@ func (w *storageWriter) send(ctx context.Context, req *bqAppend) {
 // drain settles the oldest requests until at most keep are in flight.
 // Settling may send requests again (retries, the good rows of a rejected
 // request); they join the queue.
-func (w *storageWriter) drain(ctx context.Context, keep int, dead func(codec.DeadLetter)) error {
+func (w *storageWriter) drain(ctx context.Context, keep int, dead func(deadletter.DeadLetter)) error {
 	for len(w.inflight) > keep {
 		req := w.inflight[0]
 		w.inflight[0] = nil
@@ -267,7 +267,7 @@ func (w *storageWriter) drain(ctx context.Context, keep int, dead func(codec.Dea
 // the request's deadline; a request too large is split; anything else
 // dead-letters the request's rows. Only a cancelled context is returned as
 // an error.
-func (w *storageWriter) settle(ctx context.Context, req *bqAppend, dead func(codec.DeadLetter)) error {
+func (w *storageWriter) settle(ctx context.Context, req *bqAppend, dead func(deadletter.DeadLetter)) error {
 	err := req.err
 	var resp *storagepb.AppendRowsResponse
 	if err == nil {

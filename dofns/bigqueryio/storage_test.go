@@ -16,7 +16,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/faultproxy"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -46,7 +46,7 @@ func storageFixture(t *testing.T, table string, rs retry.Settings, storageAddr f
 
 // addAll hands rows to the writer in requests of at most 600 bytes (six
 // vitals rows), so that several are in flight.
-func addAll(t *testing.T, f *writeFn, w *storageWriter, rows []hours.BQRow, dead func(codec.DeadLetter)) {
+func addAll(t *testing.T, f *writeFn, w *storageWriter, rows []hours.BQRow, dead func(deadletter.DeadLetter)) {
 	t.Helper()
 	f.MaxRequestBytes = 600
 	for _, row := range rows {
@@ -79,8 +79,8 @@ func TestStorageWriterRetriesAStalledStream(t *testing.T) {
 	p.SetDelay(3 * time.Second)
 	time.AfterFunc(3*time.Second, func() { p.SetDelay(0) })
 
-	var dead []codec.DeadLetter
-	keep := func(d codec.DeadLetter) { dead = append(dead, d) }
+	var dead []deadletter.DeadLetter
+	keep := func(d deadletter.DeadLetter) { dead = append(dead, d) }
 	start := time.Now()
 	addAll(t, f, w, rows, keep)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
@@ -111,8 +111,8 @@ func TestStorageWriterDeadLettersWhenBigQueryIsUnreachable(t *testing.T) {
 		l.Close()
 		return addr
 	})
-	var dead []codec.DeadLetter
-	keep := func(d codec.DeadLetter) { dead = append(dead, d) }
+	var dead []deadletter.DeadLetter
+	keep := func(d deadletter.DeadLetter) { dead = append(dead, d) }
 	addAll(t, f, w, rows, keep)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
@@ -149,8 +149,8 @@ func TestStorageWriterHoldsAtMostItsBuffer(t *testing.T) {
 		}
 		return n
 	}
-	var dead []codec.DeadLetter
-	keep := func(d codec.DeadLetter) { dead = append(dead, d) }
+	var dead []deadletter.DeadLetter
+	keep := func(d deadletter.DeadLetter) { dead = append(dead, d) }
 	all, peak := 0, 0
 	for _, row := range rows {
 		enc, err := f.enc.Append(nil, row.Values)

@@ -15,12 +15,12 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/bqschema"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
-	register.DoFn3x1[context.Context, hours.BQRow, func(codec.DeadLetter), error](&writeFn{})
+	register.DoFn3x1[context.Context, hours.BQRow, func(deadletter.DeadLetter), error](&writeFn{})
 }
 
 // BigQuery write methods.
@@ -85,7 +85,7 @@ type writeFn struct {
 	Dataset string
 	Table   string
 	// Sink names the sink in dead letters and the ledger:
-	// codec.SinkBigQuery (default) or codec.SinkBigQueryRollups.
+	// deadletter.SinkBigQuery (default) or deadletter.SinkBigQueryRollups.
 	Sink string
 	// WriteMethod is WriteUpsert (DefaultWriteMethod), WriteStorageWrite or
 	// WriteInsertAll.
@@ -124,10 +124,10 @@ type writeFn struct {
 // one's outcome through the DoFn's landed and reject.
 type bqWriter interface {
 	// add takes one row and its protobuf encoding, and may send a request.
-	add(ctx context.Context, row hours.BQRow, encoded []byte, dead func(codec.DeadLetter)) error
+	add(ctx context.Context, row hours.BQRow, encoded []byte, dead func(deadletter.DeadLetter)) error
 	// flush sends what is left and waits until every row has landed or
 	// been dead-lettered. Only a cancelled context is an error.
-	flush(ctx context.Context, dead func(codec.DeadLetter)) error
+	flush(ctx context.Context, dead func(deadletter.DeadLetter)) error
 	// reset drops the rows of a failed bundle: the runner retries it.
 	reset()
 	close() error
@@ -143,7 +143,7 @@ func newWriteFn(project, dataset, table, method string, schema *schemas.BigQuery
 // WriterOptions).
 func (f *writeFn) Setup(ctx context.Context) error {
 	if f.Sink == "" {
-		f.Sink = codec.SinkBigQuery
+		f.Sink = deadletter.SinkBigQuery
 	}
 	if f.WriteMethod == "" {
 		f.WriteMethod = DefaultWriteMethod
@@ -197,7 +197,7 @@ func (f *writeFn) open(w bqWriter, err error) error {
 // StartBundle registers the table's ledger counters before the first
 // write (see ledger.Recorder.Register). Beam wants StartBundle to take
 // ProcessElement's emitters.
-func (f *writeFn) StartBundle(ctx context.Context, _ func(codec.DeadLetter)) {
+func (f *writeFn) StartBundle(ctx context.Context, _ func(deadletter.DeadLetter)) {
 	f.ctrs.Register(ctx, ledger.RowsKey(f.Sink, f.Table))
 }
 
@@ -213,7 +213,7 @@ func (f *writeFn) Teardown() error {
 
 // ProcessElement encodes row and hands it to the writer. A row whose values
 // the table cannot hold is dead-lettered.
-func (f *writeFn) ProcessElement(ctx context.Context, row hours.BQRow, dead func(codec.DeadLetter)) (err error) {
+func (f *writeFn) ProcessElement(ctx context.Context, row hours.BQRow, dead func(deadletter.DeadLetter)) (err error) {
 	defer f.resetOnError(&err)
 	f.ctrs.Sink(ctx, f.Sink, f.Table, row.Origin.Kind, ledger.Routed, 1)
 	if perr := ledger.Guard(func() { f.scratch, err = f.enc.Append(f.scratch[:0], row.Values) }); perr != nil {
@@ -229,7 +229,7 @@ func (f *writeFn) ProcessElement(ctx context.Context, row hours.BQRow, dead func
 // FinishBundle sends what is left and waits for every write, so the bundle
 // commits only once each row has landed or been dead-lettered; then its
 // counts go to the run's ledger record.
-func (f *writeFn) FinishBundle(ctx context.Context, dead func(codec.DeadLetter)) (err error) {
+func (f *writeFn) FinishBundle(ctx context.Context, dead func(deadletter.DeadLetter)) (err error) {
 	defer f.resetOnError(&err)
 	if err := f.w.flush(ctx, dead); err != nil {
 		return err
@@ -264,7 +264,7 @@ func (f *writeFn) landed(ctx context.Context, origins []hours.Origin) {
 
 // reject dead-letters one row as write_failed (internal when the row could
 // not be handled) with the server's message.
-func (f *writeFn) reject(ctx context.Context, o hours.Origin, cause error, dead func(codec.DeadLetter)) {
+func (f *writeFn) reject(ctx context.Context, o hours.Origin, cause error, dead func(deadletter.DeadLetter)) {
 	f.ctrs.Sink(ctx, f.Sink, f.Table, o.Kind, ledger.Failed, 1)
 	if errors.Is(cause, retry.ErrExhausted) {
 		f.down.Record(cause)
@@ -274,7 +274,7 @@ func (f *writeFn) reject(ctx context.Context, o hours.Origin, cause error, dead 
 	if !errors.Is(err, schemas.ErrInternal) {
 		err = fmt.Errorf("%w: bigquery table %s: %w", schemas.ErrWriteFailed, f.ref, cause)
 	}
-	dead(codec.NewDeadLetter(f.Sink, o.Raw, o.Source, err, time.Now()))
+	dead(deadletter.NewDeadLetter(f.Sink, o.Raw, o.Source, err, time.Now()))
 }
 
 // tooLarge reports whether a request was rejected for its size, so that

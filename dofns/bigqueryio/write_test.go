@@ -20,6 +20,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -35,7 +36,7 @@ const (
 // deadSummary renders a dead letter as "payload source reason: what", where
 // what names the server's message when it is one the tests expect, and is
 // the whole error otherwise.
-func deadSummary(d codec.DeadLetter) string {
+func deadSummary(d deadletter.DeadLetter) string {
 	what := d.Error
 	switch {
 	case !strings.HasPrefix(d.Error, "write_failed: bigquery table "):
@@ -191,7 +192,7 @@ func compareRows(t *testing.T, got, want map[string]map[string]bigquery.Value) {
 // bigquery sink's table, from a pipeline result.
 func sinkCounter(res beam.PipelineResult, table, outcome string) int64 {
 	m := res.Metrics()
-	return ledger.FromMetrics(&m)[ledger.SinkKey(codec.SinkBigQuery, table, hours.OriginReading, outcome)]
+	return ledger.FromMetrics(&m)[ledger.SinkKey(deadletter.SinkBigQuery, table, hours.OriginReading, outcome)]
 }
 
 // writeCase is one configuration of the sink.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/coverage"
 )
 
 // errUnreachable means Bigtable did not answer.
@@ -46,7 +47,7 @@ func EnsureTables(ctx context.Context, project, instance string, spec *schemas.S
 			return err
 		}
 	}
-	if t, ok := spec.InventoryTable(); ok {
+	if t, ok := coverage.InventoryTable(spec); ok {
 		return ensureTable(ctx, ac, t, create, timeout)
 	}
 	return nil

@@ -18,7 +18,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/internal/testrig/faultproxy"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -98,9 +98,9 @@ func wideRows(n, cells int) []hours.RowMutation {
 
 // runWriter drives fn over rows as one bundle (Setup, ProcessElement,
 // FinishBundle, Teardown) and returns its dead letters.
-func runWriter(ctx context.Context, fn *writeFn, rows []hours.RowMutation) ([]codec.DeadLetter, error) {
-	var dead []codec.DeadLetter
-	emit := func(d codec.DeadLetter) { dead = append(dead, d) }
+func runWriter(ctx context.Context, fn *writeFn, rows []hours.RowMutation) ([]deadletter.DeadLetter, error) {
+	var dead []deadletter.DeadLetter
+	emit := func(d deadletter.DeadLetter) { dead = append(dead, d) }
 	if err := fn.Setup(ctx); err != nil {
 		return nil, err
 	}
@@ -170,7 +170,7 @@ func TestFlowControlCapsOutstandingMutations(t *testing.T) {
 	fn.AppProfile = "backfill"
 	fn.Flow = flowcontrol.Settings{MaxMutations: limit}
 	type result struct {
-		dead []codec.DeadLetter
+		dead []deadletter.DeadLetter
 		err  error
 	}
 	done := make(chan result, 1)

@@ -14,14 +14,14 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 func init() {
 	register.DoFn3x1[context.Context, []byte, func([]byte), error](&sampleFn{})
-	register.DoFn5x1[context.Context, *sdf.LockRTracker, []byte, func(string, string), func(codec.DeadLetter), error](&readRowsFn{})
+	register.DoFn5x1[context.Context, *sdf.LockRTracker, []byte, func(string, string), func(deadletter.DeadLetter), error](&readRowsFn{})
 	register.Emitter1[[]byte]()
 	register.Emitter2[string, string]()
 }
@@ -209,7 +209,7 @@ func (f *readRowsFn) CreateTracker(rest KeyRange) *sdf.LockRTracker {
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (f *readRowsFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(codec.DeadLetter)) error {
+func (f *readRowsFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(deadletter.DeadLetter)) error {
 	return f.ctrs.Commit(ctx)
 }
 
@@ -217,7 +217,7 @@ func (f *readRowsFn) FinishBundle(ctx context.Context, _ func(string, string), _
 // it emits the row's readings; a claim refused (the runner split the range
 // there) ends the read. A read that fails transiently resumes after the
 // last row claimed, within readPolicy.
-func (f *readRowsFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, _ []byte, emit func(string, string), dead func(codec.DeadLetter)) error {
+func (f *readRowsFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, _ []byte, emit func(string, string), dead func(deadletter.DeadLetter)) error {
 	if _, ok := rt.GetRestriction().(KeyRange); !ok {
 		return fmt.Errorf("read %s: restriction %T is not a key range", f.rb.Table(), rt.GetRestriction())
 	}
@@ -258,7 +258,7 @@ func (f *readRowsFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, _
 
 // emitRow emits the readings of one row, and a dead letter for each
 // reading whose cells could not be rebuilt.
-func (f *readRowsFn) emitRow(ctx context.Context, row hours.ReadRow, toMs int64, emit func(string, string), dead func(codec.DeadLetter)) {
+func (f *readRowsFn) emitRow(ctx context.Context, row hours.ReadRow, toMs int64, emit func(string, string), dead func(deadletter.DeadLetter)) {
 	recs, skipped := f.rb.Records([]hours.ReadRow{row}, "", f.FromMs, toMs)
 	for i := range recs {
 		emit(f.source, recs[i].Raw)
@@ -273,6 +273,6 @@ func (f *readRowsFn) emitRow(ctx context.Context, row hours.ReadRow, toMs int64,
 		schemas.ErrMalformed, row.Key, f.rb.Table())
 	now := time.Now()
 	for range skipped {
-		dead(codec.NewDeadLetter(codec.SinkParse, string(payload), f.source, err, now))
+		dead(deadletter.NewDeadLetter(deadletter.SinkParse, string(payload), f.source, err, now))
 	}
 }

@@ -17,12 +17,12 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/registry"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
-	register.DoFn3x1[context.Context, hours.RowMutation, func(codec.DeadLetter), error](&writeFn{})
+	register.DoFn3x1[context.Context, hours.RowMutation, func(deadletter.DeadLetter), error](&writeFn{})
 }
 
 // Limits of one Bigtable MutateRows request (Cloud Bigtable's quotas and
@@ -184,7 +184,7 @@ func (f *writeFn) Teardown() error {
 // ProcessElement buffers m, splitting rows too large for one entry, and
 // flushes when the buffer is full. A mutation it cannot handle is
 // dead-lettered with reason internal.
-func (f *writeFn) ProcessElement(ctx context.Context, m hours.RowMutation, dead func(codec.DeadLetter)) error {
+func (f *writeFn) ProcessElement(ctx context.Context, m hours.RowMutation, dead func(deadletter.DeadLetter)) error {
 	f.countOrigins(ctx, m.Table, ledger.Routed, m.Origins)
 	var entries []entry
 	if err := ledger.Guard(func() { entries = splitEntries(m) }); err != nil {
@@ -209,7 +209,7 @@ func (f *writeFn) ProcessElement(ctx context.Context, m hours.RowMutation, dead 
 // FinishBundle writes what is left and waits for every batch in flight, so
 // the bundle commits only once every mutation has landed or been
 // dead-lettered; then its counts go to the run's ledger record.
-func (f *writeFn) FinishBundle(ctx context.Context, dead func(codec.DeadLetter)) error {
+func (f *writeFn) FinishBundle(ctx context.Context, dead func(deadletter.DeadLetter)) error {
 	f.flush(ctx)
 	f.wg.Wait()
 	if err := f.collect(ctx, dead); err != nil {
@@ -315,7 +315,7 @@ func (f *writeFn) flush(ctx context.Context) {
 // collect emits the dead letters and counts of the batches that have
 // finished, and returns the first error among them (the bundle then fails
 // and the runner retries it: the writes are idempotent).
-func (f *writeFn) collect(ctx context.Context, dead func(codec.DeadLetter)) error {
+func (f *writeFn) collect(ctx context.Context, dead func(deadletter.DeadLetter)) error {
 	f.mu.Lock()
 	results := f.results
 	f.results = nil
@@ -338,7 +338,7 @@ func (f *writeFn) collect(ctx context.Context, dead func(codec.DeadLetter)) erro
 // count counts an entry's writes as acknowledged.
 func (f *writeFn) count(ctx context.Context, e entry) {
 	f.countOrigins(ctx, e.table, ledger.Written, e.origins)
-	f.ctrs.Inc(ctx, ledger.RowsKey(codec.SinkBigtable, e.table), 1)
+	f.ctrs.Inc(ctx, ledger.RowsKey(deadletter.SinkBigtable, e.table), 1)
 }
 
 // countOrigins counts origins' writes to table with outcome: one counter
@@ -350,27 +350,27 @@ func (f *writeFn) countOrigins(ctx context.Context, table, outcome string, origi
 		if int(o.Kind) < len(n) {
 			n[o.Kind]++
 		} else {
-			f.ctrs.Sink(ctx, codec.SinkBigtable, table, o.Kind, outcome, 1)
+			f.ctrs.Sink(ctx, deadletter.SinkBigtable, table, o.Kind, outcome, 1)
 		}
 	}
 	for k, c := range n {
-		f.ctrs.Sink(ctx, codec.SinkBigtable, table, hours.OriginKind(k), outcome, c)
+		f.ctrs.Sink(ctx, deadletter.SinkBigtable, table, hours.OriginKind(k), outcome, c)
 	}
 }
 
 // fail dead-letters an entry's readings as write_failed (or internal).
-func (f *writeFn) fail(ctx context.Context, fe failedEntry, dead func(codec.DeadLetter)) {
+func (f *writeFn) fail(ctx context.Context, fe failedEntry, dead func(deadletter.DeadLetter)) {
 	err := fe.err
 	if !errors.Is(err, schemas.ErrInternal) {
 		err = fmt.Errorf("%w: bigtable table %s row %q: %w", schemas.ErrWriteFailed, fe.entry.table, fe.entry.key, err)
 	}
 	unavailable := errors.Is(err, retry.ErrExhausted)
 	for _, o := range fe.entry.origins {
-		f.ctrs.Sink(ctx, codec.SinkBigtable, fe.entry.table, o.Kind, ledger.Failed, 1)
+		f.ctrs.Sink(ctx, deadletter.SinkBigtable, fe.entry.table, o.Kind, ledger.Failed, 1)
 		if unavailable {
-			f.ctrs.Sink(ctx, codec.SinkBigtable, fe.entry.table, o.Kind, ledger.Unavailable, 1)
+			f.ctrs.Sink(ctx, deadletter.SinkBigtable, fe.entry.table, o.Kind, ledger.Unavailable, 1)
 		}
-		dead(codec.NewDeadLetter(codec.SinkBigtable, o.Raw, o.Source, err, time.Now()))
+		dead(deadletter.NewDeadLetter(deadletter.SinkBigtable, o.Raw, o.Source, err, time.Now()))
 	}
 }
 

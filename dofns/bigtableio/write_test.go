@@ -14,7 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -22,7 +22,7 @@ func init() {
 	register.Function1x1(deadLetterSummary)
 }
 
-func deadLetterSummary(d codec.DeadLetter) string { return d.Reason + " " + d.Payload }
+func deadLetterSummary(d deadletter.DeadLetter) string { return d.Reason + " " + d.Payload }
 
 // row builds a one-reading row mutation with n cells in family fam.
 func row(key, fam string, n int, payload string) hours.RowMutation {

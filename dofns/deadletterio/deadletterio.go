@@ -1,5 +1,5 @@
 // Package deadletterio is sensorpipe's dead-letter edge: it writes the
-// records that did not land (codec.DeadLetter: payload, reason, sink,
+// records that did not land (deadletter.DeadLetter: payload, reason, sink,
 // error, source) to a folder, a gs:// prefix, a BigQuery table or a
 // Pub/Sub topic (Write, writeFn), and prepares that target before a run
 // (EnsureTarget).

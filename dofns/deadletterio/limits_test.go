@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // keptLines is a dead-letter store that keeps what it is given.
 type keptLines struct{ lines [][]byte }
 
-func (k *keptLines) add(_ context.Context, _ codec.DeadLetter, line []byte) error {
+func (k *keptLines) add(_ context.Context, _ deadletter.DeadLetter, line []byte) error {
 	k.lines = append(k.lines, line)
 	return nil
 }
@@ -49,11 +49,11 @@ func TestDeadLettersFitTheirTarget(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			store := &keptLines{}
 			f := &writeFn{Target: tt.target, sink: store}
-			d := codec.NewDeadLetter(codec.SinkParse, tt.payload, "projects/p/subscriptions/s", schemas.ErrMalformed, time.Now())
+			d := deadletter.NewDeadLetter(deadletter.SinkParse, tt.payload, "projects/p/subscriptions/s", schemas.ErrMalformed, time.Now())
 			if err := f.ProcessElement(context.Background(), d); err != nil {
 				t.Fatal(err)
 			}
-			var got codec.DeadLetter
+			var got deadletter.DeadLetter
 			if err := json.Unmarshal(store.lines[0], &got); err != nil {
 				t.Fatal(err)
 			}

@@ -24,13 +24,13 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 func init() {
-	register.DoFn2x1[context.Context, codec.DeadLetter, error](&writeFn{})
-	register.DoFn3x1[context.Context, codec.DeadLetter, func(int64), error](&reportingWriteFn{})
+	register.DoFn2x1[context.Context, deadletter.DeadLetter, error](&writeFn{})
+	register.DoFn3x1[context.Context, deadletter.DeadLetter, func(int64), error](&reportingWriteFn{})
 	register.Emitter1[int64]()
 	register.Function1x0(discardReport)
 }
@@ -65,7 +65,7 @@ type writeFn struct {
 // deadLetterSink is one kind of dead-letter store.
 type deadLetterSink interface {
 	// add takes one dead letter and its JSON encoding.
-	add(ctx context.Context, d codec.DeadLetter, line []byte) error
+	add(ctx context.Context, d deadletter.DeadLetter, line []byte) error
 	// flush makes everything added durable, or fails.
 	flush(ctx context.Context) error
 	// reset drops whatever was added since the last flush.
@@ -90,7 +90,7 @@ func (f *writeFn) StartBundle(context.Context) {
 // ProcessElement hands one dead letter to the store, its payload cut
 // to its first schemas.TooLargePrefix bytes when the store cannot hold it
 // whole (Limits).
-func (f *writeFn) ProcessElement(ctx context.Context, d codec.DeadLetter) error {
+func (f *writeFn) ProcessElement(ctx context.Context, d deadletter.DeadLetter) error {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("encode dead letter: %w", err)
@@ -116,7 +116,7 @@ func (f *writeFn) ProcessElement(ctx context.Context, d codec.DeadLetter) error 
 func (f *writeFn) FinishBundle(ctx context.Context) error {
 	// Register the ledger's dead-letter counters with the first bundle,
 	// before the first dead letter (see ledger.Recorder.Register).
-	f.ctrs.Register(ctx, ledger.DeadLetterKey(codec.SinkParse, schemas.ErrMalformed.Error()))
+	f.ctrs.Register(ctx, ledger.DeadLetterKey(deadletter.SinkParse, schemas.ErrMalformed.Error()))
 	if len(f.count) == 0 {
 		return nil
 	}
@@ -191,7 +191,7 @@ type fileDeadLetters struct {
 	buf      bytes.Buffer
 }
 
-func (s *fileDeadLetters) add(_ context.Context, _ codec.DeadLetter, line []byte) error {
+func (s *fileDeadLetters) add(_ context.Context, _ deadletter.DeadLetter, line []byte) error {
 	s.buf.Write(line)
 	s.buf.WriteByte('\n')
 	return nil
@@ -240,7 +240,7 @@ func fileName(dir string) (string, error) {
 }
 
 // Schema is the schema of a BigQuery dead-letter table: the
-// fields of codec.DeadLetter, partitioned by day on time.
+// fields of deadletter.DeadLetter, partitioned by day on time.
 func schema() bigquery.Schema {
 	return bigquery.Schema{
 		{Name: "payload", Type: bigquery.StringFieldType, Description: "The rejected input, as read (invalid UTF-8 replaced: see payload_base64)."},
@@ -283,7 +283,7 @@ func openBigQueryDeadLetters(ctx context.Context, t targets.DeadLetterTarget) (*
 	return s, nil
 }
 
-func (s *bigQueryDeadLetters) add(_ context.Context, d codec.DeadLetter, line []byte) error {
+func (s *bigQueryDeadLetters) add(_ context.Context, d deadletter.DeadLetter, line []byte) error {
 	s.rows = append(s.rows, deadLetterRow{d: d, insertID: deadLetterID(line)})
 	return nil
 }
@@ -320,7 +320,7 @@ func deadLetterID(line []byte) string {
 
 // deadLetterRow is one dead letter as a BigQuery row.
 type deadLetterRow struct {
-	d        codec.DeadLetter
+	d        deadletter.DeadLetter
 	insertID string
 }
 
@@ -368,7 +368,7 @@ func openPubSubDeadLetters(ctx context.Context, t targets.DeadLetterTarget) (*pu
 	return &pubSubDeadLetters{client: c, pub: c.Publisher(t.Topic), topic: t.Topic}, nil
 }
 
-func (s *pubSubDeadLetters) add(ctx context.Context, d codec.DeadLetter, line []byte) error {
+func (s *pubSubDeadLetters) add(ctx context.Context, d deadletter.DeadLetter, line []byte) error {
 	m := &pubsub.Message{Data: line, Attributes: map[string]string{"reason": d.Reason, "sink": d.Sink}}
 	s.pending = append(s.pending, publish{m, s.pub.Publish(ctx, m)})
 	return nil
@@ -407,7 +407,7 @@ func (s *pubSubDeadLetters) flush(ctx context.Context) error {
 
 // payloadBytes is a BigQuery dead-letter row's payload_base64 value: the
 // exact payload when it is not valid UTF-8, else nil.
-func payloadBytes(d codec.DeadLetter) []byte {
+func payloadBytes(d deadletter.DeadLetter) []byte {
 	if d.PayloadBase64 == "" {
 		return nil
 	}
@@ -434,7 +434,7 @@ func (f *reportingWriteFn) StartBundle(ctx context.Context, _ func(int64)) {
 }
 
 // ProcessElement is writeFn's: it emits nothing.
-func (f *reportingWriteFn) ProcessElement(ctx context.Context, d codec.DeadLetter, _ func(int64)) error {
+func (f *reportingWriteFn) ProcessElement(ctx context.Context, d deadletter.DeadLetter, _ func(int64)) error {
 	return f.writeFn.ProcessElement(ctx, d)
 }
 

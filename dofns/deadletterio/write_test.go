@@ -22,19 +22,19 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 // testLetters returns n dead letters with distinct payloads.
-func testLetters(n int, tag string) []codec.DeadLetter {
+func testLetters(n int, tag string) []deadletter.DeadLetter {
 	reasons := []string{"malformed", "out_of_range", "bad_timestamp"}
-	out := make([]codec.DeadLetter, n)
+	out := make([]deadletter.DeadLetter, n)
 	for i := range out {
-		out[i] = codec.DeadLetter{
+		out[i] = deadletter.DeadLetter{
 			Payload: fmt.Sprintf(`{"sensor_id":"s-%s-%d"`, tag, i),
 			Reason:  reasons[i%len(reasons)],
-			Sink:    codec.SinkParse,
+			Sink:    deadletter.SinkParse,
 			Error:   "test error " + tag,
 			Source:  "gs://b/in.jsonl",
 			// Microseconds: what a BigQuery TIMESTAMP keeps.
@@ -46,7 +46,7 @@ func testLetters(n int, tag string) []codec.DeadLetter {
 
 // writeDirect runs one bundle of writeFn by hand and returns the
 // FinishBundle error.
-func writeDirect(t *testing.T, dir string, letters []codec.DeadLetter) error {
+func writeDirect(t *testing.T, dir string, letters []deadletter.DeadLetter) error {
 	t.Helper()
 	ctx := context.Background()
 	f := &writeFn{Target: mustTarget(t, dir)}
@@ -69,7 +69,7 @@ func writeDirect(t *testing.T, dir string, letters []codec.DeadLetter) error {
 
 // writePipeline writes letters through writeFn in a pipeline on
 // the test runner (prism).
-func writePipeline(t *testing.T, dir string, letters []codec.DeadLetter) {
+func writePipeline(t *testing.T, dir string, letters []deadletter.DeadLetter) {
 	t.Helper()
 	p, s := beam.NewPipelineWithRoot()
 	col := beam.CreateList(s, letters)
@@ -79,13 +79,13 @@ func writePipeline(t *testing.T, dir string, letters []codec.DeadLetter) {
 	}
 }
 
-func sortLetters(ls []codec.DeadLetter) {
+func sortLetters(ls []deadletter.DeadLetter) {
 	sort.Slice(ls, func(i, j int) bool { return ls[i].Payload < ls[j].Payload })
 }
 
-func equalLetters(t *testing.T, got, want []codec.DeadLetter) {
+func equalLetters(t *testing.T, got, want []deadletter.DeadLetter) {
 	t.Helper()
-	got, want = append([]codec.DeadLetter(nil), got...), append([]codec.DeadLetter(nil), want...)
+	got, want = append([]deadletter.DeadLetter(nil), got...), append([]deadletter.DeadLetter(nil), want...)
 	sortLetters(got)
 	sortLetters(want)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -118,10 +118,10 @@ func TestWriteDeadLettersToLocalFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fd.Close()
-	var got []codec.DeadLetter
+	var got []deadletter.DeadLetter
 	sc := bufio.NewScanner(fd)
 	for sc.Scan() {
-		var d codec.DeadLetter
+		var d deadletter.DeadLetter
 		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
 			t.Fatalf("line %q: %v", sc.Text(), err)
 		}
@@ -131,7 +131,7 @@ func TestWriteDeadLettersToLocalFolder(t *testing.T) {
 }
 
 func TestDeadLetterRowSave(t *testing.T) {
-	d := codec.DeadLetter{Payload: "x", Reason: "malformed", Sink: "parse", Error: "e", Source: "s", Time: "2026-03-01T10:15:30.25Z"}
+	d := deadletter.DeadLetter{Payload: "x", Reason: "malformed", Sink: "parse", Error: "e", Source: "s", Time: "2026-03-01T10:15:30.25Z"}
 	line, _ := json.Marshal(d)
 	row, id, err := deadLetterRow{d: d, insertID: deadLetterID(line)}.Save()
 	if err != nil {
@@ -145,26 +145,26 @@ func TestDeadLetterRowSave(t *testing.T) {
 	if id != deadLetterID(line) || len(id) != 32 {
 		t.Errorf("insertId %q; want the 32-hex-digit digest of the line", id)
 	}
-	other, _ := json.Marshal(codec.DeadLetter{Payload: "y"})
+	other, _ := json.Marshal(deadletter.DeadLetter{Payload: "y"})
 	if deadLetterID(other) == id {
 		t.Errorf("different letters share insertId %q", id)
 	}
 }
 
 // readDeadLetterTable reads every row of a dead-letter table.
-func readDeadLetterTable(t *testing.T, tbl *bigquery.Table) []codec.DeadLetter {
+func readDeadLetterTable(t *testing.T, tbl *bigquery.Table) []deadletter.DeadLetter {
 	t.Helper()
 	rows, err := emulators.ReadBigQuery(context.Background(), tbl)
 	if err != nil {
 		t.Fatalf("read %s: %v", tbl.TableID, err)
 	}
-	var out []codec.DeadLetter
+	var out []deadletter.DeadLetter
 	for _, row := range rows {
 		ts, ok := row["time"].(time.Time)
 		if !ok {
 			t.Fatalf("time column %T %v; want a TIMESTAMP", row["time"], row["time"])
 		}
-		out = append(out, codec.DeadLetter{
+		out = append(out, deadletter.DeadLetter{
 			Payload: fmt.Sprint(row["payload"]), Reason: fmt.Sprint(row["reason"]), Sink: fmt.Sprint(row["sink"]), Error: fmt.Sprint(row["error"]),
 			Source: fmt.Sprint(row["source"]), Time: ts.UTC().Format(time.RFC3339Nano),
 		})
@@ -277,11 +277,11 @@ func TestWriteDeadLettersToPubSubEmulator(t *testing.T) {
 		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
 		var mu sync.Mutex
-		var got []codec.DeadLetter
+		var got []deadletter.DeadLetter
 		var bad []string
 		err := c.Subscriber(sub).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
 			m.Ack()
-			var d codec.DeadLetter
+			var d deadletter.DeadLetter
 			mu.Lock()
 			defer mu.Unlock()
 			if err := json.Unmarshal(m.Data, &d); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // readAvro reads the blocks of an Avro object container file that start
@@ -82,7 +83,7 @@ func (fn *readRowsFn) readAvro(ctx context.Context, rt *claims, rest offsetrange
 		record := 0
 		where := func() string { return fmt.Sprintf("block at byte %d, record %d", start, record) }
 		fail := func(err error) error {
-			out.unreadable(codec.RowSource(path, where()), "the block at byte %d cannot be read from record %d on: %v", start, record, err)
+			out.unreadable(deadletter.RowSource(path, where()), "the block at byte %d cannot be read from record %d on: %v", start, record, err)
 			return nil
 		}
 		count, err := r.long()
@@ -134,7 +135,7 @@ func (fn *readRowsFn) readAvro(ctx context.Context, rt *claims, rest offsetrange
 			if err := guard(func() error { return plan.decode(d, cells) }); err != nil {
 				return fail(err)
 			}
-			out.row(codec.RowSource(path, where()), cells)
+			out.row(deadletter.RowSource(path, where()), cells)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // readCSV reads the rows of a CSV file (RFC 4180: quoted fields may hold
@@ -52,7 +53,7 @@ func (fn *readRowsFn) readCSV(ctx context.Context, rt *claims, rest offsetrange.
 			header, err := cr.Read()
 			if err != nil && err != io.EOF {
 				if out.first {
-					out.unreadable(codec.LineSource(path, 1, 0), "its header row cannot be read: %v", err)
+					out.unreadable(deadletter.LineSource(path, 1, 0), "its header row cannot be read: %v", err)
 				}
 				return nil
 			}
@@ -103,12 +104,12 @@ func (fn *readRowsFn) readCSV(ctx context.Context, rt *claims, rest offsetrange.
 		if err == nil && len(rec) > 0 {
 			line, _ = cr.FieldPos(0)
 		}
-		source := codec.LineSource(path, baseLine+int64(line), 0)
+		source := deadletter.LineSource(path, baseLine+int64(line), 0)
 		var pe *csv.ParseError
 		switch {
 		case errors.As(err, &pe):
 			line = pe.StartLine
-			source = codec.LineSource(path, baseLine+int64(pe.StartLine), 0)
+			source = deadletter.LineSource(path, baseLine+int64(pe.StartLine), 0)
 			out.read++
 			out.reject(source, "", fmt.Errorf("%w: not valid CSV (RFC 4180): %w", schemas.ErrMalformed, pe.Err))
 			if errors.Is(pe.Err, csv.ErrQuote) && cr.InputOffset() == start {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // parquetBatch is the rows the Parquet reader decodes at a time.
@@ -81,7 +82,7 @@ func (fn *readRowsFn) readParquet(ctx context.Context, rt *claims, rest offsetra
 					for k := range cells {
 						cells[k] = cols[k].cell(i)
 					}
-					out.row(codec.RowSource(path, fmt.Sprintf("row group %d, row %d", rg, row)), cells)
+					out.row(deadletter.RowSource(path, fmt.Sprintf("row group %d, row %d", rg, row)), cells)
 					row++
 				}
 			}
@@ -91,7 +92,7 @@ func (fn *readRowsFn) readParquet(ctx context.Context, rt *claims, rest offsetra
 			return nil
 		})
 		if err != nil {
-			out.unreadable(codec.RowSource(path, fmt.Sprintf("row group %d, row %d", rg, row)),
+			out.unreadable(deadletter.RowSource(path, fmt.Sprintf("row group %d, row %d", rg, row)),
 				"row group %d could not be read from row %d on (of %d rows): %v", rg, row, pf.rdr.MetaData().RowGroup(rg).NumRows(), err)
 		}
 	}

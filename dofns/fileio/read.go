@@ -31,7 +31,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/lines"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -72,7 +72,7 @@ func Read(s beam.Scope, cfg Config) (lines, dead beam.PCollection) {
 }
 
 func init() {
-	register.DoFn5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(string, string), func(codec.DeadLetter), error](&readLinesFn{})
+	register.DoFn5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(string, string), func(deadletter.DeadLetter), error](&readLinesFn{})
 	register.Emitter2[string, string]()
 }
 
@@ -225,7 +225,7 @@ func (fn *readLinesFn) CreateTracker(rest offsetrange.Restriction) *sdf.LockRTra
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (fn *readLinesFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(codec.DeadLetter)) error {
+func (fn *readLinesFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(deadletter.DeadLetter)) error {
 	return fn.ctrs.Commit(ctx)
 }
 
@@ -234,7 +234,7 @@ func (fn *readLinesFn) FinishBundle(ctx context.Context, _ func(string, string),
 // bytes, and is never held whole: only its first MaxLineBytes are kept
 // while the rest is skipped. A UTF-8 byte-order mark at the start of a
 // file is dropped; CRLF line ends are read as LF.
-func (fn *readLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, file beamfileio.ReadableFile, emit func(string, string), dead func(codec.DeadLetter)) error {
+func (fn *readLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, file beamfileio.ReadableFile, emit func(string, string), dead func(deadletter.DeadLetter)) error {
 	path := file.Metadata.Path
 	rest, ok := rt.GetRestriction().(offsetrange.Restriction)
 	if !ok {
@@ -263,7 +263,7 @@ func (fn *readLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		// file that could not be read.
 		fn.ctrs.Inc(ctx, ledger.InputRecords, 1)
 		fn.ctrs.Inc(ctx, ledger.InputRejected, 1)
-		dead(codec.NewDeadLetter(codec.SinkParse, payload, path, err, time.Now()))
+		dead(deadletter.NewDeadLetter(deadletter.SinkParse, payload, path, err, time.Now()))
 	}
 	// The lines' numbers are known when the read starts at the file's
 	// start (a compressed file, or the first block of a plain one);
@@ -273,9 +273,9 @@ func (fn *readLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		if !Compressed(path) {
 			lineNo++
 		}
-		at := codec.LineSource(path, 0, off)
+		at := deadletter.LineSource(path, 0, off)
 		if counting {
-			at = codec.LineSource(path, int64(lineNo), off)
+			at = deadletter.LineSource(path, int64(lineNo), off)
 		}
 		if ok, err := mine(off); err != nil || !ok {
 			return err
@@ -287,7 +287,7 @@ func (fn *readLinesFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker,
 		if length > int64(max) {
 			fn.ctrs.Inc(ctx, ledger.InputRecords, 1)
 			fn.ctrs.Inc(ctx, ledger.InputRejected, 1)
-			d := codec.NewDeadLetter(codec.SinkParse, schemas.Prefix(string(line)), at, schemas.TooLargeInFile(length, max), time.Now())
+			d := deadletter.NewDeadLetter(deadletter.SinkParse, schemas.Prefix(string(line)), at, schemas.TooLargeInFile(length, max), time.Now())
 			// Its place and hash, for a replay to read it back
 			// (ReadRecord); the line itself is never held.
 			if sum := lr.Sum(); sum != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
 	"github.com/sensorpipe/sensorpipe/internal/loopback"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 func init() {
@@ -28,13 +28,13 @@ func TestMain(m *testing.M) { loopback.TestMain(m) }
 
 func sourceAndLine(source, line string) string { return filepath.Base(source) + " " + line }
 
-func reasonAndSource(d codec.DeadLetter) string {
+func reasonAndSource(d deadletter.DeadLetter) string {
 	return fmt.Sprintf("%s %s line %d", d.Reason, filepath.Base(d.Source), d.Line)
 }
 
 // at is a line's source as the reader names it: its file, and its line
 // number or, in a range that does not start the file, its byte offset.
-func at(file string, line, offset int64) string { return codec.LineSource(file, line, offset) }
+func at(file string, line, offset int64) string { return deadletter.LineSource(file, line, offset) }
 
 func write(t *testing.T, path, content string) {
 	t.Helper()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -33,7 +34,7 @@ type keyed struct {
 
 // readTableRecords reads path as format with spec through ProcessElement,
 // whole: the readings it emits and its dead letters.
-func readTableRecords(t *testing.T, spec *hours.Compiled, format, path string, maxLine int) ([]keyed, []codec.DeadLetter) {
+func readTableRecords(t *testing.T, spec *hours.Compiled, format, path string, maxLine int) ([]keyed, []deadletter.DeadLetter) {
 	t.Helper()
 	st, err := os.Stat(path)
 	if err != nil {
@@ -44,9 +45,9 @@ func readTableRecords(t *testing.T, spec *hours.Compiled, format, path string, m
 	rt := sdf.NewLockRTracker(offsetrange.NewTracker(fn.CreateInitialRestriction(file)))
 	ctx := metrics.SetPTransformID(metrics.SetBundleID(context.Background(), "test"), "read")
 	var recs []keyed
-	var dead []codec.DeadLetter
+	var dead []deadletter.DeadLetter
 	err = fn.ProcessElement(ctx, rt, file, func(at beam.EventTime, key string, r schemas.Record) { recs = append(recs, keyed{at, key, r}) },
-		func(d codec.DeadLetter) { dead = append(dead, d) })
+		func(d deadletter.DeadLetter) { dead = append(dead, d) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func parsedAsJSON(t *testing.T, spec *hours.Compiled, rows map[string]string, ma
 	recs, dead := map[string]keyed{}, map[string]string{}
 	for source, row := range rows {
 		if len(row) > schemas.LineLimit(maxLine) {
-			d := codec.NewDeadLetter(codec.SinkParse, schemas.Prefix(row), source, schemas.TooLarge(int64(len(row)), schemas.LineLimit(maxLine)), time.Now())
+			d := deadletter.NewDeadLetter(deadletter.SinkParse, schemas.Prefix(row), source, schemas.TooLarge(int64(len(row)), schemas.LineLimit(maxLine)), time.Now())
 			dead[place(d)] = said(d)
 			continue
 		}
@@ -71,7 +72,7 @@ func parsedAsJSON(t *testing.T, spec *hours.Compiled, rows map[string]string, ma
 			err = spec.Builder().Check(&got[i])
 		}
 		if err != nil {
-			d := codec.NewDeadLetter(codec.SinkParse, row, source, err, time.Now())
+			d := deadletter.NewDeadLetter(deadletter.SinkParse, row, source, err, time.Now())
 			dead[place(d)] = said(d)
 			continue
 		}
@@ -151,7 +152,7 @@ bigtable:
 				gotRecs[r.rec.Source] = r
 			}
 			for _, d := range dead {
-				if d.Sink != codec.SinkParse {
+				if d.Sink != deadletter.SinkParse {
 					t.Errorf("%s: sink %s", d.Source, d.Sink)
 				}
 				gotDead[place(d)] = said(d)
@@ -170,12 +171,12 @@ bigtable:
 }
 
 // place is where a dead letter's record was in its file.
-func place(d codec.DeadLetter) string {
+func place(d deadletter.DeadLetter) string {
 	return fmt.Sprintf("%s line %d offset %d %s", d.Source, d.Line, d.Offset, d.Row)
 }
 
 // said is what a dead letter says of its record.
-func said(d codec.DeadLetter) string {
+func said(d deadletter.DeadLetter) string {
 	return d.Sink + " " + d.Reason + " " + d.Error + " " + d.Payload + " " + d.PayloadBase64
 }
 

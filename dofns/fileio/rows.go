@@ -20,6 +20,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -58,7 +59,7 @@ func FormatOf(path string) string {
 }
 
 func init() {
-	register.DoFn5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(beam.EventTime, string, schemas.Record), func(codec.DeadLetter), error](&readRowsFn{})
+	register.DoFn5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(beam.EventTime, string, schemas.Record), func(deadletter.DeadLetter), error](&readRowsFn{})
 	register.Emitter3[beam.EventTime, string, schemas.Record]()
 }
 
@@ -144,7 +145,7 @@ func (fn *readRowsFn) CreateTracker(rest offsetrange.Restriction) *sdf.LockRTrac
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (fn *readRowsFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, string, schemas.Record), _ func(codec.DeadLetter)) error {
+func (fn *readRowsFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, string, schemas.Record), _ func(deadletter.DeadLetter)) error {
 	return fn.ctrs.Commit(ctx)
 }
 
@@ -152,7 +153,7 @@ func (fn *readRowsFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, s
 // What the file's header or footer makes unreadable, or a spec that its
 // columns cannot fill, is one dead letter, from the part that starts the
 // file.
-func (fn *readRowsFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, file beamfileio.ReadableFile, emit func(beam.EventTime, string, schemas.Record), dead func(codec.DeadLetter)) error {
+func (fn *readRowsFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, file beamfileio.ReadableFile, emit func(beam.EventTime, string, schemas.Record), dead func(deadletter.DeadLetter)) error {
 	if fn.parser == nil {
 		if err := fn.Setup(); err != nil {
 			return err
@@ -248,7 +249,7 @@ type rowOut struct {
 	// emitJSON, when set, takes each row's rendered object instead of its
 	// reading (the reader's tests).
 	emitJSON func(source, row string)
-	dead     func(codec.DeadLetter)
+	dead     func(deadletter.DeadLetter)
 	// first: this part starts the file, and reports what is wrong with
 	// the file as a whole.
 	first bool
@@ -325,7 +326,7 @@ func (o *rowOut) parse(cells []codec.RowCell, raw, source string) error {
 func (o *rowOut) reject(source, payload string, err error) {
 	o.fn.ctrs.Inc(o.ctx, ledger.InputRecords, 1)
 	o.fn.ctrs.Inc(o.ctx, ledger.InputRejected, 1)
-	o.dead(codec.NewDeadLetter(codec.SinkParse, payload, source, err, time.Now()))
+	o.dead(deadletter.NewDeadLetter(deadletter.SinkParse, payload, source, err, time.Now()))
 }
 
 // unreadable dead-letters what could not be read from source on.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -129,7 +130,7 @@ func BenchmarkReadAndParse(b *testing.B) {
 					}
 				}
 			}
-			dead := func(d codec.DeadLetter) { b.Fatalf("dead letter: %+v", d) }
+			dead := func(d deadletter.DeadLetter) { b.Fatalf("dead letter: %+v", d) }
 			b.SetBytes(st.Size())
 			b.ResetTimer()
 			for b.Loop() {

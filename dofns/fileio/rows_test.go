@@ -15,6 +15,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	beamfileio "github.com/apache/beam/sdks/v2/go/pkg/beam/io/fileio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
+
 	// DuckDB writes the Parquet fixtures: a writer other than the
 	// reader's library (arrow-go), as files from elsewhere are.
 	_ "github.com/duckdb/duckdb-go/v2"
@@ -22,13 +23,14 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // readOut is what a table read gave: rows by source, and dead letters.
 type readOut struct {
 	rows map[string]string // source -> JSON object
-	dead []codec.DeadLetter
+	dead []deadletter.DeadLetter
 }
 
 // readTable reads path as format with spec, in parts of block bytes
@@ -57,7 +59,7 @@ func readTable(t *testing.T, spec *hours.Compiled, format, path string, block in
 				t.Errorf("%s read twice (parts of %d bytes)", source, block)
 			}
 			out.rows[source] = row
-		}, dead: func(d codec.DeadLetter) { out.dead = append(out.dead, d) }})
+		}, dead: func(d deadletter.DeadLetter) { out.dead = append(out.dead, d) }})
 		if err != nil {
 			t.Fatalf("part %v: %v", part, err)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
 
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -132,7 +132,7 @@ func SampleRows(ctx context.Context, path, format string, spec *hours.Compiled, 
 		s.Rows++
 		s.JSONBytes += int64(len(row)) + 1
 	}
-	dead := func(codec.DeadLetter) { s.Rows++ }
+	dead := func(deadletter.DeadLetter) { s.Rows++ }
 	fn := &readRowsFn{Format: format, Spec: spec}
 	if err := fn.Setup(); err != nil {
 		return RowSample{}, err

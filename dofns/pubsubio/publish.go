@@ -20,13 +20,13 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 func init() {
-	register.DoFn3x1[context.Context, dofns.PubSubMessage, func(codec.DeadLetter), error](&publishFn{})
+	register.DoFn3x1[context.Context, dofns.PubSubMessage, func(deadletter.DeadLetter), error](&publishFn{})
 }
 
 // PublishConfig is the topic Publish publishes to and how.
@@ -77,13 +77,13 @@ func (f *publishFn) Setup(ctx context.Context) error {
 }
 
 // StartBundle registers the sink's ledger counters.
-func (f *publishFn) StartBundle(ctx context.Context, _ func(codec.DeadLetter)) {
+func (f *publishFn) StartBundle(ctx context.Context, _ func(deadletter.DeadLetter)) {
 	f.pending = f.pending[:0]
 	f.ctrs.Register(ctx, ledger.RowsKey(f.Sink, f.Topic))
 }
 
 // ProcessElement starts one publish.
-func (f *publishFn) ProcessElement(ctx context.Context, m dofns.PubSubMessage, _ func(codec.DeadLetter)) error {
+func (f *publishFn) ProcessElement(ctx context.Context, m dofns.PubSubMessage, _ func(deadletter.DeadLetter)) error {
 	f.ctrs.Sink(ctx, f.Sink, f.Topic, hours.OriginReading, ledger.Routed, 1)
 	msg := &pubsub.Message{Data: m.Data, Attributes: m.Attributes}
 	f.pending = append(f.pending, published{msg, f.pub.Publish(context.WithoutCancel(ctx), msg)})
@@ -93,7 +93,7 @@ func (f *publishFn) ProcessElement(ctx context.Context, m dofns.PubSubMessage, _
 // FinishBundle waits for every publish, publishing again those that
 // failed until the retry policy's deadline; what still fails then is
 // dead-lettered.
-func (f *publishFn) FinishBundle(ctx context.Context, dead func(codec.DeadLetter)) error {
+func (f *publishFn) FinishBundle(ctx context.Context, dead func(deadletter.DeadLetter)) error {
 	b := f.Retry.Policy().Start()
 	for len(f.pending) > 0 {
 		var again []published
@@ -123,7 +123,7 @@ func (f *publishFn) FinishBundle(ctx context.Context, dead func(codec.DeadLetter
 		if err != nil || !retry.Retryable(first) && !errors.Is(first, context.DeadlineExceeded) {
 			for _, p := range again {
 				f.ctrs.Sink(ctx, f.Sink, f.Topic, hours.OriginReading, ledger.Failed, 1)
-				dead(codec.NewDeadLetter(f.Sink, string(p.msg.Data), f.Topic,
+				dead(deadletter.NewDeadLetter(f.Sink, string(p.msg.Data), f.Topic,
 					fmt.Errorf("%w: pubsub topic %s: %w", schemas.ErrWriteFailed, f.Topic, first), time.Now()))
 			}
 			f.pending = f.pending[:0]

@@ -28,7 +28,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -210,7 +210,7 @@ func Family(k Key) []Key {
 	switch {
 	case k.Namespace == "deadletter":
 		var out []Key
-		for _, sink := range codec.Sinks {
+		for _, sink := range deadletter.Sinks {
 			for _, reason := range schemas.Reasons() {
 				out = append(out, DeadLetterKey(sink, reason))
 			}
@@ -360,7 +360,7 @@ func FromCounters(c Counters, stream bool) *Ledger {
 
 		ReplayNotReadBack: c[ReplayNotReadBack],
 	}
-	for _, sink := range codec.Sinks {
+	for _, sink := range deadletter.Sinks {
 		if n := c[ReplaySkipped(sink)]; n != 0 {
 			if l.ReplaySkipped == nil {
 				l.ReplaySkipped = map[string]int64{}
@@ -437,18 +437,18 @@ func FromCounters(c Counters, stream bool) *Ledger {
 }
 
 func sinkOrder(s string) int {
-	for i, x := range codec.Sinks {
+	for i, x := range deadletter.Sinks {
 		if x == s {
 			return i
 		}
 	}
-	return len(codec.Sinks)
+	return len(deadletter.Sinks)
 }
 
 // add adds the counter named kind.outcome to the sink's account.
 func (s *Sink) add(name string, n int64) {
 	counted := hours.OriginReading.String()
-	if s.Sink == codec.SinkBigQueryRollups {
+	if s.Sink == deadletter.SinkBigQueryRollups {
 		counted = hours.OriginRollup.String()
 	}
 	kind, outcome, _ := strings.Cut(name, ".")
@@ -516,9 +516,9 @@ func (l *Ledger) check(c Counters) {
 	for _, s := range l.Sinks {
 		what := "readings"
 		switch s.Sink {
-		case codec.SinkBigQueryRollups:
+		case deadletter.SinkBigQueryRollups:
 			what = "rollup rows"
-		case codec.SinkSilences:
+		case deadletter.SinkSilences:
 			what = "silence records"
 		}
 		done := s.Written + s.Failed
@@ -529,7 +529,7 @@ func (l *Ledger) check(c Counters) {
 		case s.Routed < done:
 			p = append(p, fmt.Sprintf("%s %s: %s written %d + dead-lettered %d > routed %d", s.Sink, s.Table, what, s.Written, s.Failed, s.Routed))
 		}
-		if skipped := l.ReplaySkipped[s.Sink]; s.Sink != codec.SinkBigQueryRollups && s.Sink != codec.SinkSilences && !l.Stream && s.Routed+skipped+s.Unchanged != l.Readings && !s.rollupsOnly() {
+		if skipped := l.ReplaySkipped[s.Sink]; s.Sink != deadletter.SinkBigQueryRollups && s.Sink != deadletter.SinkSilences && !l.Stream && s.Routed+skipped+s.Unchanged != l.Readings && !s.rollupsOnly() {
 			if s.Unchanged > 0 {
 				p = append(p, fmt.Sprintf("%s %s: routed %d readings and left %d unchanged, of %d distinct valid readings (off by %d)",
 					s.Sink, s.Table, s.Routed, s.Unchanged, l.Readings, l.Readings-s.Routed-skipped-s.Unchanged))
@@ -544,7 +544,7 @@ func (l *Ledger) check(c Counters) {
 	}
 	if !l.Stream {
 		// Every dead letter a stage made reached the store.
-		made := map[string]int64{codec.SinkParse: c[InputRejected], codec.SinkWindow: c[TooLate] + c[GroupRejected]}
+		made := map[string]int64{deadletter.SinkParse: c[InputRejected], deadletter.SinkWindow: c[TooLate] + c[GroupRejected]}
 		for _, s := range l.Sinks {
 			made[s.Sink] += s.failures()
 		}
@@ -681,9 +681,9 @@ func (l *Ledger) WriteText(w io.Writer) {
 	for _, s := range l.Sinks {
 		what := "readings"
 		switch s.Sink {
-		case codec.SinkBigQueryRollups:
+		case deadletter.SinkBigQueryRollups:
 			what = "rollup rows"
-		case codec.SinkSilences:
+		case deadletter.SinkSilences:
 			what = "silence records"
 		}
 		fmt.Fprintf(w, "  %s %s: %s routed %d = written %d + dead-lettered %d", s.Sink, s.Table, what, s.Routed, s.Written, s.Failed)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -20,17 +20,17 @@ func batch() Counters {
 		InputRejected: 2,
 		Readings:      7,
 		Duplicates:    1,
-		SinkKey(codec.SinkBigtable, "t", r, Routed):                    7,
-		SinkKey(codec.SinkBigtable, "t", r, Written):                   6,
-		SinkKey(codec.SinkBigtable, "t", r, Failed):                    1,
-		RowsKey(codec.SinkBigtable, "t"):                               2,
-		SinkKey(codec.SinkBigQuery, "q", r, Routed):                    7,
-		SinkKey(codec.SinkBigQuery, "q", r, Written):                   7,
-		SinkKey(codec.SinkBigQueryRollups, "h", rr, Routed):            1,
-		SinkKey(codec.SinkBigQueryRollups, "h", rr, Written):           1,
-		DeadLetterKey(codec.SinkParse, "malformed"):                    2,
-		DeadLetterKey(codec.SinkBigtable, "write_failed"):              1,
-		SinkKey(codec.SinkBigtable, "t", hours.OriginRewrite, Written): 0,
+		SinkKey(deadletter.SinkBigtable, "t", r, Routed):                    7,
+		SinkKey(deadletter.SinkBigtable, "t", r, Written):                   6,
+		SinkKey(deadletter.SinkBigtable, "t", r, Failed):                    1,
+		RowsKey(deadletter.SinkBigtable, "t"):                               2,
+		SinkKey(deadletter.SinkBigQuery, "q", r, Routed):                    7,
+		SinkKey(deadletter.SinkBigQuery, "q", r, Written):                   7,
+		SinkKey(deadletter.SinkBigQueryRollups, "h", rr, Routed):            1,
+		SinkKey(deadletter.SinkBigQueryRollups, "h", rr, Written):           1,
+		DeadLetterKey(deadletter.SinkParse, "malformed"):                    2,
+		DeadLetterKey(deadletter.SinkBigtable, "write_failed"):              1,
+		SinkKey(deadletter.SinkBigtable, "t", hours.OriginRewrite, Written): 0,
 	}
 }
 
@@ -53,18 +53,18 @@ func TestLedgerBalances(t *testing.T) {
 	}{
 		{"a balanced batch", batch(), false, ""},
 		{"a reading lost before the grouping", with(batch(), InputRecords, 11), false, "records read 11 != distinct readings 7 + merged duplicates 1 + rejected 2 (off by 1)"},
-		{"a write neither acknowledged nor dead-lettered", with(batch(), SinkKey(codec.SinkBigtable, "t", r, Written), 5), false,
+		{"a write neither acknowledged nor dead-lettered", with(batch(), SinkKey(deadletter.SinkBigtable, "t", r, Written), 5), false,
 			"bigtable t: readings routed 7 != written 5 + dead-lettered 1 (off by 1)"},
-		{"a table routed fewer readings than were built", with(with(batch(), SinkKey(codec.SinkBigQuery, "q", r, Routed), 6), SinkKey(codec.SinkBigQuery, "q", r, Written), 6), false,
+		{"a table routed fewer readings than were built", with(with(batch(), SinkKey(deadletter.SinkBigQuery, "q", r, Routed), 6), SinkKey(deadletter.SinkBigQuery, "q", r, Written), 6), false,
 			"bigquery q: routed 6 readings of 7 distinct valid readings (off by 1)"},
-		{"a dead letter the store did not take", with(batch(), DeadLetterKey(codec.SinkBigtable, "write_failed"), 0), false,
+		{"a dead letter the store did not take", with(batch(), DeadLetterKey(deadletter.SinkBigtable, "write_failed"), 0), false,
 			"dead letters of bigtable: 1 made, 0 stored (off by 1)"},
-		{"a rollup row lost", with(batch(), SinkKey(codec.SinkBigQueryRollups, "h", hours.OriginRollup, Written), 0), false,
+		{"a rollup row lost", with(batch(), SinkKey(deadletter.SinkBigQueryRollups, "h", hours.OriginRollup, Written), 0), false,
 			"bigquery_rollups h: rollup rows routed 1 != written 0 + dead-lettered 0 (off by 1)"},
-		{"a re-run that left readings unchanged", with(with(with(batch(), SinkKey(codec.SinkBigQuery, "q", r, Routed), 3), SinkKey(codec.SinkBigQuery, "q", r, Written), 3),
-			SinkKey(codec.SinkBigQuery, "q", r, Unchanged), 4), false, ""},
-		{"a re-run that lost a reading it did not leave unchanged", with(with(with(batch(), SinkKey(codec.SinkBigQuery, "q", r, Routed), 3), SinkKey(codec.SinkBigQuery, "q", r, Written), 3),
-			SinkKey(codec.SinkBigQuery, "q", r, Unchanged), 3), false, "bigquery q: routed 3 readings and left 3 unchanged, of 7 distinct valid readings (off by 1)"},
+		{"a re-run that left readings unchanged", with(with(with(batch(), SinkKey(deadletter.SinkBigQuery, "q", r, Routed), 3), SinkKey(deadletter.SinkBigQuery, "q", r, Written), 3),
+			SinkKey(deadletter.SinkBigQuery, "q", r, Unchanged), 4), false, ""},
+		{"a re-run that lost a reading it did not leave unchanged", with(with(with(batch(), SinkKey(deadletter.SinkBigQuery, "q", r, Routed), 3), SinkKey(deadletter.SinkBigQuery, "q", r, Written), 3),
+			SinkKey(deadletter.SinkBigQuery, "q", r, Unchanged), 3), false, "bigquery q: routed 3 readings and left 3 unchanged, of 7 distinct valid readings (off by 1)"},
 		{"a stream with readings in open windows", with(batch(), InputRecords, 15), true, ""},
 		{"a stream counting a reading twice", with(batch(), InputRecords, 9), true, "records read 9 < distinct readings 7 + merged duplicates 1 + rejected 2: readings counted twice"},
 	} {
@@ -84,8 +84,8 @@ func TestLedgerBalances(t *testing.T) {
 }
 
 func TestLedgerFigures(t *testing.T) {
-	c := with(batch(), SinkKey(codec.SinkBigtable, "t", hours.OriginReading, Unavailable), 1)
-	c[SinkKey(codec.SinkBigtable, "t", hours.OriginProvisional, Written)] = 4
+	c := with(batch(), SinkKey(deadletter.SinkBigtable, "t", hours.OriginReading, Unavailable), 1)
+	c[SinkKey(deadletter.SinkBigtable, "t", hours.OriginProvisional, Written)] = 4
 	l := FromCounters(c, false)
 	if l.Read != 10 || l.Readings != 7 || l.Duplicates != 1 || l.Rejected != 2 || l.DeadLettered() != 3 {
 		t.Errorf("figures %+v", l)
@@ -123,7 +123,7 @@ func TestLedgerFigures(t *testing.T) {
 // keeps it may come to keep, so registering the family at the first count
 // leaves no counter to be first counted later.
 func TestFamily(t *testing.T) {
-	sink := SinkKey(codec.SinkBigtable, "readings", hours.OriginReading, Routed)
+	sink := SinkKey(deadletter.SinkBigtable, "readings", hours.OriginReading, Routed)
 	for _, tc := range []struct {
 		name string
 		k    Key
@@ -131,15 +131,15 @@ func TestFamily(t *testing.T) {
 	}{
 		{"stage", InputRecords, []Key{InputRejected, TooLate, GroupRejected, Readings, Duplicates, Recovered}},
 		{"sink", sink, []Key{
-			RowsKey(codec.SinkBigtable, "readings"),
-			SinkKey(codec.SinkBigtable, "readings", hours.OriginReading, Unavailable),
-			SinkKey(codec.SinkBigtable, "readings", hours.OriginRollup, Failed),
-			SinkKey(codec.SinkBigtable, "readings", hours.OriginRewrite, Written),
+			RowsKey(deadletter.SinkBigtable, "readings"),
+			SinkKey(deadletter.SinkBigtable, "readings", hours.OriginReading, Unavailable),
+			SinkKey(deadletter.SinkBigtable, "readings", hours.OriginRollup, Failed),
+			SinkKey(deadletter.SinkBigtable, "readings", hours.OriginRewrite, Written),
 		}},
-		{"dead letters", DeadLetterKey(codec.SinkParse, "malformed"), []Key{
-			DeadLetterKey(codec.SinkBigtable, "write_failed"),
-			DeadLetterKey(codec.SinkWindow, "too_late"),
-			DeadLetterKey(codec.SinkBigQueryRollups, "internal"),
+		{"dead letters", DeadLetterKey(deadletter.SinkParse, "malformed"), []Key{
+			DeadLetterKey(deadletter.SinkBigtable, "write_failed"),
+			DeadLetterKey(deadletter.SinkWindow, "too_late"),
+			DeadLetterKey(deadletter.SinkBigQueryRollups, "internal"),
 		}},
 		{"other", Key{"recover", "windows_found"}, nil},
 	} {
@@ -153,7 +153,7 @@ func TestFamily(t *testing.T) {
 					t.Errorf("Family(%v) lacks %v", tc.k, k)
 				}
 			}
-			if fam[SinkKey(codec.SinkBigQuery, "readings", hours.OriginReading, Routed)] && tc.name == "sink" {
+			if fam[SinkKey(deadletter.SinkBigQuery, "readings", hours.OriginReading, Routed)] && tc.name == "sink" {
 				t.Errorf("Family(%v) holds another table's counter", tc.k)
 			}
 		})
@@ -167,7 +167,7 @@ func TestZeroCountersAddNothing(t *testing.T) {
 	for _, k := range append(Family(InputRecords), Family(DeadLetterKey("parse", "malformed"))...) {
 		c[k] = 0
 	}
-	for _, k := range Family(SinkKey(codec.SinkBigQuery, "r", hours.OriginReading, Routed)) {
+	for _, k := range Family(SinkKey(deadletter.SinkBigQuery, "r", hours.OriginReading, Routed)) {
 		c[k] = 0
 	}
 	l := FromCounters(c, false)
@@ -182,7 +182,7 @@ func TestZeroCountersAddNothing(t *testing.T) {
 // extra writes are provisional.
 func TestStreamTextSaysWhatIsProvisional(t *testing.T) {
 	c := with(batch(), InputRecords, 25) // 15 readings still in open hours
-	c[SinkKey(codec.SinkBigtable, "t", hours.OriginProvisional, Written)] = 30
+	c[SinkKey(deadletter.SinkBigtable, "t", hours.OriginProvisional, Written)] = 30
 	l := FromCounters(c, true)
 	var text bytes.Buffer
 	l.WriteText(&text)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/coverage"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
@@ -113,7 +114,7 @@ func silentSensors(ctx context.Context, qf *queryFlags, spec *schemas.Spec, now 
 		line.add("last_seen", fmtMs(e.LastSeenMs))
 		line.add("first_seen", fmtMs(e.FirstSeenMs))
 		return enc.Encode(line) == nil
-	}, bigtable.RowFilter(bigtable.ChainFilters(bigtable.FamilyFilter("^"+schemas.InventoryFamily+"$"), bigtable.LatestNFilter(1))))
+	}, bigtable.RowFilter(bigtable.ChainFilters(bigtable.FamilyFilter("^"+coverage.InventoryFamily+"$"), bigtable.LatestNFilter(1))))
 	if err == nil {
 		err = decodeErr
 	}
@@ -218,7 +219,7 @@ func coverageByHour(ctx context.Context, qf *queryFlags, spec *schemas.Spec, now
 		}
 		line.add(hours.RollupWindowStart, fmtMs(end-int64(time.Hour/time.Millisecond)))
 		line.add(hours.RollupWindowEnd, fmtMs(end))
-		for _, col := range []string{hours.RollupCount, schemas.RollupExpected, schemas.RollupCoverage, schemas.RollupGaps, schemas.RollupLongestGapS} {
+		for _, col := range []string{hours.RollupCount, coverage.RollupExpected, coverage.RollupCoverage, coverage.RollupGaps, coverage.RollupLongestGapS} {
 			v, ok := h.cols[col]
 			if !ok {
 				line.add(col, nil)

@@ -2,11 +2,12 @@ package bqschema
 
 import (
 	"errors"
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"math"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 func TestBQJSONValue(t *testing.T) {

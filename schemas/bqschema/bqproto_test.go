@@ -7,6 +7,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -16,7 +17,7 @@ import (
 
 func vitalsBQ(t testing.TB) (*schemas.Spec, *BQEncoder) {
 	t.Helper()
-	spec, err := LoadSpec("vitals")
+	spec, err := spectest.Load("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}

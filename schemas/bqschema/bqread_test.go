@@ -10,10 +10,11 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
 func TestReadPlanVitals(t *testing.T) {
-	spec, err := LoadSpec("vitals")
+	spec, err := spectest.Load("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestReadPlanVitals(t *testing.T) {
 }
 
 func TestReadPlanRoundTripsWhatTheSinkWrites(t *testing.T) {
-	spec, err := LoadSpec("vitals")
+	spec, err := spectest.Load("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestReadPlanRoundTripsWhatTheSinkWrites(t *testing.T) {
 }
 
 func TestReadPlanRowRestriction(t *testing.T) {
-	spec, err := LoadSpec("vitals")
+	spec, err := spectest.Load("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestReadPlanRowRestriction(t *testing.T) {
 }
 
 func TestNewReadPlanRefusesASpecWithoutItsTable(t *testing.T) {
-	spec, err := LoadSpec("vitals")
+	spec, err := spectest.Load("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func TestNewReadPlanRefusesASpecWithoutItsTable(t *testing.T) {
 func TestEveryBuiltinSpecWithATableReadsBack(t *testing.T) {
 	for _, name := range schemas.BuiltinSpecNames() {
 		t.Run(name, func(t *testing.T) {
-			spec, err := LoadSpec(name)
+			spec, err := spectest.Load(name)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,8 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"math"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // ErrCodec is a record encoding that cannot be decoded.
@@ -83,8 +84,8 @@ func DecodeRecord(b []byte) (schemas.Record, error) {
 	// The strings of the record share one copy of the encoding: one
 	// allocation instead of one per string (the Raw line, the source and
 	// each string value).
-	d := decoder{b: b, src: string(b)}
-	n := d.uvarint()
+	d := Reader{b: b, src: string(b)}
+	n := d.Uvarint()
 	if n > uint64(len(b)) {
 		return schemas.Record{}, fmt.Errorf("%w: %d values in %d bytes", ErrCodec, n, len(b))
 	}
@@ -102,15 +103,15 @@ func DecodeRecord(b []byte) (schemas.Record, error) {
 // DecodeRecords decodes what AppendRecords wrote. The records' strings
 // share one copy of b, and their values one slice.
 func DecodeRecords(b []byte) ([]schemas.Record, error) {
-	d := decoder{b: b, src: string(b)}
-	n, nv := d.uvarint(), d.uvarint()
+	d := Reader{b: b, src: string(b)}
+	n, nv := d.Uvarint(), d.Uvarint()
 	// Each record and each value takes at least a byte.
 	if n > uint64(len(b)) || nv > uint64(len(b)) {
 		return nil, fmt.Errorf("%w: %d records of %d values in %d bytes", ErrCodec, n, nv, len(b))
 	}
 	recs, values := make([]schemas.Record, n), make([]schemas.Value, nv)
 	for i := range recs {
-		k := d.uvarint()
+		k := d.Uvarint()
 		if k > uint64(len(values)) {
 			return nil, fmt.Errorf("%w: record %d has %d values, more than the %d left", ErrCodec, i, k, len(values))
 		}
@@ -147,7 +148,7 @@ func DecodeRecords(b []byte) ([]schemas.Record, error) {
 
 // body decodes a record's values into values, which has their count, and
 // its event time and raw payload.
-func (d *decoder) body(values []schemas.Value) (schemas.Record, error) {
+func (d *Reader) body(values []schemas.Value) (schemas.Record, error) {
 	r := schemas.Record{Values: values}
 	for i := range r.Values {
 		v := &r.Values[i]
@@ -157,13 +158,13 @@ func (d *decoder) body(values []schemas.Value) (schemas.Record, error) {
 		case schemas.KindString, schemas.KindBytes:
 			v.Str = d.string()
 		case schemas.KindFloat:
-			v.Num = math.Float64frombits(d.uint64())
+			v.Num = math.Float64frombits(d.Uint64())
 		case schemas.KindInt, schemas.KindTime:
-			v.Int = d.varint()
+			v.Int = d.Varint()
 		case schemas.KindBool:
 			v.Bool = d.byte() == 1
 		case schemas.KindTags:
-			np := d.uvarint()
+			np := d.Uvarint()
 			if np > uint64(len(d.b)) {
 				return r, fmt.Errorf("%w: %d tags in %d bytes", ErrCodec, np, len(d.b))
 			}
@@ -175,13 +176,13 @@ func (d *decoder) body(values []schemas.Value) (schemas.Record, error) {
 			return r, fmt.Errorf("%w: unknown value kind %d", ErrCodec, v.Kind)
 		}
 	}
-	r.EventMs = d.varint()
+	r.EventMs = d.Varint()
 	r.Raw = d.string()
 	return r, d.err
 }
 
 // end reports the first error, or bytes left over.
-func (d *decoder) end() error {
+func (d *Reader) end() error {
 	if d.err != nil {
 		return d.err
 	}
@@ -191,8 +192,9 @@ func (d *decoder) end() error {
 	return nil
 }
 
-// decoder reads the encoding, remembering the first error.
-type decoder struct {
+// Reader reads varints, integers and strings; the first short read sets
+// Err (ErrCodec), and every read after it gives 0.
+type Reader struct {
 	b   []byte
 	err error
 	// src, when set, is b as first given, as a string: string() slices
@@ -200,14 +202,21 @@ type decoder struct {
 	src string
 }
 
-func (d *decoder) fail(what string) {
+// NewReader reads b.
+func NewReader(b []byte) *Reader { return &Reader{b: b} }
+
+// Err is the first short read's error; Len the bytes left.
+func (d *Reader) Err() error { return d.err }
+func (d *Reader) Len() int   { return len(d.b) }
+
+func (d *Reader) fail(what string) {
 	if d.err == nil {
 		d.err = fmt.Errorf("%w: truncated %s", ErrCodec, what)
 	}
 	d.b = nil
 }
 
-func (d *decoder) uvarint() uint64 {
+func (d *Reader) Uvarint() uint64 {
 	v, n := binary.Uvarint(d.b)
 	if n <= 0 {
 		d.fail("uvarint")
@@ -217,7 +226,7 @@ func (d *decoder) uvarint() uint64 {
 	return v
 }
 
-func (d *decoder) varint() int64 {
+func (d *Reader) Varint() int64 {
 	v, n := binary.Varint(d.b)
 	if n <= 0 {
 		d.fail("varint")
@@ -227,7 +236,7 @@ func (d *decoder) varint() int64 {
 	return v
 }
 
-func (d *decoder) byte() byte {
+func (d *Reader) byte() byte {
 	if len(d.b) < 1 {
 		d.fail("byte")
 		return 0
@@ -237,7 +246,7 @@ func (d *decoder) byte() byte {
 	return c
 }
 
-func (d *decoder) uint64() uint64 {
+func (d *Reader) Uint64() uint64 {
 	if len(d.b) < 8 {
 		d.fail("float")
 		return 0
@@ -247,8 +256,8 @@ func (d *decoder) uint64() uint64 {
 	return v
 }
 
-func (d *decoder) string() string {
-	n := d.uvarint()
+func (d *Reader) string() string {
+	n := d.Uvarint()
 	if n > uint64(len(d.b)) {
 		d.fail("string")
 		return ""

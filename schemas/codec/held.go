@@ -3,9 +3,10 @@ package codec
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"math"
 	"strconv"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // A stream keeps each identity-hour's readings in state until the hour
@@ -148,12 +149,12 @@ func appendHeldValue(dst []byte, v, prev *schemas.Value, eventMs int64) []byte {
 // is empty; their values are the observed ones, with null flags.
 func DecodeHeld(s *schemas.Spec, dst []schemas.Record, b []byte) ([]schemas.Record, error) {
 	nv := s.NumValues()
-	d := decoder{b: b}
-	n := d.uvarint()
+	d := Reader{b: b}
+	n := d.Uvarint()
 	if n > uint64(len(b)) {
 		return dst, fmt.Errorf("%w: %d held readings in %d bytes", ErrCodec, n, len(b))
 	}
-	ns := d.uvarint()
+	ns := d.Uvarint()
 	if ns > uint64(len(b)) {
 		return dst, fmt.Errorf("%w: %d sources in %d bytes", ErrCodec, ns, len(b))
 	}
@@ -167,8 +168,8 @@ func DecodeHeld(s *schemas.Spec, dst []schemas.Record, b []byte) ([]schemas.Reco
 	var ms int64
 	for i := 0; i < int(n) && d.err == nil; i++ {
 		cur := values[i*nv : (i+1)*nv : (i+1)*nv]
-		ms += d.varint()
-		src := d.uvarint()
+		ms += d.Varint()
+		src := d.Uvarint()
 		if src >= uint64(len(sources)) {
 			return dst, fmt.Errorf("%w: held reading's source %d of %d", ErrCodec, src, len(sources))
 		}
@@ -201,7 +202,7 @@ func DecodeHeld(s *schemas.Spec, dst []schemas.Record, b []byte) ([]schemas.Reco
 }
 
 // heldValue decodes what appendHeldValue wrote into v.
-func (d *decoder) heldValue(v, prev *schemas.Value, eventMs int64) error {
+func (d *Reader) heldValue(v, prev *schemas.Value, eventMs int64) error {
 	head := d.byte()
 	v.Kind = head & heldKindBits
 	switch v.Kind {
@@ -217,20 +218,20 @@ func (d *decoder) heldValue(v, prev *schemas.Value, eventMs int64) error {
 			}
 			v.Num = f
 		} else {
-			v.Num = math.Float64frombits(d.uint64())
+			v.Num = math.Float64frombits(d.Uint64())
 		}
 	case schemas.KindTime:
-		v.Int = eventMs + d.varint()
+		v.Int = eventMs + d.Varint()
 	case schemas.KindInt:
 		base := int64(0)
 		if prev.Kind == v.Kind {
 			base = prev.Int
 		}
-		v.Int = base + d.varint()
+		v.Int = base + d.Varint()
 	case schemas.KindBool:
 		v.Bool = d.byte() == 1
 	case schemas.KindTags:
-		np := d.uvarint()
+		np := d.Uvarint()
 		if np > uint64(len(d.b)) {
 			return fmt.Errorf("%w: %d tags in %d bytes", ErrCodec, np, len(d.b))
 		}
@@ -245,7 +246,7 @@ func (d *decoder) heldValue(v, prev *schemas.Value, eventMs int64) error {
 }
 
 // heldBytes takes the next n bytes.
-func (d *decoder) heldBytes(n int) []byte {
+func (d *Reader) heldBytes(n int) []byte {
 	if len(d.b) < n {
 		d.fail("bitmap")
 		return nil

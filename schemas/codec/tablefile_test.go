@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
 func TestMapColumnsRendersTheParsersObject(t *testing.T) {
-	spec := mustSpec(t, "vitals")
+	spec := spectest.Must(t, "vitals")
 	// A BigQuery export's columns: event_timestamp holds the event time,
 	// heart_rate_imputed blanks an imputed heart_rate.
 	cols := []schemas.Column{
@@ -58,7 +59,7 @@ func TestMapColumnsRendersTheParsersObject(t *testing.T) {
 }
 
 func TestMapColumnsRefusesInOneLine(t *testing.T) {
-	spec := mustSpec(t, "vitals")
+	spec := spectest.Must(t, "vitals")
 	base := func(kind schemas.ColumnKind, typ string) []schemas.Column {
 		return []schemas.Column{{Name: "sensor_id", Kind: schemas.ColString, Type: "STRING"}, {Name: "timestamp", Kind: kind, Type: typ},
 			{Name: "body_temperature", Kind: schemas.ColFloat}, {Name: "spO2", Kind: schemas.ColFloat}, {Name: "battery_level", Kind: schemas.ColFloat}}
@@ -82,7 +83,7 @@ func TestMapColumnsRefusesInOneLine(t *testing.T) {
 }
 
 func TestCSVTextReadsAsTheFieldsType(t *testing.T) {
-	spec := mustSpec(t, "vitals")
+	spec := spectest.Must(t, "vitals")
 	cols := []schemas.Column{{Name: "sensor_id"}, {Name: "timestamp"}, {Name: "heart_rate"}, {Name: "body_temperature"}, {Name: "spO2"}, {Name: "battery_level"}}
 	m, err := MapColumns(spec, "f.csv", cols)
 	if err != nil {

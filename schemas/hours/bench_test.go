@@ -40,6 +40,7 @@ import (
 	gojson "github.com/goccy/go-json"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 	"github.com/valyala/fastjson"
 )
 
@@ -134,7 +135,7 @@ func BenchmarkDecode(b *testing.B) {
 // worth of lines.
 func benchInputs(b *testing.B) (*schemas.Spec, *codec.Parser, *Builder, [][]byte) {
 	b.Helper()
-	spec := mustSpec(b, "vitals")
+	spec := spectest.Must(b, "vitals")
 	bld, err := NewBuilder(spec)
 	if err != nil {
 		b.Fatal(err)

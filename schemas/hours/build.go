@@ -3,10 +3,11 @@ package hours
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 	"strconv"
 	"sync"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 // Cell is one Bigtable cell. TsMicros is the event time in milliseconds,

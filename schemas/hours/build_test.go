@@ -3,14 +3,16 @@ package hours
 import (
 	"errors"
 	"fmt"
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
 func TestVitalsRowKey(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	b, err := NewBuilder(s)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +40,7 @@ func TestVitalsRowKey(t *testing.T) {
 }
 
 func TestVitalsCells(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	b, _ := NewBuilder(s)
 	const h = 1772359200000
 	kept, _ := PrepareGroup(s, parseAll(t, s, reading("s", h+250, 72), reading("s", h+1000, -1)))
@@ -71,7 +73,7 @@ func TestVitalsCells(t *testing.T) {
 }
 
 func TestNoHeartRateCellWhenNothingToImpute(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	b, _ := NewBuilder(s)
 	kept, _ := PrepareGroup(s, parseAll(t, s, reading("s", 1772359200000, -1)))
 	muts, _ := b.Mutations(kept)
@@ -86,7 +88,7 @@ func TestNoHeartRateCellWhenNothingToImpute(t *testing.T) {
 }
 
 func TestRewritesClearColumnsWithoutValue(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	b, _ := NewBuilder(s)
 	kept, _ := PrepareGroup(s, parseAll(t, s, reading("s", 1772359200000, -1)))
 	muts, _ := b.Rewrites(kept)
@@ -118,7 +120,7 @@ func TestNumberText(t *testing.T) {
 }
 
 func TestBQRowVitals(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	b, _ := NewBuilder(s)
 	kept, _ := PrepareGroup(s, parseAll(t, s, reading("s", 1772359200000, -1)))
 	row := b.BQRow(&kept[0], 1772359300000)

@@ -5,12 +5,13 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
 // BenchmarkRecordsCodec is AppendRecords and DecodeRecords of a sensor's
 // minute of vitals readings from one file.
 func BenchmarkRecordsCodec(b *testing.B) {
-	p := codec.NewParser(mustSpec(b, "vitals"))
+	p := codec.NewParser(spectest.Must(b, "vitals"))
 	var recs []schemas.Record
 	for _, l := range vitalsLines(7, groupSize) {
 		var err error
@@ -31,7 +32,7 @@ func BenchmarkRecordsCodec(b *testing.B) {
 }
 
 func BenchmarkRecordCodec(b *testing.B) {
-	s := mustSpec(b, "vitals")
+	s := spectest.Must(b, "vitals")
 	recs, err := codec.NewParser(s).ParseString(nil, okLine, "testdata/vitals/readings-001.jsonl")
 	if err != nil {
 		b.Fatal(err)

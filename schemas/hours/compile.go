@@ -3,6 +3,7 @@ package hours
 import (
 	"encoding/json"
 	"fmt"
+
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )

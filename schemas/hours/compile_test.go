@@ -3,10 +3,11 @@ package hours
 import (
 	"encoding/json"
 	"errors"
-	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"strings"
 	"testing"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 
 // TestCompile: every check happens in Compile, and its errors name the

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/coverage"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
 // fleetLines are a device's readings at the given minutes of 10:00.
@@ -50,11 +52,11 @@ func TestNoCadenceBuildsWhatItDid(t *testing.T) {
 		t.Errorf("vitals: rollup row has %d values for %d columns", len(out.Rollup.Values), n)
 	}
 
-	with, err := LoadSpec("../../testdata/fleet/fleet.yaml")
+	with, err := spectest.Load("../../testdata/fleet/fleet.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	without, err := LoadSpec("../../testdata/fleet/fleet.yaml")
+	without, err := spectest.Load("../../testdata/fleet/fleet.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +67,7 @@ func TestNoCadenceBuildsWhatItDid(t *testing.T) {
 	fw := BatchHour(cw, HourPane{Records: parseAll(t, with, lines...), Pane: Pane{Timing: PaneOnTime}}, true, 1)
 	fn := BatchHour(cn, HourPane{Records: parseAll(t, without, lines...), Pane: Pane{Timing: PaneOnTime}}, true, 1)
 
-	coverageCols := []string{schemas.RollupExpected, schemas.RollupCoverage, schemas.RollupGaps, schemas.RollupLongestGapS}
+	coverageCols := []string{coverage.RollupExpected, coverage.RollupCoverage, coverage.RollupGaps, coverage.RollupLongestGapS}
 	var stripped []RowMutation
 	for _, m := range fw.Rows {
 		if m.Table == with.Bigtable.Inventory {

@@ -3,6 +3,7 @@ package hours
 import (
 	"encoding/binary"
 	"fmt"
+
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 
@@ -52,67 +53,23 @@ func AppendFinalState(dst []byte, fin FinalState) []byte {
 
 // DecodeFinalState decodes what AppendFinalState wrote.
 func DecodeFinalState(b []byte) (FinalState, error) {
-	d := reader{b: b}
-	fin := FinalState{Dropped: d.varint()}
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		return FinalState{}, fmt.Errorf("%w: %d finalized readings in %d bytes", codec.ErrCodec, n, len(d.b))
+	d := codec.NewReader(b)
+	fin := FinalState{Dropped: d.Varint()}
+	n := d.Uvarint()
+	if n > uint64(d.Len()) {
+		return FinalState{}, fmt.Errorf("%w: %d finalized readings in %d bytes", codec.ErrCodec, n, d.Len())
 	}
 	fin.Ms, fin.Prints = make([]int64, n), make([]uint64, n)
 	var ms int64
 	for i := range fin.Ms {
-		ms += d.varint()
-		fin.Ms[i], fin.Prints[i] = ms, d.uint64()
+		ms += d.Varint()
+		fin.Ms[i], fin.Prints[i] = ms, d.Uint64()
 	}
-	if d.err != nil {
-		return FinalState{}, d.err
+	if err := d.Err(); err != nil {
+		return FinalState{}, err
 	}
-	if len(d.b) != 0 {
-		return FinalState{}, fmt.Errorf("%w: %d bytes after a final state", codec.ErrCodec, len(d.b))
+	if d.Len() != 0 {
+		return FinalState{}, fmt.Errorf("%w: %d bytes after a final state", codec.ErrCodec, d.Len())
 	}
 	return fin, nil
-}
-
-// reader reads the varints and fixed-width integers of a final state; the
-// first short read sets err, and every read after it gives 0.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (d *reader) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: truncated %s", codec.ErrCodec, what)
-	}
-	d.b = nil
-}
-
-func (d *reader) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *reader) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *reader) uint64() uint64 {
-	if len(d.b) < 8 {
-		d.fail("float")
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
 }

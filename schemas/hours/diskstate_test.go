@@ -3,10 +3,11 @@ package hours
 import (
 	"errors"
 	"fmt"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 
 // TestDiskStateComesBackAsItWent: held chunks framed one after another,

@@ -1,8 +1,9 @@
 package hours
 
 import (
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // DefaultMaxFuture is how far ahead of the wall clock a stream accepts an

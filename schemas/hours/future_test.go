@@ -2,10 +2,11 @@ package hours
 
 import (
 	"errors"
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 func TestCheckFutureRejectsAClockFarAhead(t *testing.T) {

@@ -3,15 +3,18 @@ package hours
 import (
 	"encoding/json"
 	"errors"
-	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
-	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 // The fuzz targets' seed corpora are the files under the repository's
@@ -91,7 +94,7 @@ func FuzzParseJSON(f *testing.F) {
 	}
 	var targets []target
 	for _, name := range []string{"vitals", "heroic_metrics"} {
-		spec := mustSpec(f, name)
+		spec := spectest.Must(f, name)
 		b, err := NewBuilder(spec)
 		if err != nil {
 			f.Fatal(err)
@@ -117,7 +120,7 @@ func FuzzParseJSON(f *testing.F) {
 // decoding against protobuf's own (dynamicpb).
 func FuzzParseProto(f *testing.F) {
 	addSeeds(f, "FuzzParseProto")
-	spec := mustSpec(f, "vitals")
+	spec := spectest.Must(f, "vitals")
 	p, err := codec.NewProtoParser(spec)
 	if err != nil {
 		f.Fatal(err)
@@ -157,7 +160,7 @@ func FuzzRowKey(f *testing.F) {
 	addSeeds(f, "FuzzRowKey")
 	var specs []*schemas.Spec
 	for _, name := range schemas.BuiltinSpecNames() {
-		specs = append(specs, mustSpec(f, name))
+		specs = append(specs, spectest.Must(f, name))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		vals := map[string]string{}
@@ -249,7 +252,7 @@ func fuzzValue(typ, s string) schemas.Value {
 func FuzzDeadLetter(f *testing.F) {
 	addSeeds(f, "FuzzDeadLetter")
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		d := codec.NewDeadLetter(codec.SinkParse, string(payload), "src", schemas.ErrMalformed, time.Unix(0, 0))
+		d := deadletter.NewDeadLetter(deadletter.SinkParse, string(payload), "src", schemas.ErrMalformed, time.Unix(0, 0))
 		line, err := json.Marshal(d)
 		if err != nil {
 			t.Fatalf("marshal: %v", err)
@@ -257,7 +260,7 @@ func FuzzDeadLetter(f *testing.F) {
 		if !utf8.Valid(line) || strings.ContainsAny(string(line), "\n\r") {
 			t.Fatalf("encoded dead letter %q is not one line of UTF-8", line)
 		}
-		var back codec.DeadLetter
+		var back deadletter.DeadLetter
 		if err := json.Unmarshal(line, &back); err != nil {
 			t.Fatalf("unmarshal %q: %v", line, err)
 		}
@@ -268,7 +271,7 @@ func FuzzDeadLetter(f *testing.F) {
 		if string(got) != string(payload) {
 			t.Fatalf("payload %q came back as %q", payload, got)
 		}
-		if back.Reason != "malformed" || back.Sink != codec.SinkParse {
+		if back.Reason != "malformed" || back.Sink != deadletter.SinkParse {
 			t.Fatalf("reason %q sink %q", back.Reason, back.Sink)
 		}
 	})

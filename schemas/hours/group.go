@@ -4,10 +4,11 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"sort"
 	"strconv"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // IdentityKey is the grouping key of a record: its identity fields' text,
@@ -73,7 +74,7 @@ func Dedup(s *schemas.Spec, recs []schemas.Record) ([]schemas.Record, int) {
 		if c := compareObserved(s, a, b); c != 0 {
 			return c < 0
 		}
-		if ra, rb := codec.IsReadBack(a), codec.IsReadBack(b); ra != rb {
+		if ra, rb := deadletter.IsReadBack(a), deadletter.IsReadBack(b); ra != rb {
 			return rb // the same values: the copy read from the input wins over one read back
 		}
 		return a.Raw < b.Raw // the same values: either gives the same cells

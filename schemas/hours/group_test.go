@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
 // reading builds a vitals line; hr < 0 means heart_rate null.
@@ -36,7 +37,7 @@ func hrs(s *schemas.Spec, recs []schemas.Record) string {
 }
 
 func TestPrepareGroupImputation(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	const h = 1772359200000 // 10:00Z
 	tests := []struct {
 		name  string
@@ -62,7 +63,7 @@ func TestPrepareGroupImputation(t *testing.T) {
 }
 
 func TestPrepareGroupReimputeIsStable(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	const h = 1772359200000
 	recs := parseAll(t, s, reading("s", h, -1), reading("s", h+2, 80))
 	kept, _ := PrepareGroup(s, recs)
@@ -75,7 +76,7 @@ func TestPrepareGroupReimputeIsStable(t *testing.T) {
 }
 
 func TestPrepareEarlyImputesFromWhatWasSeen(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	const h = 1772359200000
 	tests := []struct {
 		name    string
@@ -104,7 +105,7 @@ func TestPrepareEarlyImputesFromWhatWasSeen(t *testing.T) {
 }
 
 func TestPrepareGroupDuplicates(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	const h = 1772359200000
 	a := reading("s", h, 70)
 	withNull := reading("s", h, -1)
@@ -131,7 +132,7 @@ func TestPrepareGroupDuplicates(t *testing.T) {
 }
 
 func TestReadingID(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	recs := parseAll(t, s, reading("sensor-1", 1772359200000, 70))
 	// hex(sha256("sensor-1|1772359200000")[:16]), computed independently
 	// with Python's hashlib.

@@ -3,11 +3,13 @@ package hours
 import (
 	"errors"
 	"fmt"
-	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"math"
 	"reflect"
 	"testing"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
 // TestHeldKeepsWhatReimputationNeeds packs prepared readings and decodes
@@ -15,7 +17,7 @@ import (
 // and raw payloads do not, and re-imputing the decoded readings gives what
 // the originals gave.
 func TestHeldKeepsWhatReimputationNeeds(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	const h = 1772359200000
 	tests := []struct {
 		name  string
@@ -57,7 +59,7 @@ func TestHeldKeepsWhatReimputationNeeds(t *testing.T) {
 }
 
 func TestDecodeHeldRejectsTruncatedInput(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	b := codec.AppendHeld(s, nil, parseAll(t, s, reading("s", 1772359200000, 70), reading("s", 1772359201000, 71)))
 	for n := 0; n < len(b); n++ {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
@@ -73,7 +75,7 @@ func TestDecodeHeldRejectsTruncatedInput(t *testing.T) {
 // order, so a window rebuilt from held readings (no raw payload) chooses
 // as the batch does.
 func TestDuplicatesTieOnValuesNotPayload(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	const h = 1772359200000
 	a, b := reading("s", h, 70), reading("s", h, 71)
 	spaced := " " + b // sorts before a by its payload
@@ -107,7 +109,7 @@ func TestDuplicatesTieOnValuesNotPayload(t *testing.T) {
 // sensor's readings at 1 Hz packs into about 20 bytes each (a stream holds
 // every reading of an open hour this way; see AppendHeld).
 func TestHeldVitalsReadingTakesAboutTwentyBytes(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	const h = 1772359200000
 	var lines []string
 	for i := 0; i < 10; i++ {

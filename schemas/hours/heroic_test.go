@@ -1,9 +1,11 @@
 package hours
 
 import (
+	"testing"
+
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
-	"testing"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
 // Heroic's worked example of its Bigtable layout
@@ -16,7 +18,7 @@ const (
 )
 
 func TestHeroicReproducesItsWorkedExample(t *testing.T) {
-	s, err := LoadSpec("heroic_metrics")
+	s, err := spectest.Load("heroic_metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func TestHeroicReproducesItsWorkedExample(t *testing.T) {
 }
 
 func TestHeroicExplodesPoints(t *testing.T) {
-	s, err := LoadSpec("heroic_metrics")
+	s, err := spectest.Load("heroic_metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,13 @@
-// Package hours compiles a spec and builds one identity's event-time hour from its records: grouping, dedup and imputation, cells and rows, rollups, a batch's hour, a stream's early and final firings, the merge with the readings already stored, their read-back from Bigtable, and a local stream's hour state on disk.
+// Package hours compiles a spec and builds one identity's event-time hour from its records: grouping, dedup and imputation, cells and rows, rollups with their coverage, the inventory row, a batch's hour, a stream's early and final firings, the merge with the readings already stored, their read-back from Bigtable, and a local stream's hour state on disk.
 package hours
 
 import (
+	"time"
+
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
-	"time"
+	"github.com/sensorpipe/sensorpipe/schemas/coverage"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // The per-hour rules: how one identity's readings in one event-time window
@@ -103,11 +106,11 @@ func hourRollup(c *Compiled, start, end int64, kept []schemas.Record) *Rollup {
 
 // hourCoverage is the coverage of the prepared readings in the window
 // [start, end), or nil when the spec has no rollup or no cadence applies.
-func hourCoverage(c *Compiled, p HourPane, start, end int64, kept []schemas.Record) *schemas.Coverage {
+func hourCoverage(c *Compiled, p HourPane, start, end int64, kept []schemas.Record) *coverage.Coverage {
 	if c.Roller() == nil {
 		return nil
 	}
-	return c.Spec.HourCoverage(kept, start, end, p.FirstSeenMs)
+	return coverage.HourCoverage(c.Spec, kept, start, end, p.FirstSeenMs)
 }
 
 // BatchHour builds an hour fired once with all its readings (the batch
@@ -238,7 +241,7 @@ func FinalFiring(c *Compiled, p HourPane, prev, recovered []schemas.Record, fin 
 	// (heldBefore) or now.
 	heldBefore := make(map[int64]bool, len(prev))
 	for i := range prev {
-		if !codec.IsReadBack(&prev[i]) {
+		if !deadletter.IsReadBack(&prev[i]) {
 			heldBefore[prev[i].EventMs] = true
 		}
 	}
@@ -255,7 +258,7 @@ func FinalFiring(c *Compiled, p HourPane, prev, recovered []schemas.Record, fin 
 	kept := prev[:0:0]
 	for i := range prev {
 		r := &prev[i]
-		if codec.IsReadBack(r) && held[r.EventMs] {
+		if deadletter.IsReadBack(r) && held[r.EventMs] {
 			if arrived[r.EventMs] && !heldBefore[r.EventMs] && !own[r.EventMs] {
 				own[r.EventMs] = true
 				out.Superseded++

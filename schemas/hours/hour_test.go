@@ -2,12 +2,13 @@ package hours
 
 import (
 	"fmt"
-	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 
 // firingsHour is a closed UTC hour.

@@ -1,6 +1,9 @@
 package hours
 
-import "github.com/sensorpipe/sensorpipe/schemas"
+import (
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/coverage"
+)
 
 // HourRows builds the mutations of an hour's recs, as Mutations (or
 // Rewrites when rewrite is set) with kind(i) the kind of recs[i]'s writes
@@ -15,7 +18,7 @@ func HourRows(c *Compiled, recs []schemas.Record, rollup *Rollup, rewrite bool, 
 
 // hourRows is HourRows with the hour's coverage cells (a spec with a
 // cadence) among the rollup's.
-func hourRows(c *Compiled, recs []schemas.Record, rollup *Rollup, cov *schemas.Coverage, rewrite bool, rollupRows []string, kind func(int) OriginKind) ([]RowMutation, []Rejected) {
+func hourRows(c *Compiled, recs []schemas.Record, rollup *Rollup, cov *coverage.Coverage, rewrite bool, rollupRows []string, kind func(int) OriginKind) ([]RowMutation, []Rejected) {
 	first := c.Bigtable.Tables[0].Name
 	muts, rejected := c.Builder().Build(recs, rewrite, kind)
 	if rollup == nil {

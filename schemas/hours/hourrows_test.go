@@ -1,8 +1,9 @@
 package hours
 
 import (
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"testing"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // TestHourRows: the rollup's cells ride with the last reading of the

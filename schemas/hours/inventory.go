@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/coverage"
 )
 
 // withInventory adds to rows the inventory mutation of the hour's kept
@@ -53,9 +54,9 @@ func InventoryRow(s *schemas.Spec, recs []schemas.Record, origin Origin) (m RowM
 	}
 	hour := WindowStart(last, time.Hour)
 	cells := []Cell{
-		{Family: schemas.InventoryFamily, Qualifier: schemas.InventoryFirstSeen, TsMicros: (schemas.InventoryReverseMs - first) * 1000, Value: formatInventoryTime(first)},
-		{Family: schemas.InventoryFamily, Qualifier: schemas.InventoryLastSeen, TsMicros: last * 1000, Value: formatInventoryTime(last)},
-		{Family: schemas.InventoryFamily, Qualifier: schemas.InventoryLastHour, TsMicros: last * 1000, Value: formatInventoryTime(hour)},
+		{Family: coverage.InventoryFamily, Qualifier: coverage.InventoryFirstSeen, TsMicros: (coverage.InventoryReverseMs - first) * 1000, Value: formatInventoryTime(first)},
+		{Family: coverage.InventoryFamily, Qualifier: coverage.InventoryLastSeen, TsMicros: last * 1000, Value: formatInventoryTime(last)},
+		{Family: coverage.InventoryFamily, Qualifier: coverage.InventoryLastHour, TsMicros: last * 1000, Value: formatInventoryTime(hour)},
 	}
 	origin.Cells, origin.Deletes, origin.Kind = len(cells), 0, OriginRollup
 	return RowMutation{Table: s.Bigtable.Inventory, RowKey: IdentityKey(s, &recs[0]), Cells: cells, Origins: []Origin{origin}}, true
@@ -68,7 +69,7 @@ func DecodeInventory(key string, cells []Cell) (e InventoryEntry, ok bool, err e
 	e.Identity = key
 	newest := map[string]int64{}
 	for _, c := range cells {
-		if c.Family != schemas.InventoryFamily {
+		if c.Family != coverage.InventoryFamily {
 			continue
 		}
 		if ts, seen := newest[c.Qualifier]; seen && ts >= c.TsMicros {
@@ -80,12 +81,12 @@ func DecodeInventory(key string, cells []Cell) (e InventoryEntry, ok bool, err e
 		}
 		newest[c.Qualifier] = c.TsMicros
 		switch c.Qualifier {
-		case schemas.InventoryFirstSeen:
+		case coverage.InventoryFirstSeen:
 			e.FirstSeenMs = ms
-		case schemas.InventoryLastSeen:
+		case coverage.InventoryLastSeen:
 			e.LastSeenMs = ms
 			ok = true
-		case schemas.InventoryLastHour:
+		case coverage.InventoryLastHour:
 			e.LastHourMs = ms
 		}
 	}

@@ -1,9 +1,10 @@
 package hours
 
 import (
-	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // MergeHour builds an hour fired once (the batch windowing) whose
@@ -38,7 +39,7 @@ func MergeHour(c *Compiled, p HourPane, stored []schemas.Record, bigQuery bool, 
 	kinds := make([]OriginKind, len(kept))
 	var out Firing
 	for i := range kept {
-		if codec.IsReadBack(&kept[i]) {
+		if deadletter.IsReadBack(&kept[i]) {
 			kinds[i] = OriginRewrite
 			out.Merged++
 		} else {

@@ -1,10 +1,11 @@
 package hours
 
 import (
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // TestMergeHourAnySplitAnyOrderIsTheBatch cuts an hour's lines (with

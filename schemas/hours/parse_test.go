@@ -2,25 +2,18 @@ package hours
 
 import (
 	"errors"
-	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"strings"
 	"testing"
-)
 
-func mustSpec(t testing.TB, name string) *schemas.Spec {
-	t.Helper()
-	s, err := LoadSpec(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
+)
 
 const okLine = `{"sensor_id":"s-1","timestamp":"2026-03-01T10:15:30.250Z","heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`
 
 func TestParseVitalsReasons(t *testing.T) {
-	p := codec.NewParser(mustSpec(t, "vitals"))
+	p := codec.NewParser(spectest.Must(t, "vitals"))
 	tests := []struct {
 		name string
 		line string
@@ -103,7 +96,7 @@ func TestParseVitalsReasons(t *testing.T) {
 }
 
 func TestParseBlankLines(t *testing.T) {
-	p := codec.NewParser(mustSpec(t, "vitals"))
+	p := codec.NewParser(spectest.Must(t, "vitals"))
 	for _, line := range []string{"", "   ", "\t\r"} {
 		recs, err := p.Parse(nil, []byte(line), "f")
 		if err != nil || len(recs) != 0 {
@@ -141,7 +134,7 @@ func TestParseTimestamp(t *testing.T) {
 }
 
 func TestParseKeepsSourceAndRaw(t *testing.T) {
-	p := codec.NewParser(mustSpec(t, "vitals"))
+	p := codec.NewParser(spectest.Must(t, "vitals"))
 	recs, err := p.Parse(nil, []byte(okLine), "gs://b/f.jsonl")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
@@ -132,7 +133,7 @@ func marshal(t testing.TB, r *vreading) []byte {
 
 func vitalsCodec(t testing.TB) *codec.ProtoCodec {
 	t.Helper()
-	c, err := codec.NewProtoCodec(mustSpec(t, "vitals"))
+	c, err := codec.NewProtoCodec(spectest.Must(t, "vitals"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +348,7 @@ func errString(err error) string {
 // fuzzer starts from meaningful readings.
 func TestProtoFuzzSeeds(t *testing.T) {
 	c := vitalsCodec(t)
-	p, err := codec.NewProtoParser(mustSpec(t, "vitals"))
+	p, err := codec.NewProtoParser(spectest.Must(t, "vitals"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +384,7 @@ func TestProtoFuzzSeeds(t *testing.T) {
 // TestProtoAndJSONGiveTheSameRecords shows a proto reading and its JSON twin
 // parse to the same record or fail with the same reason.
 func TestProtoAndJSONGiveTheSameRecords(t *testing.T) {
-	spec := mustSpec(t, "vitals")
+	spec := spectest.Must(t, "vitals")
 	jp := codec.NewParser(spec)
 	pp, err := codec.NewProtoParser(spec)
 	if err != nil {
@@ -481,7 +482,7 @@ func TestProtoAndJSONGiveTheSameRecords(t *testing.T) {
 func TestNewProtoParserNeedsADeclaration(t *testing.T) {
 	for _, name := range schemas.BuiltinSpecNames() {
 		t.Run(name, func(t *testing.T) {
-			spec := mustSpec(t, name)
+			spec := spectest.Must(t, name)
 			_, err := codec.NewProtoParser(spec)
 			if got, want := err == nil, spec.Proto != nil; got != want {
 				t.Fatalf("NewProtoParser(%s) error %v; want accepted only with a proto declaration", name, err)

@@ -3,10 +3,12 @@ package hours
 import (
 	"errors"
 	"fmt"
+	"strings"
+
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
-	"strings"
 )
 
 // ErrNoReadBack marks a spec none of whose tables stores every field of a
@@ -74,7 +76,7 @@ func newReadBack(spec *schemas.Spec, t *schemas.TableSpec) (*ReadBack, error) {
 	rb := &ReadBack{
 		spec: spec, table: t, key: key, eventIdx: spec.FieldIndex(spec.EventTime),
 		literal: map[string]readColumn{}, templated: map[string][]readColumn{},
-		source: codec.ReadBackSource(t.Name),
+		source: deadletter.ReadBackSource(t.Name),
 	}
 	rb.fromKey = rowkey.KeyFields(key)
 	known := map[int]bool{rb.eventIdx: true}

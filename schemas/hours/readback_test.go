@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
-	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 	"os"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 // sampleRecords parses the valid lines of testdata/samples/<name>.jsonl
@@ -138,7 +141,7 @@ func TestReadBackRebuildsEveryBuiltinSpecsReadings(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.sample, func(t *testing.T) {
-			s, err := LoadSpec(tc.spec)
+			s, err := spectest.Load(tc.spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +188,7 @@ func TestReadBackRebuildsEveryBuiltinSpecsReadings(t *testing.T) {
 				var g, want []string
 				for i := range got {
 					g = append(g, recordText(s, &got[i]))
-					if !codec.IsReadBack(&got[i]) {
+					if !deadletter.IsReadBack(&got[i]) {
 						t.Errorf("source %q does not say read back", got[i].Source)
 					}
 				}
@@ -218,7 +221,7 @@ func inRanges(rows []ReadRow, ranges []rowkey.RowRange) []ReadRow {
 // wrote provisional imputations; rebuilt and re-imputed, the hour equals the
 // batch's, and the rebuilt readings' payloads leave the imputed values out.
 func TestReadBackImputedValuesAreNotObserved(t *testing.T) {
-	s, err := LoadSpec("vitals")
+	s, err := spectest.Load("vitals")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +275,7 @@ func TestReadBackImputedValuesAreNotObserved(t *testing.T) {
 }
 
 func TestReadBackSkipsWhatIsNotAReading(t *testing.T) {
-	s, _ := LoadSpec("vitals")
+	s, _ := spectest.Load("vitals")
 	rb, _ := NewReadBack(s)
 	h := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	ts := func(min int) int64 { return h.Add(time.Duration(min)*time.Minute).UnixMilli() * 1000 }
@@ -405,7 +408,7 @@ bigtable:
 
 func TestNewReadBackOnBuiltinSpecs(t *testing.T) {
 	for _, name := range schemas.BuiltinSpecNames() {
-		s, err := LoadSpec(name)
+		s, err := spectest.Load(name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -431,7 +434,7 @@ func TestCanonicalJSONParsesBackToTheSameRecord(t *testing.T) {
 		{"traffic", "traffic"}, {"heroic_metrics", "heroic_metrics"},
 	} {
 		t.Run(tc.sample, func(t *testing.T) {
-			s, err := LoadSpec(tc.spec)
+			s, err := spectest.Load(tc.spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -451,8 +454,8 @@ func TestCanonicalJSONParsesBackToTheSameRecord(t *testing.T) {
 }
 
 func TestCanonicalJSON(t *testing.T) {
-	vitals, _ := LoadSpec("vitals")
-	heroic, _ := LoadSpec("heroic_metrics")
+	vitals, _ := spectest.Load("vitals")
+	heroic, _ := spectest.Load("heroic_metrics")
 	ms := time.Date(2026, 3, 1, 10, 15, 30, 250e6, time.UTC).UnixMilli()
 	str := func(s string) schemas.Value { return schemas.Value{Kind: schemas.KindString, Str: s} }
 	num := func(f float64) schemas.Value { return schemas.Value{Kind: schemas.KindFloat, Num: f} }

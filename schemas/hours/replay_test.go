@@ -3,12 +3,13 @@ package hours
 import (
 	"encoding/json"
 	"errors"
-	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // TestEnvelopeSinks shows the sink an envelope replays as: its own, or
@@ -18,30 +19,30 @@ func TestEnvelopeSinks(t *testing.T) {
 	tests := []struct {
 		line, want string
 	}{
-		{`{"payload":"p","reason":"bad_timestamp"}`, codec.SinkParse},
-		{`{"payload":"p","reason":"too_large","sink":""}`, codec.SinkParse},
-		{`{"payload":"p","reason":"too_late"}`, codec.SinkWindow},
-		{`{"payload":"p","reason":"write_failed","sink":"bigquery"}`, codec.SinkBigQuery},
+		{`{"payload":"p","reason":"bad_timestamp"}`, deadletter.SinkParse},
+		{`{"payload":"p","reason":"too_large","sink":""}`, deadletter.SinkParse},
+		{`{"payload":"p","reason":"too_late"}`, deadletter.SinkWindow},
+		{`{"payload":"p","reason":"write_failed","sink":"bigquery"}`, deadletter.SinkBigQuery},
 	}
 	for _, tt := range tests {
-		d, err := codec.ParseEnvelope([]byte(tt.line))
+		d, err := deadletter.ParseEnvelope([]byte(tt.line))
 		if err != nil || d.Sink != tt.want {
 			t.Errorf("ParseEnvelope(%s): sink %q, err %v; want sink %q", tt.line, d.Sink, err, tt.want)
 		}
 	}
-	_, err := codec.ParseEnvelope([]byte(`{"payload":"p","reason":"write_failed","sink":"nosuchsink"}`))
+	_, err := deadletter.ParseEnvelope([]byte(`{"payload":"p","reason":"write_failed","sink":"nosuchsink"}`))
 	if !errors.Is(err, schemas.ErrMalformed) || !strings.Contains(err.Error(), `"nosuchsink"`) {
 		t.Errorf("unknown sink: %v; want malformed naming it", err)
 	}
-	run := []string{codec.SinkParse, codec.SinkWindow, codec.SinkBigtable}
-	if err := codec.CheckSinkOfRun(codec.DeadLetter{Sink: codec.SinkBigtable}, run); err != nil {
+	run := []string{deadletter.SinkParse, deadletter.SinkWindow, deadletter.SinkBigtable}
+	if err := deadletter.CheckSinkOfRun(deadletter.DeadLetter{Sink: deadletter.SinkBigtable}, run); err != nil {
 		t.Errorf("bigtable in a Bigtable run: %v", err)
 	}
-	err = codec.CheckSinkOfRun(codec.DeadLetter{Sink: codec.SinkBigQueryRollups}, run)
+	err = deadletter.CheckSinkOfRun(deadletter.DeadLetter{Sink: deadletter.SinkBigQueryRollups}, run)
 	if !errors.Is(err, schemas.ErrMalformed) || !strings.Contains(err.Error(), `"bigquery_rollups"`) {
 		t.Errorf("bigquery_rollups in a Bigtable run: %v; want malformed naming it", err)
 	}
-	if err := codec.CheckSinkOfRun(codec.DeadLetter{Sink: codec.SinkBigQuery}, nil); err != nil {
+	if err := deadletter.CheckSinkOfRun(deadletter.DeadLetter{Sink: deadletter.SinkBigQuery}, nil); err != nil {
 		t.Errorf("no run sinks given: %v; want any taken", err)
 	}
 }
@@ -70,7 +71,7 @@ func TestParseEnvelope(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := codec.ParseEnvelope([]byte(tt.line))
+			d, err := deadletter.ParseEnvelope([]byte(tt.line))
 			if tt.wantErr {
 				if !errors.Is(err, schemas.ErrMalformed) {
 					t.Errorf("err %v; want one wrapping ErrMalformed", err)
@@ -90,9 +91,9 @@ func TestParseEnvelope(t *testing.T) {
 func FuzzParseEnvelope(f *testing.F) {
 	f.Add([]byte(`{"payload":"p","reason":"malformed","sink":"parse","identity":{"a":"b"},"window_start":"2026-01-01T00:00:00Z"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		d, err := codec.ParseEnvelope(b)
+		d, err := deadletter.ParseEnvelope(b)
 		if err == nil {
-			_ = codec.ReplaySource(d)
+			_ = deadletter.ReplaySource(d)
 		}
 	})
 }
@@ -102,15 +103,15 @@ func FuzzParseEnvelope(f *testing.F) {
 func TestDeadLetterProvenance(t *testing.T) {
 	spec, _ := firingsSpec(t)
 	now := time.Unix(0, 0)
-	first := codec.NewDeadLetter(codec.SinkParse, "x", codec.LineSource("/in/a.jsonl", 7, 120), schemas.ErrBadTimestamp, now)
-	offset := codec.NewDeadLetter(codec.SinkParse, "x", codec.LineSource("/in/big.jsonl", 0, 99), schemas.ErrMalformed, now)
-	again := codec.NewDeadLetter(codec.SinkParse, "x", codec.ReplaySource(first), schemas.ErrOutOfRange, now)
-	twice := codec.NewDeadLetter(codec.SinkParse, "x", codec.ReplaySource(again), schemas.ErrMalformed, now)
+	first := deadletter.NewDeadLetter(deadletter.SinkParse, "x", deadletter.LineSource("/in/a.jsonl", 7, 120), schemas.ErrBadTimestamp, now)
+	offset := deadletter.NewDeadLetter(deadletter.SinkParse, "x", deadletter.LineSource("/in/big.jsonl", 0, 99), schemas.ErrMalformed, now)
+	again := deadletter.NewDeadLetter(deadletter.SinkParse, "x", deadletter.ReplaySource(first), schemas.ErrOutOfRange, now)
+	twice := deadletter.NewDeadLetter(deadletter.SinkParse, "x", deadletter.ReplaySource(again), schemas.ErrMalformed, now)
 	ru := Rollup{Identity: []schemas.Value{{Kind: schemas.KindString, Str: "d-3"}}, StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli()}
-	rollup := codec.NewDeadLetter(codec.SinkBigQueryRollups, "r", RollupSource(spec, &ru), schemas.ErrWriteFailed, now)
+	rollup := deadletter.NewDeadLetter(deadletter.SinkBigQueryRollups, "r", RollupSource(spec, &ru), schemas.ErrWriteFailed, now)
 	tests := []struct {
 		name string
-		got  codec.DeadLetter
+		got  deadletter.DeadLetter
 		want string
 	}{
 		{"a line", first, "/in/a.jsonl 7 0 [] "},
@@ -135,9 +136,9 @@ func TestDeadLetterProvenance(t *testing.T) {
 		})
 	}
 	// A rollup's dead letter replays as the probe of its sensor-hour.
-	key, r, err := codec.RebuildProbe(spec, rollup)
-	if err != nil || key != "d-3" || r.EventMs != ru.StartMs || !codec.IsRebuild(&r) || codec.ReplaySinks(&r) != codec.SinkSetBigQueryRollups {
-		t.Errorf("probe %q %d %v %v", key, r.EventMs, err, codec.ReplaySinks(&r))
+	key, r, err := deadletter.RebuildProbe(spec, rollup)
+	if err != nil || key != "d-3" || r.EventMs != ru.StartMs || !deadletter.IsRebuild(&r) || deadletter.ReplaySinks(&r) != deadletter.SinkSetBigQueryRollups {
+		t.Errorf("probe %q %d %v %v", key, r.EventMs, err, deadletter.ReplaySinks(&r))
 	}
 }
 
@@ -145,28 +146,28 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func TestReplaySinksAndFilter(t *testing.T) {
 	rec := func(sink, reason string) *schemas.Record {
-		return &schemas.Record{Source: codec.ReplaySource(codec.DeadLetter{Sink: sink, Reason: reason})}
+		return &schemas.Record{Source: deadletter.ReplaySource(deadletter.DeadLetter{Sink: sink, Reason: reason})}
 	}
 	tests := []struct {
 		name string
 		r    *schemas.Record
-		want codec.SinkSet
+		want deadletter.SinkSet
 	}{
-		{"not a replay", &schemas.Record{Source: "/in/a.jsonl"}, codec.AllSinks},
-		{"a parse dead letter", rec(codec.SinkParse, "malformed"), codec.AllSinks},
-		{"bigtable's write failure", rec(codec.SinkBigtable, "write_failed"), codec.SinkSetBigtable},
-		{"bigquery's", rec(codec.SinkBigQuery, "write_failed"), codec.SinkSetBigQuery},
+		{"not a replay", &schemas.Record{Source: "/in/a.jsonl"}, deadletter.AllSinks},
+		{"a parse dead letter", rec(deadletter.SinkParse, "malformed"), deadletter.AllSinks},
+		{"bigtable's write failure", rec(deadletter.SinkBigtable, "write_failed"), deadletter.SinkSetBigtable},
+		{"bigquery's", rec(deadletter.SinkBigQuery, "write_failed"), deadletter.SinkSetBigQuery},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := codec.ReplaySinks(tt.r); got != tt.want {
+			if got := deadletter.ReplaySinks(tt.r); got != tt.want {
 				t.Errorf("got %b; want %b", got, tt.want)
 			}
 		})
 	}
-	f := codec.ReplayFilter{Reasons: []string{"write_failed"}, Sinks: []string{codec.SinkBigQuery}}
-	if !f.Takes(codec.DeadLetter{Reason: "write_failed", Sink: codec.SinkBigQuery}) || f.Takes(codec.DeadLetter{Reason: "write_failed", Sink: codec.SinkBigtable}) ||
-		f.Takes(codec.DeadLetter{Reason: "malformed", Sink: codec.SinkBigQuery}) || !(codec.ReplayFilter{}).Takes(codec.DeadLetter{Reason: "x", Sink: "y"}) {
+	f := deadletter.ReplayFilter{Reasons: []string{"write_failed"}, Sinks: []string{deadletter.SinkBigQuery}}
+	if !f.Takes(deadletter.DeadLetter{Reason: "write_failed", Sink: deadletter.SinkBigQuery}) || f.Takes(deadletter.DeadLetter{Reason: "write_failed", Sink: deadletter.SinkBigtable}) ||
+		f.Takes(deadletter.DeadLetter{Reason: "malformed", Sink: deadletter.SinkBigQuery}) || !(deadletter.ReplayFilter{}).Takes(deadletter.DeadLetter{Reason: "x", Sink: "y"}) {
 		t.Error("the filter takes the wrong dead letters")
 	}
 }
@@ -177,7 +178,7 @@ func TestReplaySinksAndFilter(t *testing.T) {
 // another reason does not.
 func TestTooLargeDeadLetterNamesItsRecord(t *testing.T) {
 	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	d := codec.NewDeadLetter(codec.SinkParse, "x", codec.LineSource("/in/a.jsonl", 1, 0), schemas.TooLargeInFile(5000, 1024), now)
+	d := deadletter.NewDeadLetter(deadletter.SinkParse, "x", deadletter.LineSource("/in/a.jsonl", 1, 0), schemas.TooLargeInFile(5000, 1024), now)
 	d.Offset, d.Length, d.SHA256 = 0, 5000, "ab"
 	b, err := json.Marshal(d)
 	if err != nil {
@@ -186,18 +187,18 @@ func TestTooLargeDeadLetterNamesItsRecord(t *testing.T) {
 	if !strings.Contains(string(b), `"offset":0`) || !strings.Contains(string(b), `"length":5000`) {
 		t.Errorf("too_large dead letter %s: want offset 0 and length 5000", b)
 	}
-	if b, _ := json.Marshal(codec.NewDeadLetter(codec.SinkParse, "x", "/in/a.jsonl", schemas.ErrMalformed, now)); strings.Contains(string(b), `"offset"`) {
+	if b, _ := json.Marshal(deadletter.NewDeadLetter(deadletter.SinkParse, "x", "/in/a.jsonl", schemas.ErrMalformed, now)); strings.Contains(string(b), `"offset"`) {
 		t.Errorf("dead letter without a place %s: want no offset", b)
 	}
-	var back codec.DeadLetter
+	var back deadletter.DeadLetter
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
-	still := codec.NewDeadLetter(codec.SinkParse, "x", codec.ReplaySource(d), schemas.TooLargeInFile(5000, 2048), now)
+	still := deadletter.NewDeadLetter(deadletter.SinkParse, "x", deadletter.ReplaySource(d), schemas.TooLargeInFile(5000, 2048), now)
 	if still.Length != 5000 || still.SHA256 != "ab" || still.Line != 1 || still.Source != "/in/a.jsonl" {
 		t.Errorf("still too large: %+v; want its place and hash kept", still)
 	}
-	other := codec.NewDeadLetter(codec.SinkParse, "x", codec.ReplaySource(d), schemas.ErrMalformed, now)
+	other := deadletter.NewDeadLetter(deadletter.SinkParse, "x", deadletter.ReplaySource(d), schemas.ErrMalformed, now)
 	if other.Length != 0 || other.SHA256 != "" {
 		t.Errorf("read back, then malformed: %+v; want no length or hash (its payload is whole)", other)
 	}

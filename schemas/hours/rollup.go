@@ -2,9 +2,10 @@ package hours
 
 import (
 	"fmt"
-	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // Rollup column names, in Bigtable (qualifiers) and BigQuery (columns). Per
@@ -310,7 +311,7 @@ func (r *Roller) bigQuerySpec() *schemas.BigQuerySpec {
 		bq.Columns = append(bq.Columns, schemas.BQColumnSpec{Name: name, Type: typ, Mode: mode, Value: name})
 	}
 	for _, fi := range r.identity {
-		add(s.Fields[fi].Name, bqType(s.Fields[fi].Type), "REQUIRED")
+		add(s.Fields[fi].Name, BQType(s.Fields[fi].Type), "REQUIRED")
 	}
 	add(RollupWindowStart, "TIMESTAMP", "REQUIRED")
 	add(RollupWindowEnd, "TIMESTAMP", "REQUIRED")
@@ -329,7 +330,7 @@ func (r *Roller) bigQuerySpec() *schemas.BigQuerySpec {
 			if fi := r.last[i-1-3*len(r.stats)]; fi < len(s.Fields) {
 				typ = s.Fields[fi].Type
 			}
-			add(nv.name, bqType(typ), "")
+			add(nv.name, BQType(typ), "")
 		default:
 			add(nv.name, "INT64", "")
 		}
@@ -341,8 +342,8 @@ func (r *Roller) bigQuerySpec() *schemas.BigQuerySpec {
 	return bq
 }
 
-// bqType maps a spec field type to a BigQuery column type.
-func bqType(t string) string {
+// BQType maps a spec field type to its BigQuery column type.
+func BQType(t string) string {
 	switch t {
 	case schemas.TypeFloat:
 		return "FLOAT64"
@@ -391,5 +392,5 @@ func (r *Roller) describe(ru *Rollup) string {
 // which its dead letter carries as data (Identity, WindowStart,
 // WindowEnd).
 func RollupSource(s *schemas.Spec, ru *Rollup) string {
-	return codec.HourSource(s, ru.Identity, ru.StartMs, ru.EndMs)
+	return deadletter.HourSource(s, ru.Identity, ru.StartMs, ru.EndMs)
 }

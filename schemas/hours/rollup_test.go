@@ -2,10 +2,11 @@ package hours
 
 import (
 	"fmt"
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 func TestWindowBounds(t *testing.T) {

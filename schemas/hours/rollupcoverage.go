@@ -1,18 +1,21 @@
 package hours
 
-import "github.com/sensorpipe/sensorpipe/schemas"
+import (
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/coverage"
+)
 
 // coverageValues are the coverage columns and their values (null without
 // a coverage).
-func coverageValues(cov *schemas.Coverage) []namedValue {
+func coverageValues(cov *coverage.Coverage) []namedValue {
 	if cov == nil {
-		return []namedValue{{schemas.RollupExpected, schemas.Value{}}, {schemas.RollupCoverage, schemas.Value{}}, {schemas.RollupGaps, schemas.Value{}}, {schemas.RollupLongestGapS, schemas.Value{}}}
+		return []namedValue{{coverage.RollupExpected, schemas.Value{}}, {coverage.RollupCoverage, schemas.Value{}}, {coverage.RollupGaps, schemas.Value{}}, {coverage.RollupLongestGapS, schemas.Value{}}}
 	}
 	return []namedValue{
-		{schemas.RollupExpected, schemas.Value{Kind: schemas.KindFloat, Num: cov.Expected}},
-		{schemas.RollupCoverage, schemas.Value{Kind: schemas.KindFloat, Num: cov.Coverage}},
-		{schemas.RollupGaps, schemas.Value{Kind: schemas.KindInt, Int: cov.Gaps}},
-		{schemas.RollupLongestGapS, schemas.Value{Kind: schemas.KindFloat, Num: cov.LongestGapS}},
+		{coverage.RollupExpected, schemas.Value{Kind: schemas.KindFloat, Num: cov.Expected}},
+		{coverage.RollupCoverage, schemas.Value{Kind: schemas.KindFloat, Num: cov.Coverage}},
+		{coverage.RollupGaps, schemas.Value{Kind: schemas.KindInt, Int: cov.Gaps}},
+		{coverage.RollupLongestGapS, schemas.Value{Kind: schemas.KindFloat, Num: cov.LongestGapS}},
 	}
 }
 
@@ -22,10 +25,10 @@ func (r *Roller) addCoverageColumns(add func(name, typ, mode string)) {
 	if !r.spec.HasCadence() {
 		return
 	}
-	add(schemas.RollupExpected, "FLOAT64", "")
-	add(schemas.RollupCoverage, "FLOAT64", "")
-	add(schemas.RollupGaps, "INT64", "")
-	add(schemas.RollupLongestGapS, "FLOAT64", "")
+	add(coverage.RollupExpected, "FLOAT64", "")
+	add(coverage.RollupCoverage, "FLOAT64", "")
+	add(coverage.RollupGaps, "INT64", "")
+	add(coverage.RollupLongestGapS, "FLOAT64", "")
 }
 
 // appendCoverage appends null coverage values to a rollup row of a spec
@@ -39,7 +42,7 @@ func (r *Roller) appendCoverage(vals []schemas.Value) []schemas.Value {
 
 // SetCoverage fills the coverage columns of a rollup row that BQRow built;
 // it does nothing for a spec without a cadence.
-func (r *Roller) SetCoverage(row *BQRow, cov *schemas.Coverage) {
+func (r *Roller) SetCoverage(row *BQRow, cov *coverage.Coverage) {
 	if !r.spec.HasCadence() || cov == nil || len(row.Values) < 4 {
 		return
 	}
@@ -53,7 +56,7 @@ func (r *Roller) SetCoverage(row *BQRow, cov *schemas.Coverage) {
 // at the window's end, as Cells does the aggregates; with withDeletes a
 // null coverage (none applies to the hour) clears the columns instead.
 // A spec without a cadence has none.
-func (r *Roller) CoverageCells(ru *Rollup, cov *schemas.Coverage, withDeletes bool) (cells, deletes []Cell) {
+func (r *Roller) CoverageCells(ru *Rollup, cov *coverage.Coverage, withDeletes bool) (cells, deletes []Cell) {
 	if !r.spec.HasCadence() {
 		return nil, nil
 	}

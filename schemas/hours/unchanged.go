@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/coverage"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 )
 
 // StoredHour is what Bigtable holds of one identity's hour that a batch
@@ -94,7 +95,7 @@ func MergeChanges(c *Compiled, p HourPane, stored StoredHour, bigQuery bool, now
 	for i := range kept {
 		r := &kept[i]
 		kind := OriginReading
-		if codec.IsReadBack(r) {
+		if deadletter.IsReadBack(r) {
 			kind = OriginRewrite
 			out.Merged++
 		} else {
@@ -222,7 +223,7 @@ func withoutStoredCells(rows, oldRows []RowMutation) []RowMutation {
 // differ, and the deletions of stored ones, to the row's mutation when it
 // has one, else as a mutation of its own. The rows left alone are counted
 // in un. changed says whether any row was written.
-func withChangedRollup(c *Compiled, rows []RowMutation, rollup *Rollup, cov *schemas.Coverage, kept []schemas.Record,
+func withChangedRollup(c *Compiled, rows []RowMutation, rollup *Rollup, cov *coverage.Coverage, kept []schemas.Record,
 	stored StoredHour, un *Unchanged) []RowMutation {
 	first := c.Bigtable.Tables[0].Name
 	cells, dels := c.Roller().RewriteCells(rollup)

@@ -1,10 +1,12 @@
 package rowkey
 
 import (
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
 func ms(t *testing.T, s string) int64 {
@@ -112,7 +114,7 @@ func TestPlanScan(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := LoadSpec(tc.spec)
+			s, err := spectest.Load(tc.spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,7 +232,7 @@ func TestParseRange(t *testing.T) {
 }
 
 func TestPlanScanSaltFansOut(t *testing.T) {
-	s, err := LoadSpec("user_events")
+	s, err := spectest.Load("user_events")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +265,7 @@ func TestPlanScanSaltFansOut(t *testing.T) {
 }
 
 func TestPlanScanErrors(t *testing.T) {
-	s, err := LoadSpec("traffic")
+	s, err := spectest.Load("traffic")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,17 +1,19 @@
 package rowkey
 
 import (
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
 func TestBuiltinSpecsPassLint(t *testing.T) {
 	for _, name := range schemas.BuiltinSpecNames() {
 		t.Run(name, func(t *testing.T) {
-			s, err := LoadSpec(name)
+			s, err := spectest.Load(name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +54,7 @@ func TestLintCatchesEachBadSpec(t *testing.T) {
 				t.Fatalf("%s is not named after a lint rule", file)
 			}
 			covered[rule] = true
-			s, err := LoadSpec(file)
+			s, err := spectest.Load(file)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,7 +151,7 @@ func TestBadSpecsAreValidSpecs(t *testing.T) {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := LoadSpec(f); err != nil {
+		if _, err := spectest.Load(f); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}

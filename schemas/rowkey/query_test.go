@@ -2,9 +2,11 @@ package rowkey
 
 import (
 	"errors"
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"strings"
 	"testing"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
 // TestChooseTablePicksTheServingKey runs the chooser on every named query of
@@ -29,7 +31,7 @@ func TestChooseTablePicksTheServingKey(t *testing.T) {
 		"heroic_metrics": {"series_last_hour": "heroic_metrics"},
 	}
 	for spec, queries := range want {
-		s, err := LoadSpec(spec)
+		s, err := spectest.Load(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +56,7 @@ func TestChooseTablePicksTheServingKey(t *testing.T) {
 }
 
 func TestChooseTableRefusesWhatNoKeyServes(t *testing.T) {
-	s, err := LoadSpec("user_events")
+	s, err := spectest.Load("user_events")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +84,7 @@ func TestChooseTableRefusesWhatNoKeyServes(t *testing.T) {
 }
 
 func TestChooseTableLatestNeedsAReverseTimestamp(t *testing.T) {
-	s, err := LoadSpec("user_events")
+	s, err := spectest.Load("user_events")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +99,7 @@ func TestChooseTableLatestNeedsAReverseTimestamp(t *testing.T) {
 }
 
 func TestSuggestKeySaltsALowCardinalityFirstField(t *testing.T) {
-	s, err := LoadSpec("user_events")
+	s, err := spectest.Load("user_events")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +124,7 @@ func TestSplitAndDecodeKeys(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.spec+"/"+tc.key, func(t *testing.T) {
-			s, err := LoadSpec(tc.spec)
+			s, err := spectest.Load(tc.spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +155,7 @@ func TestSplitAndDecodeKeys(t *testing.T) {
 }
 
 func TestSplitRejectsForeignKeys(t *testing.T) {
-	s, err := LoadSpec("traffic")
+	s, err := spectest.Load("traffic")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/pipelines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
@@ -454,7 +455,7 @@ func bothSinksSide(ctx context.Context, host, work, input, method string) (*Side
 	}
 	var bqRows int64
 	for _, sk := range s.ledger.Sinks {
-		if sk.Sink == codec.SinkBigQuery {
+		if sk.Sink == deadletter.SinkBigQuery {
 			bqRows += sk.Written
 		}
 	}
@@ -522,7 +523,7 @@ func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string, 
 		return fmt.Errorf("launcher summary %s: %w", summary, err)
 	}
 	for _, sk := range s.ledger.Sinks {
-		if sk.Sink == codec.SinkBigtable {
+		if sk.Sink == deadletter.SinkBigtable {
 			s.Readings += sk.Written
 		}
 	}
@@ -583,7 +584,7 @@ func pipelineInProcess(ctx context.Context, s *Side, input, dead string) error {
 	res := pr.Metrics()
 	l := ledger.FromCounters(ledger.FromMetrics(&res), false)
 	for _, sk := range l.Sinks {
-		if sk.Sink == codec.SinkBigtable {
+		if sk.Sink == deadletter.SinkBigtable {
 			s.Readings += sk.Written
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -238,7 +238,7 @@ func mutations(path string) (*Mutations, error) {
 	}
 	m := &Mutations{Read: l.Read, ByKind: map[string]int64{}}
 	for _, s := range l.Sinks {
-		if s.Sink != codec.SinkBigtable {
+		if s.Sink != deadletter.SinkBigtable {
 			continue
 		}
 		m.Rows += s.Rows

@@ -1,6 +1,10 @@
-package schemas
+package silences
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+)
 
 // Restore takes the records of the sensor's gaps that a run before a
 // restart wrote to the silences table (stored: kind, last_seen,
@@ -22,7 +26,7 @@ import "sort"
 // sensor's time before its next reading came (a gap of at most
 // silent_after in event time) gets its resumed record after a restart
 // too.
-func (t *SilenceTrack) Restore(identity []Value, timesMs []int64, stored, out []Silence, detectedMs int64) []Silence {
+func (t *SilenceTrack) Restore(identity []schemas.Value, timesMs []int64, stored, out []Silence, detectedMs int64) []Silence {
 	if len(stored) == 0 {
 		return out
 	}

@@ -1,12 +1,14 @@
-package schemas
+package silences
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"math"
 	"strconv"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/coverage"
 )
 
 // A stream raises a silence when a sensor's readings stop: when event
@@ -47,11 +49,11 @@ const DefaultSilentAfterCadences = 3
 // silent: silent_after, else DefaultSilentAfterCadences × cadence. It is
 // false when the spec sets neither (or one that is not a positive
 // duration; the spec's validation rejects those).
-func (s *Spec) SilenceAfter() (time.Duration, bool) {
+func SilenceAfter(s *schemas.Spec) (time.Duration, bool) {
 	if d, ok := positiveDuration(s.SilentAfter); ok {
 		return d, true
 	}
-	if d, ok := positiveDuration(s.Cadence); ok {
+	if d := s.CadenceDuration(); d > 0 {
 		return DefaultSilentAfterCadences * d, true
 	}
 	return 0, false
@@ -59,8 +61,8 @@ func (s *Spec) SilenceAfter() (time.Duration, bool) {
 
 // RaisesSilences reports whether a stream of the spec tracks silences: the
 // spec declares a cadence, a cadence field or silent_after.
-func (s *Spec) RaisesSilences() bool {
-	if _, ok := s.SilenceAfter(); ok {
+func RaisesSilences(s *schemas.Spec) bool {
+	if _, ok := SilenceAfter(s); ok {
 		return true
 	}
 	return s.CadenceField != "" && s.FieldIndex(s.CadenceField) >= 0
@@ -68,43 +70,17 @@ func (s *Spec) RaisesSilences() bool {
 
 // SilentAfterOf is silent_after for one reading: the spec's SilenceAfter,
 // else DefaultSilentAfterCadences × the reading's own interval in the
-// cadence field (a Go duration string, or a number of seconds). It is 0
+// cadence field (coverage.CadenceOf). It is 0
 // when the reading carries no usable interval: the sensor's last known
 // one then holds.
-func (s *Spec) SilentAfterOf(r *Record) time.Duration {
-	if d, ok := s.SilenceAfter(); ok {
+func SilentAfterOf(s *schemas.Spec, r *schemas.Record) time.Duration {
+	if d, ok := SilenceAfter(s); ok {
 		return d
 	}
-	if s.CadenceField == "" {
-		return 0
-	}
-	i := s.FieldIndex(s.CadenceField)
-	if i < 0 || i >= len(r.Values) {
-		return 0
-	}
-	if d, ok := CadenceOf(r.Values[i]); ok {
+	if d, ok := coverage.ReadingCadence(s, r); ok {
 		return DefaultSilentAfterCadences * d
 	}
 	return 0
-}
-
-// CadenceOf reads an interval from a cadence field's value: a Go duration
-// string, or a number of seconds. It is false for anything else, and for
-// an interval that is not positive.
-func CadenceOf(v Value) (time.Duration, bool) {
-	switch v.Kind {
-	case KindString:
-		return positiveDuration(v.Str)
-	case KindInt:
-		if v.Int > 0 && v.Int < math.MaxInt64/int64(time.Second) {
-			return time.Duration(v.Int) * time.Second, true
-		}
-	case KindFloat:
-		if d := v.Num * float64(time.Second); d >= 1 && d < math.MaxInt64 {
-			return time.Duration(d), true
-		}
-	}
-	return 0, false
 }
 
 func positiveDuration(s string) (time.Duration, bool) {
@@ -119,8 +95,8 @@ func positiveDuration(s string) (time.Duration, bool) {
 }
 
 // IdentityValues are r's identity fields' values, in Spec.Identity order.
-func (s *Spec) IdentityValues(r *Record) []Value {
-	out := make([]Value, len(s.Identity))
+func IdentityValues(s *schemas.Spec, r *schemas.Record) []schemas.Value {
+	out := make([]schemas.Value, len(s.Identity))
 	for i, name := range s.Identity {
 		if fi := s.FieldIndex(name); fi >= 0 && fi < len(r.Values) {
 			out[i] = r.Values[fi]
@@ -135,7 +111,7 @@ type Silence struct {
 	Kind string
 	// Identity are the sensor's identity fields' values, in
 	// Spec.Identity order.
-	Identity []Value
+	Identity []schemas.Value
 	// LastSeenMs is the event time of the sensor's last reading before
 	// the gap; SilentSinceMs is when it counted as silent, LastSeenMs plus
 	// silent_after; DetectedAtMs is the wall-clock time the stream raised
@@ -150,10 +126,10 @@ type Silence struct {
 // again (a restarted stream that reads its readings again) has the same
 // id, so the BigQuery upsert keeps one row and a Pub/Sub reader drops the
 // repeat by it.
-func (s *Spec) SilenceID(x Silence) string {
+func SilenceID(s *schemas.Spec, x Silence) string {
 	var b []byte
 	for _, v := range x.Identity {
-		b = AppendText(b, v)
+		b = schemas.AppendText(b, v)
 		b = append(b, '|')
 	}
 	b = strconv.AppendInt(b, x.SilentSinceMs, 10)
@@ -167,7 +143,7 @@ func (s *Spec) SilenceID(x Silence) string {
 // silence_id, kind, last_seen, silent_since, detected_at and (a resumed
 // record's) resumed_at, times in RFC 3339 UTC with milliseconds. It is the
 // data of a silences topic's message.
-func (s *Spec) SilenceJSON(x Silence) []byte {
+func SilenceJSON(s *schemas.Spec, x Silence) []byte {
 	b := []byte{'{'}
 	key := func(name string) {
 		if len(b) > 1 {
@@ -188,18 +164,18 @@ func (s *Spec) SilenceJSON(x Silence) []byte {
 			continue
 		}
 		switch v := x.Identity[i]; v.Kind {
-		case KindInt, KindFloat, KindBool:
-			b = AppendText(b, v)
-		case KindNull:
+		case schemas.KindInt, schemas.KindFloat, schemas.KindBool:
+			b = schemas.AppendText(b, v)
+		case schemas.KindNull:
 			b = append(b, "null"...)
-		case KindTime:
+		case schemas.KindTime:
 			at(v.Int)
 		default:
-			str(string(AppendText(nil, v)))
+			str(string(schemas.AppendText(nil, v)))
 		}
 	}
 	key(SilenceColID)
-	str(s.SilenceID(x))
+	str(SilenceID(s, x))
 	key(SilenceColKind)
 	str(x.Kind)
 	key(SilenceColLastSeen)
@@ -221,7 +197,7 @@ func (s *Spec) SilenceJSON(x Silence) []byte {
 type SilenceTrack struct {
 	// Known is false until the track has seen a reading.
 	Known    bool
-	Identity []Value
+	Identity []schemas.Value
 	// LastMs is the newest reading's event time; AfterMs its silent_after
 	// (0: none known, so no silence is raised). FirstMs is the oldest
 	// reading this track has seen (Observe), for Prepend.
@@ -257,7 +233,7 @@ func (t *SilenceTrack) DueMs() (int64, bool) {
 //
 // A gap gives the same records however its readings are split into
 // batches, and a batch seen twice gives nothing the second time.
-func (t *SilenceTrack) Observe(identity []Value, timesMs, afterMs []int64, defaultAfterMs, detectedMs int64) []Silence {
+func (t *SilenceTrack) Observe(identity []schemas.Value, timesMs, afterMs []int64, defaultAfterMs, detectedMs int64) []Silence {
 	var out []Silence
 	if t.Identity == nil {
 		t.Identity = identity
@@ -297,10 +273,10 @@ func (t *SilenceTrack) Observe(identity []Value, timesMs, afterMs []int64, defau
 // them to FirstMs. Readings from FirstMs to LastMs were seen already;
 // readings after LastMs (the track saw a redelivered older reading first)
 // are taken as Observe takes them. Records raised before the restart come
-// again with the same ids (Spec.SilenceID), for the sinks to dedupe and
+// again with the same ids (SilenceID), for the sinks to dedupe and
 // Restore to drop. A track that has seen nothing takes them as Observe
 // does.
-func (t *SilenceTrack) Prepend(identity []Value, timesMs, afterMs []int64, defaultAfterMs, detectedMs int64) []Silence {
+func (t *SilenceTrack) Prepend(identity []schemas.Value, timesMs, afterMs []int64, defaultAfterMs, detectedMs int64) []Silence {
 	if !t.Known {
 		return t.Observe(identity, timesMs, afterMs, defaultAfterMs, detectedMs)
 	}

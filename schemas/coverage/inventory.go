@@ -1,4 +1,6 @@
-package schemas
+package coverage
+
+import "github.com/sensorpipe/sensorpipe/schemas"
 
 // The inventory table (bigtable.inventory) holds one row per identity, its
 // key the identity's IdentityKey, with three columns in InventoryFamily:
@@ -23,17 +25,17 @@ const (
 
 // InventoryReverseMs is the time first_seen's cell timestamps count back
 // from: the millisecond after LatestEventTime.
-var InventoryReverseMs = LatestEventTime.UnixMilli() + 1
+var InventoryReverseMs = schemas.LatestEventTime.UnixMilli() + 1
 
 // InventoryTable is the table spec of the spec's inventory (its one family
 // kept at one version), and false when the spec names none.
-func (s *Spec) InventoryTable() (TableSpec, bool) {
+func InventoryTable(s *schemas.Spec) (schemas.TableSpec, bool) {
 	if s.Bigtable.Inventory == "" {
-		return TableSpec{}, false
+		return schemas.TableSpec{}, false
 	}
-	return TableSpec{
+	return schemas.TableSpec{
 		Name:     s.Bigtable.Inventory,
 		RowKey:   "{identity}",
-		Families: []FamilySpec{{Name: InventoryFamily, GC: &GCSpec{MaxVersions: 1}}},
+		Families: []schemas.FamilySpec{{Name: InventoryFamily, GC: &schemas.GCSpec{MaxVersions: 1}}},
 	}, true
 }

@@ -1,4 +1,4 @@
-package hours
+package silences
 
 import (
 	"reflect"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
 func TestSilenceAfter(t *testing.T) {
@@ -25,37 +26,16 @@ func TestSilenceAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := mustSpec(t, "vitals")
+			s := spectest.Must(t, "vitals")
 			s.Cadence, s.CadenceField, s.SilentAfter = tt.cadence, tt.field, tt.silentAfter
-			got, ok := s.SilenceAfter()
+			got, ok := SilenceAfter(s)
 			if got != tt.want || ok != tt.ok {
 				t.Errorf("SilenceAfter = %v, %v; want %v, %v", got, ok, tt.want, tt.ok)
 			}
-			if r := s.RaisesSilences(); r != tt.raises {
+			if r := RaisesSilences(s); r != tt.raises {
 				t.Errorf("RaisesSilences = %v; want %v", r, tt.raises)
 			}
 		})
-	}
-}
-
-func TestCadenceOf(t *testing.T) {
-	tests := []struct {
-		v    schemas.Value
-		want time.Duration
-		ok   bool
-	}{
-		{schemas.Value{Kind: schemas.KindString, Str: "30s"}, 30 * time.Second, true},
-		{schemas.Value{Kind: schemas.KindInt, Int: 20}, 20 * time.Second, true},
-		{schemas.Value{Kind: schemas.KindFloat, Num: 1.5}, 1500 * time.Millisecond, true},
-		{schemas.Value{Kind: schemas.KindInt, Int: 0}, 0, false},
-		{schemas.Value{Kind: schemas.KindString, Str: "-1s"}, 0, false},
-		{schemas.Value{}, 0, false},
-	}
-	for _, tt := range tests {
-		got, ok := schemas.CadenceOf(tt.v)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("CadenceOf(%+v) = %v, %v; want %v, %v", tt.v, got, ok, tt.want, tt.ok)
-		}
 	}
 }
 
@@ -91,10 +71,10 @@ func TestSilenceTrack(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var tr schemas.SilenceTrack
+			var tr SilenceTrack
 			var got []string
 			for _, st := range tt.steps {
-				var out []schemas.Silence
+				var out []Silence
 				if st.expire {
 					due, ok := tr.DueMs()
 					if !ok {
@@ -108,7 +88,7 @@ func TestSilenceTrack(t *testing.T) {
 				}
 				for _, x := range out {
 					s := x.Kind + "@" + strconv.FormatInt(x.LastSeenMs, 10)
-					if x.Kind == schemas.SilenceResumed {
+					if x.Kind == SilenceResumed {
 						s += ">" + strconv.FormatInt(x.ResumedAtMs, 10)
 					}
 					if x.SilentSinceMs != x.LastSeenMs+after || x.DetectedAtMs != 7 {
@@ -125,7 +105,7 @@ func TestSilenceTrack(t *testing.T) {
 }
 
 func TestSilenceTrackStaleTimer(t *testing.T) {
-	var tr schemas.SilenceTrack
+	var tr SilenceTrack
 	tr.Observe(nil, []int64{0}, nil, 60, 1)
 	stale, _ := tr.DueMs()
 	tr.Observe(nil, []int64{40}, nil, 60, 1)
@@ -145,18 +125,18 @@ func TestSilenceCodecs(t *testing.T) {
 		{Identity: id, TimesMs: []int64{5}, AfterMs: []int64{60_000}},
 		{Identity: id, TimesMs: []int64{}},
 		{Identity: id, TimesMs: []int64{9}, History: true},
-		{Identity: id, TimesMs: []int64{9, 70}, AfterMs: []int64{60, 60}, History: true, Stored: []schemas.Silence{
-			{Kind: schemas.SilenceRaised, Identity: id, LastSeenMs: 9, SilentSinceMs: 69},
-			{Kind: schemas.SilenceResumed, Identity: id, LastSeenMs: 9, SilentSinceMs: 69, ResumedAtMs: 70}}},
-		{Identity: id, TimesMs: []int64{}, History: true, Stored: []schemas.Silence{
-			{Kind: schemas.SilenceRaised, Identity: id, LastSeenMs: -5, SilentSinceMs: 55}}},
+		{Identity: id, TimesMs: []int64{9, 70}, AfterMs: []int64{60, 60}, History: true, Stored: []Silence{
+			{Kind: SilenceRaised, Identity: id, LastSeenMs: 9, SilentSinceMs: 69},
+			{Kind: SilenceResumed, Identity: id, LastSeenMs: 9, SilentSinceMs: 69, ResumedAtMs: 70}}},
+		{Identity: id, TimesMs: []int64{}, History: true, Stored: []Silence{
+			{Kind: SilenceRaised, Identity: id, LastSeenMs: -5, SilentSinceMs: 55}}},
 	} {
 		got, err := DecodeSilenceBatch(AppendSilenceBatch(nil, b))
 		if err != nil || !reflect.DeepEqual(got, b) {
 			t.Errorf("batch %+v came back %+v, %v", b, got, err)
 		}
 	}
-	for _, tr := range []schemas.SilenceTrack{{}, {Known: true, Open: true, Identity: id, LastMs: 1_700_000_000_000, AfterMs: 3_600_000, FirstMs: 1_699_000_000_000}} {
+	for _, tr := range []SilenceTrack{{}, {Known: true, Open: true, Identity: id, LastMs: 1_700_000_000_000, AfterMs: 3_600_000, FirstMs: 1_699_000_000_000}} {
 		got, err := DecodeSilenceTrack(AppendSilenceTrack(nil, tr))
 		if tr.Identity == nil {
 			tr.Identity = []schemas.Value{}
@@ -173,17 +153,17 @@ func TestSilenceCodecs(t *testing.T) {
 // TestSilenceRecords: the id is the gap's (identity, silent_since, kind),
 // whatever was detected when; the row follows the table's columns.
 func TestSilenceRecords(t *testing.T) {
-	s := mustSpec(t, "vitals")
+	s := spectest.Must(t, "vitals")
 	s.Cadence = "20m"
-	x := schemas.Silence{Kind: schemas.SilenceRaised, Identity: []schemas.Value{{Kind: schemas.KindString, Str: "s-1"}}, LastSeenMs: 1_000, SilentSinceMs: 3_601_000, DetectedAtMs: 5}
+	x := Silence{Kind: SilenceRaised, Identity: []schemas.Value{{Kind: schemas.KindString, Str: "s-1"}}, LastSeenMs: 1_000, SilentSinceMs: 3_601_000, DetectedAtMs: 5}
 	y := x
 	y.DetectedAtMs = 99
-	if s.SilenceID(x) != s.SilenceID(y) {
+	if SilenceID(s, x) != SilenceID(s, y) {
 		t.Errorf("the id depends on detected_at")
 	}
 	r := x
-	r.Kind, r.ResumedAtMs = schemas.SilenceResumed, 4_000_000
-	if s.SilenceID(x) == s.SilenceID(r) {
+	r.Kind, r.ResumedAtMs = SilenceResumed, 4_000_000
+	if SilenceID(s, x) == SilenceID(s, r) {
 		t.Errorf("a gap's silence and resumed records share an id")
 	}
 	bq := SilencesBigQuery(s)
@@ -191,12 +171,12 @@ func TestSilenceRecords(t *testing.T) {
 	if len(row.Values) != len(bq.Columns) {
 		t.Fatalf("row has %d values for %d columns", len(row.Values), len(bq.Columns))
 	}
-	if bq.Table != schemas.SilencesTable || !reflect.DeepEqual(bq.PrimaryKey, []string{schemas.SilenceColID}) || bq.Columns[0].Name != "sensor_id" {
+	if bq.Table != SilencesTable || !reflect.DeepEqual(bq.PrimaryKey, []string{SilenceColID}) || bq.Columns[0].Name != "sensor_id" {
 		t.Errorf("table %+v", bq)
 	}
-	want := `{"sensor_id":"s-1","silence_id":"` + s.SilenceID(r) + `","kind":"resumed","last_seen":"1970-01-01T00:00:01.000Z",` +
+	want := `{"sensor_id":"s-1","silence_id":"` + SilenceID(s, r) + `","kind":"resumed","last_seen":"1970-01-01T00:00:01.000Z",` +
 		`"silent_since":"1970-01-01T01:00:01.000Z","detected_at":"1970-01-01T00:00:00.005Z","resumed_at":"1970-01-01T01:06:40.000Z"}`
-	if got := string(s.SilenceJSON(r)); got != want {
+	if got := string(SilenceJSON(s, r)); got != want {
 		t.Errorf("SilenceJSON =\n%s\nwant\n%s", got, want)
 	}
 }
@@ -207,12 +187,12 @@ func TestSilenceRecords(t *testing.T) {
 func TestSilenceTrackPrepend(t *testing.T) {
 	const after = 60
 	all := []int64{0, 50, 200, 210, 400, 420}
-	want := func() []schemas.Silence {
-		var tr schemas.SilenceTrack
+	want := func() []Silence {
+		var tr SilenceTrack
 		return tr.Observe(nil, all, nil, after, 1)
 	}()
 	for split := 1; split < len(all); split++ {
-		var tr schemas.SilenceTrack
+		var tr SilenceTrack
 		got := tr.Observe(nil, all[split:], nil, after, 1)
 		got = append(got, tr.Prepend(nil, all[:split], nil, after, 1)...)
 		if len(got) != len(want) {
@@ -229,7 +209,7 @@ func TestSilenceTrackPrepend(t *testing.T) {
 			}
 		}
 		// The history in the first place is Observe.
-		var fresh schemas.SilenceTrack
+		var fresh SilenceTrack
 		if got := fresh.Prepend(nil, all, nil, after, 1); len(got) != len(want) {
 			t.Errorf("Prepend on a fresh track: %d records; want %d", len(got), len(want))
 		}
@@ -240,7 +220,7 @@ func TestSilenceTrackPrepend(t *testing.T) {
 // the restarted track saw first is the sensor's newest, so the track
 // times the silence after the history's last reading, not the older one.
 func TestSilenceTrackPrependNewer(t *testing.T) {
-	var tr schemas.SilenceTrack
+	var tr SilenceTrack
 	tr.Observe(nil, []int64{50}, nil, 60, 1)
 	got := tr.Prepend(nil, []int64{0, 50, 100, 150}, nil, 60, 1)
 	if len(got) != 0 {
@@ -259,13 +239,13 @@ func TestSilenceTrackPrependNewer(t *testing.T) {
 // silent_after included.
 func TestSilenceTrackRestore(t *testing.T) {
 	const after = 60
-	silence := func(last int64) schemas.Silence {
-		return schemas.Silence{Kind: schemas.SilenceRaised, LastSeenMs: last, SilentSinceMs: last + after}
+	silence := func(last int64) Silence {
+		return Silence{Kind: SilenceRaised, LastSeenMs: last, SilentSinceMs: last + after}
 	}
-	resumed := func(last, at int64) schemas.Silence {
-		return schemas.Silence{Kind: schemas.SilenceResumed, LastSeenMs: last, SilentSinceMs: last + after, ResumedAtMs: at}
+	resumed := func(last, at int64) Silence {
+		return Silence{Kind: SilenceResumed, LastSeenMs: last, SilentSinceMs: last + after, ResumedAtMs: at}
 	}
-	render := func(xs []schemas.Silence) []string {
+	render := func(xs []Silence) []string {
 		out := []string{}
 		for _, x := range xs {
 			out = append(out, x.Kind+" "+strconv.FormatInt(x.LastSeenMs, 10)+" "+strconv.FormatInt(x.ResumedAtMs, 10))
@@ -276,29 +256,29 @@ func TestSilenceTrackRestore(t *testing.T) {
 		name      string
 		live      []int64 // readings the restarted track saw before the history
 		history   []int64
-		stored    []schemas.Silence
+		stored    []Silence
 		later     []int64 // readings after the history
 		want      []string
 		wantOpen  bool
 		wantTimer bool
 	}{
 		{"a silence the watermark raised, no reading since: open, no timer, resumed at the next reading",
-			nil, []int64{0, 10}, []schemas.Silence{silence(10)}, []int64{40},
+			nil, []int64{0, 10}, []Silence{silence(10)}, []int64{40},
 			[]string{"resumed 10 40"}, false, true},
 		{"a silence written, the next reading read back: its resumed record",
-			nil, []int64{0, 10, 40}, []schemas.Silence{silence(10)}, nil,
+			nil, []int64{0, 10, 40}, []Silence{silence(10)}, nil,
 			[]string{"resumed 10 40"}, false, true},
 		{"a silence written, the next reading came live first: its resumed record",
-			[]int64{40}, []int64{0, 10}, []schemas.Silence{silence(10)}, nil,
+			[]int64{40}, []int64{0, 10}, []Silence{silence(10)}, nil,
 			[]string{"resumed 10 40"}, false, true},
 		{"a gap written whole is not raised again",
-			nil, []int64{0, 100}, []schemas.Silence{silence(0), resumed(0, 100)}, nil,
+			nil, []int64{0, 100}, []Silence{silence(0), resumed(0, 100)}, nil,
 			[]string{}, false, true},
 		{"a gap whose silence was written gets only its resumed record",
-			nil, []int64{0, 100}, []schemas.Silence{silence(0)}, nil,
+			nil, []int64{0, 100}, []Silence{silence(0)}, nil,
 			[]string{"resumed 0 100"}, false, true},
 		{"a silence with no reading read back: the sensor is known silent",
-			nil, nil, []schemas.Silence{silence(-500)}, []int64{20},
+			nil, nil, []Silence{silence(-500)}, []int64{20},
 			[]string{"resumed -500 20"}, false, true},
 		{"nothing stored: what the readings show",
 			nil, []int64{0, 100}, nil, nil,
@@ -306,7 +286,7 @@ func TestSilenceTrackRestore(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var tr schemas.SilenceTrack
+			var tr SilenceTrack
 			got := tr.Observe(nil, tt.live, nil, after, 1)
 			out := tr.Prepend(nil, tt.history, nil, after, 1)
 			got = append(got, tr.Restore(nil, tt.history, tt.stored, out, 1)...)

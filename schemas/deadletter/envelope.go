@@ -1,13 +1,14 @@
-package codec
+package deadletter
 
 import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // Sinks a dead letter names: the stage that could not take its record.

@@ -1,14 +1,15 @@
-package codec
+package deadletter
 
 import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/sensorpipe/sensorpipe/schemas"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // A record's source says where it came from. Besides a file or a

@@ -1,7 +1,9 @@
-package schemas
+package coverage
 
 import (
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // Coverage column names of a rollup, in Bigtable (qualifiers of the rollup
@@ -85,12 +87,12 @@ func ComputeCoverage(ms []int64, startMs, endMs int64, cadence time.Duration, fi
 // readings are recs (in event-time order): the spec's cadence, or with
 // cadence_field the interval of the hour's latest reading that carries a
 // positive one. ok is false when none applies.
-func (s *Spec) HourCadence(recs []Record) (time.Duration, bool) {
+func HourCadence(s *schemas.Spec, recs []schemas.Record) (time.Duration, bool) {
 	if d := s.CadenceDuration(); d > 0 {
 		return d, true
 	}
 	for i := len(recs) - 1; i >= 0; i-- {
-		if d, ok := s.ReadingCadence(&recs[i]); ok {
+		if d, ok := ReadingCadence(s, &recs[i]); ok {
 			return d, true
 		}
 	}
@@ -102,11 +104,11 @@ func (s *Spec) HourCadence(recs []Record) (time.Duration, bool) {
 // [startMs, endMs), given the sensor's first-seen time (see Coverage; 0
 // when no earlier reading is known). It is nil when the spec declares no
 // cadence or none applies to the hour.
-func (s *Spec) HourCoverage(recs []Record, startMs, endMs, firstSeenMs int64) *Coverage {
+func HourCoverage(s *schemas.Spec, recs []schemas.Record, startMs, endMs, firstSeenMs int64) *Coverage {
 	if !s.HasCadence() || len(recs) == 0 {
 		return nil
 	}
-	d, ok := s.HourCadence(recs)
+	d, ok := HourCadence(s, recs)
 	if !ok {
 		return nil
 	}

@@ -1,4 +1,5 @@
-package schemas
+// Package yamlcheck checks a YAML document against the Go type it decodes into, so that a mistake is reported by its line, its YAML path and the fix (the keys allowed there, the closest first), never a Go type name.
+package yamlcheck
 
 import (
 	"fmt"
@@ -9,13 +10,14 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// checkYAML walks a spec's YAML document against the Go type it decodes
-// into, before it is decoded, so that a mistake is reported the way the
+// Check walks a YAML document against the Go type it decodes into,
+// before it is decoded, so that a mistake is reported the way the
 // spec's author sees it: the line, the YAML path (bigtable.tables[0].row_ky)
 // and the fix (the keys allowed there, the closest one first), never a Go
 // type name, which is all yaml.v3's own errors give ("field row_ky not found
-// in type schemas.TableSpec"). yaml.v3 still does the decoding.
-func checkYAML(n *yaml.Node, t reflect.Type, path string) error {
+// in type schemas.TableSpec"). yaml.v3 still does the decoding. path is
+// the document's path so far ("" at its root).
+func Check(n *yaml.Node, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -23,10 +25,10 @@ func checkYAML(n *yaml.Node, t reflect.Type, path string) error {
 		if len(n.Content) == 0 {
 			return nil
 		}
-		return checkYAML(n.Content[0], t, path)
+		return Check(n.Content[0], t, path)
 	}
 	if n.Kind == yaml.AliasNode {
-		return checkYAML(n.Alias, t, path)
+		return Check(n.Alias, t, path)
 	}
 	if n.Tag == "!!null" {
 		return nil // left at its zero value
@@ -42,7 +44,7 @@ func checkYAML(n *yaml.Node, t reflect.Type, path string) error {
 			if !ok {
 				return yamlErr(k, join(path, k.Value), "unknown key%s (keys here: %s)", suggest(k.Value, yamlKeys(t)), strings.Join(yamlKeys(t), ", "))
 			}
-			if err := checkYAML(v, f.Type, join(path, k.Value)); err != nil {
+			if err := Check(v, f.Type, join(path, k.Value)); err != nil {
 				return err
 			}
 		}
@@ -51,7 +53,7 @@ func checkYAML(n *yaml.Node, t reflect.Type, path string) error {
 			return yamlErr(n, path, "expected a list (- item per line, or [a, b]), got %s", describe(n))
 		}
 		for i, c := range n.Content {
-			if err := checkYAML(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			if err := Check(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
 				return err
 			}
 		}
@@ -60,7 +62,7 @@ func checkYAML(n *yaml.Node, t reflect.Type, path string) error {
 			return yamlErr(n, path, "expected a mapping, got %s", describe(n))
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := checkYAML(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value)); err != nil {
+			if err := Check(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value)); err != nil {
 				return err
 			}
 		}

@@ -1,4 +1,4 @@
-package hours
+package silences
 
 import (
 	"encoding/binary"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // SilencesBigQuery describes the silences table: the identity fields,
@@ -14,10 +15,10 @@ import (
 // day of silent_since and clustered by identity.
 func SilencesBigQuery(s *schemas.Spec) *schemas.BigQuerySpec {
 	bq := &schemas.BigQuerySpec{
-		Table:            schemas.SilencesTable,
-		TimePartitioning: &schemas.PartitionSpec{Type: "DAY", Field: schemas.SilenceColSilentSince},
+		Table:            SilencesTable,
+		TimePartitioning: &schemas.PartitionSpec{Type: "DAY", Field: SilenceColSilentSince},
 		Clustering:       append([]string(nil), s.Identity...),
-		PrimaryKey:       []string{schemas.SilenceColID},
+		PrimaryKey:       []string{SilenceColID},
 		MaxStaleness:     schemas.DefaultMaxStaleness.String(),
 	}
 	if s.BigQuery != nil && len(s.BigQuery.PrimaryKey) > 0 && s.BigQuery.MaxStaleness != "" {
@@ -29,36 +30,36 @@ func SilencesBigQuery(s *schemas.Spec) *schemas.BigQuerySpec {
 	for _, name := range s.Identity {
 		typ := "STRING"
 		if fi := s.FieldIndex(name); fi >= 0 && fi < len(s.Fields) {
-			typ = bqType(s.Fields[fi].Type)
+			typ = hours.BQType(s.Fields[fi].Type)
 		}
 		add(name, typ, "REQUIRED")
 	}
-	add(schemas.SilenceColID, "STRING", "REQUIRED")
-	add(schemas.SilenceColKind, "STRING", "REQUIRED")
-	add(schemas.SilenceColLastSeen, "TIMESTAMP", "REQUIRED")
-	add(schemas.SilenceColSilentSince, "TIMESTAMP", "REQUIRED")
-	add(schemas.SilenceColDetectedAt, "TIMESTAMP", "REQUIRED")
-	add(schemas.SilenceColResumedAt, "TIMESTAMP", "")
+	add(SilenceColID, "STRING", "REQUIRED")
+	add(SilenceColKind, "STRING", "REQUIRED")
+	add(SilenceColLastSeen, "TIMESTAMP", "REQUIRED")
+	add(SilenceColSilentSince, "TIMESTAMP", "REQUIRED")
+	add(SilenceColDetectedAt, "TIMESTAMP", "REQUIRED")
+	add(SilenceColResumedAt, "TIMESTAMP", "")
 	return bq
 }
 
 // SilenceBQRow is x as a row of SilencesBigQuery. Its change sequence is
 // its detected_at, so a gap raised again replaces its row.
-func SilenceBQRow(s *schemas.Spec, x schemas.Silence) BQRow {
+func SilenceBQRow(s *schemas.Spec, x Silence) hours.BQRow {
 	vals := make([]schemas.Value, 0, len(x.Identity)+6)
 	vals = append(vals, x.Identity...)
 	resumed := schemas.Value{}
-	if x.Kind == schemas.SilenceResumed {
+	if x.Kind == SilenceResumed {
 		resumed = schemas.Value{Kind: schemas.KindTime, Int: x.ResumedAtMs}
 	}
 	vals = append(vals,
-		schemas.Value{Kind: schemas.KindString, Str: s.SilenceID(x)},
+		schemas.Value{Kind: schemas.KindString, Str: SilenceID(s, x)},
 		schemas.Value{Kind: schemas.KindString, Str: x.Kind},
 		schemas.Value{Kind: schemas.KindTime, Int: x.LastSeenMs},
 		schemas.Value{Kind: schemas.KindTime, Int: x.SilentSinceMs},
 		schemas.Value{Kind: schemas.KindTime, Int: x.DetectedAtMs},
 		resumed)
-	return BQRow{Values: vals, Origin: Origin{Raw: string(s.SilenceJSON(x)), Source: schemas.SilencesTable}, Seq: ChangeSeq{Micros: x.DetectedAtMs * 1000}}
+	return hours.BQRow{Values: vals, Origin: hours.Origin{Raw: string(SilenceJSON(s, x)), Source: SilencesTable}, Seq: hours.ChangeSeq{Micros: x.DetectedAtMs * 1000}}
 }
 
 // SilenceBatch is one bundle's readings of one sensor as the silence
@@ -70,12 +71,12 @@ type SilenceBatch struct {
 	TimesMs  []int64
 	AfterMs  []int64
 	// History marks a restarted local stream's readings read back from
-	// the store (schemas.SilenceTrack.Prepend), not read from the source.
+	// the store (SilenceTrack.Prepend), not read from the source.
 	History bool
 	// Stored are the sensor's silence and resumed records a History batch
-	// read back from the silences table (schemas.SilenceTrack.Restore):
+	// read back from the silences table (SilenceTrack.Restore):
 	// their kinds and times, not their identities.
-	Stored []schemas.Silence
+	Stored []Silence
 }
 
 // AppendSilenceBatch appends b's compact form to dst: the identity as a
@@ -116,7 +117,7 @@ func AppendSilenceBatch(dst []byte, b SilenceBatch) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(b.Stored)))
 		for _, x := range b.Stored {
 			k := byte(0)
-			if x.Kind == schemas.SilenceResumed {
+			if x.Kind == SilenceResumed {
 				k = 1
 			}
 			dst = append(dst, k)
@@ -178,15 +179,15 @@ func DecodeSilenceBatch(p []byte) (SilenceBatch, error) {
 			return b, fmt.Errorf("%w: silence batch: bad stored count", codec.ErrCodec)
 		}
 		rest = rest[k:]
-		b.Stored = make([]schemas.Silence, n)
+		b.Stored = make([]Silence, n)
 		for i := range b.Stored {
 			x := &b.Stored[i]
 			if len(rest) == 0 || rest[0] > 1 {
 				return b, fmt.Errorf("%w: silence batch: bad stored kind %d", codec.ErrCodec, i)
 			}
-			x.Kind, x.Identity = schemas.SilenceRaised, b.Identity
+			x.Kind, x.Identity = SilenceRaised, b.Identity
 			if rest[0] == 1 {
-				x.Kind = schemas.SilenceResumed
+				x.Kind = SilenceResumed
 			}
 			rest = rest[1:]
 			for _, t := range []*int64{&x.LastSeenMs, &x.SilentSinceMs, &x.ResumedAtMs} {
@@ -207,7 +208,7 @@ func DecodeSilenceBatch(p []byte) (SilenceBatch, error) {
 // AppendSilenceTrack appends t's compact form to dst: a flags byte
 // (Known, Open), LastMs and AfterMs as varints, then the identity.
 // DecodeSilenceTrack reads it.
-func AppendSilenceTrack(dst []byte, t schemas.SilenceTrack) []byte {
+func AppendSilenceTrack(dst []byte, t SilenceTrack) []byte {
 	var flags byte
 	if t.Known {
 		flags |= 1
@@ -223,8 +224,8 @@ func AppendSilenceTrack(dst []byte, t schemas.SilenceTrack) []byte {
 }
 
 // DecodeSilenceTrack decodes what AppendSilenceTrack wrote.
-func DecodeSilenceTrack(p []byte) (schemas.SilenceTrack, error) {
-	var t schemas.SilenceTrack
+func DecodeSilenceTrack(p []byte) (SilenceTrack, error) {
+	var t SilenceTrack
 	if len(p) == 0 || p[0] > 3 {
 		return t, fmt.Errorf("%w: silence track: bad flags", codec.ErrCodec)
 	}
