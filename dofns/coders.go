@@ -13,7 +13,7 @@ import (
 	"github.com/klauspost/compress/s2"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
 
 func init() {
@@ -22,7 +22,7 @@ func init() {
 	// 0.31 s of 8.7 s CPU (3.5 %) in a 300 k-reading batch (profile of
 	// launch/bench/e2e -cpuprofile). Registered before the coders use them.
 	register.Function1x1(encodeRecord)
-	register.Function1x2(codec.DecodeRecord)
+	register.Function1x2(packed.DecodeRecord)
 	register.Function1x1(encodePaneBatch)
 	register.Function1x2(decodePaneBatch)
 	register.Function1x1(encodeHourBatch)
@@ -30,7 +30,7 @@ func init() {
 	// Records cross every GroupByKey. Their compact coder writes only the
 	// member each value's kind uses, where Beam's default row coder writes
 	// all six members of every value through reflection.
-	beam.RegisterCoder(reflect.TypeOf((*schemas.Record)(nil)).Elem(), encodeRecord, codec.DecodeRecord)
+	beam.RegisterCoder(reflect.TypeOf((*schemas.Record)(nil)).Elem(), encodeRecord, packed.DecodeRecord)
 	// A stream's firings carry their records the same way.
 	beam.RegisterCoder(reflect.TypeOf((*PaneBatch)(nil)).Elem(), encodePaneBatch, decodePaneBatch)
 	// A batch's pre-grouped readings cross its GroupByKey compressed.
@@ -40,7 +40,7 @@ func init() {
 // scratch holds HourBatch coding buffers, which do not outlive the call.
 var scratch = sync.Pool{New: func() any { return new([]byte) }}
 
-// encodeHourBatch writes the batch's records (codec.AppendRecords)
+// encodeHourBatch writes the batch's records (packed.AppendRecords)
 // compressed with S2 (github.com/klauspost/compress/s2, Snappy's format
 // extended, already in the build through the BigQuery client). Each
 // byte of an element costs the runner and the SDK harness copies (prism
@@ -51,21 +51,21 @@ var scratch = sync.Pool{New: func() any { return new([]byte) }}
 // figures in docs/performance.md). Zstandard would compress a little
 // more, at several times the CPU.
 func encodeHourBatch(p HourBatch) []byte {
-	raw, packed := scratch.Get().(*[]byte), scratch.Get().(*[]byte)
+	raw, compressed := scratch.Get().(*[]byte), scratch.Get().(*[]byte)
 	defer scratch.Put(raw)
-	defer scratch.Put(packed)
-	*raw = codec.AppendRecords((*raw)[:0], p.Records)
-	if need := s2.MaxEncodedLen(len(*raw)); cap(*packed) < need {
-		*packed = make([]byte, need)
+	defer scratch.Put(compressed)
+	*raw = packed.AppendRecords((*raw)[:0], p.Records)
+	if need := s2.MaxEncodedLen(len(*raw)); cap(*compressed) < need {
+		*compressed = make([]byte, need)
 	}
 	// The element keeps only the compressed bytes, not the buffer's cap.
-	return bytes.Clone(s2.Encode((*packed)[:cap(*packed)], *raw))
+	return bytes.Clone(s2.Encode((*compressed)[:cap(*compressed)], *raw))
 }
 
 func decodeHourBatch(b []byte) (HourBatch, error) {
 	n, err := s2.DecodedLen(b)
 	if err != nil {
-		return HourBatch{}, fmt.Errorf("%w: hour batch: %w", codec.ErrCodec, err)
+		return HourBatch{}, fmt.Errorf("%w: hour batch: %w", packed.ErrCodec, err)
 	}
 	buf := scratch.Get().(*[]byte)
 	defer scratch.Put(buf)
@@ -74,10 +74,10 @@ func decodeHourBatch(b []byte) (HourBatch, error) {
 	}
 	raw, err := s2.Decode((*buf)[:n], b)
 	if err != nil {
-		return HourBatch{}, fmt.Errorf("%w: hour batch: %w", codec.ErrCodec, err)
+		return HourBatch{}, fmt.Errorf("%w: hour batch: %w", packed.ErrCodec, err)
 	}
 	// DecodeRecords copies what it keeps, so the buffer goes back.
-	recs, err := codec.DecodeRecords(raw)
+	recs, err := packed.DecodeRecords(raw)
 	if err != nil {
 		return HourBatch{}, fmt.Errorf("hour batch: %w", err)
 	}
@@ -87,7 +87,7 @@ func decodeHourBatch(b []byte) (HourBatch, error) {
 func encodeRecord(r schemas.Record) []byte {
 	// Sized for the record's strings and values, so one allocation holds
 	// it instead of append growing it several times.
-	return codec.AppendBinary(&r, make([]byte, 0, len(r.Raw)+len(r.Source)+10*len(r.Values)+32))
+	return packed.AppendBinary(&r, make([]byte, 0, len(r.Raw)+len(r.Source)+10*len(r.Values)+32))
 }
 
 // encodePaneBatch writes the window bounds, the timing, the index, the
@@ -101,7 +101,7 @@ func encodePaneBatch(p PaneBatch) []byte {
 	b = binary.AppendUvarint(b, uint64(len(p.Records)))
 	var rec []byte
 	for i := range p.Records {
-		rec = codec.AppendBinary(&p.Records[i], rec[:0])
+		rec = packed.AppendBinary(&p.Records[i], rec[:0])
 		b = binary.AppendUvarint(b, uint64(len(rec)))
 		b = append(b, rec...)
 	}
@@ -115,31 +115,31 @@ func decodePaneBatch(b []byte) (PaneBatch, error) {
 	var p PaneBatch
 	var n int
 	if p.StartMs, n = binary.Varint(b); n <= 0 {
-		return p, fmt.Errorf("%w: pane batch window start", codec.ErrCodec)
+		return p, fmt.Errorf("%w: pane batch window start", packed.ErrCodec)
 	}
 	b = b[n:]
 	if p.EndMs, n = binary.Varint(b); n <= 0 || len(b) == n {
-		return p, fmt.Errorf("%w: pane batch window end", codec.ErrCodec)
+		return p, fmt.Errorf("%w: pane batch window end", packed.ErrCodec)
 	}
 	b = b[n:]
 	p.Timing, b = typex.PaneTiming(b[0]), b[1:]
 	idx, n := binary.Varint(b)
 	if n <= 0 {
-		return p, fmt.Errorf("%w: pane index", codec.ErrCodec)
+		return p, fmt.Errorf("%w: pane index", packed.ErrCodec)
 	}
 	p.Index, b = idx, b[n:]
 	count, n := binary.Uvarint(b)
 	if n <= 0 || count > uint64(len(b)) {
-		return p, fmt.Errorf("%w: pane batch record count", codec.ErrCodec)
+		return p, fmt.Errorf("%w: pane batch record count", packed.ErrCodec)
 	}
 	b = b[n:]
 	p.Records = make([]schemas.Record, count)
 	for i := range p.Records {
 		size, n := binary.Uvarint(b)
 		if n <= 0 || size > uint64(len(b)-n) {
-			return p, fmt.Errorf("%w: pane batch record %d length", codec.ErrCodec, i)
+			return p, fmt.Errorf("%w: pane batch record %d length", packed.ErrCodec, i)
 		}
-		r, err := codec.DecodeRecord(b[n : n+int(size)])
+		r, err := packed.DecodeRecord(b[n : n+int(size)])
 		if err != nil {
 			return p, fmt.Errorf("pane batch record %d: %w", i, err)
 		}
@@ -149,7 +149,7 @@ func decodePaneBatch(b []byte) (PaneBatch, error) {
 		p.Recover, b = true, b[1:]
 	}
 	if len(b) != 0 {
-		return p, fmt.Errorf("%w: %d trailing bytes after the pane batch", codec.ErrCodec, len(b))
+		return p, fmt.Errorf("%w: %d trailing bytes after the pane batch", packed.ErrCodec, len(b))
 	}
 	return p, nil
 }

@@ -21,9 +21,9 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/spill"
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
 
 func init() {
@@ -469,7 +469,7 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 		}
 		var prev []schemas.Record
 		for _, c := range chunks {
-			if prev, err = codec.DecodeHeld(f.Spec.Spec, prev, c); err != nil {
+			if prev, err = packed.DecodeHeld(f.Spec.Spec, prev, c); err != nil {
 				return fmt.Errorf("decode the window's readings: %w", err)
 			}
 		}
@@ -601,7 +601,7 @@ func (f *StreamRowsFn) hold(ctx context.Context, sp state.Provider, key string, 
 	if len(keep) == 0 {
 		return nil
 	}
-	chunk := codec.AppendHeld(f.Spec.Spec, nil, keep)
+	chunk := packed.AppendHeld(f.Spec.Spec, nil, keep)
 	if f.disk != nil {
 		err := f.disk.Append(diskGroup(f.SpillRun, startMs), diskHeldKey(f.SpillRun, key), hours.AppendChunk(nil, chunk))
 		if f.diskOK(ctx, key, err) {
@@ -658,7 +658,7 @@ func (f *StreamRowsFn) rewriteHeld(ctx context.Context, sp state.Provider, key s
 		all = hours.AppendChunk(all, c)
 	}
 	if len(keep) > 0 {
-		all = hours.AppendChunk(all, codec.AppendHeld(f.Spec.Spec, nil, keep))
+		all = hours.AppendChunk(all, packed.AppendHeld(f.Spec.Spec, nil, keep))
 	}
 	err := f.disk.Put(diskGroup(f.SpillRun, startMs), diskHeldKey(f.SpillRun, key), all)
 	if !f.diskOK(ctx, key, err) {

@@ -12,6 +12,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
 
 // BenchmarkStreamMergeClosedHour is what --merge_stored adds to a stream's
@@ -94,11 +95,11 @@ func BenchmarkStreamMergeClosedHour(b *testing.B) {
 		{"one_stream/read_back_and_merge", recs, true},
 		{"two_streams/read_back_and_merge", half, true},
 	} {
-		chunk := codec.AppendHeld(spec.Spec, nil, bc.held)
+		chunk := packed.AppendHeld(spec.Spec, nil, bc.held)
 		b.Run(bc.name, func(b *testing.B) {
 			var built int
 			for i := 0; i < b.N; i++ {
-				prev, err := codec.DecodeHeld(spec.Spec, nil, chunk)
+				prev, err := packed.DecodeHeld(spec.Spec, nil, chunk)
 				if err != nil {
 					b.Fatal(err)
 				}

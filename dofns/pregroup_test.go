@@ -13,6 +13,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/synth"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
 
 // TestPreGroupFnPacksEachReadingOnceByIdentityAndHour drives PreGroupFn
@@ -116,13 +117,13 @@ func TestHourBatchCoder(t *testing.T) {
 		if len(got.Records) != n || n > 0 && !reflect.DeepEqual(got.Records, recs) {
 			t.Fatalf("%d readings: round trip differs", n)
 		}
-		if plain := len(codec.AppendRecords(nil, recs)); n == 512 && len(enc)*3 > plain {
+		if plain := len(packed.AppendRecords(nil, recs)); n == 512 && len(enc)*3 > plain {
 			t.Errorf("%d readings compressed to %d bytes of %d; want under a third", n, len(enc), plain)
 		}
 	}
 	enc := encodeHourBatch(HourBatch{Records: hourOfReadings(t, 20)})
 	for cut := 0; cut < len(enc); cut++ {
-		if _, err := decodeHourBatch(enc[:cut]); !errors.Is(err, codec.ErrCodec) {
+		if _, err := decodeHourBatch(enc[:cut]); !errors.Is(err, packed.ErrCodec) {
 			t.Fatalf("decoding %d of %d bytes: err = %v; want ErrCodec", cut, len(enc), err)
 		}
 	}
@@ -142,5 +143,5 @@ func BenchmarkHourBatchCoder(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/reading")
 	b.ReportMetric(float64(len(enc))/float64(len(recs)), "bytes/reading")
-	b.ReportMetric(float64(len(codec.AppendRecords(nil, recs)))/float64(len(recs)), "uncompressed_bytes/reading")
+	b.ReportMetric(float64(len(packed.AppendRecords(nil, recs)))/float64(len(recs)), "uncompressed_bytes/reading")
 }

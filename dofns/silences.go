@@ -16,8 +16,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/packed"
 	"github.com/sensorpipe/sensorpipe/schemas/silences"
 )
 
@@ -145,8 +145,12 @@ func (f *SilenceBatchFn) flush(emit func(beam.EventTime, string, silences.Silenc
 // silence record; the sensor's next reading raises one resumed record
 // (and the silence too, when the reading came before the watermark passed
 // the gap). Each element is one bundle's readings of a sensor
-// (SilenceBatchFn): one state read and at most one write and one timer
-// set per sensor and bundle.
+// (SilenceBatchFn): one state read and at most one write per sensor and
+// bundle. A timer is set only when the sensor has none pending at or
+// before its due time: a newer reading leaves the pending timer where it
+// is, and a timer that fires before the sensor's due time sets itself
+// again at it, so a sensor that keeps reporting costs one timer per
+// silent_after, not one per bundle.
 //
 // A reading no newer than the sensor's newest changes nothing, so
 // redelivered messages raise nothing twice. A restarted local stream
@@ -217,15 +221,16 @@ func (f *SilencesFn) ProcessElement(ctx context.Context, sp state.Provider, tp t
 	if err := f.Track.Write(sp, silences.AppendSilenceTrack(nil, tr)); err != nil {
 		return fmt.Errorf("write silence state: %w", err)
 	}
-	if due, ok := tr.DueMs(); ok && (!wasSet || due != wasDue) {
-		f.Timer.Set(tp, time.UnixMilli(due), timers.WithOutputTimestamp(time.UnixMilli(due)))
+	if due, ok := tr.DueMs(); ok && (!wasSet || due < wasDue) {
+		f.setTimer(tp, due)
 	}
 	f.emit(ctx, out, emit)
 	return nil
 }
 
 // OnTimer raises the sensor's silence, unless a newer reading came since
-// the timer was set.
+// the timer was set: then it sets the timer again at the sensor's due
+// time.
 func (f *SilencesFn) OnTimer(ctx context.Context, at beam.EventTime, sp state.Provider, tp timers.Provider, key string, timer timers.Context, emit func(silences.Silence)) error {
 	tr, err := f.read(sp)
 	if err != nil {
@@ -233,6 +238,9 @@ func (f *SilencesFn) OnTimer(ctx context.Context, at beam.EventTime, sp state.Pr
 	}
 	x, ok := tr.Expire(at.Milliseconds(), time.Now().UnixMilli())
 	if !ok {
+		if due, ok := tr.DueMs(); ok && due > at.Milliseconds() {
+			f.setTimer(tp, due)
+		}
 		return nil
 	}
 	if err := f.Track.Write(sp, silences.AppendSilenceTrack(nil, tr)); err != nil {
@@ -240,6 +248,12 @@ func (f *SilencesFn) OnTimer(ctx context.Context, at beam.EventTime, sp state.Pr
 	}
 	f.emit(ctx, []silences.Silence{x}, emit)
 	return nil
+}
+
+// setTimer sets the sensor's timer at dueMs, its output timestamp the
+// same.
+func (f *SilencesFn) setTimer(tp timers.Provider, dueMs int64) {
+	f.Timer.Set(tp, time.UnixMilli(dueMs), timers.WithOutputTimestamp(time.UnixMilli(dueMs)))
 }
 
 func (f *SilencesFn) read(sp state.Provider) (silences.SilenceTrack, error) {
@@ -303,13 +317,13 @@ func decodeSilence(p []byte) (silences.Silence, error) {
 	var x silences.Silence
 	n, k := binary.Uvarint(p)
 	if k <= 0 || n > uint64(len(p)-k) {
-		return x, fmt.Errorf("%w: silence: bad kind", codec.ErrCodec)
+		return x, fmt.Errorf("%w: silence: bad kind", packed.ErrCodec)
 	}
 	x.Kind, p = string(p[k:k+int(n)]), p[k+int(n):]
 	for _, t := range []*int64{&x.LastSeenMs, &x.SilentSinceMs, &x.DetectedAtMs, &x.ResumedAtMs} {
 		v, k := binary.Varint(p)
 		if k <= 0 {
-			return x, fmt.Errorf("%w: silence: bad time", codec.ErrCodec)
+			return x, fmt.Errorf("%w: silence: bad time", packed.ErrCodec)
 		}
 		*t, p = v, p[k:]
 	}

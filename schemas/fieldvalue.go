@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/sensorpipe/sensorpipe/schemas/timestamps"
 )
 
 // Range is an inclusive range of a field's values, as text: "340".."350".
@@ -93,7 +95,7 @@ func ParseValue(f *FieldSpec, text string) (Value, error) {
 		if ms, err := strconv.ParseInt(text, 10, 64); err == nil {
 			return Value{Kind: KindTime, Int: ms}, nil
 		}
-		ms, err := ParseTimestamp(text)
+		ms, err := timestamps.ParseTimestamp(text)
 		if err != nil {
 			return Value{}, err
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas/internal/yamlcheck"
+	"github.com/sensorpipe/sensorpipe/schemas/timestamps"
 	"gopkg.in/yaml.v3"
 )
 
@@ -143,10 +144,10 @@ func (s *Spec) EventTimeBounds() (minMs, maxMs int64) {
 	minMs, maxMs = EarliestEventTime.UnixMilli(), LatestEventTime.UnixMilli()
 	if r := s.EventTimeRange; r != nil {
 		if r.Min != "" {
-			minMs, _ = ParseTimestamp(r.Min)
+			minMs, _ = timestamps.ParseTimestamp(r.Min)
 		}
 		if r.Max != "" {
-			maxMs, _ = ParseTimestamp(r.Max)
+			maxMs, _ = timestamps.ParseTimestamp(r.Max)
 		}
 	}
 	return minMs, maxMs
@@ -210,14 +211,6 @@ type FieldSpec struct {
 	// ambiguous or skips is a bad_timestamp.
 	Timezone string `yaml:"timezone,omitempty" jsonschema:"example=Europe/Berlin"`
 }
-
-// Timestamp units a numeric timestamp field may declare.
-const (
-	UnitMillis  = "ms"
-	UnitSeconds = "s"
-	UnitMicros  = "us"
-	UnitNanos   = "ns"
-)
 
 // What a payload key the spec does not read does (Spec.UnknownFields).
 const (
@@ -501,7 +494,7 @@ func (s *Spec) validate() error {
 		switch {
 		case f.Unit != "" && f.Type != TypeTimestamp:
 			return s.Errorf(where+".unit", "%q on a %s field; unit applies to timestamp fields sent as numbers", f.Unit, f.Type)
-		case f.Unit != "" && UnitNames[f.Unit] == "":
+		case f.Unit != "" && timestamps.UnitNames[f.Unit] == "":
 			return s.Errorf(where+".unit", "%q; use ms (the default), s, us or ns", f.Unit)
 		case f.AttributeWins && f.Attribute == "":
 			return s.Errorf(where+".attribute_wins", "set without attribute; name the message attribute (attribute: NAME) or drop attribute_wins")
@@ -544,7 +537,7 @@ func (s *Spec) validate() error {
 	}
 	if r := s.EventTimeRange; r != nil {
 		bound := func(where, v string) (int64, error) {
-			ms, err := ParseTimestamp(v)
+			ms, err := timestamps.ParseTimestamp(v)
 			switch {
 			case err != nil:
 				return 0, s.Errorf(where, "%v", err)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/schemas/timestamps"
 )
 
 // MaxRowKeyBytes is Bigtable's row-key limit: 4 KB (Cloud Bigtable's
@@ -183,7 +185,7 @@ func bucketAppender(level int) func(dst []byte, v Value) []byte {
 // faster than time's Date and Clock; TestUTCFieldsMatchesTime checks it.
 func utcFields(ms int64) (year, month, day, hour, minute int) {
 	const msPerDay = 86400000
-	if ms < 0 || ms >= MaxEventMs {
+	if ms < 0 || ms >= timestamps.MaxEventMs {
 		t := time.UnixMilli(ms).UTC()
 		y, mo, d := t.Date()
 		return y, int(mo), d, t.Hour(), t.Minute()

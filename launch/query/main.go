@@ -36,6 +36,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/launch/readside/readpath"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
+	"github.com/sensorpipe/sensorpipe/schemas/timestamps"
 )
 
 // pairs collects repeated k=v flags in order.
@@ -445,7 +446,7 @@ func parseTime(s string) (time.Time, error) {
 			return t.UTC(), nil
 		}
 	}
-	ms, err := schemas.ParseTimestamp(s)
+	ms, err := timestamps.ParseTimestamp(s)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("%q is not RFC 3339, epoch ms, a day (2026-03-01) or a month (2026-03)", s)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
+	"github.com/sensorpipe/sensorpipe/schemas/timestamps"
 )
 
 func TestPlanOnly(t *testing.T) {
@@ -645,7 +646,7 @@ func speeds(a answer) map[string]string {
 
 func mustMs(t *testing.T, s string) int64 {
 	t.Helper()
-	ms, err := schemas.ParseTimestamp(s)
+	ms, err := timestamps.ParseTimestamp(s)
 	if err != nil {
 		t.Fatal(err)
 	}

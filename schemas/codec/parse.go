@@ -15,6 +15,7 @@ import (
 	// absent from null from the wrong JSON type, and reuses its arena through
 	// a pool, so a typical reading line costs a fraction of encoding/json's time.
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/timestamps"
 	"github.com/valyala/fastjson"
 )
 
@@ -293,11 +294,11 @@ func attributeValue(a *fastjson.Arena, f *schemas.FieldSpec, s string) *fastjson
 func (p *Parser) unitHint(f *schemas.FieldSpec, n int64) string {
 	unit := f.Unit
 	if unit == "" {
-		unit = schemas.UnitMillis
+		unit = timestamps.UnitMillis
 	}
-	for _, u := range schemas.UnitOrder {
-		if alt, ok := schemas.EpochToMillis(n, u); ok && u != unit && alt >= p.minMs && alt <= p.maxMs {
-			return fmt.Sprintf("if the device sends %s, set `unit: %s` on field %s", schemas.UnitNames[u], u, f.Name)
+	for _, u := range timestamps.UnitOrder {
+		if alt, ok := timestamps.EpochToMillis(n, u); ok && u != unit && alt >= p.minMs && alt <= p.maxMs {
+			return fmt.Sprintf("if the device sends %s, set `unit: %s` on field %s", timestamps.UnitNames[u], u, f.Name)
 		}
 	}
 	return fmt.Sprintf("no unit (s, ms, us, ns) puts %d among the accepted event times: check the device's clock", n)
@@ -425,7 +426,7 @@ func (p *Parser) field(out *schemas.Value, f *schemas.FieldSpec, v *fastjson.Val
 		}
 	case schemas.TypeTimestamp:
 		ms, err := p.timestamp(v, f)
-		if errors.Is(err, schemas.ErrOutsideYears) && f.Name == p.spec.EventTime {
+		if errors.Is(err, timestamps.ErrOutsideYears) && f.Name == p.spec.EventTime {
 			if n, ierr := v.Int64(); ierr == nil && n >= 0 {
 				return classTimestamp, schemas.Reject(schemas.ErrBadTimestamp, "%s: %v; %s", f.Name, err, p.unitHint(f, n))
 			}
@@ -483,32 +484,32 @@ func rangeText(f *schemas.FieldSpec) string {
 // integer, or with seconds a decimal fraction.
 func timestampValue(v *fastjson.Value, unit string) (int64, error) {
 	if unit == "" {
-		unit = schemas.UnitMillis
+		unit = timestamps.UnitMillis
 	}
 	switch v.Type() {
 	case fastjson.TypeString:
 		b, _ := v.StringBytes()
-		if ms, ok := schemas.ParseUTCTimestamp(b); ok {
+		if ms, ok := timestamps.ParseUTCTimestamp(b); ok {
 			return ms, nil
 		}
-		return schemas.ParseTimestamp(string(b))
+		return timestamps.ParseTimestamp(string(b))
 	case fastjson.TypeNumber:
 		n, err := v.Int64()
-		if err != nil && unit == schemas.UnitSeconds {
-			if x, ferr := v.Float64(); ferr == nil && !math.IsInf(x, 0) && math.Abs(x) < float64(schemas.MaxEventMs/1000) {
+		if err != nil && unit == timestamps.UnitSeconds {
+			if x, ferr := v.Float64(); ferr == nil && !math.IsInf(x, 0) && math.Abs(x) < float64(timestamps.MaxEventMs/1000) {
 				return int64(math.Floor(x * 1000)), nil
 			}
 		}
 		if err != nil {
-			return 0, fmt.Errorf("%s is not an integer of epoch %s", v, schemas.UnitNames[unit])
+			return 0, fmt.Errorf("%s is not an integer of epoch %s", v, timestamps.UnitNames[unit])
 		}
-		ms, ok := schemas.EpochToMillis(n, unit)
-		if !ok || ms < schemas.MinEventMs || ms > schemas.MaxEventMs {
-			return 0, fmt.Errorf("%d epoch %s is outside years 1 to 9999: %w", n, schemas.UnitNames[unit], schemas.ErrOutsideYears)
+		ms, ok := timestamps.EpochToMillis(n, unit)
+		if !ok || ms < timestamps.MinEventMs || ms > timestamps.MaxEventMs {
+			return 0, fmt.Errorf("%d epoch %s is outside years 1 to 9999: %w", n, timestamps.UnitNames[unit], timestamps.ErrOutsideYears)
 		}
 		return ms, nil
 	}
-	return 0, fmt.Errorf("want an RFC 3339 string or a number of epoch %s, got %s", schemas.UnitNames[unit], v.Type())
+	return 0, fmt.Errorf("want an RFC 3339 string or a number of epoch %s, got %s", timestamps.UnitNames[unit], v.Type())
 }
 
 // plausible rejects, as bad_timestamp, a non-negative number given as the
@@ -524,12 +525,12 @@ func (p *Parser) plausible(f *schemas.FieldSpec, v *fastjson.Value, ms int64) er
 	}
 	unit := f.Unit
 	if unit == "" {
-		unit = schemas.UnitMillis
+		unit = timestamps.UnitMillis
 	}
 	hint := fmt.Sprintf("no unit (s, ms, us, ns) puts %s there: check the device's clock", v)
 	if n, err := v.Int64(); err == nil {
 		hint = p.unitHint(f, n)
 	}
 	return schemas.Reject(schemas.ErrBadTimestamp, "%s: %s is %s as %s, outside the accepted event times [%s, %s] (%s); %s",
-		f.Name, v, time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), schemas.UnitNames[unit], time.UnixMilli(p.minMs).UTC().Format(time.RFC3339), time.UnixMilli(p.maxMs).UTC().Format(time.RFC3339), p.limit, hint)
+		f.Name, v, time.UnixMilli(ms).UTC().Format(time.RFC3339Nano), timestamps.UnitNames[unit], time.UnixMilli(p.minMs).UTC().Format(time.RFC3339), time.UnixMilli(p.maxMs).UTC().Format(time.RFC3339), p.limit, hint)
 }

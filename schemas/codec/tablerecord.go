@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/timestamps"
 	"github.com/valyala/fastjson"
 	"github.com/valyala/fastjson/fastfloat"
 )
@@ -268,13 +269,13 @@ func (rp *RowParser) slow(out *schemas.Value, f *schemas.FieldSpec, c RowCell) (
 // string, where that succeeds: in the field's layout, else RFC 3339.
 func textTime(f *schemas.FieldSpec, s string) (int64, bool) {
 	if f.Layout != "" {
-		ms, err := schemas.ParseLayout(s, f.Layout, f.Timezone)
+		ms, err := timestamps.ParseLayout(s, f.Layout, f.Timezone)
 		return ms, err == nil
 	}
-	if ms, ok := schemas.ParseUTCTimestamp([]byte(s)); ok {
+	if ms, ok := timestamps.ParseUTCTimestamp([]byte(s)); ok {
 		return ms, true
 	}
-	ms, err := schemas.ParseTimestamp(s)
+	ms, err := timestamps.ParseTimestamp(s)
 	return ms, err == nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/timestamps"
 	"github.com/valyala/fastjson"
 )
 
@@ -277,10 +278,10 @@ func (m *TableMap) appendValue(dst []byte, f *schemas.FieldSpec, c RowCell, bad 
 		return appendInstant(dst, f, time.UnixMicro(c.Int).UTC()), true
 	case CellWallTime:
 		w := time.UnixMicro(c.Int).UTC()
-		loc, err := schemas.Zone(f.Timezone)
+		loc, err := timestamps.Zone(f.Timezone)
 		var t time.Time
 		if err == nil {
-			t, err = schemas.WallTime(w, loc)
+			t, err = timestamps.WallTime(w, loc)
 		}
 		if err != nil {
 			if *bad == nil {
@@ -334,7 +335,7 @@ func appendText(dst []byte, f *schemas.FieldSpec, s string) ([]byte, bool) {
 			return append(dst, s...), true
 		}
 	case schemas.TypeTimestamp:
-		if jsonNumber(s) && (f.Unit == schemas.UnitSeconds || !strings.ContainsAny(s, ".eE")) {
+		if jsonNumber(s) && (f.Unit == timestamps.UnitSeconds || !strings.ContainsAny(s, ".eE")) {
 			return append(dst, s...), true
 		}
 	case schemas.TypeBool:

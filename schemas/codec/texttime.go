@@ -2,6 +2,7 @@ package codec
 
 import (
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/timestamps"
 	"github.com/valyala/fastjson"
 )
 
@@ -13,5 +14,5 @@ func (p *Parser) timestamp(v *fastjson.Value, f *schemas.FieldSpec) (int64, erro
 		return timestampValue(v, f.Unit)
 	}
 	b, _ := v.StringBytes()
-	return schemas.ParseLayout(string(b), f.Layout, f.Timezone)
+	return timestamps.ParseLayout(string(b), f.Layout, f.Timezone)
 }

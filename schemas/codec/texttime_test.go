@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/timestamps"
 )
 
 func TestParseTimestampTakesTheSpaceSeparatedForm(t *testing.T) {
@@ -21,7 +22,7 @@ func TestParseTimestampTakesTheSpaceSeparatedForm(t *testing.T) {
 		{"2026-03-01 10:00:00", ""},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			ms, err := schemas.ParseTimestamp(tc.in)
+			ms, err := timestamps.ParseTimestamp(tc.in)
 			if tc.want == "" {
 				if err == nil {
 					t.Fatalf("got %d, want an error", ms)
@@ -54,7 +55,7 @@ func TestParseLayoutAcrossDaylightSavingChanges(t *testing.T) {
 		{"neither", "25/10/2026", "Europe/Berlin", "", "neither in the field's layout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ms, err := schemas.ParseLayout(tc.in, layout, tc.zone)
+			ms, err := timestamps.ParseLayout(tc.in, layout, tc.zone)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("got %d, %v; want an error with %q", ms, err, tc.err)

@@ -6,6 +6,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
+	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
 
 // BenchmarkRecordsCodec is AppendRecords and DecodeRecords of a sensor's
@@ -22,8 +23,8 @@ func BenchmarkRecordsCodec(b *testing.B) {
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = codec.AppendRecords(buf[:0], recs)
-		if _, err := codec.DecodeRecords(buf); err != nil {
+		buf = packed.AppendRecords(buf[:0], recs)
+		if _, err := packed.DecodeRecords(buf); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -40,8 +41,8 @@ func BenchmarkRecordCodec(b *testing.B) {
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = codec.AppendBinary(&recs[0], buf[:0])
-		if _, err := codec.DecodeRecord(buf); err != nil {
+		buf = packed.AppendBinary(&recs[0], buf[:0])
+		if _, err := packed.DecodeRecord(buf); err != nil {
 			b.Fatal(err)
 		}
 	}

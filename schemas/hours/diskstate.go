@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
 
 // A local stream (prism) keeps its state in the launcher's heap, where an
@@ -29,7 +29,7 @@ func SplitChunks(b []byte) ([][]byte, error) {
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || n > uint64(len(b)-k) {
-			return nil, fmt.Errorf("%w: a held chunk cut short (%d bytes left)", codec.ErrCodec, len(b))
+			return nil, fmt.Errorf("%w: a held chunk cut short (%d bytes left)", packed.ErrCodec, len(b))
 		}
 		chunks = append(chunks, b[k:k+int(n):k+int(n)])
 		b = b[k+int(n):]
@@ -53,11 +53,11 @@ func AppendFinalState(dst []byte, fin FinalState) []byte {
 
 // DecodeFinalState decodes what AppendFinalState wrote.
 func DecodeFinalState(b []byte) (FinalState, error) {
-	d := codec.NewReader(b)
+	d := packed.NewReader(b)
 	fin := FinalState{Dropped: d.Varint()}
 	n := d.Uvarint()
 	if n > uint64(d.Len()) {
-		return FinalState{}, fmt.Errorf("%w: %d finalized readings in %d bytes", codec.ErrCodec, n, d.Len())
+		return FinalState{}, fmt.Errorf("%w: %d finalized readings in %d bytes", packed.ErrCodec, n, d.Len())
 	}
 	fin.Ms, fin.Prints = make([]int64, n), make([]uint64, n)
 	var ms int64
@@ -69,7 +69,7 @@ func DecodeFinalState(b []byte) (FinalState, error) {
 		return FinalState{}, err
 	}
 	if d.Len() != 0 {
-		return FinalState{}, fmt.Errorf("%w: %d bytes after a final state", codec.ErrCodec, d.Len())
+		return FinalState{}, fmt.Errorf("%w: %d bytes after a final state", packed.ErrCodec, d.Len())
 	}
 	return fin, nil
 }

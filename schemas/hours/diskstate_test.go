@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
 
 // TestDiskStateComesBackAsItWent: held chunks framed one after another,
@@ -16,7 +16,7 @@ import (
 func TestDiskStateComesBackAsItWent(t *testing.T) {
 	spec, h := firingsSpec(t)
 	recs := parseAll(t, spec, vitals(0, "", "36.8", "98"), vitals(time.Second, "70", "36.8", "98"), vitals(2*time.Second, "71", "", "97"))
-	chunks := [][]byte{codec.AppendHeld(h.Spec, nil, recs[:1]), {}, codec.AppendHeld(h.Spec, nil, recs[1:])}
+	chunks := [][]byte{packed.AppendHeld(h.Spec, nil, recs[:1]), {}, packed.AppendHeld(h.Spec, nil, recs[1:])}
 	var b []byte
 	for _, c := range chunks {
 		b = AppendChunk(b, c)
@@ -30,7 +30,7 @@ func TestDiskStateComesBackAsItWent(t *testing.T) {
 			t.Errorf("the first %d of %d bytes split into every chunk", n, len(b))
 		}
 	}
-	if got, err := SplitChunks(b[:len(b)-1]); !errors.Is(err, codec.ErrCodec) {
+	if got, err := SplitChunks(b[:len(b)-1]); !errors.Is(err, packed.ErrCodec) {
 		t.Errorf("a chunk cut short: %v, %v; want ErrCodec", got, err)
 	}
 
@@ -45,11 +45,11 @@ func TestDiskStateComesBackAsItWent(t *testing.T) {
 			t.Errorf("DecodeFinalState = %+v, %v; want %+v", got, err, fin)
 		}
 		for n := 0; n < len(b); n++ {
-			if _, err := DecodeFinalState(b[:n]); !errors.Is(err, codec.ErrCodec) {
+			if _, err := DecodeFinalState(b[:n]); !errors.Is(err, packed.ErrCodec) {
 				t.Errorf("the first %d of %d bytes: err = %v, want ErrCodec", n, len(b), err)
 			}
 		}
-		if _, err := DecodeFinalState(append(b, 0)); !errors.Is(err, codec.ErrCodec) {
+		if _, err := DecodeFinalState(append(b, 0)); !errors.Is(err, packed.ErrCodec) {
 			t.Errorf("a byte too many: err = %v, want ErrCodec", err)
 		}
 	}
@@ -70,7 +70,7 @@ func TestVitalsHourOnDiskTakesAboutThirtyBytesAReading(t *testing.T) {
 	}
 	var held []byte
 	for i := 0; i < len(recs); i += 10 {
-		held = AppendChunk(held, codec.AppendHeld(h.Spec, nil, recs[i:i+10]))
+		held = AppendChunk(held, packed.AppendHeld(h.Spec, nil, recs[i:i+10]))
 	}
 	kept, _ := PrepareGroup(spec, recs)
 	fin := FinalState{}

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
+	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
 
 // TestHeldKeepsWhatReimputationNeeds packs prepared readings and decodes
@@ -42,7 +42,7 @@ func TestHeldKeepsWhatReimputationNeeds(t *testing.T) {
 			// the state: the imputed values must not be kept.
 			prepared := append([]schemas.Record(nil), recs...)
 			impute(s, prepared)
-			got, err := codec.DecodeHeld(s, nil, codec.AppendHeld(s, nil, prepared))
+			got, err := packed.DecodeHeld(s, nil, packed.AppendHeld(s, nil, prepared))
 			if err != nil {
 				t.Fatalf("DecodeHeld: %v", err)
 			}
@@ -60,10 +60,10 @@ func TestHeldKeepsWhatReimputationNeeds(t *testing.T) {
 
 func TestDecodeHeldRejectsTruncatedInput(t *testing.T) {
 	s := spectest.Must(t, "vitals")
-	b := codec.AppendHeld(s, nil, parseAll(t, s, reading("s", 1772359200000, 70), reading("s", 1772359201000, 71)))
+	b := packed.AppendHeld(s, nil, parseAll(t, s, reading("s", 1772359200000, 70), reading("s", 1772359201000, 71)))
 	for n := 0; n < len(b); n++ {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			if _, err := codec.DecodeHeld(s, nil, b[:n]); !errors.Is(err, codec.ErrCodec) {
+			if _, err := packed.DecodeHeld(s, nil, b[:n]); !errors.Is(err, packed.ErrCodec) {
 				t.Fatalf("DecodeHeld(%d of %d bytes) = %v; want ErrCodec", n, len(b), err)
 			}
 		})
@@ -120,11 +120,11 @@ func TestHeldVitalsReadingTakesAboutTwentyBytes(t *testing.T) {
 	for i := range recs {
 		recs[i].Source = "projects/p/subscriptions/vitals"
 	}
-	b := codec.AppendHeld(s, nil, recs)
+	b := packed.AppendHeld(s, nil, recs)
 	if per := float64(len(b)) / float64(len(recs)); per > 24 {
 		t.Errorf("%d bytes for %d readings: %.1f a reading, want at most 24 (31 before the one-byte value heads)", len(b), len(recs), per)
 	}
-	got, err := codec.DecodeHeld(s, nil, b)
+	got, err := packed.DecodeHeld(s, nil, b)
 	if err != nil || len(got) != len(recs) {
 		t.Fatalf("DecodeHeld: %d readings, %v", len(got), err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
 
 // firingsHour is a closed UTC hour.
@@ -155,7 +155,7 @@ func (ws *windowState) fireRecovered(h *Compiled, timing string, index int64, re
 		var prev []schemas.Record
 		for _, c := range ws.held {
 			var err error
-			if prev, err = codec.DecodeHeld(h.Spec, prev, c); err != nil {
+			if prev, err = packed.DecodeHeld(h.Spec, prev, c); err != nil {
 				panic(fmt.Sprintf("DecodeHeld: %v", err)) // fails the test that fired
 			}
 		}
@@ -167,7 +167,7 @@ func (ws *windowState) fireRecovered(h *Compiled, timing string, index int64, re
 		ws.final, ws.early = true, EarlyState{}
 	}
 	if len(out.Keep) > 0 {
-		ws.held = append(ws.held, codec.AppendHeld(h.Spec, nil, out.Keep))
+		ws.held = append(ws.held, packed.AppendHeld(h.Spec, nil, out.Keep))
 	}
 	return out
 }

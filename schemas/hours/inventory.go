@@ -6,6 +6,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/coverage"
+	"github.com/sensorpipe/sensorpipe/schemas/timestamps"
 )
 
 // withInventory adds to rows the inventory mutation of the hour's kept
@@ -75,7 +76,7 @@ func DecodeInventory(key string, cells []Cell) (e InventoryEntry, ok bool, err e
 		if ts, seen := newest[c.Qualifier]; seen && ts >= c.TsMicros {
 			continue
 		}
-		ms, perr := schemas.ParseTimestamp(string(c.Value))
+		ms, perr := timestamps.ParseTimestamp(string(c.Value))
 		if perr != nil {
 			return e, false, fmt.Errorf("inventory row %q: %s: %w", key, c.Qualifier, perr)
 		}

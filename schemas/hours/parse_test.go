@@ -8,6 +8,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
+	"github.com/sensorpipe/sensorpipe/schemas/timestamps"
 )
 
 const okLine = `{"sensor_id":"s-1","timestamp":"2026-03-01T10:15:30.250Z","heart_rate":72,"body_temperature":36.8,"spO2":98,"battery_level":87}`
@@ -125,7 +126,7 @@ func TestParseTimestamp(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got, err := schemas.ParseTimestamp(tt.in)
+			got, err := timestamps.ParseTimestamp(tt.in)
 			if (err == nil) != tt.ok || got != tt.want {
 				t.Fatalf("ParseTimestamp(%q) = %d, %v; want %d, ok=%v", tt.in, got, err, tt.want, tt.ok)
 			}
@@ -156,8 +157,8 @@ func TestUTCTimestampFastPathAgreesWithTimeParse(t *testing.T) {
 	}
 	for _, in := range inputs {
 		t.Run(in, func(t *testing.T) {
-			want, werr := schemas.ParseTimestamp(in)
-			got, ok := schemas.ParseUTCTimestamp([]byte(in))
+			want, werr := timestamps.ParseTimestamp(in)
+			got, ok := timestamps.ParseUTCTimestamp([]byte(in))
 			if ok && (werr != nil || got != want) {
 				t.Fatalf("fast path = %d; ParseTimestamp = %d, %v", got, want, werr)
 			}
@@ -172,11 +173,11 @@ func FuzzUTCTimestampFastPath(f *testing.F) {
 	f.Add("2026-03-01T10:15:30.250Z")
 	f.Add("2024-02-29T23:59:59.9Z")
 	f.Fuzz(func(t *testing.T, in string) {
-		got, ok := schemas.ParseUTCTimestamp([]byte(in))
+		got, ok := timestamps.ParseUTCTimestamp([]byte(in))
 		if !ok {
 			return
 		}
-		want, err := schemas.ParseTimestamp(in)
+		want, err := timestamps.ParseTimestamp(in)
 		if err != nil || got != want {
 			t.Fatalf("fast path(%q) = %d; ParseTimestamp = %d, %v", in, got, want, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
+	"github.com/sensorpipe/sensorpipe/schemas/timestamps"
 )
 
 // templateSpec is a spec with one field of every kind the template tests
@@ -245,7 +246,7 @@ func TestHelpers(t *testing.T) {
 
 func TestBucketAppendersMatchTimeFormat(t *testing.T) {
 	layouts := map[string]string{"year": "2006", "month": "2006-01", "day": "2006-01-02", "hour": "2006-01-02T15", "minute": "2006-01-02T15:04"}
-	times := []int64{0, -1, 1772360130250, schemas.MinEventMs, schemas.MaxEventMs, 951782400000 /* 2000-02-29 */, -62135596800000 + 3600_000}
+	times := []int64{0, -1, 1772360130250, timestamps.MinEventMs, timestamps.MaxEventMs, 951782400000 /* 2000-02-29 */, -62135596800000 + 3600_000}
 	for name, layout := range layouts {
 		for _, ms := range times {
 			want := time.UnixMilli(ms).UTC().Format(layout)

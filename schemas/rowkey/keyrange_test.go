@@ -7,11 +7,12 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
+	"github.com/sensorpipe/sensorpipe/schemas/timestamps"
 )
 
 func ms(t *testing.T, s string) int64 {
 	t.Helper()
-	v, err := schemas.ParseTimestamp(s)
+	v, err := timestamps.ParseTimestamp(s)
 	if err != nil {
 		t.Fatal(err)
 	}

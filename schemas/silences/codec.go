@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
-	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
 
 // SilencesBigQuery describes the silences table: the identity fields,
@@ -80,7 +80,7 @@ type SilenceBatch struct {
 }
 
 // AppendSilenceBatch appends b's compact form to dst: the identity as a
-// record (codec.AppendRecords), then the times as varint deltas, a mark
+// record (packed.AppendRecords), then the times as varint deltas, a mark
 // byte, the silent_afters when there are any, then the stored records
 // when there are any (their count, then each one's kind, 0 silence or 1
 // resumed, and its last_seen, silent_since and resumed_at as varints).
@@ -139,7 +139,7 @@ func DecodeSilenceBatch(p []byte) (SilenceBatch, error) {
 	b.Identity = id
 	n, k := binary.Uvarint(rest)
 	if k <= 0 || n > uint64(len(rest)) {
-		return b, fmt.Errorf("%w: silence batch: bad count", codec.ErrCodec)
+		return b, fmt.Errorf("%w: silence batch: bad count", packed.ErrCodec)
 	}
 	rest = rest[k:]
 	b.TimesMs = make([]int64, n)
@@ -147,19 +147,19 @@ func DecodeSilenceBatch(p []byte) (SilenceBatch, error) {
 	for i := range b.TimesMs {
 		d, k := binary.Varint(rest)
 		if k <= 0 {
-			return b, fmt.Errorf("%w: silence batch: bad time %d", codec.ErrCodec, i)
+			return b, fmt.Errorf("%w: silence batch: bad time %d", packed.ErrCodec, i)
 		}
 		rest = rest[k:]
 		prev += d
 		b.TimesMs[i] = prev
 	}
 	if len(rest) == 0 {
-		return b, fmt.Errorf("%w: silence batch: truncated", codec.ErrCodec)
+		return b, fmt.Errorf("%w: silence batch: truncated", packed.ErrCodec)
 	}
 	mark := rest[0]
 	rest = rest[1:]
 	if mark > 7 {
-		return b, fmt.Errorf("%w: silence batch: bad mark", codec.ErrCodec)
+		return b, fmt.Errorf("%w: silence batch: bad mark", packed.ErrCodec)
 	}
 	b.History = mark&2 != 0
 	if mark&1 != 0 {
@@ -167,7 +167,7 @@ func DecodeSilenceBatch(p []byte) (SilenceBatch, error) {
 		for i := range b.AfterMs {
 			a, k := binary.Varint(rest)
 			if k <= 0 {
-				return b, fmt.Errorf("%w: silence batch: bad silent_after %d", codec.ErrCodec, i)
+				return b, fmt.Errorf("%w: silence batch: bad silent_after %d", packed.ErrCodec, i)
 			}
 			rest = rest[k:]
 			b.AfterMs[i] = a
@@ -176,14 +176,14 @@ func DecodeSilenceBatch(p []byte) (SilenceBatch, error) {
 	if mark&4 != 0 {
 		n, k := binary.Uvarint(rest)
 		if k <= 0 || n > uint64(len(rest)) {
-			return b, fmt.Errorf("%w: silence batch: bad stored count", codec.ErrCodec)
+			return b, fmt.Errorf("%w: silence batch: bad stored count", packed.ErrCodec)
 		}
 		rest = rest[k:]
 		b.Stored = make([]Silence, n)
 		for i := range b.Stored {
 			x := &b.Stored[i]
 			if len(rest) == 0 || rest[0] > 1 {
-				return b, fmt.Errorf("%w: silence batch: bad stored kind %d", codec.ErrCodec, i)
+				return b, fmt.Errorf("%w: silence batch: bad stored kind %d", packed.ErrCodec, i)
 			}
 			x.Kind, x.Identity = SilenceRaised, b.Identity
 			if rest[0] == 1 {
@@ -193,14 +193,14 @@ func DecodeSilenceBatch(p []byte) (SilenceBatch, error) {
 			for _, t := range []*int64{&x.LastSeenMs, &x.SilentSinceMs, &x.ResumedAtMs} {
 				v, k := binary.Varint(rest)
 				if k <= 0 {
-					return b, fmt.Errorf("%w: silence batch: bad stored time %d", codec.ErrCodec, i)
+					return b, fmt.Errorf("%w: silence batch: bad stored time %d", packed.ErrCodec, i)
 				}
 				*t, rest = v, rest[k:]
 			}
 		}
 	}
 	if len(rest) != 0 {
-		return b, fmt.Errorf("%w: silence batch: %d bytes left", codec.ErrCodec, len(rest))
+		return b, fmt.Errorf("%w: silence batch: %d bytes left", packed.ErrCodec, len(rest))
 	}
 	return b, nil
 }
@@ -227,37 +227,37 @@ func AppendSilenceTrack(dst []byte, t SilenceTrack) []byte {
 func DecodeSilenceTrack(p []byte) (SilenceTrack, error) {
 	var t SilenceTrack
 	if len(p) == 0 || p[0] > 3 {
-		return t, fmt.Errorf("%w: silence track: bad flags", codec.ErrCodec)
+		return t, fmt.Errorf("%w: silence track: bad flags", packed.ErrCodec)
 	}
 	t.Known, t.Open = p[0]&1 != 0, p[0]&2 != 0
 	rest := p[1:]
 	var k int
 	if t.LastMs, k = binary.Varint(rest); k <= 0 {
-		return t, fmt.Errorf("%w: silence track: bad last time", codec.ErrCodec)
+		return t, fmt.Errorf("%w: silence track: bad last time", packed.ErrCodec)
 	}
 	rest = rest[k:]
 	if t.AfterMs, k = binary.Varint(rest); k <= 0 {
-		return t, fmt.Errorf("%w: silence track: bad silent_after", codec.ErrCodec)
+		return t, fmt.Errorf("%w: silence track: bad silent_after", packed.ErrCodec)
 	}
 	rest = rest[k:]
 	if t.FirstMs, k = binary.Varint(rest); k <= 0 {
-		return t, fmt.Errorf("%w: silence track: bad first time", codec.ErrCodec)
+		return t, fmt.Errorf("%w: silence track: bad first time", packed.ErrCodec)
 	}
 	id, rest, err := decodeIdentity(rest[k:])
 	if err != nil {
 		return t, err
 	}
 	if len(rest) != 0 {
-		return t, fmt.Errorf("%w: silence track: %d bytes left", codec.ErrCodec, len(rest))
+		return t, fmt.Errorf("%w: silence track: %d bytes left", packed.ErrCodec, len(rest))
 	}
 	t.Identity = id
 	return t, nil
 }
 
-// appendIdentity appends identity values as one record (codec.AppendRecords),
+// appendIdentity appends identity values as one record (packed.AppendRecords),
 // after its length.
 func appendIdentity(dst []byte, identity []schemas.Value) []byte {
-	rec := codec.AppendRecords(nil, []schemas.Record{{Values: identity}})
+	rec := packed.AppendRecords(nil, []schemas.Record{{Values: identity}})
 	dst = binary.AppendUvarint(dst, uint64(len(rec)))
 	return append(dst, rec...)
 }
@@ -265,14 +265,14 @@ func appendIdentity(dst []byte, identity []schemas.Value) []byte {
 func decodeIdentity(p []byte) ([]schemas.Value, []byte, error) {
 	n, k := binary.Uvarint(p)
 	if k <= 0 || n > uint64(len(p)-k) {
-		return nil, nil, fmt.Errorf("%w: silence identity: bad length", codec.ErrCodec)
+		return nil, nil, fmt.Errorf("%w: silence identity: bad length", packed.ErrCodec)
 	}
-	recs, err := codec.DecodeRecords(p[k : k+int(n)])
+	recs, err := packed.DecodeRecords(p[k : k+int(n)])
 	if err != nil {
 		return nil, nil, fmt.Errorf("silence identity: %w", err)
 	}
 	if len(recs) != 1 {
-		return nil, nil, fmt.Errorf("%w: silence identity: %d records", codec.ErrCodec, len(recs))
+		return nil, nil, fmt.Errorf("%w: silence identity: %d records", packed.ErrCodec, len(recs))
 	}
 	return recs[0].Values, p[k+int(n):], nil
 }

@@ -1,4 +1,4 @@
-package codec
+package packed
 
 import (
 	"encoding/binary"

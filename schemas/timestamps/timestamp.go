@@ -1,4 +1,4 @@
-package schemas
+package timestamps
 
 import (
 	"errors"
@@ -6,6 +6,14 @@ import (
 	"math"
 	"strings"
 	"time"
+)
+
+// Timestamp units a numeric timestamp field may declare.
+const (
+	UnitMillis  = "ms"
+	UnitSeconds = "s"
+	UnitMicros  = "us"
+	UnitNanos   = "ns"
 )
 
 // Bounds of a usable event time: years 1 to 9999, so every time renders in
