@@ -7,6 +7,8 @@ package schemas
 import (
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 )
 
 // Kind is the type of a Value.
@@ -44,6 +46,30 @@ type Value struct {
 
 // Null reports whether v holds no value.
 func (v Value) Null() bool { return v.Kind == KindNull }
+
+// Same reports whether v and o hold the same value: the same kind and the
+// same member of it, a float by its bits (so a NaN is the same as itself,
+// and -0 is not 0).
+func (v *Value) Same(o *Value) bool {
+	if v.Kind != o.Kind {
+		return false
+	}
+	switch v.Kind {
+	case KindNull:
+		return true
+	case KindString, KindBytes:
+		return v.Str == o.Str
+	case KindFloat:
+		return math.Float64bits(v.Num) == math.Float64bits(o.Num)
+	case KindInt, KindTime:
+		return v.Int == o.Int
+	case KindBool:
+		return v.Bool == o.Bool
+	case KindTags:
+		return slices.Equal(v.Pairs, o.Pairs)
+	}
+	return false
+}
 
 // Float returns v as a float64, for numeric kinds.
 func (v Value) Float() float64 {

@@ -1,6 +1,7 @@
 package hours
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,37 @@ func TestMergeHourAnySplitAnyOrderIsTheBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := []string{
+	all := splitHourLines()
+	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
+	want := batchTable(t, spec, h, all)
+	wantRollup := BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, all...)}, true, 1).Rollup
+	eachSplit(all, func(cut string, pieces [][]string, order []int) {
+		tb := table{}
+		var last Firing
+		for _, k := range order {
+			stored, skipped := rb.Records(tb.rows(t), "s", start, end)
+			if skipped > 0 {
+				t.Fatalf("%d readings not read back", skipped)
+			}
+			last = MergeHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, pieces[k]...)}, stored, true, 1)
+			if len(last.Dead) > 0 {
+				t.Fatalf("dead letters: %v", last.Dead)
+			}
+			tb.apply(last.Rows)
+		}
+		if got := tb.String(); got != want.String() {
+			t.Errorf("%s:\n got %s\nwant %s", cut, got, want)
+		}
+		if last.Rollup == nil || bqRollupText(last.Rollup) != bqRollupText(wantRollup) {
+			t.Errorf("%s: rollup %v, want %v", cut, last.Rollup, wantRollup)
+		}
+	})
+}
+
+// splitHourLines are an hour's lines, with duplicates that hold different
+// fields and missing values to impute, for the split tests to cut.
+func splitHourLines() []string {
+	return []string{
 		vitals(0, "", "36.8", "98"),
 		vitals(10*time.Minute, "70", "36.8", "98"),
 		vitals(5*time.Minute, "60", "36.8", "98"),
@@ -30,33 +61,17 @@ func TestMergeHourAnySplitAnyOrderIsTheBatch(t *testing.T) {
 		vitals(50*time.Minute, "90", "36.8", "98"),
 		vitals(20*time.Minute, "", "36.8", "98"), // a copy
 	}
-	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
-	want := batchTable(t, spec, h, all)
-	wantRollup := BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, all...)}, true, 1).Rollup
+}
+
+// eachSplit calls f with every cut of lines at two places into three
+// pieces, each in four orders of the pieces.
+func eachSplit(lines []string, f func(cut string, pieces [][]string, order []int)) {
 	orders := [][]int{{0, 1, 2}, {2, 1, 0}, {1, 0, 2}, {2, 0, 1}}
-	for i := 1; i < len(all); i++ {
-		for j := i + 1; j < len(all); j++ {
-			pieces := [][]string{all[:i], all[i:j], all[j:]}
+	for i := 1; i < len(lines); i++ {
+		for j := i + 1; j < len(lines); j++ {
+			pieces := [][]string{lines[:i], lines[i:j], lines[j:]}
 			for _, order := range orders {
-				tb := table{}
-				var last Firing
-				for _, k := range order {
-					stored, skipped := rb.Records(tb.rows(t), "s", start, end)
-					if skipped > 0 {
-						t.Fatalf("%d readings not read back", skipped)
-					}
-					last = MergeHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, pieces[k]...)}, stored, true, 1)
-					if len(last.Dead) > 0 {
-						t.Fatalf("dead letters: %v", last.Dead)
-					}
-					tb.apply(last.Rows)
-				}
-				if got := tb.String(); got != want.String() {
-					t.Errorf("cut at %d and %d, order %v:\n got %s\nwant %s", i, j, order, got, want)
-				}
-				if last.Rollup == nil || bqRollupText(last.Rollup) != bqRollupText(wantRollup) {
-					t.Errorf("cut at %d and %d, order %v: rollup %v, want %v", i, j, order, last.Rollup, wantRollup)
-				}
+				f(fmt.Sprintf("cut at %d and %d, order %v", i, j, order), pieces, order)
 			}
 		}
 	}

@@ -2,7 +2,6 @@ package hours
 
 import (
 	"bytes"
-	"math"
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -314,38 +313,9 @@ func SameValues(a, b []schemas.Value) bool {
 		return false
 	}
 	for i := range a {
-		if !sameValue(&a[i], &b[i]) {
+		if !a[i].Same(&b[i]) {
 			return false
 		}
 	}
 	return true
-}
-
-func sameValue(a, b *schemas.Value) bool {
-	if a.Kind != b.Kind {
-		return false
-	}
-	switch a.Kind {
-	case schemas.KindNull:
-		return true
-	case schemas.KindString, schemas.KindBytes:
-		return a.Str == b.Str
-	case schemas.KindFloat:
-		return math.Float64bits(a.Num) == math.Float64bits(b.Num)
-	case schemas.KindInt, schemas.KindTime:
-		return a.Int == b.Int
-	case schemas.KindBool:
-		return a.Bool == b.Bool
-	case schemas.KindTags:
-		if len(a.Pairs) != len(b.Pairs) {
-			return false
-		}
-		for i := range a.Pairs {
-			if a.Pairs[i] != b.Pairs[i] {
-				return false
-			}
-		}
-		return true
-	}
-	return false
 }

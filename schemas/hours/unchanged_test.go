@@ -58,47 +58,32 @@ func TestMergeChangesAnySplitAnyOrderIsTheBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := []string{
-		vitals(0, "", "36.8", "98"),
-		vitals(10*time.Minute, "70", "36.8", "98"),
-		vitals(5*time.Minute, "60", "36.8", "98"),
-		vitals(20*time.Minute, "", "36.8", "98"),
-		vitals(30*time.Minute, "80", "", "98"),
-		vitals(30*time.Minute, "80", "37.5", ""), // wins over the one before: spO2 must go
-		vitals(50*time.Minute, "90", "36.8", "98"),
-		vitals(20*time.Minute, "", "36.8", "98"), // a copy
-	}
+	all := splitHourLines()
 	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
 	want := batchTable(t, spec, h, all)
 	wantRollup := BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, all...)}, true, 1).Rollup
-	orders := [][]int{{0, 1, 2}, {2, 1, 0}, {1, 0, 2}, {2, 0, 1}}
-	for i := 1; i < len(all); i++ {
-		for j := i + 1; j < len(all); j++ {
-			pieces := [][]string{all[:i], all[i:j], all[j:]}
-			for _, order := range orders {
-				tb := table{}
-				var rollup *BQRow
-				for _, k := range order {
-					out, _ := MergeChanges(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, pieces[k]...)},
-						storedHourOf(t, rb, tb, start, end), true, 1)
-					if len(out.Dead) > 0 {
-						t.Fatalf("dead letters: %v", out.Dead)
-					}
-					writesOnlyChanges(t, tb, out.Rows, "piece "+strings.Join(pieces[k], " "))
-					tb.apply(out.Rows)
-					if out.Rollup != nil {
-						rollup = out.Rollup
-					}
-				}
-				if got := tb.String(); got != want.String() {
-					t.Errorf("cut at %d and %d, order %v:\n got %s\nwant %s", i, j, order, got, want)
-				}
-				if rollup == nil || bqRollupText(rollup) != bqRollupText(wantRollup) {
-					t.Errorf("cut at %d and %d, order %v: rollup %v, want %v", i, j, order, rollup, wantRollup)
-				}
+	eachSplit(all, func(cut string, pieces [][]string, order []int) {
+		tb := table{}
+		var rollup *BQRow
+		for _, k := range order {
+			out, _ := MergeChanges(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, pieces[k]...)},
+				storedHourOf(t, rb, tb, start, end), true, 1)
+			if len(out.Dead) > 0 {
+				t.Fatalf("dead letters: %v", out.Dead)
+			}
+			writesOnlyChanges(t, tb, out.Rows, "piece "+strings.Join(pieces[k], " "))
+			tb.apply(out.Rows)
+			if out.Rollup != nil {
+				rollup = out.Rollup
 			}
 		}
-	}
+		if got := tb.String(); got != want.String() {
+			t.Errorf("%s:\n got %s\nwant %s", cut, got, want)
+		}
+		if rollup == nil || bqRollupText(rollup) != bqRollupText(wantRollup) {
+			t.Errorf("%s: rollup %v, want %v", cut, rollup, wantRollup)
+		}
+	})
 }
 
 // TestMergeChanges shows what a batch over a stored hour writes.

@@ -60,7 +60,7 @@ func AppendHeld(s *schemas.Spec, dst []byte, recs []schemas.Record) []byte {
 		dst = binary.AppendUvarint(dst, uint64(index[r.Source]))
 		clear(same)
 		for j := range cur {
-			if heldEqual(&cur[j], &prev[j]) {
+			if cur[j].Same(&prev[j]) {
 				same[j/8] |= 1 << (j % 8)
 			}
 		}
@@ -74,36 +74,6 @@ func AppendHeld(s *schemas.Spec, dst []byte, recs []schemas.Record) []byte {
 		prevMs = r.EventMs
 	}
 	return dst
-}
-
-// heldEqual reports whether a and b hold the same value.
-func heldEqual(a, b *schemas.Value) bool {
-	if a.Kind != b.Kind {
-		return false
-	}
-	switch a.Kind {
-	case schemas.KindNull:
-		return true
-	case schemas.KindString, schemas.KindBytes:
-		return a.Str == b.Str
-	case schemas.KindFloat:
-		return math.Float64bits(a.Num) == math.Float64bits(b.Num)
-	case schemas.KindInt, schemas.KindTime:
-		return a.Int == b.Int
-	case schemas.KindBool:
-		return a.Bool == b.Bool
-	case schemas.KindTags:
-		if len(a.Pairs) != len(b.Pairs) {
-			return false
-		}
-		for i := range a.Pairs {
-			if a.Pairs[i] != b.Pairs[i] {
-				return false
-			}
-		}
-		return true
-	}
-	return false
 }
 
 // appendHeldValue appends v: a time as its delta from eventMs, an integer
