@@ -128,9 +128,15 @@ func (r *readBacker) discover(ctx context.Context, fromMs int64, size time.Durat
 // policy says, from the start, calling restart before each attempt.
 func (r *readBacker) scan(ctx context.Context, plan *rowkey.ScanPlan, fromMs, toMs int64, policy retry.Policy,
 	restart func(), row func(hours.ReadRow)) error {
+	return r.scanFamilies(ctx, plan, r.rb.Families(), fromMs, toMs, policy, restart, row)
+}
+
+// scanFamilies is scan over the given column families.
+func (r *readBacker) scanFamilies(ctx context.Context, plan *rowkey.ScanPlan, families []string, fromMs, toMs int64, policy retry.Policy,
+	restart func(), row func(hours.ReadRow)) error {
 	err := retry.Do(ctx, policy, func(actx context.Context) error {
 		restart()
-		return r.reader.ReadRows(actx, r.rb.Table(), plan.Ranges, r.rb.Families(), fromMs, toMs, row)
+		return r.reader.ReadRows(actx, r.rb.Table(), plan.Ranges, families, fromMs, toMs, row)
 	})
 	if err != nil {
 		return fmt.Errorf("read back %s: %w", r.rb.Table(), err)

@@ -32,14 +32,11 @@ func (r *readBacker) storedHour(ctx context.Context, policy retry.Policy, spec *
 	}
 	var rows []hours.ReadRow
 	// The rollup's cells are at the hour's end: read to its millisecond.
-	err = retry.Do(ctx, policy, func(actx context.Context) error {
-		rows = rows[:0]
-		return r.reader.ReadRows(actx, r.rb.Table(), plan.Ranges, families, startMs, endMs+1, func(row hours.ReadRow) {
-			rows = append(rows, row)
-		})
+	err = r.scanFamilies(ctx, plan, families, startMs, endMs+1, policy, func() { rows = rows[:0] }, func(row hours.ReadRow) {
+		rows = append(rows, row)
 	})
 	if err != nil {
-		return hours.StoredHour{}, 0, fmt.Errorf("read back %s: %w", r.rb.Table(), err)
+		return hours.StoredHour{}, 0, err
 	}
 	rollup := map[string]map[string][]byte{}
 	for _, row := range rows {
