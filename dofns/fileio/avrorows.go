@@ -81,9 +81,9 @@ func (fn *readRowsFn) readAvro(ctx context.Context, rt *claims, rest offsetrange
 			return nil
 		}
 		record := 0
-		where := func() string { return fmt.Sprintf("block at byte %d, record %d", start, record) }
+		where := func() string { return deadletter.RowSource(path, "block at byte", start, "record", int64(record)) }
 		fail := func(err error) error {
-			out.unreadable(deadletter.RowSource(path, where()), "the block at byte %d cannot be read from record %d on: %v", start, record, err)
+			out.unreadable(where(), "the block at byte %d cannot be read from record %d on: %v", start, record, err)
 			return nil
 		}
 		count, err := r.long()
@@ -135,7 +135,7 @@ func (fn *readRowsFn) readAvro(ctx context.Context, rt *claims, rest offsetrange
 			if err := guard(func() error { return plan.decode(d, cells) }); err != nil {
 				return fail(err)
 			}
-			out.row(deadletter.RowSource(path, where()), cells)
+			out.row(where(), cells)
 		}
 	}
 }

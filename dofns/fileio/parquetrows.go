@@ -82,7 +82,7 @@ func (fn *readRowsFn) readParquet(ctx context.Context, rt *claims, rest offsetra
 					for k := range cells {
 						cells[k] = cols[k].cell(i)
 					}
-					out.row(deadletter.RowSource(path, fmt.Sprintf("row group %d, row %d", rg, row)), cells)
+					out.row(deadletter.RowSource(path, "row group", int64(rg), "row", int64(row)), cells)
 					row++
 				}
 			}
@@ -92,7 +92,7 @@ func (fn *readRowsFn) readParquet(ctx context.Context, rt *claims, rest offsetra
 			return nil
 		})
 		if err != nil {
-			out.unreadable(deadletter.RowSource(path, fmt.Sprintf("row group %d, row %d", rg, row)),
+			out.unreadable(deadletter.RowSource(path, "row group", int64(rg), "row", int64(row)),
 				"row group %d could not be read from row %d on (of %d rows): %v", rg, row, pf.rdr.MetaData().RowGroup(rg).NumRows(), err)
 		}
 	}

@@ -57,9 +57,26 @@ func SourcePath(source string) string {
 }
 
 // RowSource is the source of a row of a Parquet or Avro file: its path
-// and its place (e.g. "row group 2, row 17"), which the dead letter's Row
-// gives.
-func RowSource(path, place string) string { return path + sourceSep + "R" + place }
+// and its place as two numbered parts, "row group 2, row 17" for
+// RowSource(path, "row group", 2, "row", 17), which the dead letter's Row
+// gives. A file reader calls it for every row: it builds the text in one
+// allocation.
+func RowSource(path, outer string, n int64, inner string, m int64) string {
+	var num [20]byte
+	var b strings.Builder
+	b.Grow(len(path) + len(sourceSep) + 1 + len(outer) + len(inner) + 44)
+	b.WriteString(path)
+	b.WriteString(sourceSep)
+	b.WriteByte('R')
+	b.WriteString(outer)
+	b.WriteByte(' ')
+	b.Write(strconv.AppendInt(num[:0], n, 10))
+	b.WriteString(", ")
+	b.WriteString(inner)
+	b.WriteByte(' ')
+	b.Write(strconv.AppendInt(num[:0], m, 10))
+	return b.String()
+}
 
 // splitLine splits a LineSource into its path, line and offset.
 func splitLine(source string) (path string, line, offset int64) {
