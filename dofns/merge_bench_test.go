@@ -11,6 +11,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/launch/readside/readpath"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
@@ -83,7 +84,7 @@ func BenchmarkStreamMergeClosedHour(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer r.close()
-	identity := hours.IdentityKey(spec.Spec, &recs[0])
+	identity := group.IdentityKey(spec.Spec, &recs[0])
 	pane := hours.HourPane{StartMs: start.UnixMilli(), EndMs: start.Add(time.Hour).UnixMilli(), Pane: hours.Pane{Timing: hours.PaneOnTime}}
 
 	for _, bc := range []struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -96,7 +97,7 @@ func (f *ParseFn) ProcessElement(ctx context.Context, at, line string, emit func
 	f.ctrs.Inc(ctx, ledger.InputRecords, int64(len(f.buf)))
 	for i := range f.buf {
 		r := f.buf[i]
-		emit(mtime.FromMilliseconds(r.EventMs), hours.IdentityKey(f.Spec.Spec, &r), r)
+		emit(mtime.FromMilliseconds(r.EventMs), group.IdentityKey(f.Spec.Spec, &r), r)
 	}
 }
 
@@ -176,11 +177,11 @@ type clockAhead map[string]bool
 // back every reading it held.
 func (c *clockAhead) check(ctx context.Context, ctrs *ledger.Recorder, spec *hours.Compiled, recs []schemas.Record, nowMs int64, maxFuture time.Duration) error {
 	for i := range recs {
-		err := hours.CheckFuture(spec.EventTime, recs[i].EventMs, nowMs, maxFuture)
+		err := schemas.CheckFuture(spec.EventTime, recs[i].EventMs, nowMs, maxFuture)
 		if err == nil {
 			continue
 		}
-		sensor := strings.Join(hours.IdentityTexts(spec.Spec, hours.IdentityKey(spec.Spec, &recs[i])), "/")
+		sensor := strings.Join(hours.IdentityTexts(spec.Spec, group.IdentityKey(spec.Spec, &recs[i])), "/")
 		if *c == nil {
 			*c = clockAhead{}
 		}
@@ -297,7 +298,7 @@ func (f *ParseMessageFn) ProcessElement(ctx context.Context, m Message, emit fun
 			if attrOK {
 				f.compare(ctx, m, attrMs, &r)
 			}
-			emit(mtime.FromMilliseconds(r.EventMs), hours.IdentityKey(f.Spec.Spec, &r), r)
+			emit(mtime.FromMilliseconds(r.EventMs), group.IdentityKey(f.Spec.Spec, &r), r)
 		}
 		return true
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
@@ -110,7 +111,7 @@ func (r *readBacker) discover(ctx context.Context, fromMs int64, size time.Durat
 		recs, n := r.rb.Records([]hours.ReadRow{row}, "", fromMs, math.MaxInt64)
 		skipped += n
 		for i := range recs {
-			found[stateKey(hours.IdentityKey(r.rb.Spec(), &recs[i]), hours.WindowStart(recs[i].EventMs, size))] = true
+			found[stateKey(group.IdentityKey(r.rb.Spec(), &recs[i]), hours.WindowStart(recs[i].EventMs, size))] = true
 		}
 	})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/packed"
 	"github.com/sensorpipe/sensorpipe/schemas/silences"
@@ -392,7 +393,7 @@ func (f *RecoverSilencesFn) ProcessElement(ctx context.Context, _ []byte, emit f
 	err = f.reader.scan(ctx, plan, from, math.MaxInt64, discoverPolicy, func() { acc.StartBundle(nil) }, func(row hours.ReadRow) {
 		recs, _ := f.reader.rb.Records([]hours.ReadRow{row}, "", from, math.MaxInt64)
 		for i := range recs {
-			acc.ProcessElement(ctx, 0, hours.IdentityKey(f.reader.rb.Spec(), &recs[i]), recs[i], nil)
+			acc.ProcessElement(ctx, 0, group.IdentityKey(f.reader.rb.Spec(), &recs[i]), recs[i], nil)
 		}
 	})
 	if err != nil {
@@ -405,7 +406,7 @@ func (f *RecoverSilencesFn) ProcessElement(ctx context.Context, _ []byte, emit f
 			return fmt.Errorf("recover silences: %w", err)
 		}
 		for _, x := range xs {
-			key := hours.IdentityKey(f.Spec.Spec, &schemas.Record{Values: f.identityRecord(x.Identity)})
+			key := group.IdentityKey(f.Spec.Spec, &schemas.Record{Values: f.identityRecord(x.Identity)})
 			stored[key] = append(stored[key], x)
 		}
 	}
@@ -428,7 +429,7 @@ func (f *RecoverSilencesFn) ProcessElement(ctx context.Context, _ []byte, emit f
 const StoredSilencesLookback = 30 * 24 * time.Hour
 
 // identityRecord places identity values at their fields' positions, as a
-// record's values, for hours.IdentityKey.
+// record's values, for group.IdentityKey.
 func (f *RecoverSilencesFn) identityRecord(identity []schemas.Value) []schemas.Value {
 	vals := make([]schemas.Value, len(f.Spec.Fields))
 	for i, name := range f.Spec.Identity {

@@ -193,7 +193,7 @@ func TestBatchRerunWritesOnlyWhatChanged(t *testing.T) {
 
 	t.Run("a changed reading lands alone", func(t *testing.T) {
 		// p-4 at 10:00:05 has heart rate 65; 50 is smaller, so it wins
-		// over the stored copy (PrepareGroup's order).
+		// over the stored copy (group.Prepare's order).
 		old := line("p-4", int64(1772359200000+5000), 65)
 		changed := make([]string, len(lines))
 		n := 0

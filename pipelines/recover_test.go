@@ -18,6 +18,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/launch/readside/readpath"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
@@ -83,7 +84,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 	}
 	// What the killed run wrote: each reading on arrival, then its early
 	// firing's provisional imputation and rollup.
-	seen := map[string]*hours.Seen{"s": {}, "q": {}}
+	seen := map[string]*group.Seen{"s": {}, "q": {}}
 	rollups := map[string]*hours.Rollup{}
 	var all []string
 	for _, firing := range killed {
@@ -92,7 +93,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 		arrival, _ := b.Mutations(recs)
 		write("restart", arrival)
 		sensor := recs[0].Values[spec.FieldIndex("sensor_id")].Str
-		kept, _ := hours.PrepareEarly(spec.Spec, recs, seen[sensor])
+		kept, _ := group.PrepareEarly(spec.Spec, recs, seen[sensor])
 		if rollups[sensor] == nil {
 			ru := roller.Start(h.UnixMilli(), h.Add(time.Hour).UnixMilli())
 			rollups[sensor] = &ru
@@ -111,7 +112,7 @@ func TestStreamRecoversWhatAKilledRunWrote(t *testing.T) {
 				lines = append(lines, l)
 			}
 		}
-		kept, _ := hours.PrepareGroup(spec.Spec, parse(lines...))
+		kept, _ := group.Prepare(spec.Spec, parse(lines...))
 		muts, _ := b.Mutations(kept)
 		ru := roller.Compute(kept, h.UnixMilli(), h.Add(time.Hour).UnixMilli())
 		muts[0].Cells = append(muts[0].Cells, roller.Cells(&ru)...)

@@ -14,8 +14,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
+	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
-	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/silences"
 )
 
@@ -115,13 +115,13 @@ func Stream(s beam.Scope, cfg Config, opts StreamOptions) error {
 		// A replay's messages are dead-letter records, unwrapped to the
 		// payloads they carry (and the rollups' rebuild probes).
 		lines := beam.ParDo(s.Scope("ReplayLines"), &dofns.MessageLinesFn{Source: opts.Source.Subscription.String()}, msgs)
-		records, parseDead := parseLinesChecked(s, cfg, lines, true, hours.FutureLimit(cfg.Spec.Spec))
+		records, parseDead := parseLinesChecked(s, cfg, lines, true, schemas.FutureLimit(cfg.Spec.Spec))
 		dead := replayStream(s, cfg, opts.MergeStored, records)
 		writeDeadLetters(s, cfg, append(dead, parseDead)...)
 		return nil
 	}
 	records, parseDead := beam.ParDo2(s.Scope("Parse"), &dofns.ParseMessageFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes, MaxDecompressedBytes: cfg.MaxDecompressedBytes,
-		Source: opts.Source.Subscription.String(), TimestampAttribute: opts.Source.TimestampAttribute, MaxFuture: hours.FutureLimit(cfg.Spec.Spec)}, msgs)
+		Source: opts.Source.Subscription.String(), TimestampAttribute: opts.Source.TimestampAttribute, MaxFuture: schemas.FutureLimit(cfg.Spec.Spec)}, msgs)
 	dead := ingestStream(s, cfg, opts.Windowing, opts.MergeStored, records)
 	writeDeadLetters(s, cfg, append(dead, parseDead)...)
 	return nil

@@ -1,9 +1,7 @@
-package hours
+package schemas
 
 import (
 	"time"
-
-	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 // DefaultMaxFuture is how far ahead of the wall clock a stream accepts an
@@ -13,7 +11,7 @@ import (
 const DefaultMaxFuture = time.Hour
 
 // FutureLimit is the spec's max_future. Call it on a validated spec.
-func FutureLimit(s *schemas.Spec) time.Duration {
+func FutureLimit(s *Spec) time.Duration {
 	if d, err := time.ParseDuration(s.MaxFuture); err == nil && d > 0 {
 		return d
 	}
@@ -29,7 +27,7 @@ func CheckFuture(field string, eventMs, nowMs int64, maxFuture time.Duration) er
 	if ahead <= maxFuture {
 		return nil
 	}
-	return schemas.Reject(schemas.ErrOutOfRange, "%s %s is %v ahead of the wall clock at arrival (%s), more than the spec's max_future %v: the device's clock is ahead; set it right, or raise max_future",
+	return Reject(ErrOutOfRange, "%s %s is %v ahead of the wall clock at arrival (%s), more than the spec's max_future %v: the device's clock is ahead; set it right, or raise max_future",
 		field, time.UnixMilli(eventMs).UTC().Format(time.RFC3339Nano), ahead.Round(time.Second),
 		time.UnixMilli(nowMs).UTC().Format(time.RFC3339), maxFuture)
 }

@@ -1,12 +1,10 @@
-package hours
+package schemas
 
 import (
 	"errors"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sensorpipe/sensorpipe/schemas"
 )
 
 func TestCheckFutureRejectsAClockFarAhead(t *testing.T) {
@@ -38,7 +36,7 @@ func TestCheckFutureRejectsAClockFarAhead(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, schemas.ErrOutOfRange) {
+			if !errors.Is(err, ErrOutOfRange) {
 				t.Fatalf("CheckFuture: %v; want out_of_range", err)
 			}
 			for _, w := range tt.want {
@@ -64,8 +62,8 @@ func TestSpecFutureLimit(t *testing.T) {
 		{"max_future: -1h\n", 0, "positive duration"},
 	} {
 		t.Run(tt.yaml, func(t *testing.T) {
-			y := strings.Replace(vitalsYAML(t), "event_time: timestamp\n", "event_time: timestamp\n"+tt.yaml, 1)
-			s, err := schemas.ParseSpec("vitals.yaml", []byte(y))
+			y := strings.Replace(string(mustRead(t, "vitals")), "event_time: timestamp\n", "event_time: timestamp\n"+tt.yaml, 1)
+			s, err := ParseSpec("vitals.yaml", []byte(y))
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("spec with %q: %v; want an error naming %q", tt.yaml, err, tt.err)

@@ -22,6 +22,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -77,7 +78,7 @@ func parsedAsJSON(t *testing.T, spec *hours.Compiled, rows map[string]string, ma
 			continue
 		}
 		for _, r := range got {
-			recs[source] = keyed{mtime.FromMilliseconds(r.EventMs), hours.IdentityKey(spec.Spec, &r), r}
+			recs[source] = keyed{mtime.FromMilliseconds(r.EventMs), group.IdentityKey(spec.Spec, &r), r}
 		}
 	}
 	return recs, dead

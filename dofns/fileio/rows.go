@@ -21,6 +21,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -303,7 +304,7 @@ func (o *rowOut) row(source string, cells []codec.RowCell) {
 	spec := o.fn.Spec.Spec
 	for i := range o.recs {
 		r := o.recs[i]
-		o.emit(mtime.FromMilliseconds(r.EventMs), hours.IdentityKey(spec, &r), r)
+		o.emit(mtime.FromMilliseconds(r.EventMs), group.IdentityKey(spec, &r), r)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -125,7 +126,7 @@ func BenchmarkReadAndParse(b *testing.B) {
 			parse := func(source, line string) {
 				recs, _ = dec.ParseInput(recs[:0], line, source, codec.Input{})
 				for i := range recs {
-					if bld.Check(&recs[i]) == nil && hours.IdentityKey(c.Spec, &recs[i]) != "" {
+					if bld.Check(&recs[i]) == nil && group.IdentityKey(c.Spec, &recs[i]) != "" {
 						n++
 					}
 				}

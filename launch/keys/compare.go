@@ -14,6 +14,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/digest"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
@@ -76,7 +78,7 @@ func (st *storedTable) families() []string {
 // tableSummary is what compare keeps of a table: each sensor-hour's
 // digests, and the readings that could not be rebuilt.
 type tableSummary struct {
-	hours    map[hours.SensorHour]hours.HourSummary
+	hours    map[digest.SensorHour]digest.HourSummary
 	readings int64
 	skipped  int
 }
@@ -89,9 +91,9 @@ func (st *storedTable) rowSummary(row hours.ReadRow, fromMs, toMs int64, sum *ta
 	sum.skipped += skipped
 	identity := ""
 	for i := range recs {
-		h := hours.HourOf(st.spec, &recs[i])
+		h := digest.HourOf(st.spec, &recs[i])
 		hs := sum.hours[h]
-		hs.Readings.Add(hours.ReadingText(st.spec, &recs[i]))
+		hs.Readings.Add(digest.ReadingText(st.spec, &recs[i]))
 		sum.hours[h] = hs
 		sum.readings++
 		identity = h.Identity
@@ -103,7 +105,7 @@ func (st *storedTable) rowSummary(row hours.ReadRow, fromMs, toMs int64, sum *ta
 		if c.Family != st.rollupFamily {
 			continue
 		}
-		start := c.TsMicros/1000 - hours.HourMs
+		start := c.TsMicros/1000 - digest.HourMs
 		if start < fromMs || start >= toMs {
 			continue
 		}
@@ -111,9 +113,9 @@ func (st *storedTable) rowSummary(row hours.ReadRow, fromMs, toMs int64, sum *ta
 		if id == "" {
 			id = st.rowIdentity(row.Key)
 		}
-		h := hours.SensorHour{Identity: id, StartMs: start}
+		h := digest.SensorHour{Identity: id, StartMs: start}
 		hs := sum.hours[h]
-		hs.Rollup.Add(hours.RollupText(c))
+		hs.Rollup.Add(digest.RollupText(c))
 		sum.hours[h] = hs
 	}
 }
@@ -148,7 +150,7 @@ func (st *storedTable) scanParallel(ctx context.Context, fromMs, toMs int64, wor
 	var wg sync.WaitGroup
 	readTo := toMs
 	if readTo != math.MaxInt64 {
-		readTo += hours.HourMs + 1 // the rollup cells at the last hour's end
+		readTo += digest.HourMs + 1 // the rollup cells at the last hour's end
 	}
 	for i, kr := range ranges {
 		wg.Add(1)
@@ -157,7 +159,7 @@ func (st *storedTable) scanParallel(ctx context.Context, fromMs, toMs int64, wor
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			errs[i] = retry.Do(ctx, comparePolicy, func(ctx context.Context) error {
-				part := &tableSummary{hours: map[hours.SensorHour]hours.HourSummary{}}
+				part := &tableSummary{hours: map[digest.SensorHour]digest.HourSummary{}}
 				parts[i] = part
 				return r.ReadRows(ctx, st.rb.Table(), []rowkey.RowRange{{Start: kr.Start, End: kr.End}}, st.families(), fromMs, readTo,
 					func(row hours.ReadRow) { st.rowSummary(row, fromMs, toMs, part) })
@@ -165,7 +167,7 @@ func (st *storedTable) scanParallel(ctx context.Context, fromMs, toMs int64, wor
 		}()
 	}
 	wg.Wait()
-	sum := &tableSummary{hours: map[hours.SensorHour]hours.HourSummary{}}
+	sum := &tableSummary{hours: map[digest.SensorHour]digest.HourSummary{}}
 	for i, p := range parts {
 		if errs[i] != nil {
 			return nil, fmt.Errorf("%s: read %v: %w", st, ranges[i], errs[i])
@@ -174,7 +176,7 @@ func (st *storedTable) scanParallel(ctx context.Context, fromMs, toMs int64, wor
 		sum.skipped += p.skipped
 		for h, hs := range p.hours {
 			cur := sum.hours[h]
-			sum.hours[h] = hours.HourSummary{Readings: cur.Readings.Plus(hs.Readings), Rollup: cur.Rollup.Plus(hs.Rollup)}
+			sum.hours[h] = digest.HourSummary{Readings: cur.Readings.Plus(hs.Readings), Rollup: cur.Rollup.Plus(hs.Rollup)}
 		}
 	}
 	return sum, nil
@@ -188,9 +190,9 @@ type hourDetail struct {
 }
 
 // readHour reads one sensor-hour back (the ranges ReadBack plans for it).
-func (st *storedTable) readHour(ctx context.Context, r *bigtableio.Reader, h hours.SensorHour) (hourDetail, error) {
+func (st *storedTable) readHour(ctx context.Context, r *bigtableio.Reader, h digest.SensorHour) (hourDetail, error) {
 	d := hourDetail{readings: map[int64][]string{}, rollup: map[string]string{}}
-	end := h.StartMs + hours.HourMs
+	end := h.StartMs + digest.HourMs
 	plan, err := st.rb.PlanWindow(h.Identity, h.StartMs, end)
 	if err != nil {
 		return d, err
@@ -207,8 +209,8 @@ func (st *storedTable) readHour(ctx context.Context, r *bigtableio.Reader, h hou
 		recs, _ := st.rb.Records([]hours.ReadRow{row}, "", h.StartMs, end)
 		mine := false
 		for i := range recs {
-			if hours.IdentityKey(st.spec, &recs[i]) == h.Identity {
-				d.readings[recs[i].EventMs] = hours.ObservedFields(st.spec, &recs[i])
+			if group.IdentityKey(st.spec, &recs[i]) == h.Identity {
+				d.readings[recs[i].EventMs] = digest.ObservedFields(st.spec, &recs[i])
 				mine = true
 			}
 		}
@@ -263,7 +265,7 @@ func compareTables(ctx context.Context, w io.Writer, o compareOptions) (equal bo
 		return false, eb
 	}
 	var onlyA, onlyB, readingsDiffer, rollupsDiffer int
-	var differ []hours.SensorHour
+	var differ []digest.SensorHour
 	for h, ha := range sa.hours {
 		hb, ok := sb.hours[h]
 		switch {

@@ -47,6 +47,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/lines"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -204,7 +205,7 @@ func Scan(ctx context.Context, files []File, spec *hours.Compiled, opts ScanOpti
 				if index == nil {
 					continue
 				}
-				b := IdentityHash(hours.IdentityKey(spec.Spec, &recs[i]))
+				b := IdentityHash(group.IdentityKey(spec.Spec, &recs[i]))
 				if i == 0 {
 					h = b
 				} else if b != h {

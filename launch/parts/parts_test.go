@@ -14,6 +14,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
 	"github.com/sensorpipe/sensorpipe/internal/lines"
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -331,7 +332,7 @@ func TestScanMixed(t *testing.T) {
 			}
 			hashes := map[byte]bool{}
 			for i := range recs {
-				hashes[IdentityHash(hours.IdentityKey(spec.Spec, &recs[i]))] = true
+				hashes[IdentityHash(group.IdentityKey(spec.Spec, &recs[i]))] = true
 			}
 			if (len(hashes) > 1) != tc.mixed {
 				t.Fatalf("the line's %d readings hash to %d bytes", len(recs), len(hashes))

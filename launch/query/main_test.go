@@ -275,7 +275,7 @@ func TestQueryEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 09:10 is outside the window 09:20-10:20; 09:40 and 10:05 are in: two
-	// rows, 4 cells each (the imputed flag is unset without PrepareGroup).
+	// rows, 4 cells each (the imputed flag is unset without group.Prepare).
 	if s.RowsRead != 2 || s.Cells != 8 || len(lines) != 9 || len(s.Ranges) != 1 {
 		t.Errorf("summary = %+v with %d lines, want 2 rows, 8 cells, 1 range", s, len(lines))
 	}

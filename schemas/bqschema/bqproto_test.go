@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 	"google.golang.org/protobuf/proto"
@@ -144,7 +145,7 @@ func TestBQEncoderAppendDecodesWithDynamicpb(t *testing.T) {
 				"spO2":               98.0,
 				"battery_level":      -0.5,
 				"heart_rate_imputed": false,
-				"reading_id":         hours.ReadingID(spec, &rec),
+				"reading_id":         group.ReadingID(spec, &rec),
 				"ingested_at":        int64(ingestedMs * 1000),
 			},
 		},

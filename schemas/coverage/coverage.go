@@ -100,7 +100,7 @@ func HourCadence(s *schemas.Spec, recs []schemas.Record) (time.Duration, bool) {
 }
 
 // HourCoverage is the coverage of the prepared readings recs (deduplicated,
-// in event-time order, as PrepareGroup returns them) of one identity's hour
+// in event-time order, as group.Prepare returns them) of one identity's hour
 // [startMs, endMs), given the sensor's first-seen time (see Coverage; 0
 // when no earlier reading is known). It is nil when the spec declares no
 // cadence or none applies to the hour.

@@ -1,4 +1,8 @@
-package hours
+// Package digest sums the readings and rollup cells of a sensor-hour,
+// read in any order and from any row layout, to one value: two tables of
+// one dataset hold the same readings when their sensor-hours' digests are
+// equal.
+package digest
 
 import (
 	"crypto/sha256"
@@ -8,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // HourMs is the length of a sensor-hour: the hourly windows of the row
@@ -28,7 +34,7 @@ func (h SensorHour) String() string {
 
 // HourOf is the sensor-hour of a reading of spec s.
 func HourOf(s *schemas.Spec, r *schemas.Record) SensorHour {
-	return SensorHour{Identity: IdentityKey(s, r), StartMs: WindowStart(r.EventMs, time.Hour)}
+	return SensorHour{Identity: group.IdentityKey(s, r), StartMs: hours.WindowStart(r.EventMs, time.Hour)}
 }
 
 // ObservedFields are what two layouts of a dataset must agree on for a
@@ -90,4 +96,4 @@ type HourSummary struct {
 
 // RollupText is a rollup cell's text for a Digest: its qualifier and
 // value.
-func RollupText(c Cell) string { return c.Qualifier + "=" + string(c.Value) }
+func RollupText(c hours.Cell) string { return c.Qualifier + "=" + string(c.Value) }

@@ -1,4 +1,4 @@
-package hours
+package group
 
 import (
 	"cmp"
@@ -42,7 +42,7 @@ func ReadingID(s *schemas.Spec, r *schemas.Record) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// PrepareGroup takes the readings of one identity in one hour, in any order,
+// Prepare takes the readings of one identity in one hour, in any order,
 // and returns them in event-time order with duplicates removed and missing
 // values imputed. Readings with the same identity and millisecond are one
 // reading: the one with the most values wins, ties broken by the observed
@@ -51,13 +51,13 @@ func ReadingID(s *schemas.Spec, r *schemas.Record) string {
 // the choice does not depend on arrival order, nor on the raw payload,
 // which a stream's window state does not keep (AppendHeld). It returns the
 // number of duplicates dropped. recs is reordered in place.
-func PrepareGroup(s *schemas.Spec, recs []schemas.Record) ([]schemas.Record, int) {
+func Prepare(s *schemas.Spec, recs []schemas.Record) ([]schemas.Record, int) {
 	kept, dropped := Dedup(s, recs)
 	impute(s, kept)
 	return kept, dropped
 }
 
-// Dedup sorts recs by event time and drops duplicates as PrepareGroup
+// Dedup sorts recs by event time and drops duplicates as Prepare
 // describes.
 func Dedup(s *schemas.Spec, recs []schemas.Record) ([]schemas.Record, int) {
 	sort.Slice(recs, func(i, j int) bool {
@@ -109,12 +109,12 @@ type Observed struct {
 	First, Last     schemas.Value
 }
 
-// PrepareEarly is PrepareGroup for an early firing of a stream, which
+// PrepareEarly is Prepare for an early firing of a stream, which
 // carries only the readings that arrived since the previous firing: it
 // imputes them from each other and from the observed values seen holds, as
 // if those readings were in the group, and then adds the firing's observed
 // values to seen. The result is provisional: for readings that arrive in
-// event-time order it is what PrepareGroup gives for everything seen so
+// event-time order it is what Prepare gives for everything seen so
 // far, and the window's on-time firing re-imputes it from all its readings.
 // Duplicates are dropped within recs only; it returns how many.
 func PrepareEarly(s *schemas.Spec, recs []schemas.Record, seen *Seen) ([]schemas.Record, int) {

@@ -1,4 +1,4 @@
-package hours
+package group
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/readingtest"
 	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
@@ -23,15 +24,15 @@ func TestHeldKeepsWhatReimputationNeeds(t *testing.T) {
 		name  string
 		lines []string
 	}{
-		{"one", []string{reading("s", h, 70)}},
-		{"imputed between observed", []string{reading("s", h, 70), reading("s", h+1000, -1), reading("s", h+2000, 80)}},
-		{"out of order, duplicates", []string{reading("s", h+5000, 72.25), reading("s", h, -1), reading("s", h+5000, 72.25), reading("s", h-3000, 20.1)}},
-		{"no observed heart rate", []string{reading("s", h, -1), reading("s", h+1, -1)}},
-		{"long decimals", []string{reading("s", h, 100.0/3), reading("s", h+1, 30*math.Pi)}},
+		{"one", []string{readingtest.VitalsLine("s", h, 70)}},
+		{"imputed between observed", []string{readingtest.VitalsLine("s", h, 70), readingtest.VitalsLine("s", h+1000, -1), readingtest.VitalsLine("s", h+2000, 80)}},
+		{"out of order, duplicates", []string{readingtest.VitalsLine("s", h+5000, 72.25), readingtest.VitalsLine("s", h, -1), readingtest.VitalsLine("s", h+5000, 72.25), readingtest.VitalsLine("s", h-3000, 20.1)}},
+		{"no observed heart rate", []string{readingtest.VitalsLine("s", h, -1), readingtest.VitalsLine("s", h+1, -1)}},
+		{"long decimals", []string{readingtest.VitalsLine("s", h, 100.0/3), readingtest.VitalsLine("s", h+1, 30*math.Pi)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			recs := parseAll(t, s, tt.lines...)
+			recs := readingtest.Parse(t, s, tt.lines...)
 			recs[len(recs)-1].Source = "bigtable:x (read back)"
 			want := make([]schemas.Record, len(recs))
 			for i := range recs {
@@ -49,8 +50,8 @@ func TestHeldKeepsWhatReimputationNeeds(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("decoded\n  %+v\nwant\n  %+v", got, want)
 			}
-			gotKept, gotDropped := PrepareGroup(s, got)
-			wantKept, wantDropped := PrepareGroup(s, parseAll(t, s, tt.lines...))
+			gotKept, gotDropped := Prepare(s, got)
+			wantKept, wantDropped := Prepare(s, readingtest.Parse(t, s, tt.lines...))
 			if hrs(s, gotKept) != hrs(s, wantKept) || gotDropped != wantDropped {
 				t.Fatalf("re-imputed: %s (%d dropped); want %s (%d)", hrs(s, gotKept), gotDropped, hrs(s, wantKept), wantDropped)
 			}
@@ -60,7 +61,7 @@ func TestHeldKeepsWhatReimputationNeeds(t *testing.T) {
 
 func TestDecodeHeldRejectsTruncatedInput(t *testing.T) {
 	s := spectest.Must(t, "vitals")
-	b := packed.AppendHeld(s, nil, parseAll(t, s, reading("s", 1772359200000, 70), reading("s", 1772359201000, 71)))
+	b := packed.AppendHeld(s, nil, readingtest.Parse(t, s, readingtest.VitalsLine("s", 1772359200000, 70), readingtest.VitalsLine("s", 1772359201000, 71)))
 	for n := 0; n < len(b); n++ {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			if _, err := packed.DecodeHeld(s, nil, b[:n]); !errors.Is(err, packed.ErrCodec) {
@@ -77,7 +78,7 @@ func TestDecodeHeldRejectsTruncatedInput(t *testing.T) {
 func TestDuplicatesTieOnValuesNotPayload(t *testing.T) {
 	s := spectest.Must(t, "vitals")
 	const h = 1772359200000
-	a, b := reading("s", h, 70), reading("s", h, 71)
+	a, b := readingtest.VitalsLine("s", h, 70), readingtest.VitalsLine("s", h, 71)
 	spaced := " " + b // sorts before a by its payload
 	tests := []struct {
 		name  string
@@ -91,13 +92,13 @@ func TestDuplicatesTieOnValuesNotPayload(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			recs := parseAll(t, s, tt.lines...)
+			recs := readingtest.Parse(t, s, tt.lines...)
 			for i, r := range tt.raw {
 				if r == "" {
 					recs[i].Raw = ""
 				}
 			}
-			kept, dropped := PrepareGroup(s, recs)
+			kept, dropped := Prepare(s, recs)
 			if got := hrs(s, kept); got != "70" || dropped != 1 {
 				t.Fatalf("kept %s, dropped %d; want 70, 1", got, dropped)
 			}
@@ -116,7 +117,7 @@ func TestHeldVitalsReadingTakesAboutTwentyBytes(t *testing.T) {
 		lines = append(lines, fmt.Sprintf(`{"sensor_id":"patient-0042","timestamp":%d,"heart_rate":%d,"body_temperature":%.1f,"spO2":%d,"battery_level":88}`,
 			h+int64(i)*1000+int64(i%3), 60+i%7, 36.5+float64(i%4)/10, 95+i%3))
 	}
-	recs := parseAll(t, s, lines...)
+	recs := readingtest.Parse(t, s, lines...)
 	for i := range recs {
 		recs[i].Source = "projects/p/subscriptions/vitals"
 	}

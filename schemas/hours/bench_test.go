@@ -40,6 +40,7 @@ import (
 	gojson "github.com/goccy/go-json"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 	"github.com/valyala/fastjson"
 )
@@ -188,12 +189,12 @@ func parseGroup(b *testing.B, p *codec.Parser, bld *Builder, dst []schemas.Recor
 // groupSize readings; one op is one group.
 func BenchmarkPrepareGroup(b *testing.B) {
 	spec, p, bld, lines := benchInputs(b)
-	group := parseGroup(b, p, bld, nil, lines)
+	recs := parseGroup(b, p, bld, nil, lines)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportAllocs()
 	for b.Loop() {
-		kept, _ := PrepareGroup(spec, group)
+		kept, _ := group.Prepare(spec, recs)
 		if len(kept) != groupSize {
 			b.Fatalf("kept %d of %d", len(kept), groupSize)
 		}
@@ -205,12 +206,12 @@ func BenchmarkPrepareGroup(b *testing.B) {
 // groupSize readings (one row, five cells a reading); one op is one group.
 func BenchmarkMutations(b *testing.B) {
 	spec, p, bld, lines := benchInputs(b)
-	group, _ := PrepareGroup(spec, parseGroup(b, p, bld, nil, lines))
+	kept, _ := group.Prepare(spec, parseGroup(b, p, bld, nil, lines))
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportAllocs()
 	for b.Loop() {
-		muts, rej := bld.Mutations(group)
+		muts, rej := bld.Mutations(kept)
 		if len(muts) != 1 || len(rej) != 0 || len(muts[0].Origins) != groupSize {
 			b.Fatalf("%d mutations, %d rejected", len(muts), len(rej))
 		}
@@ -247,18 +248,18 @@ func BenchmarkMutationsManyRows(b *testing.B) {
 
 // BenchmarkParseKeyMutation is the whole per-reading path of the pipeline's
 // CPU work outside Beam: Parse and Check every line of a group (ParseFn),
-// then PrepareGroup and Mutations (BuildRowsFn). One op is one group of
+// then group.Prepare and Mutations (BuildRowsFn). One op is one group of
 // groupSize readings; ns/reading is the figure the 1.5 µs contract is
 // about.
 func BenchmarkParseKeyMutation(b *testing.B) {
 	spec, p, bld, lines := benchInputs(b)
-	group := make([]schemas.Record, 0, groupSize)
+	recs := make([]schemas.Record, 0, groupSize)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportAllocs()
 	for b.Loop() {
-		group = parseGroup(b, p, bld, group[:0], lines)
-		kept, _ := PrepareGroup(spec, group)
+		recs = parseGroup(b, p, bld, recs[:0], lines)
+		kept, _ := group.Prepare(spec, recs)
 		muts, rej := bld.Mutations(kept)
 		if len(muts) != 1 || len(rej) != 0 || len(muts[0].Cells) < 4*groupSize {
 			b.Fatalf("%d mutations, %d rejected", len(muts), len(rej))

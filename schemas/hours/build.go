@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
@@ -390,7 +391,7 @@ func (b *Builder) value(ref valueRef, r *schemas.Record, ingestedMs int64) schem
 	case schemas.ValueEventTime:
 		return schemas.Value{Kind: schemas.KindTime, Int: r.EventMs}
 	case schemas.ValueReadingID:
-		return schemas.Value{Kind: schemas.KindString, Str: ReadingID(b.spec, r)}
+		return schemas.Value{Kind: schemas.KindString, Str: group.ReadingID(b.spec, r)}
 	case schemas.ValueIngestedAt:
 		if ingestedMs == 0 {
 			return schemas.Value{}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/readingtest"
 	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
@@ -30,7 +32,7 @@ func TestVitalsRowKey(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.ts, func(t *testing.T) {
 			line := strings.Replace(okLine, `"2026-03-01T10:15:30.250Z"`, tt.ts, 1)
-			recs := parseAll(t, s, line)
+			recs := readingtest.Parse(t, s, line)
 			muts, rej := b.Mutations(recs)
 			if len(rej) != 0 || len(muts) != 1 || muts[0].RowKey != tt.want || muts[0].Table != "patient_vitals" {
 				t.Fatalf("Mutations = %+v, %v; want row %q", muts, rej, tt.want)
@@ -43,7 +45,7 @@ func TestVitalsCells(t *testing.T) {
 	s := spectest.Must(t, "vitals")
 	b, _ := NewBuilder(s)
 	const h = 1772359200000
-	kept, _ := PrepareGroup(s, parseAll(t, s, reading("s", h+250, 72), reading("s", h+1000, -1)))
+	kept, _ := group.Prepare(s, readingtest.Parse(t, s, readingtest.VitalsLine("s", h+250, 72), readingtest.VitalsLine("s", h+1000, -1)))
 	muts, _ := b.Mutations(kept)
 	if len(muts) != 1 {
 		t.Fatalf("got %d mutations; want 1 row", len(muts))
@@ -75,7 +77,7 @@ func TestVitalsCells(t *testing.T) {
 func TestNoHeartRateCellWhenNothingToImpute(t *testing.T) {
 	s := spectest.Must(t, "vitals")
 	b, _ := NewBuilder(s)
-	kept, _ := PrepareGroup(s, parseAll(t, s, reading("s", 1772359200000, -1)))
+	kept, _ := group.Prepare(s, readingtest.Parse(t, s, readingtest.VitalsLine("s", 1772359200000, -1)))
 	muts, _ := b.Mutations(kept)
 	for _, c := range muts[0].Cells {
 		if c.Qualifier == "heart_rate" {
@@ -90,7 +92,7 @@ func TestNoHeartRateCellWhenNothingToImpute(t *testing.T) {
 func TestRewritesClearColumnsWithoutValue(t *testing.T) {
 	s := spectest.Must(t, "vitals")
 	b, _ := NewBuilder(s)
-	kept, _ := PrepareGroup(s, parseAll(t, s, reading("s", 1772359200000, -1)))
+	kept, _ := group.Prepare(s, readingtest.Parse(t, s, readingtest.VitalsLine("s", 1772359200000, -1)))
 	muts, _ := b.Rewrites(kept)
 	var got []string
 	for _, c := range muts[0].Deletes {
@@ -122,7 +124,7 @@ func TestNumberText(t *testing.T) {
 func TestBQRowVitals(t *testing.T) {
 	s := spectest.Must(t, "vitals")
 	b, _ := NewBuilder(s)
-	kept, _ := PrepareGroup(s, parseAll(t, s, reading("s", 1772359200000, -1)))
+	kept, _ := group.Prepare(s, readingtest.Parse(t, s, readingtest.VitalsLine("s", 1772359200000, -1)))
 	row := b.BQRow(&kept[0], 1772359300000)
 	cols := s.BigQuery.Columns
 	if len(row.Values) != len(cols) {
@@ -141,7 +143,7 @@ func TestBQRowVitals(t *testing.T) {
 	if v := got["heart_rate_imputed"]; v.Kind != schemas.KindBool || v.Bool {
 		t.Errorf("heart_rate_imputed = %+v; want false", v)
 	}
-	if v := got["reading_id"]; v.Str != ReadingID(s, &kept[0]) {
+	if v := got["reading_id"]; v.Str != group.ReadingID(s, &kept[0]) {
 		t.Errorf("reading_id = %+v", v)
 	}
 	if v := got["ingested_at"]; v.Int != 1772359300000 {

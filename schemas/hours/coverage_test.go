@@ -8,6 +8,8 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/coverage"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/readingtest"
 	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
@@ -38,11 +40,11 @@ func TestNoCadenceBuildsWhatItDid(t *testing.T) {
 		}
 	}
 	vitals, spec := firingsSpec(t)
-	recs := parseAll(t, vitals,
+	recs := readingtest.Parse(t, vitals,
 		`{"sensor_id":"s","timestamp":"2026-03-01T10:00:00Z","heart_rate":60,"body_temperature":36.8,"spO2":98,"battery_level":87}`,
 		`{"sensor_id":"s","timestamp":"2026-03-01T10:20:00Z","body_temperature":36.9,"spO2":97,"battery_level":86}`)
 	out := BatchHour(spec, HourPane{Records: recs, Pane: Pane{Timing: PaneOnTime}}, true, 1)
-	kept, _ := PrepareGroup(spec.Spec, append([]schemas.Record(nil), recs...))
+	kept, _ := group.Prepare(spec.Spec, append([]schemas.Record(nil), recs...))
 	ru := spec.Roller().Compute(kept, 1772359200000, 1772362800000)
 	rows, _ := HourRows(spec, kept, &ru, false, nil, nil)
 	if !reflect.DeepEqual(out.Rows, rows) {
@@ -64,8 +66,8 @@ func TestNoCadenceBuildsWhatItDid(t *testing.T) {
 	cw := MustCompile(with, CompileOptions{})
 	cn := MustCompile(without, CompileOptions{})
 	lines := fleetLines("d", 0, 1, 2, 10, 11, 30)
-	fw := BatchHour(cw, HourPane{Records: parseAll(t, with, lines...), Pane: Pane{Timing: PaneOnTime}}, true, 1)
-	fn := BatchHour(cn, HourPane{Records: parseAll(t, without, lines...), Pane: Pane{Timing: PaneOnTime}}, true, 1)
+	fw := BatchHour(cw, HourPane{Records: readingtest.Parse(t, with, lines...), Pane: Pane{Timing: PaneOnTime}}, true, 1)
+	fn := BatchHour(cn, HourPane{Records: readingtest.Parse(t, without, lines...), Pane: Pane{Timing: PaneOnTime}}, true, 1)
 
 	coverageCols := []string{coverage.RollupExpected, coverage.RollupCoverage, coverage.RollupGaps, coverage.RollupLongestGapS}
 	var stripped []RowMutation

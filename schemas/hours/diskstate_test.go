@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sensorpipe/sensorpipe/schemas/group"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/readingtest"
 	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
 
@@ -15,7 +17,7 @@ import (
 // cut-short form fails with ErrCodec instead of panicking.
 func TestDiskStateComesBackAsItWent(t *testing.T) {
 	spec, h := firingsSpec(t)
-	recs := parseAll(t, spec, vitals(0, "", "36.8", "98"), vitals(time.Second, "70", "36.8", "98"), vitals(2*time.Second, "71", "", "97"))
+	recs := readingtest.Parse(t, spec, vitals(0, "", "36.8", "98"), vitals(time.Second, "70", "36.8", "98"), vitals(2*time.Second, "71", "", "97"))
 	chunks := [][]byte{packed.AppendHeld(h.Spec, nil, recs[:1]), {}, packed.AppendHeld(h.Spec, nil, recs[1:])}
 	var b []byte
 	for _, c := range chunks {
@@ -64,7 +66,7 @@ func TestVitalsHourOnDiskTakesAboutThirtyBytesAReading(t *testing.T) {
 	for i := 0; i < 3600; i++ {
 		lines = append(lines, vitals(time.Duration(i)*time.Second, fmt.Sprint(60+i%40), fmt.Sprintf("36.%d", i%10), fmt.Sprint(90+i%10)))
 	}
-	recs := parseAll(t, spec, lines...)
+	recs := readingtest.Parse(t, spec, lines...)
 	for i := range recs {
 		recs[i].Source = "pubsub:projects/p/subscriptions/vitals"
 	}
@@ -72,7 +74,7 @@ func TestVitalsHourOnDiskTakesAboutThirtyBytesAReading(t *testing.T) {
 	for i := 0; i < len(recs); i += 10 {
 		held = AppendChunk(held, packed.AppendHeld(h.Spec, nil, recs[i:i+10]))
 	}
-	kept, _ := PrepareGroup(spec, recs)
+	kept, _ := group.Prepare(spec, recs)
 	fin := FinalState{}
 	for i := range kept {
 		fin.Ms, fin.Prints = append(fin.Ms, kept[i].EventMs), append(fin.Prints, kept[i].Fingerprint())

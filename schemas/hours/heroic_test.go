@@ -5,6 +5,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 )
 
@@ -38,7 +39,7 @@ func TestHeroicReproducesItsWorkedExample(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kept, _ := PrepareGroup(s, recs)
+	kept, _ := group.Prepare(s, recs)
 	muts, rej := b.Mutations(kept)
 	if len(rej) > 0 {
 		t.Fatal(rej[0].Err)

@@ -1,4 +1,4 @@
-// Package hours compiles a spec and builds one identity's event-time hour from its records: grouping, dedup and imputation, cells and rows, rollups with their coverage, the inventory row, a batch's hour, a stream's early and final firings, the merge with the readings already stored, their read-back from Bigtable, and a local stream's hour state on disk.
+// Package hours compiles a spec and builds one identity's event-time hour from its records, prepared by package group: cells and rows, rollups with their coverage, the inventory row, a batch's hour, a stream's early and final firings, the merge with the readings already stored, their read-back from Bigtable, and a local stream's hour state on disk.
 package hours
 
 import (
@@ -8,6 +8,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/coverage"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 )
 
 // The per-hour rules: how one identity's readings in one event-time window
@@ -53,7 +54,7 @@ type EarlyState struct {
 	StartMs, EndMs int64
 	Firings        int64
 	Dropped        int64
-	Seen           Seen
+	Seen           group.Seen
 	Rollup         Rollup
 }
 
@@ -119,7 +120,7 @@ func hourCoverage(c *Compiled, p HourPane, start, end int64, kept []schemas.Reco
 // and the rollup row, stamped nowMs. Zero bounds (outside an interval
 // window) mean the UTC hour of the first reading kept.
 func BatchHour(c *Compiled, p HourPane, bigQuery bool, nowMs int64) Firing {
-	kept, dropped := PrepareGroup(c.Spec, p.Records)
+	kept, dropped := group.Prepare(c.Spec, p.Records)
 	start, end := p.StartMs, p.EndMs
 	if start == 0 && end == 0 && len(kept) > 0 {
 		start, end = WindowStart(kept[0].EventMs, time.Hour), WindowEnd(kept[0].EventMs, time.Hour)
@@ -166,7 +167,7 @@ func EarlyFiring(c *Compiled, p HourPane, es *EarlyState, arrivalWritten bool) F
 			copies[p.Records[i].EventMs]++
 		}
 	}
-	kept, dropped := PrepareEarly(c.Spec, p.Records, &es.Seen)
+	kept, dropped := group.PrepareEarly(c.Spec, p.Records, &es.Seen)
 	es.StartMs, es.EndMs, es.Firings = p.StartMs, p.EndMs, max(es.Firings, p.Pane.Index+1)
 	es.Dropped += int64(dropped)
 	var rollup *Rollup
@@ -290,10 +291,10 @@ func FinalFiring(c *Compiled, p HourPane, prev, recovered []schemas.Record, fin 
 	}
 	out.Recovered = int64(len(joined))
 	out.Keep = append(append([]schemas.Record(nil), p.Records...), joined...)
-	// PrepareGroup re-imputes prev's values in place.
+	// group.Prepare re-imputes prev's values in place.
 	all := make([]schemas.Record, 0, len(prev)+len(joined)+len(p.Records))
 	all = append(append(append(all, prev...), joined...), p.Records...)
-	kept, dropped := PrepareGroup(c.Spec, all)
+	kept, dropped := group.Prepare(c.Spec, all)
 	out.Dropped = int64(dropped) - counted
 
 	next := FinalState{Ms: make([]int64, len(kept)), Prints: make([]uint64, len(kept)), Dropped: int64(dropped)}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/readingtest"
 	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
 
@@ -174,7 +176,7 @@ func (ws *windowState) fireRecovered(h *Compiled, timing string, index int64, re
 
 // batchTable is what the batch pipeline writes for the lines.
 func batchTable(t *testing.T, spec *schemas.Spec, h *Compiled, lines []string) table {
-	out := BatchHour(h, HourPane{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Records: parseAll(t, spec, lines...)}, false, 1)
+	out := BatchHour(h, HourPane{StartMs: firingsHour.UnixMilli(), EndMs: firingsHour.Add(time.Hour).UnixMilli(), Records: readingtest.Parse(t, spec, lines...)}, false, 1)
 	muts, dead := out.Rows, out.Dead
 	if len(dead) > 0 {
 		t.Fatalf("batch dead letters: %v", dead)
@@ -266,7 +268,7 @@ func TestStreamFiringsWriteWhatTheyBringAndConvergeToBatch(t *testing.T) {
 			var dropped, readings int64
 			got := table{}
 			for i, st := range tc.steps {
-				out := ws.fire(h, st.timing, int64(i), parseAll(t, spec, st.lines...))
+				out := ws.fire(h, st.timing, int64(i), readingtest.Parse(t, spec, st.lines...))
 				if w := written(out.Rows); w != st.writes {
 					t.Errorf("firing %d (%v) writes\n  %s\nwant\n  %s", i, st.timing, w, st.writes)
 				}
@@ -336,7 +338,7 @@ func TestFiringsCountEachDuplicateOnce(t *testing.T) {
 		{PaneEarly, []string{b, d}, 0},
 		{PaneOnTime, nil, 1},
 	} {
-		if got := ws.fire(h, st.timing, int64(i), parseAll(t, spec, st.lines...)).Dropped; got != st.want {
+		if got := ws.fire(h, st.timing, int64(i), readingtest.Parse(t, spec, st.lines...)).Dropped; got != st.want {
 			t.Errorf("firing %d (%v) counts %d duplicates; want %d", i, st.timing, got, st.want)
 		}
 	}
@@ -392,7 +394,7 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 	)
 	want := batchTable(t, spec, h, all)
 	wantBQ := map[string]string{}
-	kept, _ := PrepareGroup(spec, parseAll(t, spec, all...))
+	kept, _ := group.Prepare(spec, readingtest.Parse(t, spec, all...))
 	for i := range kept {
 		r := h.Builder().BQRow(&kept[i], 1)
 		wantBQ[fmt.Sprint(r.Values[bqColumn(spec.BigQuery, "event_timestamp")].Int)] = bqHR(spec, []BQRow{r})
@@ -457,10 +459,10 @@ func TestStreamFiringsAfterARestartConvergeToBatch(t *testing.T) {
 			var dropped, recovered, super, readings int64
 			play := func(ws *windowState, i int, st step) {
 				for _, l := range st.arrive {
-					muts, _ := h.Builder().Mutations(parseAll(t, spec, l))
+					muts, _ := h.Builder().Mutations(readingtest.Parse(t, spec, l))
 					tb.apply(muts)
 				}
-				recs := parseAll(t, spec, st.lines...)
+				recs := readingtest.Parse(t, spec, st.lines...)
 				for j := range recs { // written on arrival
 					muts, _ := h.Builder().Mutations(recs[j : j+1])
 					tb.apply(muts)
@@ -560,7 +562,7 @@ func TestEarlyFiringsAfterArrivalWritesConvergeToBatch(t *testing.T) {
 			ws := windowState{arrival: true}
 			got := table{}
 			for i, lines := range tc.early {
-				recs := parseAll(t, spec, lines...)
+				recs := readingtest.Parse(t, spec, lines...)
 				for _, r := range recs {
 					arrival, _ := h.Builder().Build([]schemas.Record{ArrivalRecord(spec, r)}, false, nil)
 					got.apply(arrival)
@@ -619,7 +621,7 @@ func TestTwoStreamsFinalFiringsMergeToBatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tb := table{}
 			arrive := func(lines []string) []schemas.Record {
-				recs := parseAll(t, spec, lines...)
+				recs := readingtest.Parse(t, spec, lines...)
 				for j := range recs {
 					muts, _ := h.Builder().Mutations(recs[j : j+1])
 					tb.apply(muts)

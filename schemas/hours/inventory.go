@@ -6,6 +6,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/coverage"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/timestamps"
 )
 
@@ -18,7 +19,7 @@ func withInventory(c *Compiled, rows []RowMutation, rollup *Rollup, kept []schem
 	if c.Bigtable.Inventory == "" || len(kept) == 0 {
 		return rows
 	}
-	origin := Origin{Raw: c.Name + " inventory " + IdentityKey(c.Spec, &kept[0]), Source: "inventory:" + c.Bigtable.Inventory}
+	origin := Origin{Raw: c.Name + " inventory " + group.IdentityKey(c.Spec, &kept[0]), Source: "inventory:" + c.Bigtable.Inventory}
 	if rollup != nil {
 		origin = c.Roller().Origin(rollup)
 	}
@@ -60,7 +61,7 @@ func InventoryRow(s *schemas.Spec, recs []schemas.Record, origin Origin) (m RowM
 		{Family: coverage.InventoryFamily, Qualifier: coverage.InventoryLastHour, TsMicros: last * 1000, Value: formatInventoryTime(hour)},
 	}
 	origin.Cells, origin.Deletes, origin.Kind = len(cells), 0, OriginRollup
-	return RowMutation{Table: s.Bigtable.Inventory, RowKey: IdentityKey(s, &recs[0]), Cells: cells, Origins: []Origin{origin}}, true
+	return RowMutation{Table: s.Bigtable.Inventory, RowKey: group.IdentityKey(s, &recs[0]), Cells: cells, Origins: []Origin{origin}}, true
 }
 
 // DecodeInventory reads one inventory row from its cells: of each column

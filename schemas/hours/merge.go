@@ -5,12 +5,13 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 )
 
 // MergeHour builds an hour fired once (the batch windowing) whose
 // identity already has readings stored in Bigtable for the hour (stored,
 // rebuilt by ReadBack.Records): the batch's readings and the stored ones
-// are prepared together (PrepareGroup: duplicates dropped by the same
+// are prepared together (group.Prepare: duplicates dropped by the same
 // content order whatever run brought them, missing values imputed from
 // all of them), so the rows, the BigQuery rows and the rollup are what one
 // batch over every reading of the hour builds.
@@ -31,7 +32,7 @@ func MergeHour(c *Compiled, p HourPane, stored []schemas.Record, bigQuery bool, 
 	}
 	all := make([]schemas.Record, 0, len(stored)+len(p.Records))
 	all = append(append(all, stored...), p.Records...)
-	kept, _ := PrepareGroup(c.Spec, all)
+	kept, _ := group.Prepare(c.Spec, all)
 	start, end := p.StartMs, p.EndMs
 	if start == 0 && end == 0 && len(kept) > 0 {
 		start, end = WindowStart(kept[0].EventMs, time.Hour), WindowEnd(kept[0].EventMs, time.Hour)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/readingtest"
 )
 
 // TestMergeHourAnySplitAnyOrderIsTheBatch cuts an hour's lines (with
@@ -24,7 +25,7 @@ func TestMergeHourAnySplitAnyOrderIsTheBatch(t *testing.T) {
 	all := splitHourLines()
 	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
 	want := batchTable(t, spec, h, all)
-	wantRollup := BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, all...)}, true, 1).Rollup
+	wantRollup := BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, all...)}, true, 1).Rollup
 	eachSplit(all, func(cut string, pieces [][]string, order []int) {
 		tb := table{}
 		var last Firing
@@ -33,7 +34,7 @@ func TestMergeHourAnySplitAnyOrderIsTheBatch(t *testing.T) {
 			if skipped > 0 {
 				t.Fatalf("%d readings not read back", skipped)
 			}
-			last = MergeHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, pieces[k]...)}, stored, true, 1)
+			last = MergeHour(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, pieces[k]...)}, stored, true, 1)
 			if len(last.Dead) > 0 {
 				t.Fatalf("dead letters: %v", last.Dead)
 			}
@@ -96,10 +97,10 @@ func TestMergeHourCountsTheBatchsReadingsOnly(t *testing.T) {
 	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
 	first := []string{vitals(0, "60", "36.8", "98"), vitals(time.Minute, "61", "36.8", "98")}
 	tb := table{}
-	tb.apply(BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, first...)}, false, 1).Rows)
+	tb.apply(BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, first...)}, false, 1).Rows)
 	stored, _ := rb.Records(tb.rows(t), "s", start, end)
 	second := []string{vitals(time.Minute, "61", "36.8", "98"), vitals(2*time.Minute, "62", "36.8", "98")}
-	out := MergeHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, second...)}, stored, false, 1)
+	out := MergeHour(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, second...)}, stored, false, 1)
 	if out.Readings != 2 || out.Merged != 1 || out.Dropped != 0 {
 		t.Errorf("readings %d, merged %d, dropped %d; want 2, 1, 0", out.Readings, out.Merged, out.Dropped)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
@@ -143,7 +144,7 @@ func (rb *ReadBack) Families() []string { return rb.families }
 func (rb *ReadBack) Source() string { return rb.source }
 
 // PlanWindow plans the row ranges that hold the readings of one identity
-// (its IdentityKey) with event times in [startMs, endMs).
+// (its group.IdentityKey) with event times in [startMs, endMs).
 func (rb *ReadBack) PlanWindow(identityKey string, startMs, endMs int64) (*rowkey.ScanPlan, error) {
 	q := rowkey.KeyQuery{Table: rb.table.Name, FromMs: startMs, ToMs: endMs - 1}
 	if texts := IdentityTexts(rb.spec, identityKey); texts != nil {
@@ -184,7 +185,7 @@ func IdentityTexts(s *schemas.Spec, key string) []string {
 // column of the spec (a rollup, say) is ignored. Values are decoded by the
 // field's type and the column's encoding, and the record holds what the
 // cells hold: a value written as imputed keeps its value and its flag
-// (true), and PrepareGroup, which re-imputes, treats it as missing. Raw is
+// (true), and group.Prepare, which re-imputes, treats it as missing. Raw is
 // CanonicalJSON and Source says it was read back, so a reading that then
 // fails to be written still has a payload for its dead letter.
 //
@@ -246,14 +247,14 @@ func (rb *ReadBack) Records(rows []ReadRow, identityKey string, startMs, endMs i
 				skipped++
 				continue
 			}
-			if identityKey != "" && IdentityKey(s, r) != identityKey {
+			if identityKey != "" && group.IdentityKey(s, r) != identityKey {
 				continue // another identity's reading in the range (a key field after the time)
 			}
 			r.Raw, r.Source = codec.CanonicalJSON(s, r), rb.source
 			recs = append(recs, *r)
 		}
 	}
-	recs, _ = Dedup(s, recs)
+	recs, _ = group.Dedup(s, recs)
 	return recs, skipped
 }
 

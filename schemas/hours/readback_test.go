@@ -13,6 +13,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/internal/spectest"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
@@ -118,11 +119,11 @@ type windowKey struct {
 func preparedWindows(s *schemas.Spec, recs []schemas.Record) map[windowKey][]schemas.Record {
 	groups := map[windowKey][]schemas.Record{}
 	for _, r := range recs {
-		k := windowKey{IdentityKey(s, &r), WindowStart(r.EventMs, time.Hour)}
+		k := windowKey{group.IdentityKey(s, &r), WindowStart(r.EventMs, time.Hour)}
 		groups[k] = append(groups[k], r)
 	}
 	for k, g := range groups {
-		groups[k], _ = PrepareGroup(s, g)
+		groups[k], _ = group.Prepare(s, g)
 	}
 	return groups
 }
@@ -244,9 +245,9 @@ func TestReadBackImputedValuesAreNotObserved(t *testing.T) {
 	// Early firings, one reading each, in arrival order: +20m takes 70 then
 	// (provisionally), and +0m nothing.
 	st := bigtableStore{}
-	var seen Seen
+	var seen group.Seen
 	for _, l := range []string{lines[1], lines[2], lines[0], lines[4]} {
-		kept, _ := PrepareEarly(s, parse(l), &seen)
+		kept, _ := group.PrepareEarly(s, parse(l), &seen)
 		muts, _ := b.Mutations(kept)
 		st.apply(muts)
 	}
@@ -262,8 +263,8 @@ func TestReadBackImputedValuesAreNotObserved(t *testing.T) {
 		t.Errorf("payload %s holds the imputed heart rate", got[2].Raw)
 	}
 	// The restarted stream brings +30m; the hour, re-imputed, is the batch's.
-	merged, _ := PrepareGroup(s, append(got, parse(lines[3])...))
-	want, _ := PrepareGroup(s, parse(lines...))
+	merged, _ := group.Prepare(s, append(got, parse(lines[3])...))
+	want, _ := group.Prepare(s, parse(lines...))
 	var g, w []string
 	for i := range merged {
 		g = append(g, recordText(s, &merged[i]))
@@ -395,7 +396,7 @@ bigtable:
 			st := bigtableStore{}
 			st.apply(muts)
 			start := WindowStart(recs[0].EventMs, time.Hour)
-			got, skipped := rb.Records(st.rows("t"), IdentityKey(s, &recs[0]), start, start+time.Hour.Milliseconds())
+			got, skipped := rb.Records(st.rows("t"), group.IdentityKey(s, &recs[0]), start, start+time.Hour.Milliseconds())
 			if skipped != 0 || len(got) != 1 {
 				t.Fatalf("read back %d, skipped %d (key %s)", len(got), skipped, muts[0].RowKey)
 			}

@@ -148,7 +148,7 @@ func (r *Roller) Family() string { return r.family }
 
 // Compute aggregates the prepared readings of one identity in the window
 // [startMs, endMs): recs are deduplicated, imputed and in event-time order,
-// as PrepareGroup returns them. Statistics use observed values only: an
+// as group.Prepare returns them. Statistics use observed values only: an
 // imputed value is a copy of another reading's and would count it twice.
 // Last is the value of the latest reading that has one.
 func (r *Roller) Compute(recs []schemas.Record, startMs, endMs int64) Rollup {

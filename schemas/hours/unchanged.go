@@ -7,6 +7,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/coverage"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 )
 
 // StoredHour is what Bigtable holds of one identity's hour that a batch
@@ -71,7 +72,7 @@ func MergeChanges(c *Compiled, p HourPane, stored StoredHour, bigQuery bool, now
 	if len(stored.Records) == 0 {
 		return BatchHour(c, p, bigQuery, nowMs), Unchanged{}
 	}
-	// PrepareGroup re-imputes in place: keep the stored values apart.
+	// group.Prepare re-imputes in place: keep the stored values apart.
 	before := make(map[int64]*schemas.Record, len(stored.Records))
 	olds := make([]schemas.Record, len(stored.Records))
 	for i := range stored.Records {
@@ -81,7 +82,7 @@ func MergeChanges(c *Compiled, p HourPane, stored StoredHour, bigQuery bool, now
 	}
 	all := make([]schemas.Record, 0, len(stored.Records)+len(p.Records))
 	all = append(append(all, stored.Records...), p.Records...)
-	kept, _ := PrepareGroup(c.Spec, all)
+	kept, _ := group.Prepare(c.Spec, all)
 	start, end := p.StartMs, p.EndMs
 	if start == 0 && end == 0 && len(kept) > 0 {
 		start, end = WindowStart(kept[0].EventMs, time.Hour), WindowEnd(kept[0].EventMs, time.Hour)

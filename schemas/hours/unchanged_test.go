@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/internal/readingtest"
 )
 
 // storedHourOf is what a batch's read-back gives of the table's hour: its
@@ -61,12 +62,12 @@ func TestMergeChangesAnySplitAnyOrderIsTheBatch(t *testing.T) {
 	all := splitHourLines()
 	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
 	want := batchTable(t, spec, h, all)
-	wantRollup := BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, all...)}, true, 1).Rollup
+	wantRollup := BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, all...)}, true, 1).Rollup
 	eachSplit(all, func(cut string, pieces [][]string, order []int) {
 		tb := table{}
 		var rollup *BQRow
 		for _, k := range order {
-			out, _ := MergeChanges(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, pieces[k]...)},
+			out, _ := MergeChanges(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, pieces[k]...)},
 				storedHourOf(t, rb, tb, start, end), true, 1)
 			if len(out.Dead) > 0 {
 				t.Fatalf("dead letters: %v", out.Dead)
@@ -126,16 +127,16 @@ func TestMergeChanges(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tb := table{}
-			tb.apply(BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, first...)}, true, 1).Rows)
+			tb.apply(BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, first...)}, true, 1).Rows)
 			stored := storedHourOf(t, rb, tb, start, end)
-			p := HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, tc.again...)}
+			p := HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, tc.again...)}
 			out, un := MergeChanges(h, p, stored, true, 2)
 			// The table ends as the whole rewrite leaves it.
 			whole := table{}
 			for k, v := range tb {
 				whole[k] = v
 			}
-			whole.apply(MergeHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, tc.again...)},
+			whole.apply(MergeHour(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, tc.again...)},
 				storedHourOf(t, rb, tb, start, end).Records, true, 2).Rows)
 			writesOnlyChanges(t, tb, out.Rows, tc.name)
 			tb.apply(out.Rows)
@@ -188,10 +189,10 @@ func TestMergeChangesWithoutTheStoredRollup(t *testing.T) {
 	lines := []string{vitals(0, "60", "36.8", "98"), vitals(10*time.Minute, "70", "36.8", "98")}
 	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
 	tb := table{}
-	tb.apply(BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, lines...)}, true, 1).Rows)
+	tb.apply(BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, lines...)}, true, 1).Rows)
 	stored := storedHourOf(t, rb, tb, start, end)
 	stored.Rollup, stored.RollupRead = nil, false
-	out, un := MergeChanges(h, HourPane{StartMs: start, EndMs: end, Records: parseAll(t, spec, lines...)}, stored, true, 2)
+	out, un := MergeChanges(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, lines...)}, stored, true, 2)
 	if un.Hour {
 		t.Error("hour unchanged; want the rollup's cells written")
 	}

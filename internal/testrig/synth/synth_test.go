@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -62,7 +63,7 @@ func TestEverySpecGeneratesValidReadings(t *testing.T) {
 					if len(recs) != 1 || recs[0].EventMs != ms {
 						t.Fatalf("%s: %d records, event time %v; want one at %d", line, len(recs), recs, ms)
 					}
-					ids[hours.IdentityKey(c.Spec, &recs[0])] = true
+					ids[group.IdentityKey(c.Spec, &recs[0])] = true
 					var m map[string]any
 					if err := json.Unmarshal(line, &m); err != nil {
 						t.Fatal(err)

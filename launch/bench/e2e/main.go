@@ -58,6 +58,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
@@ -657,7 +658,7 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 				s.DeadLetters++
 			} else {
 				for _, r := range recs {
-					k := groupKey{hours.IdentityKey(spec, &r), floorDiv(r.EventMs, 3_600_000)}
+					k := groupKey{group.IdentityKey(spec, &r), floorDiv(r.EventMs, 3_600_000)}
 					if _, ok := groups[k]; !ok {
 						order = append(order, k)
 					}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
@@ -93,7 +94,7 @@ func Preview(spec *schemas.Spec, in io.Reader, out io.Writer) (rows, rejects int
 				results = append(results, outcome{reject: rejectOf(err)})
 				continue
 			}
-			g := hours.IdentityKey(spec, &r) + "\x00" + fmt.Sprint(floorDiv(r.EventMs, 3600_000))
+			g := group.IdentityKey(spec, &r) + "\x00" + fmt.Sprint(floorDiv(r.EventMs, 3600_000))
 			if _, ok := groups[g]; !ok {
 				order = append(order, g)
 			}
@@ -106,13 +107,13 @@ func Preview(spec *schemas.Spec, in io.Reader, out io.Writer) (rows, rejects int
 	}
 	for _, g := range order {
 		refs := groups[g]
-		// Carry each record's input position through PrepareGroup in Source.
+		// Carry each record's input position through group.Prepare in Source.
 		batch := make([]schemas.Record, len(refs))
 		for i, ref := range refs {
 			batch[i] = ref.rec
 			batch[i].Source = strconv.Itoa(ref.seq)
 		}
-		kept, _ := hours.PrepareGroup(spec, batch)
+		kept, _ := group.Prepare(spec, batch)
 		keptSeq := map[string]bool{}
 		for i := range kept {
 			keptSeq[kept[i].Source] = true

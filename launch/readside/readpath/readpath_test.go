@@ -15,6 +15,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
@@ -52,7 +53,7 @@ func loadSample(t *testing.T, spec *schemas.Spec, path string) []schemas.Record 
 			if b.Check(&r) != nil {
 				continue
 			}
-			g := hours.IdentityKey(spec, &r) + "\x00" + strconv.FormatInt(r.EventMs/3600_000, 10)
+			g := group.IdentityKey(spec, &r) + "\x00" + strconv.FormatInt(r.EventMs/3600_000, 10)
 			if _, ok := groups[g]; !ok {
 				order = append(order, g)
 			}
@@ -61,7 +62,7 @@ func loadSample(t *testing.T, spec *schemas.Spec, path string) []schemas.Record 
 	}
 	var kept []schemas.Record
 	for _, g := range order {
-		k, _ := hours.PrepareGroup(spec, groups[g])
+		k, _ := group.Prepare(spec, groups[g])
 		kept = append(kept, k...)
 	}
 	if len(kept) == 0 {
