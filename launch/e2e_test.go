@@ -78,10 +78,12 @@ var heavyOrder = []string{
 }
 
 // cpuSlots is how many tests that compute (tens of thousands of readings
-// through the launcher and the emulators) run at once: on a 2-core
-// machine more would only stretch each, and their retry deadlines with
-// them, while the tests that wait run beside them.
-const cpuSlots = 2
+// through the launcher and the emulators) run at once: one more than a
+// 2-core machine's cores, because each also waits (on job start-ups,
+// emulators and retries) part of its time; more would only stretch each,
+// and their retry deadlines with them, while the tests that wait run
+// beside them.
+const cpuSlots = 3
 
 var cpu = struct {
 	sync.Mutex
@@ -97,11 +99,16 @@ const cpuSettle = 200 * time.Millisecond
 
 func init() { cpu.cond = sync.NewCond(&cpu.Mutex) }
 
-// cpuHeavy holds one of cpuSlots until the test ends, given to the
-// waiting test of the lowest heavyOrder rank. Call it after t.Parallel.
-func cpuHeavy(t *testing.T) {
+// cpuHeavy holds one of cpuSlots until the test ends, or until the
+// release it returns is called, given to the waiting test of the lowest
+// heavyOrder rank (a subtest has its test's). Call it after t.Parallel. A
+// test whose parallel subtests compute releases its slot before they
+// start, and each takes one: a parent's slot is otherwise held, idle,
+// until they end.
+func cpuHeavy(t *testing.T) (release func()) {
 	t.Helper()
-	rank := slices.Index(heavyOrder, t.Name())
+	top, _, _ := strings.Cut(t.Name(), "/")
+	rank := slices.Index(heavyOrder, top)
 	if rank < 0 {
 		rank = len(heavyOrder)
 	}
@@ -126,12 +133,17 @@ func cpuHeavy(t *testing.T) {
 	cpu.waiting[rank]--
 	cpu.free--
 	cpu.Unlock()
-	t.Cleanup(func() {
-		cpu.Lock()
-		cpu.free++
-		cpu.cond.Broadcast()
-		cpu.Unlock()
-	})
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			cpu.Lock()
+			cpu.free++
+			cpu.cond.Broadcast()
+			cpu.Unlock()
+		})
+	}
+	t.Cleanup(release)
+	return release
 }
 
 // launcherPath is where launcher builds the launcher: one per test binary.

@@ -599,7 +599,7 @@ var faultSeeds = flag.String("fault_seeds", "1,2,3", "comma-separated seeds of t
 // run without faults, and BigQuery (upserts) each reading once.
 func TestLostAnswersCostAboutACallsLatency(t *testing.T) {
 	t.Parallel()
-	cpuHeavy(t)
+	release := cpuHeavy(t)
 	bt := emulators.StartBigtable(t)
 	bq := bqemu.StartServerForTest(t)
 	w := bench.Workload{Sensors: 800, Seconds: 8, Start: time.Now().UTC().Truncate(time.Hour).Add(-26 * time.Hour)}
@@ -624,6 +624,7 @@ func TestLostAnswersCostAboutACallsLatency(t *testing.T) {
 	r, summary := run(t, bt, bq.GRPCAddr, "no_faults")
 	checkLedger(t, r, summary, n, deadletter.SinkBigtable, deadletter.SinkBigQuery)
 	want := dump(t, bt, "no_faults")
+	release()
 
 	seeds := strings.Split(*faultSeeds, ",")
 	if len(seeds) < 3 {
@@ -636,6 +637,7 @@ func TestLostAnswersCostAboutACallsLatency(t *testing.T) {
 		}
 		t.Run(fmt.Sprintf("draw %d", i+1), func(t *testing.T) {
 			t.Parallel()
+			cpuHeavy(t)
 			btp, err := faultproxy.Start(bt, faultproxy.Options{Seed: seed})
 			if err != nil {
 				t.Fatal(err)
