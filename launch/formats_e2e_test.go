@@ -131,6 +131,26 @@ func acceptanceRecords(t *testing.T, objs []map[string]json.RawMessage) []schema
 // of 64 rows.
 func writeAcceptanceParquet(t *testing.T, path string, recs []schemas.Record) {
 	t.Helper()
+	num := func(v schemas.Value) any {
+		if v.Null() {
+			return nil
+		}
+		return v.Num
+	}
+	duckParquet(t, path, "sensor_id VARCHAR, timestamp TIMESTAMPTZ, heart_rate DOUBLE, body_temperature DOUBLE, spO2 DOUBLE, battery_level DOUBLE",
+		", ROW_GROUP_SIZE 64", func(exec func(q string, args ...any)) {
+			for _, r := range recs {
+				exec("INSERT INTO r VALUES (?, make_timestamptz(?::BIGINT * 1000), ?, ?, ?, ?)", r.Values[0].Str, r.EventMs,
+					num(r.Values[2]), num(r.Values[3]), num(r.Values[4]), num(r.Values[5]))
+			}
+		})
+}
+
+// duckParquet writes a Parquet file with DuckDB, in UTC: a table r of
+// columns, filled by fill through exec (which ends the test on an
+// error), copied to path with the COPY options opts (", OPTION value"…).
+func duckParquet(t *testing.T, path, columns, opts string, fill func(exec func(q string, args ...any))) {
+	t.Helper()
 	db, err := sql.Open("duckdb", "")
 	if err != nil {
 		t.Fatal(err)
@@ -143,18 +163,9 @@ func writeAcceptanceParquet(t *testing.T, path string, recs []schemas.Record) {
 		}
 	}
 	exec("SET TimeZone='UTC'")
-	exec("CREATE TABLE r (sensor_id VARCHAR, timestamp TIMESTAMPTZ, heart_rate DOUBLE, body_temperature DOUBLE, spO2 DOUBLE, battery_level DOUBLE)")
-	num := func(v schemas.Value) any {
-		if v.Null() {
-			return nil
-		}
-		return v.Num
-	}
-	for _, r := range recs {
-		exec("INSERT INTO r VALUES (?, make_timestamptz(?::BIGINT * 1000), ?, ?, ?, ?)", r.Values[0].Str, r.EventMs,
-			num(r.Values[2]), num(r.Values[3]), num(r.Values[4]), num(r.Values[5]))
-	}
-	exec(fmt.Sprintf("COPY r TO '%s' (FORMAT PARQUET, ROW_GROUP_SIZE 64)", path))
+	exec("CREATE TABLE r (" + columns + ")")
+	fill(exec)
+	exec(fmt.Sprintf("COPY r TO '%s' (FORMAT PARQUET%s)", path, opts))
 }
 
 // writeAcceptanceAvro writes the valid readings as Avro (hamba's
@@ -354,33 +365,22 @@ func writeBigQueryAvro(t *testing.T, path string, rows []map[string]bigquery.Val
 
 func writeBigQueryParquet(t *testing.T, path string, rows []map[string]bigquery.Value) {
 	t.Helper()
-	db, err := sql.Open("duckdb", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := db.Exec(q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec("SET TimeZone='UTC'")
-	exec(`CREATE TABLE r (sensor_id VARCHAR NOT NULL, event_timestamp TIMESTAMPTZ NOT NULL, heart_rate DOUBLE, body_temperature DOUBLE,
-		spO2 DOUBLE, battery_level DOUBLE, heart_rate_imputed BOOLEAN, reading_id VARCHAR NOT NULL, ingested_at TIMESTAMPTZ)`)
 	val := func(v bigquery.Value) any {
 		if f := bqFloat(v); f != nil {
 			return *f
 		}
 		return nil
 	}
-	for _, r := range rows {
-		var imputed any
-		if b, ok := r["heart_rate_imputed"].(bool); ok {
-			imputed = b
-		}
-		exec("INSERT INTO r VALUES (?, make_timestamptz(?::BIGINT), ?, ?, ?, ?, ?, ?, NULL)", r["sensor_id"], r["event_timestamp"].(time.Time).UnixMicro(),
-			val(r["heart_rate"]), val(r["body_temperature"]), val(r["spO2"]), val(r["battery_level"]), imputed, r["reading_id"])
-	}
-	exec(fmt.Sprintf("COPY r TO '%s' (FORMAT PARQUET)", path))
+	duckParquet(t, path, `sensor_id VARCHAR NOT NULL, event_timestamp TIMESTAMPTZ NOT NULL, heart_rate DOUBLE, body_temperature DOUBLE,
+		spO2 DOUBLE, battery_level DOUBLE, heart_rate_imputed BOOLEAN, reading_id VARCHAR NOT NULL, ingested_at TIMESTAMPTZ`,
+		"", func(exec func(q string, args ...any)) {
+			for _, r := range rows {
+				var imputed any
+				if b, ok := r["heart_rate_imputed"].(bool); ok {
+					imputed = b
+				}
+				exec("INSERT INTO r VALUES (?, make_timestamptz(?::BIGINT), ?, ?, ?, ?, ?, ?, NULL)", r["sensor_id"], r["event_timestamp"].(time.Time).UnixMicro(),
+					val(r["heart_rate"]), val(r["body_temperature"]), val(r["spO2"]), val(r["battery_level"]), imputed, r["reading_id"])
+			}
+		})
 }
