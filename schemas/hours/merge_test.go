@@ -17,36 +17,64 @@ import (
 // in every order, the table ends as one batch over all the lines leaves it,
 // and the rollup is the batch's.
 func TestMergeHourAnySplitAnyOrderIsTheBatch(t *testing.T) {
+	sh := newSplitHour(t)
+	eachSplit(splitHourLines(), func(cut string, pieces [][]string, order []int) {
+		tb := table{}
+		var last Firing
+		for _, k := range order {
+			stored, skipped := sh.rb.Records(tb.rows(t), "s", sh.start, sh.end)
+			if skipped > 0 {
+				t.Fatalf("%d readings not read back", skipped)
+			}
+			last = MergeHour(sh.h, sh.pane(t, pieces[k]), stored, true, 1)
+			if len(last.Dead) > 0 {
+				t.Fatalf("dead letters: %v", last.Dead)
+			}
+			tb.apply(last.Rows)
+		}
+		sh.check(t, cut, tb, last.Rollup)
+	})
+}
+
+// splitHour is the hour the split tests cut: the spec, its read-back, and
+// what one batch over all of splitHourLines writes.
+type splitHour struct {
+	spec       *schemas.Spec
+	h          *Compiled
+	rb         *ReadBack
+	start, end int64
+	want       table
+	wantRollup *BQRow
+}
+
+func newSplitHour(t *testing.T) splitHour {
+	t.Helper()
 	spec, h := firingsSpec(t)
 	rb, err := NewReadBack(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	all := splitHourLines()
-	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
-	want := batchTable(t, spec, h, all)
-	wantRollup := BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, all...)}, true, 1).Rollup
-	eachSplit(all, func(cut string, pieces [][]string, order []int) {
-		tb := table{}
-		var last Firing
-		for _, k := range order {
-			stored, skipped := rb.Records(tb.rows(t), "s", start, end)
-			if skipped > 0 {
-				t.Fatalf("%d readings not read back", skipped)
-			}
-			last = MergeHour(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, pieces[k]...)}, stored, true, 1)
-			if len(last.Dead) > 0 {
-				t.Fatalf("dead letters: %v", last.Dead)
-			}
-			tb.apply(last.Rows)
-		}
-		if got := tb.String(); got != want.String() {
-			t.Errorf("%s:\n got %s\nwant %s", cut, got, want)
-		}
-		if last.Rollup == nil || bqRollupText(last.Rollup) != bqRollupText(wantRollup) {
-			t.Errorf("%s: rollup %v, want %v", cut, last.Rollup, wantRollup)
-		}
-	})
+	sh := splitHour{spec: spec, h: h, rb: rb, start: firingsHour.UnixMilli(), end: firingsHour.Add(time.Hour).UnixMilli(), want: batchTable(t, spec, h, all)}
+	sh.wantRollup = BatchHour(h, sh.pane(t, all), true, 1).Rollup
+	return sh
+}
+
+// pane is the hour's pane of lines.
+func (sh splitHour) pane(t *testing.T, lines []string) HourPane {
+	return HourPane{StartMs: sh.start, EndMs: sh.end, Records: readingtest.Parse(t, sh.spec, lines...)}
+}
+
+// check fails the test unless the table a split left, and the rollup row
+// it last sent, are the one batch's.
+func (sh splitHour) check(t *testing.T, cut string, tb table, rollup *BQRow) {
+	t.Helper()
+	if got := tb.String(); got != sh.want.String() {
+		t.Errorf("%s:\n got %s\nwant %s", cut, got, sh.want)
+	}
+	if rollup == nil || bqRollupText(rollup) != bqRollupText(sh.wantRollup) {
+		t.Errorf("%s: rollup %v, want %v", cut, rollup, sh.wantRollup)
+	}
 }
 
 // splitHourLines are an hour's lines, with duplicates that hold different

@@ -54,21 +54,12 @@ func writesOnlyChanges(t *testing.T, tb table, muts []RowMutation, what string) 
 // and order leaves the table one batch leaves, no mutation rewrites a
 // stored cell with its value, and the rollup row last sent is the batch's.
 func TestMergeChangesAnySplitAnyOrderIsTheBatch(t *testing.T) {
-	spec, h := firingsSpec(t)
-	rb, err := NewReadBack(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := splitHourLines()
-	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
-	want := batchTable(t, spec, h, all)
-	wantRollup := BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, all...)}, true, 1).Rollup
-	eachSplit(all, func(cut string, pieces [][]string, order []int) {
+	sh := newSplitHour(t)
+	eachSplit(splitHourLines(), func(cut string, pieces [][]string, order []int) {
 		tb := table{}
 		var rollup *BQRow
 		for _, k := range order {
-			out, _ := MergeChanges(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, pieces[k]...)},
-				storedHourOf(t, rb, tb, start, end), true, 1)
+			out, _ := MergeChanges(sh.h, sh.pane(t, pieces[k]), storedHourOf(t, sh.rb, tb, sh.start, sh.end), true, 1)
 			if len(out.Dead) > 0 {
 				t.Fatalf("dead letters: %v", out.Dead)
 			}
@@ -78,12 +69,7 @@ func TestMergeChangesAnySplitAnyOrderIsTheBatch(t *testing.T) {
 				rollup = out.Rollup
 			}
 		}
-		if got := tb.String(); got != want.String() {
-			t.Errorf("%s:\n got %s\nwant %s", cut, got, want)
-		}
-		if rollup == nil || bqRollupText(rollup) != bqRollupText(wantRollup) {
-			t.Errorf("%s: rollup %v, want %v", cut, rollup, wantRollup)
-		}
+		sh.check(t, cut, tb, rollup)
 	})
 }
 
