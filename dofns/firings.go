@@ -18,6 +18,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/spill"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -29,9 +30,9 @@ import (
 func init() {
 	beam.RegisterType(reflect.TypeOf((*EarlyState)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*FinalState)(nil)).Elem())
-	register.DoFn5x0[beam.PaneInfo, beam.Window, string, func(*HourBatch) bool, func(string, PaneBatch)](&PaneBatchFn{})
-	register.DoFn9x1[context.Context, state.Provider, timers.Provider, string, PaneBatch,
-		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(deadletter.DeadLetter), error](&StreamRowsFn{})
+	dofnreg.DoFn(&PaneBatchFn{}, register.Function5x0[beam.PaneInfo, beam.Window, string, func(*HourBatch) bool, func(string, PaneBatch)])
+	dofnreg.DoFn(&StreamRowsFn{}, register.Function9x1[context.Context, state.Provider, timers.Provider, string, PaneBatch,
+		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(deadletter.DeadLetter), error])
 	register.Emitter2[string, PaneBatch]()
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/coverage"
@@ -21,8 +22,8 @@ import (
 
 func init() {
 	register.Function2x3(identityEventMs)
-	register.DoFn10x1[context.Context, beam.PaneInfo, beam.Window, string, func(*HourBatch) bool, func(string) func(*int64) bool,
-		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(deadletter.DeadLetter), error](&BuildFirstSeenRowsFn{})
+	dofnreg.DoFn(&BuildFirstSeenRowsFn{}, register.Function10x1[context.Context, beam.PaneInfo, beam.Window, string, func(*HourBatch) bool, func(string) func(*int64) bool,
+		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(deadletter.DeadLetter), error])
 }
 
 // identityEventMs keys a reading's event time by its identity, for the

@@ -8,10 +8,11 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 )
 
 func init() {
-	register.DoFn2x0[Message, func(string, string)](&MessageLinesFn{})
+	dofnreg.DoFn(&MessageLinesFn{}, register.Function2x0[Message, func(string, string)])
 	register.Emitter2[string, string]()
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
@@ -24,8 +25,8 @@ func init() {
 	beam.RegisterType(reflect.TypeOf((*schemas.Record)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*deadletter.DeadLetter)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*Message)(nil)).Elem())
-	register.DoFn5x0[context.Context, string, string, func(beam.EventTime, string, schemas.Record), func(deadletter.DeadLetter)](&ParseFn{})
-	register.DoFn4x0[context.Context, Message, func(beam.EventTime, string, schemas.Record), func(deadletter.DeadLetter)](&ParseMessageFn{})
+	dofnreg.DoFn(&ParseFn{}, register.Function5x0[context.Context, string, string, func(beam.EventTime, string, schemas.Record), func(deadletter.DeadLetter)])
+	dofnreg.DoFn(&ParseMessageFn{}, register.Function4x0[context.Context, Message, func(beam.EventTime, string, schemas.Record), func(deadletter.DeadLetter)])
 	register.Emitter2[string, string]()
 	register.Emitter3[beam.EventTime, string, schemas.Record]()
 	register.Emitter1[deadletter.DeadLetter]()

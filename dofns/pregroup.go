@@ -7,16 +7,17 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 func init() {
-	register.DoFn5x0[context.Context, beam.EventTime, string, schemas.Record, func(beam.EventTime, string, HourBatch)](&PreGroupFn{})
+	dofnreg.DoFn(&PreGroupFn{}, register.Function5x0[context.Context, beam.EventTime, string, schemas.Record, func(beam.EventTime, string, HourBatch)])
 	register.Emitter3[beam.EventTime, string, HourBatch]()
-	register.DoFn9x1[context.Context, beam.PaneInfo, beam.Window, string, func(*HourBatch) bool,
-		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(deadletter.DeadLetter), error](&BuildBatchedRowsFn{})
+	dofnreg.DoFn(&BuildBatchedRowsFn{}, register.Function9x1[context.Context, beam.PaneInfo, beam.Window, string, func(*HourBatch) bool,
+		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(deadletter.DeadLetter), error])
 	register.Iter1[HourBatch]()
 }
 

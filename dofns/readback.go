@@ -14,6 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/group"
@@ -22,7 +23,7 @@ import (
 )
 
 func init() {
-	register.DoFn3x1[context.Context, []byte, func(string, PaneBatch), error](&RecoverWindowsFn{})
+	dofnreg.DoFn(&RecoverWindowsFn{}, register.Function3x1[context.Context, []byte, func(string, PaneBatch), error])
 }
 
 // Recovery turns on the read-back of a local stream's windows from

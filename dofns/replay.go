@@ -11,6 +11,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
@@ -18,9 +19,9 @@ import (
 )
 
 func init() {
-	register.DoFn6x0[context.Context, string, string, func(string, string), func(beam.EventTime, string, schemas.Record), func(deadletter.DeadLetter)](&UnwrapDeadLetterFn{})
-	register.DoFn7x1[context.Context, string, HourBatch,
-		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(deadletter.DeadLetter), error](&ReplayRowsFn{})
+	dofnreg.DoFn(&UnwrapDeadLetterFn{}, register.Function6x0[context.Context, string, string, func(string, string), func(beam.EventTime, string, schemas.Record), func(deadletter.DeadLetter)])
+	dofnreg.DoFn(&ReplayRowsFn{}, register.Function7x1[context.Context, string, HourBatch,
+		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(deadletter.DeadLetter), error])
 }
 
 // ReplayRowsFn is a stream replay's hour builder: BuildRowsFn on each

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/group"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
@@ -23,13 +24,13 @@ import (
 )
 
 func init() {
-	register.DoFn5x0[context.Context, beam.EventTime, string, schemas.Record, func(beam.EventTime, string, silences.SilenceBatch)](&SilenceBatchFn{})
+	dofnreg.DoFn(&SilenceBatchFn{}, register.Function5x0[context.Context, beam.EventTime, string, schemas.Record, func(beam.EventTime, string, silences.SilenceBatch)])
 	register.Emitter3[beam.EventTime, string, silences.SilenceBatch]()
-	register.DoFn6x1[context.Context, state.Provider, timers.Provider, string, silences.SilenceBatch, func(silences.Silence), error](&SilencesFn{})
+	dofnreg.DoFn(&SilencesFn{}, register.Function6x1[context.Context, state.Provider, timers.Provider, string, silences.SilenceBatch, func(silences.Silence), error])
 	register.Emitter1[silences.Silence]()
-	register.DoFn3x0[silences.Silence, func(hours.BQRow), func(PubSubMessage)](&SilenceRecordsFn{})
+	dofnreg.DoFn(&SilenceRecordsFn{}, register.Function3x0[silences.Silence, func(hours.BQRow), func(PubSubMessage)])
 	register.Emitter1[PubSubMessage]()
-	register.DoFn3x1[context.Context, []byte, func(string, silences.SilenceBatch), error](&RecoverSilencesFn{})
+	dofnreg.DoFn(&RecoverSilencesFn{}, register.Function3x1[context.Context, []byte, func(string, silences.SilenceBatch), error])
 	register.Emitter2[string, silences.SilenceBatch]()
 
 	register.Function1x1(encodeSilenceBatch)

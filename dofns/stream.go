@@ -9,6 +9,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
@@ -16,8 +17,8 @@ import (
 )
 
 func init() {
-	register.DoFn6x0[context.Context, beam.EventTime, string, schemas.Record, func(string, schemas.Record), func(deadletter.DeadLetter)](&TooLateFn{})
-	register.DoFn4x0[context.Context, string, schemas.Record, func(hours.RowMutation)](&ArrivalRowsFn{})
+	dofnreg.DoFn(&TooLateFn{}, register.Function6x0[context.Context, beam.EventTime, string, schemas.Record, func(string, schemas.Record), func(deadletter.DeadLetter)])
+	dofnreg.DoFn(&ArrivalRowsFn{}, register.Function4x0[context.Context, string, schemas.Record, func(hours.RowMutation)])
 	register.Emitter2[string, schemas.Record]()
 	register.Emitter2[string, string]()
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/loopback"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) { loopback.TestMain(m) }
 func init() {
 	register.Function1x1(rowSummary)
 	register.Function1x1(deadReason)
-	register.DoFn1x1[hours.BQRow, string](&bqColumnsFn{})
+	dofnreg.DoFn(&bqColumnsFn{}, register.Function1x1[hours.BQRow, string])
 	register.Function2x0(keyByTestSource)
 }
 

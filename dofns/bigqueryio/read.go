@@ -23,6 +23,7 @@ import (
 	gax "github.com/googleapis/gax-go/v2"
 	"google.golang.org/grpc"
 
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -63,8 +64,8 @@ func Read(s beam.Scope, cfg Config) (lines, dead beam.PCollection) {
 }
 
 func init() {
-	register.DoFn3x1[context.Context, []byte, func(string, []byte), error](&createSessionFn{})
-	register.DoFn5x1[context.Context, string, []byte, func(string, string), func(deadletter.DeadLetter), error](&readStreamFn{})
+	dofnreg.DoFn(&createSessionFn{}, register.Function3x1[context.Context, []byte, func(string, []byte), error])
+	dofnreg.DoFn(&readStreamFn{}, register.Function5x1[context.Context, string, []byte, func(string, string), func(deadletter.DeadLetter), error])
 	register.Emitter2[string, []byte]()
 	register.Emitter2[string, string]()
 	register.Emitter1[deadletter.DeadLetter]()

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"google.golang.org/api/googleapi"
 
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -20,7 +21,7 @@ import (
 )
 
 func init() {
-	register.DoFn3x1[context.Context, hours.BQRow, func(deadletter.DeadLetter), error](&writeFn{})
+	dofnreg.DoFn(&writeFn{}, register.Function3x1[context.Context, hours.BQRow, func(deadletter.DeadLetter), error])
 }
 
 // BigQuery write methods.

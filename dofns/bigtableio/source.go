@@ -11,6 +11,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -20,8 +21,8 @@ import (
 )
 
 func init() {
-	register.DoFn3x1[context.Context, []byte, func([]byte), error](&sampleFn{})
-	register.DoFn5x1[context.Context, *sdf.LockRTracker, []byte, func(string, string), func(deadletter.DeadLetter), error](&readRowsFn{})
+	dofnreg.DoFn(&sampleFn{}, register.Function3x1[context.Context, []byte, func([]byte), error])
+	dofnreg.DoFn(&readRowsFn{}, register.Function5x1[context.Context, *sdf.LockRTracker, []byte, func(string, string), func(deadletter.DeadLetter), error])
 	register.Emitter1[[]byte]()
 	register.Emitter2[string, string]()
 }

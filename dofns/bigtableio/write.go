@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio/flowcontrol"
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/registry"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
@@ -22,7 +23,7 @@ import (
 )
 
 func init() {
-	register.DoFn3x1[context.Context, hours.RowMutation, func(deadletter.DeadLetter), error](&writeFn{})
+	dofnreg.DoFn(&writeFn{}, register.Function3x1[context.Context, hours.RowMutation, func(deadletter.DeadLetter), error])
 }
 
 // Limits of one Bigtable MutateRows request (Cloud Bigtable's quotas and

@@ -21,6 +21,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -29,8 +30,8 @@ import (
 )
 
 func init() {
-	register.DoFn2x1[context.Context, deadletter.DeadLetter, error](&writeFn{})
-	register.DoFn3x1[context.Context, deadletter.DeadLetter, func(int64), error](&reportingWriteFn{})
+	dofnreg.DoFn(&writeFn{}, register.Function2x1[context.Context, deadletter.DeadLetter, error])
+	dofnreg.DoFn(&reportingWriteFn{}, register.Function3x1[context.Context, deadletter.DeadLetter, func(int64), error])
 	register.Emitter1[int64]()
 	register.Function1x0(discardReport)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/lines"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -72,7 +73,7 @@ func Read(s beam.Scope, cfg Config) (lines, dead beam.PCollection) {
 }
 
 func init() {
-	register.DoFn5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(string, string), func(deadletter.DeadLetter), error](&readLinesFn{})
+	dofnreg.DoFn(&readLinesFn{}, register.Function5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(string, string), func(deadletter.DeadLetter), error])
 	register.Emitter2[string, string]()
 }
 

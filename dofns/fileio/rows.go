@@ -17,6 +17,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
@@ -60,7 +61,7 @@ func FormatOf(path string) string {
 }
 
 func init() {
-	register.DoFn5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(beam.EventTime, string, schemas.Record), func(deadletter.DeadLetter), error](&readRowsFn{})
+	dofnreg.DoFn(&readRowsFn{}, register.Function5x1[context.Context, *sdf.LockRTracker, beamfileio.ReadableFile, func(beam.EventTime, string, schemas.Record), func(deadletter.DeadLetter), error])
 	register.Emitter3[beam.EventTime, string, schemas.Record]()
 }
 

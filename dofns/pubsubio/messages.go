@@ -7,10 +7,11 @@ import (
 	pubsubpb "google.golang.org/genproto/googleapis/pubsub/v1"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 )
 
 func init() {
-	register.DoFn2x0[*pubsubpb.PubsubMessage, func(dofns.Message)](&fromPubsubMessageFn{})
+	dofnreg.DoFn(&fromPubsubMessageFn{}, register.Function2x0[*pubsubpb.PubsubMessage, func(dofns.Message)])
 	register.Emitter1[dofns.Message]()
 }
 

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -26,7 +27,7 @@ import (
 )
 
 func init() {
-	register.DoFn3x1[context.Context, dofns.PubSubMessage, func(deadletter.DeadLetter), error](&publishFn{})
+	dofnreg.DoFn(&publishFn{}, register.Function3x1[context.Context, dofns.PubSubMessage, func(deadletter.DeadLetter), error])
 }
 
 // PublishConfig is the topic Publish publishes to and how.

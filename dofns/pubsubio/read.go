@@ -39,15 +39,16 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
 func init() {
-	register.DoFn6x2[
+	dofnreg.DoFn((*readFn)(nil), register.Function6x2[
 		context.Context, *watermarkEstimator, beam.BundleFinalization, *sdf.LockRTracker, []byte,
 		func(beam.EventTime, dofns.Message), sdf.ProcessContinuation, error,
-	]((*readFn)(nil))
+	])
 	register.Emitter2[beam.EventTime, dofns.Message]()
 	beam.RegisterType(reflect.TypeOf((*pullRestriction)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*watermarkState)(nil)).Elem())

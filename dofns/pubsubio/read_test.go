@@ -22,6 +22,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
+	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/loopback"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
@@ -29,11 +30,11 @@ import (
 const project = "test-project"
 
 func init() {
-	register.DoFn3x0[context.Context, beam.EventTime, dofns.Message]((*recordFn)(nil))
-	register.DoFn1x2[dofns.Message, string, string]((*keyByOneFn)(nil))
-	register.DoFn3x0[beam.Window, string, func(*string) bool]((*recordPaneFn)(nil))
+	dofnreg.DoFn((*recordFn)(nil), register.Function3x0[context.Context, beam.EventTime, dofns.Message])
+	dofnreg.DoFn((*keyByOneFn)(nil), register.Function1x2[dofns.Message, string, string])
+	dofnreg.DoFn((*recordPaneFn)(nil), register.Function3x0[beam.Window, string, func(*string) bool])
 	register.Iter1[string]()
-	register.DoFn1x0[dofns.Message]((*bundleSizeFn)(nil))
+	dofnreg.DoFn((*bundleSizeFn)(nil), register.Function1x0[dofns.Message])
 }
 
 func TestMain(m *testing.M) {
