@@ -5,11 +5,16 @@
 // It does what Beam's register.DoFnNxM does, less one thing: the generic
 // wrappers for StartBundle and FinishBundle. register.DoFnNxM instantiates
 // a wrapper for every arity and parameter tuple those two methods could
-// have, about 4,000 compiled functions per DoFn whatever its methods are,
-// so that a package of a dozen DoFns takes minutes of CPU to compile (and
-// again for its tests). Here the bundle and lifecycle methods, which run
-// once per bundle or per instance, go through Beam's reflection instead;
-// ProcessElement, which runs once per element, keeps its direct caller.
+// have, thousands of compiled functions per DoFn whatever its methods are,
+// so that a package of a dozen DoFns takes minutes of CPU to compile, and
+// again for its tests (figures in docs/performance.md, "Compile time").
+// Here the bundle and lifecycle methods, which run once per bundle or per
+// instance, go through Beam's reflection instead; ProcessElement, which
+// runs once per element, keeps its direct caller.
+//
+// The caller comes from register.FunctionNxM, given the ProcessElement
+// method value. That also records the method value by name in Beam's
+// function table, where nothing looks it up.
 package dofnreg
 
 import (
