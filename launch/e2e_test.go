@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sensorpipe/sensorpipe/internal/testrig/gobuild"
+
 	"cloud.google.com/go/bigquery"
 
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
@@ -170,9 +172,7 @@ func launcher(t *testing.T) string {
 	}
 	bin := launcherPath()
 	buildLauncher.Do(func() {
-		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-			launcherErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		launcherErr = gobuild.Run(bin, ".")
 	})
 	if launcherErr != nil {
 		t.Fatal(launcherErr)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sensorpipe/sensorpipe/internal/testrig/gobuild"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 
@@ -38,9 +39,7 @@ func testBoot(t *testing.T) string {
 	t.Helper()
 	bin := testBootPath()
 	buildTestBoot.Do(func() {
-		if out, err := exec.Command("go", "build", "-o", bin, "../internal/testrig/testboot").CombinedOutput(); err != nil {
-			testBootErr = fmt.Errorf("go build testboot: %v\n%s", err, out)
-		}
+		testBootErr = gobuild.Run(bin, "../internal/testrig/testboot")
 	})
 	if testBootErr != nil {
 		t.Fatal(testBootErr)

@@ -66,6 +66,9 @@ func addAll(t *testing.T, f *writeFn, w *storageWriter, rows []hours.BQRow, dead
 // land every row. (With managedwriter and its write retries, a request
 // caught by the stream's close never got an answer at all.)
 func TestStorageWriterRetriesAStalledStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a 3 s stall: skipped under -short")
+	}
 	var p *faultproxy.Proxy
 	f, w, rows := storageFixture(t, "stalled", retry.Settings{AttemptTimeout: time.Second, Deadline: time.Minute}, func(addr string) string {
 		var err error
@@ -102,6 +105,9 @@ func TestStorageWriterRetriesAStalledStream(t *testing.T) {
 // the table; BigQuery may come back), and flush must end within the
 // retry deadline with every row dead-lettered as unavailable.
 func TestStorageWriterDeadLettersWhenBigQueryIsUnreachable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a 3 s retry deadline: skipped under -short")
+	}
 	f, w, rows := storageFixture(t, "unreachable", retry.Settings{AttemptTimeout: time.Second, Deadline: 3 * time.Second}, func(string) string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

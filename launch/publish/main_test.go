@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sensorpipe/sensorpipe/internal/testrig/gobuild"
+
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
@@ -37,9 +39,7 @@ func TestTopicDefaultsOnlyUnderTheEmulator(t *testing.T) {
 func TestExitCodes(t *testing.T) {
 	host := emulators.StartPubSub(t)
 	bin := filepath.Join(t.TempDir(), "publish")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	gobuild.Build(t, bin, ".")
 	tests := []struct {
 		name string
 		env  string

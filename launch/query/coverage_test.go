@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sensorpipe/sensorpipe/internal/testrig/gobuild"
+
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
 )
 
@@ -31,9 +33,7 @@ func TestSilentSensorsAndCoverage(t *testing.T) {
 	host := emulators.StartBigtable(t)
 	t.Setenv("BIGTABLE_EMULATOR_HOST", host)
 	bin := filepath.Join(t.TempDir(), "sensorpipe")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sensorpipe/sensorpipe/launch").CombinedOutput(); err != nil {
-		t.Fatalf("go build the launcher: %v\n%s", err, out)
-	}
+	gobuild.Build(t, bin, "github.com/sensorpipe/sensorpipe/launch")
 	cmd := exec.Command(bin, "--spec=../../testdata/fleet/fleet.yaml", "--input=../../testdata/fleet/fleet.jsonl",
 		"--dead_letter="+t.TempDir(), "--progress_interval=0")
 	cmd.Env = os.Environ()

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sensorpipe/sensorpipe/internal/testrig/gobuild"
+
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/bigtable/apiv2/bigtablepb"
 	"google.golang.org/protobuf/proto"
@@ -186,9 +188,7 @@ func TestExitCodes(t *testing.T) {
 		t.Skip("builds the binary and waits for a connection timeout")
 	}
 	bin := filepath.Join(t.TempDir(), "query")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	gobuild.Build(t, bin, ".")
 	tests := []struct {
 		name string
 		env  string
@@ -335,9 +335,7 @@ func (r *readCalls) get(method string) map[string]int {
 func loadWithLauncher(t *testing.T, env []string) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "sensorpipe")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sensorpipe/sensorpipe/launch").CombinedOutput(); err != nil {
-		t.Fatalf("go build the launcher: %v\n%s", err, out)
-	}
+	gobuild.Build(t, bin, "github.com/sensorpipe/sensorpipe/launch")
 	loads := [][]string{
 		{"--input=../../testdata/vitals/*", "--bigtable_table=patient_vitals"},
 		{"--spec=traffic", "--input=../../testdata/samples/traffic.jsonl"},

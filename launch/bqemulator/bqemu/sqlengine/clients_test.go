@@ -17,8 +17,9 @@ import (
 )
 
 // TestBQCLI runs the real bq CLI, unmodified and with no flag but --api and
-// --project_id, against an emulator: ls, show, head (with -c), query
-// (GoogleSQL and bq's legacy default) with the querying guide's SQL, and ls -j.
+// --project_id (the guide's queries add --oauth_access_token), against an
+// emulator: ls, show, head (with -c), query (GoogleSQL and bq's legacy
+// default) with the querying guide's SQL, and ls -j.
 func TestBQCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the bq CLI; skipped with -short")
@@ -28,6 +29,12 @@ func TestBQCLI(t *testing.T) {
 	run := func(t *testing.T, args ...string) string {
 		t.Helper()
 		return emulators.RunBQ(t, bqPath, e.ts.RESTEndpoint, project, args...)
+	}
+	// The guide's queries, many, give the token by flag (bq then starts
+	// no gcloud); every other command gives it as the docs do.
+	query := func(t *testing.T, args ...string) string {
+		t.Helper()
+		return emulators.RunBQTokenFlag(t, bqPath, e.ts.RESTEndpoint, project, args...)
 	}
 	jsonRows := func(t *testing.T, out string) []map[string]any {
 		t.Helper()
@@ -41,7 +48,7 @@ func TestBQCLI(t *testing.T) {
 	// Each bq run is a fresh Python process that spends seconds starting:
 	// the reading commands run side by side, then ls -j, which lists the
 	// jobs the queries ran.
-	t.Run("reads", func(t *testing.T) { testBQCLIReads(t, run, jsonRows) })
+	t.Run("reads", func(t *testing.T) { testBQCLIReads(t, run, query, jsonRows) })
 	t.Run("ls -j", func(t *testing.T) {
 		if out := run(t, "ls", "-j"); !strings.Contains(out, "SUCCESS") {
 			t.Errorf("bq ls -j:\n%s", out)
@@ -50,7 +57,7 @@ func TestBQCLI(t *testing.T) {
 }
 
 // testBQCLIReads runs bq's reading commands, each a parallel subtest.
-func testBQCLIReads(t *testing.T, run func(*testing.T, ...string) string, jsonRows func(*testing.T, string) []map[string]any) {
+func testBQCLIReads(t *testing.T, run, query func(*testing.T, ...string) string, jsonRows func(*testing.T, string) []map[string]any) {
 	t.Run("ls", func(t *testing.T) {
 		t.Parallel()
 		out := run(t, "ls", "vitals")
@@ -109,7 +116,7 @@ func testBQCLIReads(t *testing.T, run func(*testing.T, ...string) string, jsonRo
 			}
 			t.Run(fmt.Sprint(i), func(t *testing.T) {
 				t.Parallel()
-				out := run(t, "query", "--use_legacy_sql=false", "--format=json", sql)
+				out := query(t, "query", "--use_legacy_sql=false", "--format=json", sql)
 				if rows := jsonRows(t, out); len(rows) == 0 {
 					t.Errorf("README query %d returned no rows:\n%s", i, sql)
 				}
