@@ -114,7 +114,7 @@ func silentSensors(ctx context.Context, qf *queryFlags, spec *schemas.Spec, now 
 		line.add("last_seen", fmtMs(e.LastSeenMs))
 		line.add("first_seen", fmtMs(e.FirstSeenMs))
 		return enc.Encode(line) == nil
-	}, bigtable.RowFilter(bigtable.ChainFilters(bigtable.FamilyFilter("^"+coverage.InventoryFamily+"$"), bigtable.LatestNFilter(1))))
+	}, bigtable.RowFilter(bigtable.ChainFilters(bigtable.ColumnRangeFilter(coverage.InventoryFamily, "", ""), bigtable.LatestNFilter(1))))
 	if err == nil {
 		err = decodeErr
 	}
@@ -200,7 +200,7 @@ func coverageByHour(ctx context.Context, qf *queryFlags, spec *schemas.Spec, now
 			h.cols[it.Column[len(fam)+1:]] = it.Value
 		}
 		return true
-	}, bigtable.RowFilter(bigtable.ChainFilters(bigtable.FamilyFilter("^"+fam+"$"), bigtable.LatestNFilter(1))))
+	}, bigtable.RowFilter(bigtable.ChainFilters(bigtable.ColumnRangeFilter(fam, "", ""), bigtable.LatestNFilter(1))))
 	if err != nil {
 		return fmt.Errorf("read rollups from %s: %w (is Bigtable reachable at %s? make emulators starts the local one)", table, err, bigtableTarget())
 	}
