@@ -1,8 +1,6 @@
 package main
 
 import (
-	"strings"
-
 	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/schemas"
@@ -44,47 +42,15 @@ func parseFromBigQuery(f *flags, given map[string]bool, spec *schemas.Spec, p *p
 			return usagef("--from_table=%s names no project: give PROJECT:DATASET.TABLE or --from_project (%w)", f.fromTable, err)
 		}
 	}
-	ref, err := parseBigQueryTableRef(f.fromTable, project)
+	ref, err := bqschema.ParseTableRef(f.fromTable, project)
 	if err != nil {
-		return err
+		return usagef("--from_table=%s: %w", f.fromTable, err)
 	}
 	fromMs, toMs, err := parseTimeBounds(f.fromTime, f.toTime)
 	if err != nil {
 		return err
 	}
 	p.batch.MergeStored = f.mergeStored
-	p.batch.FromBigQuery = &bigqueryio.Config{Project: ref.project, Dataset: ref.dataset, Table: ref.table, FromMs: fromMs, ToMs: toMs}
+	p.batch.FromBigQuery = &bigqueryio.Config{Project: ref.Project, Dataset: ref.Dataset, Table: ref.Table, FromMs: fromMs, ToMs: toMs}
 	return nil
-}
-
-// bigQueryTableRef is a table --from_table names.
-type bigQueryTableRef struct{ project, dataset, table string }
-
-// parseBigQueryTableRef parses [PROJECT:]DATASET.TABLE (or
-// PROJECT.DATASET.TABLE); project is the default project.
-func parseBigQueryTableRef(v, project string) (bigQueryTableRef, error) {
-	ref := bigQueryTableRef{project: project}
-	rest := v
-	if i := strings.IndexByte(v, ':'); i >= 0 {
-		ref.project, rest = v[:i], v[i+1:]
-	}
-	parts := strings.Split(rest, ".")
-	switch {
-	case len(parts) == 3 && !strings.Contains(v, ":"):
-		ref.project, ref.dataset, ref.table = parts[0], parts[1], parts[2]
-	case len(parts) == 2:
-		ref.dataset, ref.table = parts[0], parts[1]
-	default:
-		return ref, usagef("--from_table=%s: give [PROJECT:]DATASET.TABLE", v)
-	}
-	if ref.project == "" || ref.dataset == "" || ref.table == "" {
-		return ref, usagef("--from_table=%s: give [PROJECT:]DATASET.TABLE, none of them empty", v)
-	}
-	if err := bqschema.CheckBigQueryDataset(ref.dataset); err != nil {
-		return ref, usagef("--from_table=%s: %w", v, err)
-	}
-	if err := bqschema.CheckBigQueryTable(ref.table); err != nil {
-		return ref, usagef("--from_table=%s: %w", v, err)
-	}
-	return ref, nil
 }

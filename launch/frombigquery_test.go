@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -67,6 +68,69 @@ func TestRebuildBigtableFromBigQuery(t *testing.T) {
 	if imputed == 0 || rollups == 0 {
 		t.Fatalf("the input makes %d imputed values and %d rollup cells; want some of each", imputed, rollups)
 	}
+
+	t.Run("keys compare --against_bigquery", func(t *testing.T) {
+		compare := []string{"compare", "--bigtable_project=p", "--bigtable_instance=i", "--spec=vitals", "--against_bigquery=vitals.readings"}
+		r := runKeysEnv(t, env, compare...)
+		if r.code != 0 || !strings.Contains(r.stdout, "; equal") || !strings.Contains(r.stdout, "bigquery:p:vitals.readings") ||
+			strings.Contains(r.stdout, "rollups not compared") {
+			t.Fatalf("keys compare of the table with BigQuery: exit %d; want 0, equal, rollups compared\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		// Delete one reading (p-4 at 10:00:05Z) from Bigtable: BigQuery
+		// holds it alone.
+		var row string
+		for _, cell := range want {
+			if key, _, _ := strings.Cut(cell, " "); strings.HasPrefix(key, "p-4#") && (strings.HasSuffix(key, "2026030110") || strings.Contains(key, "2026-03-01T10")) {
+				row = key
+				break
+			}
+		}
+		if row == "" {
+			t.Fatal("no row of p-4's hour 10 in the table")
+		}
+		c := emulators.BigtableClient(t, host, "p", "i")
+		defer c.Close()
+		const ts = 1772359205000000 // 2026-03-01T10:00:05Z
+		m := bigtable.NewMutation()
+		for _, col := range []string{"vitals:heart_rate", "vitals:body_temperature", "vitals:spO2", "meta:battery_level", "meta:heart_rate_imputed"} {
+			fam, q, _ := strings.Cut(col, ":")
+			m.DeleteTimestampRange(fam, q, ts, ts+1000)
+		}
+		if err := c.Open("patient_vitals").Apply(context.Background(), row, m); err != nil {
+			t.Fatal(err)
+		}
+		r = runKeysEnv(t, env, compare...)
+		if r.code != 1 || !strings.Contains(r.stdout, "p-4 2026-03-01T10:00:00Z") || !strings.Contains(r.stdout, "reading 2026-03-01T10:00:05Z only in B") {
+			t.Fatalf("keys compare after deleting a reading of p-4 from Bigtable: exit %d, want 1 naming p-4's hour and the reading at 10:00:05 only in BigQuery\nstdout:\n%s\nstderr:\n%s",
+				r.code, r.stdout, r.stderr)
+		}
+		t.Logf("keys compare after the deletion:\n%s", r.stdout)
+
+		// Another hour's rollup count changed in Bigtable.
+		var other, at string
+		for _, cell := range want {
+			key, rest, _ := strings.Cut(cell, " ")
+			if key != row && strings.HasPrefix(rest, "hourly:count@") {
+				other, at = key, strings.TrimPrefix(rest, "hourly:count@")
+				break
+			}
+		}
+		micros, err := strconv.ParseInt(at[:strings.IndexByte(at, '=')], 10, 64)
+		if other == "" || err != nil {
+			t.Fatalf("no rollup count cell in another row than %s (%v)", row, err)
+		}
+		m = bigtable.NewMutation()
+		m.Set("hourly", "count", bigtable.Timestamp(micros), []byte("999"))
+		if err := c.Open("patient_vitals").Apply(context.Background(), other, m); err != nil {
+			t.Fatal(err)
+		}
+		r = runKeysEnv(t, env, compare...)
+		if r.code != 1 || !strings.Contains(r.stdout, "2 sensor-hours differ") || !strings.Contains(r.stdout, "1 with another rollup") ||
+			!strings.Contains(r.stdout, "rollup: count 999 in A") {
+			t.Fatalf("keys compare after changing a rollup count in Bigtable: exit %d, want 1 naming the rollup's count\nstdout:\n%s\nstderr:\n%s",
+				r.code, r.stdout, r.stderr)
+		}
+	})
 
 	t.Run("the whole table", func(t *testing.T) {
 		deleteBigtableTable(t, host, "patient_vitals")

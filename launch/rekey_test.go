@@ -36,8 +36,15 @@ func withoutRowKeys(cells []string) []string {
 // host.
 func runKeys(t *testing.T, host string, args ...string) result {
 	t.Helper()
+	return runKeysEnv(t, []string{"BIGTABLE_EMULATOR_HOST=" + host}, args...)
+}
+
+// runKeysEnv runs go run ./launch/keys with args and env added to the
+// test's environment.
+func runKeysEnv(t *testing.T, env []string, args ...string) result {
+	t.Helper()
 	cmd := exec.Command("go", append([]string{"run", "./keys"}, args...)...)
-	cmd.Env = append(cmd.Environ(), "BIGTABLE_EMULATOR_HOST="+host)
+	cmd.Env = append(cmd.Environ(), env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

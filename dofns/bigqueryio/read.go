@@ -21,6 +21,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	gax "github.com/googleapis/gax-go/v2"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
 	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
@@ -112,29 +113,7 @@ func (f *createSessionFn) ProcessElement(ctx context.Context, _ []byte, emit fun
 		return err
 	}
 	defer c.Close()
-	n := f.Streams
-	if n <= 0 {
-		n = defaultReadStreams
-	}
-	req := &storagepb.CreateReadSessionRequest{
-		Parent: "projects/" + f.Project,
-		ReadSession: &storagepb.ReadSession{
-			Table:      fmt.Sprintf("projects/%s/datasets/%s/tables/%s", f.Project, f.Dataset, f.Table),
-			DataFormat: storagepb.DataFormat_ARROW,
-			ReadOptions: &storagepb.ReadSession_TableReadOptions{
-				SelectedFields: plan.Columns(),
-				RowRestriction: plan.RowRestriction(f.FromMs, f.ToMs),
-			},
-		},
-		MaxStreamCount:          int32(n),
-		PreferredMinStreamCount: int32(n),
-	}
-	var sess *storagepb.ReadSession
-	err = retry.Do(ctx, f.Retry.Policy(), func(ctx context.Context) error {
-		var err error
-		sess, err = c.CreateReadSession(ctx, req)
-		return err
-	})
+	sess, err := createReadSession(ctx, c, f.Retry.Policy(), f.Project, f.Dataset, f.Table, plan.Columns(), plan.RowRestriction(f.FromMs, f.ToMs), f.Streams)
 	if err != nil {
 		return fmt.Errorf("bigquery read: create a read session of %s.%s.%s (check the table and its columns against the spec's bigquery section): %w", f.Project, f.Dataset, f.Table, err)
 	}
@@ -182,29 +161,94 @@ func (f *readStreamFn) Teardown() {
 // between two answers; an error it cannot retry fails the bundle.
 func (f *readStreamFn) ProcessElement(ctx context.Context, stream string, schema []byte, emit func(string, string), dead func(deadletter.DeadLetter)) error {
 	source := sourceName(f.Project, f.Dataset, f.Table)
+	err := readStream(ctx, f.client, f.Retry.Policy(), stream, func(batch []byte) (int64, error) {
+		return f.emitBatch(ctx, schema, batch, source, emit, dead)
+	})
+	if err != nil {
+		return err
+	}
+	return f.ctrs.Commit(ctx)
+}
+
+// emitBatch decodes one Arrow record batch (the session's schema message,
+// then the batch's) and emits its rows; it returns the rows it read.
+func (f *readStreamFn) emitBatch(ctx context.Context, schema, batch []byte, source string, emit func(string, string), dead func(deadletter.DeadLetter)) (int64, error) {
+	cols := f.plan.Columns()
+	return decodeRows(schema, batch, cols, func(vals []any, rowErr error) {
+		var line string
+		if rowErr == nil {
+			line, rowErr = f.plan.Line(vals)
+		}
+		if rowErr != nil {
+			f.ctrs.Inc(ctx, ledger.InputRecords, 1)
+			f.ctrs.Inc(ctx, ledger.InputRejected, 1)
+			dead(deadletter.NewDeadLetter(deadletter.SinkParse, rowPayload(cols, vals), source,
+				fmt.Errorf("%w: %w", schemas.ErrInvalidField, rowErr), time.Now()))
+			return
+		}
+		emit(source, line)
+	})
+}
+
+// createReadSession creates a Storage Read session of project's
+// dataset.table that selects cols and keeps the rows restriction keeps
+// ("": all), in Arrow, asking for streams streams (0:
+// defaultReadStreams); transient errors are retried within policy.
+func createReadSession(ctx context.Context, c *storage.BigQueryReadClient, policy retry.Policy, project, dataset, table string, cols []string, restriction string, streams int) (*storagepb.ReadSession, error) {
+	if streams <= 0 {
+		streams = defaultReadStreams
+	}
+	req := &storagepb.CreateReadSessionRequest{
+		Parent: "projects/" + project,
+		ReadSession: &storagepb.ReadSession{
+			Table:      fmt.Sprintf("projects/%s/datasets/%s/tables/%s", project, dataset, table),
+			DataFormat: storagepb.DataFormat_ARROW,
+			ReadOptions: &storagepb.ReadSession_TableReadOptions{
+				SelectedFields: cols,
+				RowRestriction: restriction,
+			},
+		},
+		MaxStreamCount:          int32(streams),
+		PreferredMinStreamCount: int32(streams),
+	}
+	var sess *storagepb.ReadSession
+	err := retry.Do(ctx, policy, func(ctx context.Context) error {
+		var err error
+		sess, err = c.CreateReadSession(ctx, req)
+		return err
+	})
+	return sess, err
+}
+
+// readStream reads one stream of a read session from its start, handing
+// each Arrow record batch to batch, which returns the rows it held. A
+// failed ReadRows is resumed at the offset reached, for as long as policy
+// allows between two answers; an error it cannot retry, or batch's, ends
+// the read.
+func readStream(ctx context.Context, c *storage.BigQueryReadClient, policy retry.Policy, stream string, batch func([]byte) (int64, error)) error {
 	var offset int64
-	b := f.Retry.Policy().Start()
+	b := policy.Start()
 	for {
-		rows, err := f.client.ReadRows(ctx, &storagepb.ReadRowsRequest{ReadStream: stream, Offset: offset},
+		rows, err := c.ReadRows(ctx, &storagepb.ReadRowsRequest{ReadStream: stream, Offset: offset},
 			gax.WithGRPCOptions(grpc.MaxCallRecvMsgSize(readMaxRecvBytes)))
 		for err == nil {
 			var resp *storagepb.ReadRowsResponse
 			if resp, err = rows.Recv(); err != nil {
 				break
 			}
-			batch := resp.GetArrowRecordBatch().GetSerializedRecordBatch()
-			if len(batch) == 0 {
+			data := resp.GetArrowRecordBatch().GetSerializedRecordBatch()
+			if len(data) == 0 {
 				continue
 			}
-			n, derr := f.emitBatch(ctx, schema, batch, source, emit, dead)
+			n, derr := batch(data)
 			if derr != nil {
 				return fmt.Errorf("bigquery read: stream %s at row %d: %w", stream, offset, derr)
 			}
 			offset += n
-			b = f.Retry.Policy().Start() // an answer: the next failure has a whole deadline
+			b = policy.Start() // an answer: the next failure has a whole deadline
 		}
 		if errors.Is(err, io.EOF) {
-			return f.ctrs.Commit(ctx)
+			return nil
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("bigquery read: stream %s: %w (last error: %w)", stream, ctx.Err(), err)
@@ -219,15 +263,16 @@ func (f *readStreamFn) ProcessElement(ctx context.Context, stream string, schema
 	}
 }
 
-// emitBatch decodes one Arrow record batch (the session's schema message,
-// then the batch's) and emits its rows; it returns the rows it read.
-func (f *readStreamFn) emitBatch(ctx context.Context, schema, batch []byte, source string, emit func(string, string), dead func(deadletter.DeadLetter)) (int64, error) {
+// decodeRows decodes one Arrow record batch of a session (the session's
+// schema message, then the batch's) and calls row with each row's values
+// of cols (see arrowValue), or with the error that made one unreadable; it
+// returns the rows the batch held.
+func decodeRows(schema, batch []byte, cols []string, row func(vals []any, err error)) (int64, error) {
 	r, err := ipc.NewReader(io.MultiReader(bytes.NewReader(schema), bytes.NewReader(batch)), ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
 		return 0, fmt.Errorf("decode the arrow schema: %w", err)
 	}
 	defer r.Release()
-	cols := f.plan.Columns()
 	idx := make([]int, len(cols))
 	for i, name := range cols {
 		found := r.Schema().FieldIndices(name)
@@ -240,32 +285,63 @@ func (f *readStreamFn) emitBatch(ctx context.Context, schema, batch []byte, sour
 	vals := make([]any, len(cols))
 	for r.Next() {
 		rec := r.RecordBatch()
-		for row := 0; row < int(rec.NumRows()); row++ {
+		for i := 0; i < int(rec.NumRows()); i++ {
 			n++
 			var rowErr error
-			for i, c := range idx {
-				if vals[i], err = arrowValue(rec.Column(c), row); err != nil {
-					rowErr = fmt.Errorf("column %s: %w", cols[i], err)
+			for j, c := range idx {
+				var err error
+				if vals[j], err = arrowValue(rec.Column(c), i); err != nil {
+					rowErr = fmt.Errorf("column %s: %w", cols[j], err)
 				}
 			}
-			var line string
-			if rowErr == nil {
-				line, rowErr = f.plan.Line(vals)
-			}
-			if rowErr != nil {
-				f.ctrs.Inc(ctx, ledger.InputRecords, 1)
-				f.ctrs.Inc(ctx, ledger.InputRejected, 1)
-				dead(deadletter.NewDeadLetter(deadletter.SinkParse, rowPayload(cols, vals), source,
-					fmt.Errorf("%w: %w", schemas.ErrInvalidField, rowErr), time.Now()))
-				continue
-			}
-			emit(source, line)
+			row(vals, rowErr)
 		}
 	}
 	if err := r.Err(); err != nil {
 		return n, fmt.Errorf("decode an arrow record batch: %w", err)
 	}
 	return n, nil
+}
+
+// ScanTable reads every row of project's dataset.table that restriction
+// keeps ("": all) with the Storage Read API, outside a pipeline: one read
+// session, its streams read side by side. row gets each row's values of
+// cols (nil, string, []byte, int64, float64, bool or time.Time) and must be
+// safe for concurrent use; an unreadable value, a missing table or column,
+// or row's error ends the scan. keys compare reads BigQuery with it.
+func ScanTable(ctx context.Context, project, dataset, table string, cols []string, restriction string, row func(vals []any) error) error {
+	c, err := newReadClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	policy := retry.Policy{AttemptTimeout: time.Minute, Deadline: 3 * time.Minute, MaxAttempts: 4}
+	sess, err := createReadSession(ctx, c, policy, project, dataset, table, cols, restriction, 0)
+	if err != nil {
+		return fmt.Errorf("bigquery read: create a read session of %s.%s.%s: %w", project, dataset, table, err)
+	}
+	schema := sess.GetArrowSchema().GetSerializedSchema()
+	g, ctx := errgroup.WithContext(ctx)
+	for _, st := range sess.GetStreams() {
+		g.Go(func() error {
+			return readStream(ctx, c, policy, st.GetName(), func(batch []byte) (int64, error) {
+				var rowErr error
+				n, err := decodeRows(schema, batch, cols, func(vals []any, err error) {
+					if rowErr != nil {
+						return
+					}
+					if rowErr = err; rowErr == nil {
+						rowErr = row(vals)
+					}
+				})
+				if err == nil {
+					err = rowErr
+				}
+				return n, err
+			})
+		})
+	}
+	return g.Wait()
 }
 
 // arrowValue is the value of row in col as ReadPlan.Record takes it: nil,

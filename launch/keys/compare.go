@@ -26,7 +26,52 @@ type storedTable struct {
 	project, instance string
 	spec              *schemas.Spec
 	rb                *hours.ReadBack
-	rollupFamily      string // "" when the spec has no rollups
+	rollupFamily      string             // "" when the spec has no rollups
+	reader            *bigtableio.Reader // hour's, opened on its first call
+}
+
+// compareSide is one side of keys compare: a Bigtable table written under
+// a spec (storedTable), or a BigQuery readings table (bigQueryTable).
+type compareSide interface {
+	fmt.Stringer
+	// name is the side's label in the differences: "A" or "B".
+	name() string
+	// hasRollups reports whether the side holds rollups to compare;
+	// dropRollups stops comparing them.
+	hasRollups() bool
+	dropRollups()
+	// summarize reads the side's readings in [fromMs, toMs) and the
+	// rollups of the hours that start then, reading up to workers parts
+	// at once.
+	summarize(ctx context.Context, fromMs, toMs int64, workers int) (*tableSummary, error)
+	// hour reads one sensor-hour whole, to name what differs.
+	hour(ctx context.Context, h digest.SensorHour) (hourDetail, error)
+	close()
+}
+
+func (st *storedTable) name() string     { return st.label }
+func (st *storedTable) hasRollups() bool { return st.rollupFamily != "" }
+func (st *storedTable) dropRollups()     { st.rollupFamily = "" }
+
+func (st *storedTable) summarize(ctx context.Context, fromMs, toMs int64, workers int) (*tableSummary, error) {
+	return st.scanParallel(ctx, fromMs, toMs, workers)
+}
+
+func (st *storedTable) hour(ctx context.Context, h digest.SensorHour) (hourDetail, error) {
+	if st.reader == nil {
+		r, err := bigtableio.OpenReader(ctx, st.project, st.instance)
+		if err != nil {
+			return hourDetail{}, err
+		}
+		st.reader = r
+	}
+	return st.readHour(ctx, st.reader, h)
+}
+
+func (st *storedTable) close() {
+	if st.reader != nil {
+		st.reader.Close()
+	}
 }
 
 // openStored prepares one side: spec's table that can be read back,
@@ -228,35 +273,39 @@ func (st *storedTable) readHour(ctx context.Context, r *bigtableio.Reader, h dig
 
 // compareOptions are keys compare's flags, parsed.
 type compareOptions struct {
-	a, b         *storedTable
+	a, b         compareSide
 	fromMs, toMs int64 // toMs math.MaxInt64: no end
 	maxDiffs     int
 	workers      int
 }
 
-// compareTables reads both tables in parallel, prints one line of counts
+// compareTables reads both sides in parallel, prints one line of counts
 // and then the first sensor-hours that differ, naming what differs, and
 // reports whether they are equal.
 func compareTables(ctx context.Context, w io.Writer, o compareOptions) (equal bool, err error) {
+	defer o.a.close()
+	defer o.b.close()
 	rollups := ""
 	switch {
-	case o.a.rollupFamily == "" && o.b.rollupFamily == "":
-	case o.a.rollupFamily == "" || o.b.rollupFamily == "":
-		// One table holds no rollups under its spec (the second table
-		// of a spec that writes two layouts): compare the readings.
+	case !o.a.hasRollups() && !o.b.hasRollups():
+	case !o.a.hasRollups() || !o.b.hasRollups():
+		// One side holds no rollups under its spec (the second table
+		// of a spec that writes two layouts, or a BigQuery dataset
+		// without the rollup table): compare the readings.
 		none := o.a
-		if o.b.rollupFamily == "" {
+		if o.a.hasRollups() {
 			none = o.b
 		}
-		rollups = fmt.Sprintf("; rollups not compared (%s holds none under its spec)", none.label)
-		o.a.rollupFamily, o.b.rollupFamily = "", ""
+		rollups = fmt.Sprintf("; rollups not compared (%s holds none)", none.name())
+		o.a.dropRollups()
+		o.b.dropRollups()
 	}
 	var sa, sb *tableSummary
 	var ea, eb error
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); sa, ea = o.a.scanParallel(ctx, o.fromMs, o.toMs, o.workers) }()
-	go func() { defer wg.Done(); sb, eb = o.b.scanParallel(ctx, o.fromMs, o.toMs, o.workers) }()
+	go func() { defer wg.Done(); sa, ea = o.a.summarize(ctx, o.fromMs, o.toMs, o.workers) }()
+	go func() { defer wg.Done(); sb, eb = o.b.summarize(ctx, o.fromMs, o.toMs, o.workers) }()
 	wg.Wait()
 	if ea != nil {
 		return false, ea
@@ -304,26 +353,16 @@ func compareTables(ctx context.Context, w io.Writer, o compareOptions) (equal bo
 		}
 		return differ[i].StartMs < differ[j].StartMs
 	})
-	ra, err := bigtableio.OpenReader(ctx, o.a.project, o.a.instance)
-	if err != nil {
-		return false, err
-	}
-	defer ra.Close()
-	rb, err := bigtableio.OpenReader(ctx, o.b.project, o.b.instance)
-	if err != nil {
-		return false, err
-	}
-	defer rb.Close()
 	for i, h := range differ {
 		if i == o.maxDiffs {
 			fmt.Fprintf(w, "... and %d more sensor-hours (--max_diffs)\n", len(differ)-i)
 			break
 		}
-		da, err := o.a.readHour(ctx, ra, h)
+		da, err := o.a.hour(ctx, h)
 		if err != nil {
 			return false, fmt.Errorf("%s: read %s: %w", o.a, h, err)
 		}
-		db, err := o.b.readHour(ctx, rb, h)
+		db, err := o.b.hour(ctx, h)
 		if err != nil {
 			return false, fmt.Errorf("%s: read %s: %w", o.b, h, err)
 		}
@@ -432,8 +471,13 @@ func fieldDiff(a, b []string) string {
 
 // runCompare runs keys compare with its flags.
 func runCompare(kf keysFlags, stdout io.Writer) error {
-	if kf.againstTable == "" {
-		return cli.Usagef("compare: --against_table is required")
+	switch {
+	case kf.againstTable == "" && kf.againstBigQuery == "":
+		return cli.Usagef("compare: --against_table (a second Bigtable table) or --against_bigquery (a BigQuery table) is required")
+	case kf.againstBigQuery != "" && (kf.againstTable != "" || kf.againstProject != "" || kf.againstInstance != ""):
+		return cli.Usagef("compare: --against_bigquery compares with BigQuery; --against_table, --against_project and --against_instance name a second Bigtable table: give one or the other")
+	case kf.againstBigQuery == "" && kf.bqProject != "":
+		return cli.Usagef("compare: --bigquery_project applies to --against_bigquery only")
 	}
 	if kf.maxDiffs < 0 || kf.workers < 1 {
 		return cli.Usagef("compare: --max_diffs must not be negative, --parallel at least 1")
@@ -473,7 +517,17 @@ func runCompare(kf keysFlags, stdout io.Writer) error {
 	if o.a, err = openStored("A", kf.spec, kf.table, project, instance); err != nil {
 		return cli.Usage(fmt.Errorf("compare: --spec: %w", err))
 	}
-	if o.b, err = openStored("B", againstSpec, kf.againstTable, againstProject, againstInstance); err != nil {
+	if kf.againstBigQuery != "" {
+		bqProject := kf.bqProject
+		if bqProject == "" {
+			if bqProject, err = cli.BigQueryProject("", kf.btProject); err != nil {
+				return cli.Usage(fmt.Errorf("compare: --against_bigquery=%s names no project: give PROJECT:DATASET.TABLE or --bigquery_project (%w)", kf.againstBigQuery, err))
+			}
+		}
+		if o.b, err = openBigQuery("B", againstSpec, kf.againstBigQuery, bqProject); err != nil {
+			return cli.Usage(fmt.Errorf("compare: %w", err))
+		}
+	} else if o.b, err = openStored("B", againstSpec, kf.againstTable, againstProject, againstInstance); err != nil {
 		return cli.Usage(fmt.Errorf("compare: --against_spec: %w", err))
 	}
 	equal, err := compareTables(context.Background(), stdout, o)

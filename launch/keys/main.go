@@ -8,6 +8,7 @@
 //	keys hotspots [--spec NAME|FILE] --input FILE [--tablets N] [--slices N] [--table T] [--out DIR] [--name NAME]
 //	keys hotspots [--spec NAME|FILE] --table T [--proposed_spec NAME|FILE] [--max_readings N] ...
 //	keys compare  [--spec NAME|FILE] [--table T] [--against_spec NAME|FILE] --against_table T2 [--from_time T --to_time T]
+//	keys compare  [--spec NAME|FILE] [--table T] [--against_spec NAME|FILE] --against_bigquery [PROJECT:]DATASET.TABLE ...
 package main
 
 import (
@@ -56,12 +57,19 @@ Usage:
       rollup. Prints one line of counts, then the first sensor-hours that
       differ, naming what differs; exits 1 on any difference, 0 on none.
       The first table is in --bigtable_project/--bigtable_instance.
+  keys compare  [--spec NAME|FILE] [--table T] [--against_spec NAME|FILE]
+                --against_bigquery [PROJECT:]DATASET.TABLE [--bigquery_project P] ...
+      The same between a Bigtable table and the BigQuery readings table
+      --against_spec's bigquery section wrote, with the spec's hourly
+      rollup table in the same dataset (read with the Storage Read API;
+      a reading in several rows counts once, its newest).
 
 --spec is a built-in spec (%s; without --spec, %s) or a YAML file.
 
 keys preview, lint and hotspots --input read spec and input files only:
 they need no project, instance or emulator; compare reads Bigtable
-(BIGTABLE_EMULATOR_HOST is honoured). Exit codes: 0 done (lint: no error
+(BIGTABLE_EMULATOR_HOST is honoured) and BigQuery
+(BIGQUERY_STORAGE_EMULATOR_HOST). Exit codes: 0 done (lint: no error
 finding; compare: equal), 1 a file or table could not be read or written
 (lint: an error finding; compare: a difference), 2 bad flags or arguments.
 `
@@ -93,6 +101,7 @@ type keysFlags struct {
 
 	// compare's.
 	againstSpec, againstTable       string
+	againstBigQuery, bqProject      string
 	btProject, btInstance           string
 	againstProject, againstInstance string
 	fromTime, toTime                string
@@ -128,7 +137,9 @@ func newFlagSet(cmd string, kf *keysFlags) (*flag.FlagSet, error) {
 	case "compare":
 		fs.StringVar(&kf.table, "table", "", "the first table (default: the first table of --spec)")
 		fs.StringVar(&kf.againstSpec, "against_spec", "", "the spec the second table was written under (default: --spec)")
-		fs.StringVar(&kf.againstTable, "against_table", "", "the second table (required)")
+		fs.StringVar(&kf.againstTable, "against_table", "", "the second table (this or --against_bigquery is required)")
+		fs.StringVar(&kf.againstBigQuery, "against_bigquery", "", "compare the first table with BigQuery instead: the readings table [PROJECT:]DATASET.TABLE that --against_spec's bigquery section wrote (the project defaulting to --bigquery_project), and the spec's hourly rollup table in the same dataset, both read with the Storage Read API")
+		fs.StringVar(&kf.bqProject, "bigquery_project", "", "with --against_bigquery: the BigQuery project of a table named without one (default: --bigtable_project; with BIGQUERY_EMULATOR_HOST set, local-project)")
 		fs.StringVar(&kf.btProject, "bigtable_project", "", "Bigtable project of the first table (required; with BIGTABLE_EMULATOR_HOST set it defaults to local-project)")
 		fs.StringVar(&kf.btInstance, "bigtable_instance", "", "Bigtable instance of the first table (required; with BIGTABLE_EMULATOR_HOST set it defaults to local-instance)")
 		fs.StringVar(&kf.againstProject, "against_project", "", "Bigtable project of the second table (default: --bigtable_project)")

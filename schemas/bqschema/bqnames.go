@@ -1,7 +1,9 @@
 package bqschema
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"unicode"
 )
 
@@ -59,4 +61,37 @@ func suggestDataset(name string) string {
 		}
 	}
 	return string(out)
+}
+
+// TableRef names a BigQuery table.
+type TableRef struct{ Project, Dataset, Table string }
+
+// ParseTableRef parses [PROJECT:]DATASET.TABLE (or PROJECT.DATASET.TABLE),
+// as bq and the launcher's flags take a table; project is the default
+// project.
+func ParseTableRef(v, project string) (TableRef, error) {
+	ref := TableRef{Project: project}
+	rest := v
+	if i := strings.IndexByte(v, ':'); i >= 0 {
+		ref.Project, rest = v[:i], v[i+1:]
+	}
+	parts := strings.Split(rest, ".")
+	switch {
+	case len(parts) == 3 && !strings.Contains(v, ":"):
+		ref.Project, ref.Dataset, ref.Table = parts[0], parts[1], parts[2]
+	case len(parts) == 2:
+		ref.Dataset, ref.Table = parts[0], parts[1]
+	default:
+		return ref, errors.New("give [PROJECT:]DATASET.TABLE")
+	}
+	if ref.Project == "" || ref.Dataset == "" || ref.Table == "" {
+		return ref, errors.New("give [PROJECT:]DATASET.TABLE, none of them empty")
+	}
+	if err := CheckBigQueryDataset(ref.Dataset); err != nil {
+		return ref, err
+	}
+	if err := CheckBigQueryTable(ref.Table); err != nil {
+		return ref, err
+	}
+	return ref, nil
 }
