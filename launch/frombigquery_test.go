@@ -76,6 +76,10 @@ func TestRebuildBigtableFromBigQuery(t *testing.T) {
 			strings.Contains(r.stdout, "rollups not compared") {
 			t.Fatalf("keys compare of the table with BigQuery: exit %d; want 0, equal, rollups compared\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
+		r = runKeysEnv(t, env, "compare", "--bigtable_project=p", "--bigtable_instance=i", "--spec=vitals", "--against_bigquery=vitals.nope")
+		if r.code != 1 || !strings.Contains(r.stderr, "bigquery table p:vitals.nope does not exist") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 1 {
+			t.Errorf("keys compare against a missing BigQuery table: exit %d, want 1 and one line naming the table\nstderr:\n%s", r.code, r.stderr)
+		}
 		// Delete one reading (p-4 at 10:00:05Z) from Bigtable: BigQuery
 		// holds it alone.
 		var row string

@@ -118,6 +118,9 @@ func (bt *bigQueryTable) summarize(ctx context.Context, fromMs, toMs int64, _ in
 	if bt.ingestedCol != "" {
 		cols = append(append([]string(nil), cols...), bt.ingestedCol)
 	}
+	if err := bigqueryio.CheckSource(ctx, bigqueryio.Config{Project: bt.project, Dataset: bt.dataset, Table: bt.table}, bt.spec); err != nil {
+		return nil, fmt.Errorf("--against_bigquery: %w", err)
+	}
 	n := len(bt.plan.Columns())
 	var skipped int
 	err := bigqueryio.ScanTable(ctx, bt.project, bt.dataset, bt.table, cols, bt.plan.RowRestriction(fromMs, to), func(vals []any) error {
