@@ -7,6 +7,7 @@ import (
 
 	"cloud.google.com/go/bigtable"
 
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio/filters"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
@@ -47,7 +48,7 @@ func (r *Reader) readRows(ctx context.Context, table string, ranges []rowkey.Row
 	if toMs != math.MaxInt64 {
 		end = bigtable.Timestamp(toMs * 1000)
 	}
-	filter := bigtable.ChainFilters(familiesFilter(families),
+	filter := bigtable.ChainFilters(filters.Families(families),
 		bigtable.TimestampRangeFilterMicros(bigtable.Timestamp(fromMs*1000), end))
 	return r.client.Open(table).ReadRows(ctx, rl, func(br bigtable.Row) bool {
 		rr := hours.ReadRow{Key: br.Key()}
@@ -59,25 +60,6 @@ func (r *Reader) readRows(ctx context.Context, table string, ranges []rowkey.Row
 		}
 		return row(rr)
 	}, bigtable.RowFilter(filter))
-}
-
-// familiesFilter keeps the cells of families: a column range over each
-// whole family, interleaved when there are several. It selects what a
-// family-name regular expression would, and the Bigtable emulator
-// evaluates it with a string comparison, where it compiles a family
-// regular expression again for every cell it reads.
-func familiesFilter(families []string) bigtable.Filter {
-	fs := make([]bigtable.Filter, len(families))
-	for i, f := range families {
-		fs[i] = bigtable.ColumnRangeFilter(f, "", "")
-	}
-	switch len(fs) {
-	case 0:
-		return bigtable.BlockAllFilter()
-	case 1:
-		return fs[0]
-	}
-	return bigtable.InterleaveFilters(fs...)
 }
 
 // Close closes the client.

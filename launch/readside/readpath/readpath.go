@@ -18,6 +18,7 @@ import (
 
 	"cloud.google.com/go/bigtable"
 
+	"github.com/sensorpipe/sensorpipe/dofns/bigtableio/filters"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
@@ -308,17 +309,11 @@ func familyFilter(spec *schemas.Spec, table string) bigtable.Filter {
 	if ts == nil || len(ts.Families) == 0 {
 		return nil
 	}
-	// A column range over each whole family: what a family-name regular
-	// expression selects, without the emulator compiling one for every
-	// cell it reads.
-	fs := make([]bigtable.Filter, len(ts.Families))
+	names := make([]string, len(ts.Families))
 	for i, f := range ts.Families {
-		fs[i] = bigtable.ColumnRangeFilter(f.Name, "", "")
+		names[i] = f.Name
 	}
-	if len(fs) == 1 {
-		return fs[0]
-	}
-	return bigtable.InterleaveFilters(fs...)
+	return filters.Families(names)
 }
 
 func chain(filters ...bigtable.Filter) []bigtable.ReadOption {
