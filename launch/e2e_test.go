@@ -20,14 +20,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sensorpipe/sensorpipe/internal/testrig/gobuild"
-
 	"cloud.google.com/go/bigquery"
 
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 	// Queries (bq query, the Go client's) run on the emulator's SQL engine.
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/gobuild"
 	_ "github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu/sqlengine"
 	"github.com/sensorpipe/sensorpipe/schemas"
 )

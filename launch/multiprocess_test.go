@@ -14,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sensorpipe/sensorpipe/internal/testrig/gobuild"
-
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/gobuild"
 	"github.com/sensorpipe/sensorpipe/launch/bqemulator/bqemu"
 )
 

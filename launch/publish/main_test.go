@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sensorpipe/sensorpipe/internal/testrig/gobuild"
-
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/gobuild"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"

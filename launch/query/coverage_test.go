@@ -9,9 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sensorpipe/sensorpipe/internal/testrig/gobuild"
-
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/gobuild"
 )
 
 // The answers docs/guide/querying.md shows for the fleet

@@ -14,14 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sensorpipe/sensorpipe/internal/testrig/gobuild"
-
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/bigtable/apiv2/bigtablepb"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sensorpipe/sensorpipe/internal/cli"
 	"github.com/sensorpipe/sensorpipe/internal/testrig/emulators"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/gobuild"
 	"github.com/sensorpipe/sensorpipe/launch/readside/readpath"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"

@@ -13,8 +13,9 @@ import (
 	"testing"
 )
 
-// LinkFlags are the flags `make test` and these builds link with.
-const LinkFlags = "-ldflags=-w"
+// linkFlags leave DWARF out. go test's own binaries are linked without it
+// already (and without the symbol table); a go build -o is not.
+const linkFlags = "-ldflags=-w"
 
 // Build runs go build of pkg (an import path, or a directory relative to
 // the test's working directory) into out, and fails the test with the
@@ -29,7 +30,7 @@ func Build(tb testing.TB, out, pkg string) {
 // Run is Build's error form, for a build done once for a whole test
 // binary (sync.Once) whose error each test reports.
 func Run(out, pkg string) error {
-	if b, err := exec.Command("go", "build", LinkFlags, "-o", out, pkg).CombinedOutput(); err != nil {
+	if b, err := exec.Command("go", "build", linkFlags, "-o", out, pkg).CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
 	return nil
