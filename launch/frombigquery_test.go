@@ -94,15 +94,7 @@ func TestRebuildBigtableFromBigQuery(t *testing.T) {
 		}
 		c := emulators.BigtableClient(t, host, "p", "i")
 		defer c.Close()
-		const ts = 1772359205000000 // 2026-03-01T10:00:05Z
-		m := bigtable.NewMutation()
-		for _, col := range []string{"vitals:heart_rate", "vitals:body_temperature", "vitals:spO2", "meta:battery_level", "meta:heart_rate_imputed"} {
-			fam, q, _ := strings.Cut(col, ":")
-			m.DeleteTimestampRange(fam, q, ts, ts+1000)
-		}
-		if err := c.Open("patient_vitals").Apply(context.Background(), row, m); err != nil {
-			t.Fatal(err)
-		}
+		deleteVitalsReading(t, c, "patient_vitals", row, 1772359205000) // 2026-03-01T10:00:05Z
 		r = runKeysEnv(t, env, compare...)
 		if r.code != 1 || !strings.Contains(r.stdout, "p-4 2026-03-01T10:00:00Z") || !strings.Contains(r.stdout, "reading 2026-03-01T10:00:05Z only in B") {
 			t.Fatalf("keys compare after deleting a reading of p-4 from Bigtable: exit %d, want 1 naming p-4's hour and the reading at 10:00:05 only in BigQuery\nstdout:\n%s\nstderr:\n%s",
@@ -123,7 +115,7 @@ func TestRebuildBigtableFromBigQuery(t *testing.T) {
 		if other == "" || err != nil {
 			t.Fatalf("no rollup count cell in another row than %s (%v)", row, err)
 		}
-		m = bigtable.NewMutation()
+		m := bigtable.NewMutation()
 		m.Set("hourly", "count", bigtable.Timestamp(micros), []byte("999"))
 		if err := c.Open("patient_vitals").Apply(context.Background(), other, m); err != nil {
 			t.Fatal(err)

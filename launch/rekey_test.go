@@ -57,6 +57,22 @@ func runKeysEnv(t *testing.T, env []string, args ...string) result {
 	return result{code, stdout.String(), stderr.String()}
 }
 
+// deleteVitalsReading deletes the cells of a vitals reading at epoch
+// milliseconds ms from row of table: its observed values and its imputed
+// flag.
+func deleteVitalsReading(t *testing.T, c *bigtable.Client, table, row string, ms int64) {
+	t.Helper()
+	ts := bigtable.Timestamp(ms * 1000)
+	m := bigtable.NewMutation()
+	for _, col := range []string{"vitals:heart_rate", "vitals:body_temperature", "vitals:spO2", "meta:battery_level", "meta:heart_rate_imputed"} {
+		fam, q, _ := strings.Cut(col, ":")
+		m.DeleteTimestampRange(fam, q, ts, ts+1000)
+	}
+	if err := c.Open(table).Apply(context.Background(), row, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRekeyEqualsAFreshBatch batches the acceptance input under vitals,
 // rekeys the table into the salted spec with --source=bigtable, and
 // checks that the new table is, cell for cell and rollups included, what a
@@ -129,15 +145,7 @@ func TestRekeyEqualsAFreshBatch(t *testing.T) {
 			break
 		}
 	}
-	const ts = 1772359205000000 // 2026-03-01T10:00:05Z
-	m := bigtable.NewMutation()
-	for _, col := range []string{"vitals:heart_rate", "vitals:body_temperature", "vitals:spO2", "meta:battery_level", "meta:heart_rate_imputed"} {
-		fam, q, _ := strings.Cut(col, ":")
-		m.DeleteTimestampRange(fam, q, ts, ts+1000)
-	}
-	if err := c.Open("rekeyed").Apply(context.Background(), row, m); err != nil {
-		t.Fatal(err)
-	}
+	deleteVitalsReading(t, c, "rekeyed", row, 1772359205000) // 2026-03-01T10:00:05Z
 	r = runKeys(t, host, compare...)
 	if r.code != 1 || !strings.Contains(r.stdout, "p-4") || !strings.Contains(r.stdout, "2026-03-01T10:00:00Z") ||
 		!strings.Contains(r.stdout, "10:00:05") {
