@@ -47,7 +47,6 @@ type bqHour struct {
 // bqReading is one reading's observed fields, and when its row was
 // ingested (epoch microseconds; 0 when the table has no such column).
 type bqReading struct {
-	text     string // digest.ReadingText
 	fields   []string
 	ingested int64
 }
@@ -139,7 +138,7 @@ func (bt *bigQueryTable) summarize(ctx context.Context, fromMs, toMs int64, _ in
 		}
 		hr := bt.get(digest.HourOf(bt.spec, &rec))
 		if old, ok := hr.readings[rec.EventMs]; !ok || ingested > old.ingested {
-			hr.readings[rec.EventMs] = bqReading{text: digest.ReadingText(bt.spec, &rec), fields: digest.ObservedFields(bt.spec, &rec), ingested: ingested}
+			hr.readings[rec.EventMs] = bqReading{fields: digest.ObservedFields(bt.spec, &rec), ingested: ingested}
 		}
 		return nil
 	})
@@ -170,8 +169,8 @@ func (bt *bigQueryTable) summarize(ctx context.Context, fromMs, toMs int64, _ in
 	sum := &tableSummary{hours: map[digest.SensorHour]digest.HourSummary{}, skipped: skipped}
 	for h, hr := range bt.hours {
 		var hs digest.HourSummary
-		for _, r := range hr.readings {
-			hs.Readings.Add(r.text)
+		for ms, r := range hr.readings {
+			hs.Readings.Add(digest.FieldsText(ms, r.fields))
 			sum.readings++
 		}
 		for _, c := range hr.rollup {

@@ -84,7 +84,13 @@ func (d Digest) Plus(e Digest) Digest {
 // ReadingText is a reading's text for a Digest: its event time and
 // ObservedFields.
 func ReadingText(s *schemas.Spec, r *schemas.Record) string {
-	return time.UnixMilli(r.EventMs).UTC().Format(time.RFC3339Nano) + " " + strings.Join(ObservedFields(s, r), " ")
+	return FieldsText(r.EventMs, ObservedFields(s, r))
+}
+
+// FieldsText is ReadingText of a reading at eventMs whose ObservedFields
+// are fields.
+func FieldsText(eventMs int64, fields []string) string {
+	return time.UnixMilli(eventMs).UTC().Format(time.RFC3339Nano) + " " + strings.Join(fields, " ")
 }
 
 // HourSummary is what keys compare keeps of one sensor-hour of a table:
