@@ -133,14 +133,15 @@ func (p *RollupReadPlan) Row(vals []any) (RollupRow, error) {
 }
 
 // columnKind is the value kind a rollup column of BigQuery type typ
-// holds.
+// holds; hours.Roller names its columns' types as the specs do (STRING,
+// BYTES, INT64, FLOAT64, BOOL, TIMESTAMP).
 func columnKind(typ string) schemas.Kind {
 	switch typ {
-	case "INT64", "INTEGER":
+	case "INT64":
 		return schemas.KindInt
-	case "FLOAT64", "FLOAT":
+	case "FLOAT64":
 		return schemas.KindFloat
-	case "BOOL", "BOOLEAN":
+	case "BOOL":
 		return schemas.KindBool
 	case "TIMESTAMP":
 		return schemas.KindTime
