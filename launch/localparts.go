@@ -147,6 +147,12 @@ func planTableParts(ctx context.Context, cfg pipelines.Config, p plan) ([]parts.
 	for _, c := range cut {
 		weight += c.Bytes
 	}
+	spans, err := tableHours(ctx, cfg, p, cut)
+	if err != nil {
+		return nil, err
+	}
+	blocked := len(cut)
+	cut = parts.TableShares(tables, cut, spans, target)
 	jobs := "one job"
 	if len(cut) > 1 {
 		jobs = fmt.Sprintf("%d jobs, one after another", len(cut))
@@ -157,11 +163,14 @@ func planTableParts(ctx context.Context, cfg pipelines.Config, p plan) ([]parts.
 		fileio.FormatCSV:     "by byte range, each part's rows those that start in it",
 	}[format]
 	why := "it cuts " + how
-	if len(cut) == 1 {
+	if blocked == 1 {
 		why = fmt.Sprintf("its rows weigh %.1f MB as JSON", float64(weight)/1e6)
 		if weight > target {
 			why += ", and no block boundary cuts it smaller"
 		}
+	}
+	if len(cut) > blocked || (blocked == 1 && len(cut) > 1) {
+		why += "; the parts that an hour spans three or more of, or heavier than a part, are read in shares of their identities (each reads their rows and keeps its identities' readings)"
 	}
 	if len(cut) == 1 && weight <= target {
 		// It fits in one part: nothing to say, as with JSON lines.
@@ -170,6 +179,36 @@ func planTableParts(ctx context.Context, cfg pipelines.Config, p plan) ([]parts.
 	fmt.Fprintf(os.Stderr, "sensorpipe: %.1f MB of %s input (%.1f MB of rows as JSON) runs as %s (--local_part_mb=%g; weighed in %v): %s\n",
 		float64(total)/1e6, format, float64(weight)/1e6, jobs, p.localPartMB, time.Since(began).Round(time.Millisecond), why)
 	return cut, nil
+}
+
+// tableHours reads the rows of a table-file plan's parts once, when there
+// are three or more, for the first and last part each hour's readings lie
+// in (launch/parts.TableShares), and says so every progress interval.
+func tableHours(ctx context.Context, cfg pipelines.Config, p plan, cut []parts.Part) (map[int64]parts.PartSpan, error) {
+	if len(cut) < 3 {
+		return nil, nil
+	}
+	spans := map[int64]parts.PartSpan{}
+	last := time.Now()
+	for i, c := range cut {
+		err := fileio.RowTimes(ctx, p.batch.Format, cfg.Spec, c.Ranges, func(ms int64) {
+			h := hours.WindowStart(ms, time.Hour)
+			s, ok := spans[h]
+			if !ok {
+				s.First = i
+			}
+			s.Last = i
+			spans[h] = s
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read the input's rows for their hours, to cut it into parts (--local_part_mb=0 runs it as one job): %w", err)
+		}
+		if p.progressInterval > 0 && time.Since(last) > p.progressInterval {
+			last = time.Now()
+			fmt.Fprintf(os.Stderr, "sensorpipe: reading the input's rows for their hours, to cut it into parts: %d of %d parts\n", i+1, len(cut))
+		}
+	}
+	return spans, nil
 }
 
 // storedPartPolicy bounds the calls that size a stored table's parts.
@@ -197,18 +236,32 @@ func planBigtableParts(ctx context.Context, rc *bigtableio.ReadConfig, p plan) (
 		return nil, fmt.Errorf("--from_table=%s: size it to cut it into parts (--local_part_mb=0 runs it as one job): %w", rb.Table(), err)
 	}
 	weight, note := weighStored(ctx, rc, rb, samples, target)
+	var weighed int64
 	for i := range samples {
 		samples[i].Offset = int64(float64(samples[i].Offset) * weight)
+		weighed = max(weighed, samples[i].Offset)
 	}
-	cut := parts.Keys(samples, target)
+	sampled, size := len(samples), target
+	if weighed > target {
+		// A part of whole rows holds whole sensor-hours, of which prism
+		// holds more a byte than of a part of whole hours: such parts are
+		// half the size, as shares of identities are (parts.ShareDivisor).
+		// Bigtable's samples are a key a tablet: chunks heavier than that
+		// are cut at row keys from a keys-only scan.
+		size = max(target/parts.ShareDivisor, 1)
+		if samples, err = refineSamples(ctx, rc, rb.Table(), samples, size); err != nil {
+			return nil, err
+		}
+	}
+	cut := parts.Keys(samples, size)
 	var total int64
 	for _, c := range cut {
 		total += c.Bytes
 	}
-	jobs, why := "one job", fmt.Sprintf("its %d sample row keys cut no smaller range", len(samples))
+	jobs, why := "one job", fmt.Sprintf("its %d sample row keys cut no smaller range", sampled)
 	if len(cut) > 1 {
 		jobs = fmt.Sprintf("%d jobs, one after another", len(cut))
-		why = fmt.Sprintf("it cuts into %d key ranges at its sample row keys (%d in all), each a set of whole rows", len(cut), len(samples))
+		why = fmt.Sprintf("it cuts into %d key ranges at its sample row keys (%d in all) and, within chunks between them heavier than half a part, at row keys read without their values; each range holds whole sensor-hours, so it is half a part, as a share of identities is", len(cut), sampled)
 	}
 	if total <= target {
 		// It fits in one part: nothing to say, as with JSON lines.
@@ -216,6 +269,28 @@ func planBigtableParts(ctx context.Context, rc *bigtableio.ReadConfig, p plan) (
 	}
 	fmt.Fprintf(os.Stderr, "sensorpipe: table %s (about %.1f MB of readings as JSON, %s) runs as %s (--local_part_mb=%g): %s\n", rb.Table(), float64(total)/1e6, note, jobs, p.localPartMB, why)
 	return cut, nil
+}
+
+// refineSamples adds row keys inside the sample chunks of table heavier
+// than size (parts.Refine), each chunk's keys read without their values.
+func refineSamples(ctx context.Context, rc *bigtableio.ReadConfig, table string, samples []bigtableio.KeySample, size int64) ([]bigtableio.KeySample, error) {
+	r, err := bigtableio.OpenReader(ctx, rc.Project, rc.Instance)
+	if err != nil {
+		return nil, fmt.Errorf("--from_table=%s: a reader to cut it into parts: %w", table, err)
+	}
+	defer r.Close()
+	out, err := parts.Refine(samples, size, func(start, end string) ([]string, error) {
+		var keys []string
+		err := retry.Do(ctx, storedPartPolicy, func(ctx context.Context) error {
+			keys = keys[:0]
+			return r.RowKeys(ctx, table, start, end, func(k string) { keys = append(keys, k) })
+		})
+		return keys, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--from_table=%s: read its row keys to cut it into parts (--local_part_mb=0 runs it as one job): %w", table, err)
+	}
+	return out, nil
 }
 
 // weighStored is what a byte of the stored table weighs as the JSON lines

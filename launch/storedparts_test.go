@@ -166,6 +166,17 @@ func TestRekeyInPartsEqualsOneJob(t *testing.T) {
 		t.Errorf("stderr lacks a part's key range:\n%s", parted.stderr)
 	}
 	t.Logf("%d parts; %s", n, one.ledger)
+
+	// Parts smaller than the chunks between the emulator's sample keys
+	// (one row key in a hundred, about 0.04 MB here) are cut at row keys inside
+	// them: more ranges than sample keys.
+	finer := runParts(t, env, "finer", append(rekey, "--local_part_mb=0.05")...)
+	m := sameAsOneJob(t, finer, one, "key ranges at its sample row keys")
+	var samples int
+	if _, err := fmt.Sscanf(finer.stderr[strings.Index(finer.stderr, "sample row keys (")+len("sample row keys ("):], "%d", &samples); err != nil || m <= samples {
+		t.Errorf("%d parts at %d sample row keys (%v): want more parts than samples", m, samples, err)
+	}
+	t.Logf("%d parts at %d sample row keys", m, samples)
 }
 
 // TestRebuildFromBigQueryInPartsEqualsOneJob: a rebuild from BigQuery
@@ -194,7 +205,8 @@ func TestRebuildFromBigQueryInPartsEqualsOneJob(t *testing.T) {
 // Avro or CSV file whose --local_part_mb cuts it into several parts (of
 // row groups, blocks, byte ranges), each a job of its own, writes
 // Bigtable cell for cell as the file run as one job does, with the same
-// ledger.
+// ledger; so does one whose hours span three parts or more, read in
+// shares of its identities.
 func TestTableFilesInPartsEqualOneJob(t *testing.T) {
 	t.Parallel()
 	cpuHeavy(t)
@@ -205,9 +217,13 @@ func TestTableFilesInPartsEqualOneJob(t *testing.T) {
 	for _, tc := range []struct{ name, format, partMB, cut, line string }{
 		// DuckDB writes row groups of 2,048 rows (0.3 MB as JSON) at least.
 		{"parquet", "parquet", "0.3", "by row group (3 row groups", "part 2 of 3: 2048 rows"},
-		{"parquet row groups in slices", "parquet", "0.1", "by row group (3 row groups", "rows 683 to 1366 of a row group"},
+		{"parquet row groups in slices", "parquet", "0.2", "by row group (3 row groups", "rows 1024 to 2048 of a row group"},
 		{"avro", "avro", "0.3", "by block (48 blocks)", "rows (about "},
 		{"csv", "csv", "0.3", "by byte range", "MB of input (about "},
+		// Parts of 0.1 MB hold less than an hour (0.15 MB as JSON): the
+		// parts an hour spans three or more of are read in shares.
+		{"parquet hours across many parts", "parquet", "0.1", "read in shares of their identities", "the readings of share 1 of "},
+		{"csv hours across many parts", "csv", "0.1", "read in shares of their identities", "the readings of share 1 of "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := "--input=" + filepath.Join(in, "readings."+tc.format)

@@ -110,8 +110,7 @@ func (fn *readRowsFn) readCSV(ctx context.Context, rt *claims, rest offsetrange.
 		case errors.As(err, &pe):
 			line = pe.StartLine
 			source = deadletter.LineSource(path, baseLine+int64(pe.StartLine), 0)
-			out.read++
-			out.reject(source, "", fmt.Errorf("%w: not valid CSV (RFC 4180): %w", schemas.ErrMalformed, pe.Err))
+			out.bad(source, "", fmt.Errorf("%w: not valid CSV (RFC 4180): %w", schemas.ErrMalformed, pe.Err))
 			if errors.Is(pe.Err, csv.ErrQuote) && cr.InputOffset() == start {
 				return nil
 			}
@@ -127,9 +126,8 @@ func (fn *readRowsFn) readCSV(ctx context.Context, rt *claims, rest offsetrange.
 			}
 		}
 		if len(rec) != len(names) {
-			out.read++
 			payload, _ := out.m.AppendJSON(nil, cells)
-			out.reject(source, string(payload), fmt.Errorf("%w: the row has %d fields, the header %d", schemas.ErrMalformed, len(rec), len(names)))
+			out.bad(source, string(payload), fmt.Errorf("%w: the row has %d fields, the header %d", schemas.ErrMalformed, len(rec), len(names)))
 			continue
 		}
 		out.row(source, cells)

@@ -171,7 +171,9 @@ type FileRange struct {
 	Path       string
 	Start, End int64
 	// Index is the path of the file's line index, which holds each line's
-	// identity hash (launch/parts.Scan); it is read when Shares > 1.
+	// identity hash (launch/parts.Scan); it is read when Shares > 1. A
+	// table file's range has none: its reader hashes each row's readings'
+	// identities itself (lines.IdentityHash).
 	Index         string
 	Share, Shares int
 	// RowFrom and RowTo, when RowTo > 0, limit a Parquet file's range to

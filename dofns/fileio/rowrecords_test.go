@@ -19,6 +19,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
 	"github.com/hamba/avro/v2/ocf"
 
+	"github.com/sensorpipe/sensorpipe/internal/lines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
@@ -34,14 +35,14 @@ type keyed struct {
 }
 
 // readTableRecords reads path as format with spec through ProcessElement,
-// whole: the readings it emits and its dead letters.
-func readTableRecords(t *testing.T, spec *hours.Compiled, format, path string, maxLine int) ([]keyed, []deadletter.DeadLetter) {
+// whole or in ranges: the readings it emits and its dead letters.
+func readTableRecords(t *testing.T, spec *hours.Compiled, format, path string, maxLine int, ranges ...FileRange) ([]keyed, []deadletter.DeadLetter) {
 	t.Helper()
 	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fn := &readRowsFn{Format: format, Spec: spec, MaxLineBytes: maxLine}
+	fn := &readRowsFn{Format: format, Spec: spec, MaxLineBytes: maxLine, Ranges: ranges}
 	file := beamfileio.ReadableFile{Metadata: beamfileio.FileMetadata{Path: path, Size: st.Size()}}
 	rt := sdf.NewLockRTracker(offsetrange.NewTracker(fn.CreateInitialRestriction(file)))
 	ctx := metrics.SetPTransformID(metrics.SetBundleID(context.Background(), "test"), "read")
@@ -84,11 +85,18 @@ func parsedAsJSON(t *testing.T, spec *hours.Compiled, rows map[string]string, ma
 	return recs, dead
 }
 
-// TestTableReadingsAreTheParseOfTheirRows: the readings and dead letters
-// a table read emits are those the JSON parse makes of its rendered rows:
-// a CSV of every kind of bad value, local times across daylight-saving
-// changes, a too-large row, and Parquet and Avro files.
-func TestTableReadingsAreTheParseOfTheirRows(t *testing.T) {
+// tableCase is one table file the read tests read.
+type tableCase struct {
+	name, format, path string
+	spec               *hours.Compiled
+	maxLine            int
+}
+
+// tableCases writes the table files the read tests read: a CSV of every
+// kind of bad value and a too-large row, local times across
+// daylight-saving changes, and Parquet and Avro files.
+func tableCases(t *testing.T) []tableCase {
+	t.Helper()
 	dir := t.TempDir()
 	vitals := compile(t, "vitals")
 	csvPath := filepath.Join(dir, "v.csv")
@@ -131,16 +139,20 @@ bigtable:
 		FROM range(500) t(i)`, "")
 	avroPath := filepath.Join(dir, "v.avro")
 	writeAvro(t, avroPath, 300, ocf.Deflate)
-	for _, tc := range []struct {
-		name, format, path string
-		spec               *hours.Compiled
-		maxLine            int
-	}{
+	return []tableCase{
 		{"csv", FormatCSV, csvPath, vitals, 1024},
 		{"csv local times", FormatCSV, plantPath, plant, 0},
 		{"parquet", FormatParquet, parquetPath, vitals, 0},
 		{"avro", FormatAvro, avroPath, vitals, 0},
-	} {
+	}
+}
+
+// TestTableReadingsAreTheParseOfTheirRows: the readings and dead letters
+// a table read emits are those the JSON parse makes of its rendered rows:
+// a CSV of every kind of bad value, local times across daylight-saving
+// changes, a too-large row, and Parquet and Avro files.
+func TestTableReadingsAreTheParseOfTheirRows(t *testing.T) {
+	for _, tc := range tableCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			rendered := readTable(t, tc.spec, tc.format, tc.path, 0)
 			wantRecs, wantDead := parsedAsJSON(t, tc.spec, rendered.rows, tc.maxLine)
@@ -198,4 +210,75 @@ func diffKeys(got, want map[string]keyed) string {
 		out = out[:5]
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestTableSharesKeepEachReadingOnce: read in shares of their identities
+// (a local part's FileRange with Share of Shares, and no line index), the
+// table files give every reading once, in the share its identity hashes
+// to, and every dead letter once, as the whole read does: bad rows, a
+// too-large row, and the damage of a truncated Avro file.
+func TestTableSharesKeepEachReadingOnce(t *testing.T) {
+	cases := tableCases(t)
+	for _, tc := range cases {
+		if tc.name == "avro" {
+			data, err := os.ReadFile(tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cut := filepath.Join(t.TempDir(), "cut.avro")
+			write(t, cut, string(data[:len(data)*2/3]))
+			tc.name, tc.path = "truncated avro", cut
+			cases = append(cases, tc)
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := os.Stat(tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs, dead := readTableRecords(t, tc.spec, tc.format, tc.path, tc.maxLine)
+			want, wantDead := map[string]keyed{}, map[string]string{}
+			for _, r := range recs {
+				want[r.rec.Source+" "+r.key] = r
+			}
+			for _, d := range dead {
+				wantDead[place(d)] = said(d)
+			}
+			const shares = 3
+			got, gotDead := map[string]keyed{}, map[string]string{}
+			keep := map[int]int{}
+			for s := range shares {
+				recs, dead := readTableRecords(t, tc.spec, tc.format, tc.path, tc.maxLine,
+					FileRange{Path: tc.path, Start: 0, End: st.Size(), Share: s, Shares: shares})
+				for _, r := range recs {
+					k := r.rec.Source + " " + r.key
+					if _, twice := got[k]; twice {
+						t.Errorf("%s read by two shares", k)
+					}
+					if in := lines.Share(lines.IdentityHash(r.key), shares); in != s {
+						t.Errorf("%s read by share %d; its identity is in share %d", k, s, in)
+					}
+					got[k] = r
+				}
+				keep[s] = len(recs)
+				for _, d := range dead {
+					if _, twice := gotDead[place(d)]; twice {
+						t.Errorf("%s dead-lettered by two shares", place(d))
+					}
+					gotDead[place(d)] = said(d)
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%d readings in shares, %d whole; they differ:\n%s", len(got), len(want), diffKeys(got, want))
+			}
+			if !reflect.DeepEqual(gotDead, wantDead) {
+				t.Errorf("dead letters in shares\n got %v\nwant %v", gotDead, wantDead)
+			}
+			if len(want) == 0 {
+				t.Fatal("the whole read gave no reading")
+			}
+			t.Logf("readings by share: %v; %d dead letters", keep, len(wantDead))
+		})
+	}
 }

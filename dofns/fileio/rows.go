@@ -19,6 +19,7 @@ import (
 
 	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/internal/lines"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
@@ -181,6 +182,9 @@ func (fn *readRowsFn) read(ctx context.Context, rt *sdf.LockRTracker, file beamf
 		return fmt.Errorf("read %s: no compiled spec", path)
 	}
 	out.ctx, out.fn, out.path, out.first, out.rows = ctx, fn, path, rest.Start == 0, ledger.InputRows(fn.Format)
+	if r, ok := fn.rangeOf(path); ok && r.Shares > 1 {
+		out.share, out.shares = r.Share, r.Shares
+	}
 	out.max = schemas.LineLimit(fn.MaxLineBytes)
 	defer out.flush()
 	var err error
@@ -200,15 +204,21 @@ func (fn *readRowsFn) read(ctx context.Context, rt *sdf.LockRTracker, file beamf
 	return done()
 }
 
-// rowSlice is the slice of a row group that Ranges reads of path, if it
-// names one.
-func (fn *readRowsFn) rowSlice(path string) (FileRange, bool) {
+// rangeOf is the range of Ranges that names path.
+func (fn *readRowsFn) rangeOf(path string) (FileRange, bool) {
 	for _, r := range fn.Ranges {
 		if r.Path == path {
-			return r, r.RowTo > 0
+			return r, true
 		}
 	}
 	return FileRange{}, false
+}
+
+// rowSlice is the slice of a row group that Ranges reads of path, if it
+// names one.
+func (fn *readRowsFn) rowSlice(path string) (FileRange, bool) {
+	r, ok := fn.rangeOf(path)
+	return r, ok && r.RowTo > 0
 }
 
 // skip reports whether Ranges leaves path out.
@@ -255,7 +265,12 @@ type rowOut struct {
 	// first: this part starts the file, and reports what is wrong with
 	// the file as a whole.
 	first bool
-	rows  ledger.Key
+	// share and shares, when shares > 1, say that this read keeps only
+	// the readings whose identity falls in share of shares (lines.Share
+	// of lines.IdentityHash); share 0 also keeps the rows without a
+	// reading and reports what is wrong with the file.
+	share, shares int
+	rows          ledger.Key
 	// read counts the rows read since the last flush, and records the
 	// readings emitted: the counters are kept once per part, not per row.
 	read, records int64
@@ -277,12 +292,31 @@ func (o *rowOut) flush() {
 // dead-letters it with that payload: when a cell can be no value of its
 // field, when the payload is over MaxLineBytes (too_large, its first
 // bytes), or when the reading fails the parse's checks or the builder's.
+//
+// Read in shares (shares > 1), a row is counted, and dead-lettered when
+// it fails, by one share alone (lead): its first reading's identity's, or
+// share 0 for a row without a reading. Each share emits the row's readings
+// whose identities fall in it.
 func (o *rowOut) row(source string, cells []codec.RowCell) {
-	o.read++
+	lead := true
+	if o.shares > 1 && o.rp != nil {
+		var touches bool
+		if lead, touches = o.owner(cells, source); !lead && !touches {
+			return
+		}
+	}
+	reject := func(payload string, err error) {
+		if lead {
+			o.reject(source, payload, err)
+		}
+	}
+	if lead {
+		o.read++
+	}
 	var err error
 	o.buf, err = o.m.AppendJSON(o.buf[:0], cells)
 	if err != nil {
-		o.reject(source, string(o.buf), err)
+		reject(string(o.buf), err)
 		return
 	}
 	if o.emitJSON != nil {
@@ -290,7 +324,7 @@ func (o *rowOut) row(source string, cells []codec.RowCell) {
 		return
 	}
 	if len(o.buf) > o.max {
-		o.reject(source, schemas.Prefix(string(o.buf)), schemas.TooLarge(int64(len(o.buf)), o.max))
+		reject(schemas.Prefix(string(o.buf)), schemas.TooLarge(int64(len(o.buf)), o.max))
 		return
 	}
 	raw := string(o.buf)
@@ -298,15 +332,57 @@ func (o *rowOut) row(source string, cells []codec.RowCell) {
 		err = perr
 	}
 	if err != nil {
-		o.reject(source, raw, err)
+		reject(raw, err)
 		return
 	}
-	o.records += int64(len(o.recs))
 	spec := o.fn.Spec.Spec
 	for i := range o.recs {
 		r := o.recs[i]
-		o.emit(mtime.FromMilliseconds(r.EventMs), group.IdentityKey(spec, &r), r)
+		key := group.IdentityKey(spec, &r)
+		if o.shares > 1 && o.shareOf(key) != o.share {
+			continue
+		}
+		o.records++
+		o.emit(mtime.FromMilliseconds(r.EventMs), key, r)
 	}
+}
+
+// owner says, for a read in shares, whether this share leads the row
+// (counts it, and dead-letters it if it fails) and whether any of the
+// row's readings falls in it. The row is parsed without its payload
+// first, which only a share that keeps it renders; a row that parses only
+// as its rendered object (RowParser's whole-row case) is rendered here.
+// Every share reads the same row alike, so exactly one leads it.
+func (o *rowOut) owner(cells []codec.RowCell, source string) (lead, touches bool) {
+	var err error
+	parse := func(raw string) {
+		if perr := ledger.Guard(func() { o.recs, err = o.rp.Parse(o.recs[:0], cells, raw, source) }); perr != nil {
+			err = perr
+		}
+	}
+	parse("")
+	if err != nil {
+		if o.buf, err = o.m.AppendJSON(o.buf[:0], cells); err == nil {
+			parse(string(o.buf))
+		}
+	}
+	if err != nil || len(o.recs) == 0 {
+		return o.share == 0, false
+	}
+	spec := o.fn.Spec.Spec
+	for i := range o.recs {
+		s := o.shareOf(group.IdentityKey(spec, &o.recs[i]))
+		if i == 0 {
+			lead = s == o.share
+		}
+		touches = touches || s == o.share
+	}
+	return lead, touches
+}
+
+// shareOf is the share an identity key falls in.
+func (o *rowOut) shareOf(key string) int {
+	return lines.Share(lines.IdentityHash(key), o.shares)
 }
 
 // parse builds the row's readings into o.recs and checks that each can
@@ -331,8 +407,23 @@ func (o *rowOut) reject(source, payload string, err error) {
 	o.dead(deadletter.NewDeadLetter(deadletter.SinkParse, payload, source, err, time.Now()))
 }
 
-// unreadable dead-letters what could not be read from source on.
+// bad counts and dead-letters a row that is no row of the file's columns
+// (a CSV row that is not CSV, or has another number of fields); read in
+// shares, share 0 alone does.
+func (o *rowOut) bad(source, payload string, err error) {
+	if o.share != 0 {
+		return
+	}
+	o.read++
+	o.reject(source, payload, err)
+}
+
+// unreadable dead-letters what could not be read from source on; read in
+// shares, share 0 alone does.
 func (o *rowOut) unreadable(source, format string, args ...any) {
+	if o.share != 0 {
+		return
+	}
 	o.reject(source, "", fmt.Errorf("%w: %s: %s", schemas.ErrUnreadable, o.path, fmt.Sprintf(format, args...)))
 }
 
@@ -342,7 +433,7 @@ func (o *rowOut) unreadable(source, format string, args ...any) {
 func (o *rowOut) mapColumns(cols []schemas.Column) bool {
 	m, err := codec.MapColumns(o.fn.Spec.Spec, o.path, cols)
 	if err != nil {
-		if o.first {
+		if o.first && o.share == 0 {
 			o.reject(o.path, "", fmt.Errorf("%w: %w", schemas.ErrInvalidField, err))
 		}
 		return false

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	beamfileio "github.com/apache/beam/sdks/v2/go/pkg/beam/io/fileio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
 
+	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
@@ -154,4 +156,34 @@ func statInput(ctx context.Context, path string) (int64, error) {
 	}
 	defer fs.Close()
 	return fs.Size(ctx, path)
+}
+
+// RowTimes reads the rows of the files in ranges (the ranges of one local
+// part, a compressed file whole) as the run reads them, and calls fn with
+// the event time (epoch ms) of each reading they hold: what a local run
+// needs to know of a table file's hours to cut it. Rows that fail have no
+// reading and are skipped, as is a file that cannot be read.
+func RowTimes(ctx context.Context, format string, spec *hours.Compiled, ranges []FileRange, fn func(eventMs int64)) error {
+	rfn := &readRowsFn{Format: format, Spec: spec, Ranges: ranges}
+	if err := rfn.Setup(); err != nil {
+		return err
+	}
+	mctx := metrics.SetPTransformID(metrics.SetBundleID(ctx, "scan"), "scan")
+	emit := func(_ beam.EventTime, _ string, r schemas.Record) { fn(r.EventMs) }
+	dead := func(deadletter.DeadLetter) {}
+	for _, r := range ranges {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		st, err := statInput(ctx, r.Path)
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", r.Path, err)
+		}
+		file := beamfileio.ReadableFile{Metadata: beamfileio.FileMetadata{Path: r.Path, Size: st}}
+		rt := sdf.NewLockRTracker(offsetrange.NewTracker(rfn.CreateInitialRestriction(file)))
+		if err := rfn.read(mctx, rt, file, &rowOut{emit: emit, dead: dead}); err != nil {
+			return fmt.Errorf("scan %s: %w", r.Path, err)
+		}
+	}
+	return nil
 }

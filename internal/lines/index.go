@@ -20,6 +20,23 @@ func Share(h byte, shares int) int {
 	return int(h) * shares >> 8
 }
 
+// IdentityHash is the byte an identity key hashes to: FNV-1a, mixed by
+// splitmix64's finalizer so that its top byte, the one kept, depends on
+// every byte of the key.
+func IdentityHash(key string) byte {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return byte(h >> 56)
+}
+
 // An index holds one byte for every line of a file, in the file's order,
 // and each line's size, so that a reader of any byte range of the file can
 // find the byte of each line it reads. On disk: per line, its size in the

@@ -129,7 +129,7 @@ type Scanned struct {
 	// Spans is each hour's span, keyed by the hour's start (epoch ms).
 	Spans map[int64]Span
 	// Index is each file's line index (internal/lines), by path: each
-	// line's identity hash byte (IdentityHash of its first reading's
+	// line's identity hash byte (lines.IdentityHash of its first reading's
 	// identity; 0 for a line with no reading). Set when ScanOptions has
 	// an IndexDir.
 	Index map[string]string
@@ -205,7 +205,7 @@ func Scan(ctx context.Context, files []File, spec *hours.Compiled, opts ScanOpti
 				if index == nil {
 					continue
 				}
-				b := IdentityHash(group.IdentityKey(spec.Spec, &recs[i]))
+				b := lines.IdentityHash(group.IdentityKey(spec.Spec, &recs[i]))
 				if i == 0 {
 					h = b
 				} else if b != h {
@@ -234,23 +234,6 @@ func Scan(ctx context.Context, files []File, spec *hours.Compiled, opts ScanOpti
 		base += f.Size
 	}
 	return sc, nil
-}
-
-// IdentityHash is the byte an identity key hashes to: FNV-1a, mixed by
-// splitmix64's finalizer so that its top byte, the one kept, depends on
-// every byte of the key.
-func IdentityHash(key string) byte {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(key); i++ {
-		h ^= uint64(key[i])
-		h *= 1099511628211
-	}
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	h ^= h >> 31
-	return byte(h >> 56)
 }
 
 // scanFile calls fn with the offset (in the file, decompressed) and size of

@@ -184,7 +184,7 @@ func TestScanFindsEachHoursSpan(t *testing.T) {
 	if sc.Mixed {
 		t.Error("Scan: Mixed, but every line holds one reading")
 	}
-	s1, s2, s3 := IdentityHash("s1"), IdentityHash("s2"), IdentityHash("s3")
+	s1, s2, s3 := lines.IdentityHash("s1"), lines.IdentityHash("s2"), lines.IdentityHash("s3")
 	if s1 == s2 || s2 == s3 || s1 == s3 {
 		t.Fatalf("the test's sensors hash alike: %d %d %d", s1, s2, s3)
 	}
@@ -332,7 +332,7 @@ func TestScanMixed(t *testing.T) {
 			}
 			hashes := map[byte]bool{}
 			for i := range recs {
-				hashes[IdentityHash(group.IdentityKey(spec.Spec, &recs[i]))] = true
+				hashes[lines.IdentityHash(group.IdentityKey(spec.Spec, &recs[i]))] = true
 			}
 			if (len(hashes) > 1) != tc.mixed {
 				t.Fatalf("the line's %d readings hash to %d bytes", len(recs), len(hashes))

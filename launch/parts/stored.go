@@ -2,6 +2,7 @@ package parts
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
@@ -71,6 +72,61 @@ func Keys(samples []bigtableio.KeySample, target int64) []Part {
 		return whole
 	}
 	return append(out, Part{Keys: bigtableio.KeyRange{Start: start}, Bytes: total - from})
+}
+
+// Refine adds to a table's sample row keys (as Keys takes them) keys
+// inside each chunk between two samples that weighs more than size:
+// Bigtable samples about one key a tablet (the emulator one row key in a
+// hundred), which can hold many parts. keys lists the row keys of a
+// chunk, [start, end) (end "": to the table's end); each of its rows is
+// given an even share of the chunk's bytes, and a row key is kept about
+// every size/4 bytes. Chunks within size are not listed.
+func Refine(samples []bigtableio.KeySample, size int64, keys func(start, end string) ([]string, error)) ([]bigtableio.KeySample, error) {
+	if size <= 0 {
+		return samples, nil
+	}
+	var total int64
+	var cuts []bigtableio.KeySample
+	for _, s := range samples {
+		total = max(total, s.Offset)
+		if s.Key != "" {
+			cuts = append(cuts, s)
+		}
+	}
+	slices.SortFunc(cuts, func(a, b bigtableio.KeySample) int { return strings.Compare(a.Key, b.Key) })
+	out := slices.Clone(samples)
+	start, from := "", int64(0)
+	chunk := func(end string, to int64) error {
+		bytes := to - from
+		if bytes <= size {
+			return nil
+		}
+		rows, err := keys(start, end)
+		if err != nil {
+			return err
+		}
+		step := max(size/4, 1)
+		next := from + step
+		for i := 1; i < len(rows); i++ { // the chunk's first row starts at its start already
+			if off := from + bytes*int64(i)/int64(len(rows)); off >= next {
+				out = append(out, bigtableio.KeySample{Key: rows[i], Offset: off})
+				next = off + step
+			}
+		}
+		return nil
+	}
+	for _, c := range cuts {
+		if c.Offset > from {
+			if err := chunk(c.Key, c.Offset); err != nil {
+				return nil, err
+			}
+		}
+		start, from = c.Key, max(from, c.Offset)
+	}
+	if err := chunk("", total); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Hours cuts a table's readings, whose event times fall in [firstMs,

@@ -1,6 +1,7 @@
 package parts
 
 import (
+	"io"
 	"reflect"
 	"testing"
 
@@ -130,5 +131,100 @@ func TestTables(t *testing.T) {
 				t.Errorf("Tables\n got %+v\nwant %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestTableShares(t *testing.T) {
+	rng := func(path string, start, end int64) fileio.FileRange {
+		return fileio.FileRange{Path: path, Start: start, End: end}
+	}
+	shared := func(bytes, rows int64, n int, ranges ...fileio.FileRange) []Part {
+		var out []Part
+		for s := range n {
+			p := Part{Bytes: bytes, Rows: rows, Share: s, Shares: n}
+			for _, r := range ranges {
+				r.Share, r.Shares = s, n
+				p.Ranges = append(p.Ranges, r)
+			}
+			out = append(out, p)
+		}
+		return out
+	}
+	// Five row groups of 10 rows, 10 bytes a row: a part each at 100.
+	five := TableFile{File: File{Path: "a.parquet", Size: 1000}, RowBytes: 10,
+		Blocks: []fileio.Block{{Offset: 4, Rows: 10}, {Offset: 200, Rows: 10}, {Offset: 400, Rows: 10}, {Offset: 600, Rows: 10}, {Offset: 800, Rows: 10}}}
+	// One row group of 30 rows and one of 10: slices of 10 rows at 100.
+	sliced := TableFile{File: File{Path: "g.parquet", Size: 1000}, RowBytes: 10, SliceRows: true,
+		Blocks: []fileio.Block{{Offset: 4, Rows: 30}, {Offset: 600, Rows: 10}}}
+	const h = 3_600_000
+	for _, tc := range []struct {
+		name   string
+		files  []TableFile
+		spans  map[int64]PartSpan
+		target int64
+		want   []Part
+	}{
+		{"hours in order, each across two parts at most: the parts as they are", []TableFile{five},
+			map[int64]PartSpan{0: {0, 1}, h: {1, 2}, 2 * h: {2, 2}, 3 * h: {3, 4}}, 100, Tables([]TableFile{five}, 100)},
+		{"one hour across every part: shares of them all, every file whole", []TableFile{five},
+			map[int64]PartSpan{0: {0, 4}}, 100, shared(500, 50, 10, rng("a.parquet", 0, 1000))},
+		{"an hour across three parts: those parts in shares, the others as they are", []TableFile{five},
+			map[int64]PartSpan{0: {0, 0}, h: {1, 3}, 2 * h: {3, 4}}, 100, append(append(
+				[]Part{Tables([]TableFile{five}, 100)[0]},
+				shared(300, 30, 6, rng("a.parquet", 200, 800))...),
+				Tables([]TableFile{five}, 100)[4])},
+		{"a row group's slices join whole", []TableFile{sliced},
+			map[int64]PartSpan{0: {1, 3}}, 100, shared(400, 40, 8, rng("g.parquet", 0, 1000))},
+		{"a row group's slices join whole, and the part after stays", []TableFile{sliced},
+			map[int64]PartSpan{0: {0, 2}, h: {2, 3}}, 100, append(shared(300, 30, 6, rng("g.parquet", 0, 600)), Tables([]TableFile{sliced}, 100)[3])},
+		{"a compressed file heavier than a part: shares of it", []TableFile{{File: File{Path: "e.csv.gz", Size: 100}, RowBytes: 20, BytesPerRow: 1}},
+			nil, 500, shared(2000, 0, 8, rng("e.csv.gz", 0, 100))},
+		{"no target", []TableFile{five}, map[int64]PartSpan{0: {0, 4}}, 0, Tables([]TableFile{five}, 0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := TableShares(tc.files, Tables(tc.files, tc.target), tc.spans, tc.target)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("TableShares\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRefine(t *testing.T) {
+	// Two samples: "m" at 100 bytes, the table's end at 400.
+	samples := []bigtableio.KeySample{ks("m", 100), ks("", 400)}
+	rows := map[[2]string][]string{
+		{"", "m"}: {"a", "b", "c", "d"},
+		{"m", ""}: {"m", "n", "o", "p", "q", "r", "s", "t", "u", "v", "w", "x"},
+	}
+	var listed [][2]string
+	keys := func(start, end string) ([]string, error) {
+		listed = append(listed, [2]string{start, end})
+		return rows[[2]string{start, end}], nil
+	}
+	got, err := Refine(samples, 100, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the chunk over 100 bytes is listed; its 12 rows weigh 25 bytes
+	// each, and a key is kept every 25 bytes (size/4).
+	if want := [][2]string{{"m", ""}}; !reflect.DeepEqual(listed, want) {
+		t.Errorf("listed %v, want %v", listed, want)
+	}
+	want := []bigtableio.KeySample{ks("m", 100), ks("", 400), ks("n", 125), ks("o", 150), ks("p", 175), ks("q", 200), ks("r", 225),
+		ks("s", 250), ks("t", 275), ks("u", 300), ks("v", 325), ks("w", 350), ks("x", 375)}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Refine\n got %v\nwant %v", got, want)
+	}
+	kr := func(start, end string) bigtableio.KeyRange { return bigtableio.KeyRange{Start: start, End: end} }
+	if parts, want := Keys(got, 100), []Part{{Keys: kr("", "m"), Bytes: 100}, {Keys: kr("m", "q"), Bytes: 100}, {Keys: kr("q", "u"), Bytes: 100},
+		{Keys: kr("u", ""), Bytes: 100}}; !reflect.DeepEqual(parts, want) {
+		t.Errorf("Keys of the refined samples\n got %+v\nwant %+v", parts, want)
+	}
+	if _, err := Refine(samples, 100, func(string, string) ([]string, error) { return nil, io.ErrUnexpectedEOF }); err == nil {
+		t.Error("a failed listing: no error")
+	}
+	if got, _ := Refine(samples, 0, keys); !reflect.DeepEqual(got, samples) {
+		t.Errorf("no size: %v", got)
 	}
 }

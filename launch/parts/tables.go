@@ -1,9 +1,12 @@
 package parts
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
+	"github.com/sensorpipe/sensorpipe/internal/lines"
 )
 
 // TableFile is a CSV, Parquet or Avro file as Tables cuts it: its blocks
@@ -147,4 +150,125 @@ func rowsOf(files []TableFile) int64 {
 		}
 	}
 	return n
+}
+
+// PartSpan is where one hour's readings lie in a Tables plan: the first
+// and the last part that hold one.
+type PartSpan struct {
+	First, Last int
+}
+
+// TableShares splits what a Tables plan cannot hold in parts of about
+// target bytes into shares of its identities, as Share does for JSON
+// lines: each share reads the same rows and keeps the readings whose
+// identity falls in it (the reader hashes each row's identities; no line
+// index). Two cases need it:
+//   - parts that an hour spans three or more of (spans, from the rows'
+//     event times; a file of one hour, or shuffled rows): each later part
+//     would read back and rewrite what the ones before stored of the hour,
+//     so the run's time would grow with the square of the hour. Those
+//     parts join into one, widened to whole Parquet row groups, and split
+//     into shares. An hour across two parts is merged once, as before.
+//   - a single part heavier than target (a block of its own, or a
+//     compressed file, which is read whole).
+//
+// Each share keeps about target/ShareDivisor bytes of readings, and every
+// identity's readings of the joined parts are in one share, so its hours
+// are built exactly as in one job.
+func TableShares(files []TableFile, plan []Part, spans map[int64]PartSpan, target int64) []Part {
+	if target <= 0 || len(plan) == 0 {
+		return plan
+	}
+	n := len(plan)
+	type group struct{ first, last int }
+	var groups []group
+	for _, s := range spans {
+		if s.First >= 0 && s.Last < n && s.Last-s.First >= 2 {
+			groups = append(groups, group{s.First, s.Last})
+		}
+	}
+	for i, p := range plan {
+		if p.Bytes > target {
+			groups = append(groups, group{i, i})
+		}
+	}
+	if len(groups) == 0 {
+		return plan
+	}
+	for i := range groups {
+		g := &groups[i]
+		for g.first > 0 && sameRowGroup(plan[g.first-1], plan[g.first]) {
+			g.first--
+		}
+		for g.last+1 < n && sameRowGroup(plan[g.last], plan[g.last+1]) {
+			g.last++
+		}
+	}
+	slices.SortFunc(groups, func(a, b group) int { return cmp.Compare(a.first, b.first) })
+	merged := groups[:1]
+	for _, g := range groups[1:] {
+		if m := &merged[len(merged)-1]; g.first <= m.last {
+			m.last = max(m.last, g.last)
+			continue
+		}
+		merged = append(merged, g)
+	}
+	size := max(target/ShareDivisor, 1)
+	var out []Part
+	next := 0
+	for _, g := range merged {
+		out = append(out, plan[next:g.first]...)
+		joined := Part{}
+		for _, p := range plan[g.first : g.last+1] {
+			joined.Bytes += p.Bytes
+			joined.Rows += p.Rows
+			ranges := p.Ranges
+			if len(ranges) == 0 {
+				ranges = wholeRanges(files)
+			}
+			for _, r := range ranges {
+				k := len(joined.Ranges)
+				if k > 0 && joined.Ranges[k-1].Path == r.Path {
+					joined.Ranges[k-1].Start = min(joined.Ranges[k-1].Start, r.Start)
+					joined.Ranges[k-1].End = max(joined.Ranges[k-1].End, r.End)
+					continue
+				}
+				joined.Ranges = append(joined.Ranges, fileio.FileRange{Path: r.Path, Start: r.Start, End: r.End})
+			}
+		}
+		shares := int(min((joined.Bytes+size-1)/size, lines.MaxShares))
+		if shares < 2 {
+			out = append(out, joined)
+		}
+		for s := 0; s < shares && shares >= 2; s++ {
+			share := Part{Bytes: joined.Bytes, Rows: joined.Rows, Share: s, Shares: shares}
+			for _, r := range joined.Ranges {
+				r.Share, r.Shares = s, shares
+				share.Ranges = append(share.Ranges, r)
+			}
+			out = append(out, share)
+		}
+		next = g.last + 1
+	}
+	return append(out, plan[next:]...)
+}
+
+// sameRowGroup reports whether two parts are slices of one Parquet row
+// group (Tables cuts a row group heavier than a part into slices).
+func sameRowGroup(a, b Part) bool {
+	if len(a.Ranges) != 1 || len(b.Ranges) != 1 {
+		return false
+	}
+	x, y := a.Ranges[0], b.Ranges[0]
+	return x.RowTo > 0 && y.RowTo > 0 && x.Path == y.Path && x.End == y.End && x.RowTo == y.RowFrom
+}
+
+// wholeRanges is every file whole, as ranges (a compressed file's range
+// is its one unit).
+func wholeRanges(files []TableFile) []fileio.FileRange {
+	out := make([]fileio.FileRange, 0, len(files))
+	for _, f := range files {
+		out = append(out, fileio.FileRange{Path: f.Path, Start: 0, End: max(f.Size, 1)})
+	}
+	return out
 }
