@@ -18,6 +18,68 @@ import (
 // are not the reading's own. It is the payload of a reading that has no raw
 // input, one rebuilt from Bigtable by ReadBack.
 func CanonicalJSON(s *schemas.Spec, r *schemas.Record) string {
+	if s.Explode == nil && len(s.Fields) <= 64 && flatPaths(s) {
+		return string(appendFlat(make([]byte, 0, 32+16*len(s.Fields)), s, r))
+	}
+	return canonicalTree(s, r)
+}
+
+// flatPaths reports whether every field's path is one key, and no two
+// fields share one: the rendered object then has a key a field, in spec
+// order, and appendFlat writes it without building the tree.
+func flatPaths(s *schemas.Spec) bool {
+	for i := range s.Fields {
+		p := fieldKey(&s.Fields[i])
+		if strings.IndexByte(p, '.') >= 0 {
+			return false
+		}
+		for j := range i {
+			if fieldKey(&s.Fields[j]) == p {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// fieldKey is the path a field is rendered at.
+func fieldKey(f *schemas.FieldSpec) string {
+	if f.Path == "" {
+		return f.Name
+	}
+	return f.Path
+}
+
+// appendFlat appends CanonicalJSON's object for a spec of flat paths
+// (flatPaths) and no explode section, of at most 64 fields.
+func appendFlat(dst []byte, s *schemas.Spec, r *schemas.Record) []byte {
+	var imputed uint64
+	for i, im := range s.Impute {
+		if f := len(s.Fields) + i; f < len(r.Values) && r.Values[f].Bool {
+			if fi := s.FieldIndex(im.Field); fi >= 0 {
+				imputed |= 1 << fi
+			}
+		}
+	}
+	dst = append(dst, '{')
+	first := true
+	for i := range s.Fields {
+		if i >= len(r.Values) || imputed&(1<<i) != 0 || r.Values[i].Kind == schemas.KindNull {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(AppendJSONString(dst, fieldKey(&s.Fields[i])), ':')
+		dst = jsonValue(dst, r.Values[i])
+	}
+	return append(dst, '}')
+}
+
+// canonicalTree is CanonicalJSON for any spec: the object built as a tree
+// of keys, then written.
+func canonicalTree(s *schemas.Spec, r *schemas.Record) string {
 	root := &jsonObject{}
 	imputed := map[int]bool{}
 	for i, im := range s.Impute {
