@@ -25,27 +25,11 @@ import (
 // holds whole hours. With target <= 0, a table of at most target bytes,
 // or no sample key inside the table, it returns one part: the whole table.
 func Keys(samples []bigtableio.KeySample, target int64) []Part {
-	var total int64
-	var cuts []bigtableio.KeySample
-	for _, s := range samples {
-		total = max(total, s.Offset)
-		if s.Key != "" {
-			cuts = append(cuts, s)
-		}
-	}
+	cuts, total := sampleCuts(samples)
 	whole := []Part{{Bytes: total}}
 	if target <= 0 || total <= target {
 		return whole
 	}
-	slices.SortFunc(cuts, func(a, b bigtableio.KeySample) int {
-		switch {
-		case a.Key < b.Key:
-			return -1
-		case a.Key > b.Key:
-			return 1
-		}
-		return 0
-	})
 	var out []Part
 	start, from := "", int64(0)
 	var prev *bigtableio.KeySample
@@ -74,6 +58,19 @@ func Keys(samples []bigtableio.KeySample, target int64) []Part {
 	return append(out, Part{Keys: bigtableio.KeyRange{Start: start}, Bytes: total - from})
 }
 
+// sampleCuts is the sample keys inside the table (those with a key), in
+// key order, and the table's size: the largest offset.
+func sampleCuts(samples []bigtableio.KeySample) (cuts []bigtableio.KeySample, total int64) {
+	for _, s := range samples {
+		total = max(total, s.Offset)
+		if s.Key != "" {
+			cuts = append(cuts, s)
+		}
+	}
+	slices.SortFunc(cuts, func(a, b bigtableio.KeySample) int { return strings.Compare(a.Key, b.Key) })
+	return cuts, total
+}
+
 // Refine adds to a table's sample row keys (as Keys takes them) keys
 // inside each chunk between two samples that weighs more than size:
 // Bigtable samples about one key a tablet (the emulator one row key in a
@@ -85,15 +82,7 @@ func Refine(samples []bigtableio.KeySample, size int64, keys func(start, end str
 	if size <= 0 {
 		return samples, nil
 	}
-	var total int64
-	var cuts []bigtableio.KeySample
-	for _, s := range samples {
-		total = max(total, s.Offset)
-		if s.Key != "" {
-			cuts = append(cuts, s)
-		}
-	}
-	slices.SortFunc(cuts, func(a, b bigtableio.KeySample) int { return strings.Compare(a.Key, b.Key) })
+	cuts, total := sampleCuts(samples)
 	out := slices.Clone(samples)
 	start, from := "", int64(0)
 	chunk := func(end string, to int64) error {
