@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
@@ -169,7 +170,7 @@ func planTableParts(ctx context.Context, cfg pipelines.Config, p plan) ([]parts.
 			why += ", and no block boundary cuts it smaller"
 		}
 	}
-	if len(cut) > blocked || (blocked == 1 && len(cut) > 1) {
+	if slices.ContainsFunc(cut, func(c parts.Part) bool { return c.Shares > 1 }) {
 		why += "; the parts that an hour spans three or more of, or heavier than a part, are read in shares of their identities (each reads their rows and keeps its identities' readings)"
 	}
 	if len(cut) == 1 && weight <= target {
