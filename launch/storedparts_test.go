@@ -117,7 +117,7 @@ func runParts(t *testing.T, env []string, table string, args ...string) partsRun
 	l := readSummary(t, summary)
 	host := strings.TrimPrefix(env[0], "BIGTABLE_EMULATOR_HOST=")
 	return partsRun{cells: dump(t, host, table), stderr: r.stderr,
-		ledger: fmt.Sprintf("read %d, rejected %d, duplicates %d, dead-lettered %d, balanced %v", l.Read, l.Rejected, l.Duplicates, l.DeadLettered(), l.Balanced)}
+		ledger: fmt.Sprintf("read %d, rejected %d, duplicates %d, dead-lettered %d, rows by format %v, balanced %v", l.Read, l.Rejected, l.Duplicates, l.DeadLettered(), l.RowsByFormat, l.Balanced)}
 }
 
 // sameAsOneJob checks that a run in parts left the one job's cells and
