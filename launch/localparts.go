@@ -294,13 +294,18 @@ func refineSamples(ctx context.Context, rc *bigtableio.ReadConfig, table string,
 	return out, nil
 }
 
+// weighBytes is the JSON a stored table's weighing reads at least before
+// it gives up on a first chunk too heavy to weigh.
+const weighBytes = 8 << 20
+
 // weighStored is what a byte of the stored table weighs as the JSON lines
 // of its readings, which a part's size counts (the sample offsets count
 // stored bytes, which differ by store: the emulator counts cell values
 // alone): the readings of the rows before the first sample key, rendered,
-// over that key's offset. A first chunk heavier than two parts, or one
-// that cannot be read, is not weighed: a stored byte then counts as one.
-// note says which.
+// over that key's offset. A first chunk heavier than two parts and than
+// weighBytes (so that a small table is weighed whatever its parts), or
+// one that cannot be read, is not weighed: a stored byte then counts as
+// one. note says which.
 func weighStored(ctx context.Context, rc *bigtableio.ReadConfig, rb *hours.ReadBack, samples []bigtableio.KeySample, target int64) (weight float64, note string) {
 	first := bigtableio.KeySample{}
 	for _, s := range samples {
@@ -329,7 +334,7 @@ func weighStored(ctx context.Context, rc *bigtableio.ReadConfig, rb *hours.ReadB
 		for i := range recs {
 			json += int64(len(recs[i].Raw)) + 1
 		}
-		if json > 2*target {
+		if json > max(2*target, weighBytes) {
 			over = true
 			cancel()
 		}
