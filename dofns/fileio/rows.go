@@ -279,6 +279,8 @@ type rowOut struct {
 	max           int
 	buf           []byte
 	recs          []schemas.Record
+	// ident holds a row's identity values for a read in shares (owner).
+	ident []schemas.Value
 }
 
 // flush counts the rows read and the readings emitted in the ledger.
@@ -349,11 +351,21 @@ func (o *rowOut) row(source string, cells []codec.RowCell) {
 
 // owner says, for a read in shares, whether this share leads the row
 // (counts it, and dead-letters it if it fails) and whether any of the
-// row's readings falls in it. The row is parsed without its payload
-// first, which only a share that keeps it renders; a row that parses only
-// as its rendered object (RowParser's whole-row case) is rendered here.
-// Every share reads the same row alike, so exactly one leads it.
+// row's readings falls in it. A row of one reading is its identity's:
+// only its identity fields are read (RowParser.Identity). Otherwise the
+// row is parsed without its payload, which only a share that keeps it
+// renders; a row that parses only as its rendered object (RowParser's
+// whole-row case) is rendered here. Every share reads the same row alike,
+// so exactly one leads it.
 func (o *rowOut) owner(cells []codec.RowCell, source string) (lead, touches bool) {
+	spec := o.fn.Spec.Spec
+	if len(o.ident) != spec.NumValues() {
+		o.ident = make([]schemas.Value, spec.NumValues())
+	}
+	if o.rp.Identity(o.ident, cells) {
+		in := o.shareOf(group.IdentityKey(spec, &schemas.Record{Values: o.ident})) == o.share
+		return in, in
+	}
 	var err error
 	parse := func(raw string) {
 		if perr := ledger.Guard(func() { o.recs, err = o.rp.Parse(o.recs[:0], cells, raw, source) }); perr != nil {
@@ -369,7 +381,6 @@ func (o *rowOut) owner(cells []codec.RowCell, source string) (lead, touches bool
 	if err != nil || len(o.recs) == 0 {
 		return o.share == 0, false
 	}
-	spec := o.fn.Spec.Spec
 	for i := range o.recs {
 		s := o.shareOf(group.IdentityKey(spec, &o.recs[i]))
 		if i == 0 {

@@ -130,6 +130,36 @@ func (rp *RowParser) Parse(dst []schemas.Record, row []RowCell, raw, source stri
 	return append(dst, schemas.Record{Values: values, EventMs: values[p.eventIdx].Int, Raw: raw, Source: source}), nil
 }
 
+// Identity reads the identity fields of row (as Parse reads them) into
+// vals, a record's values (NumValues of them), leaving the other fields
+// as they are; it reports false, with vals unfinished, where Parse would
+// read the row otherwise: a whole-row map, or an identity field whose cell
+// is in error or is no JSON value the parser reads. What it reads is the
+// identity Parse gives the row's reading when the reading parses.
+func (rp *RowParser) Identity(vals []schemas.Value, row []RowCell) bool {
+	if rp.whole {
+		return false
+	}
+	s, m := rp.p.spec, rp.m
+	for _, name := range s.Identity {
+		i := s.FieldIndex(name)
+		if i < 0 || i >= len(s.Fields) {
+			return false
+		}
+		var cell RowCell
+		if c := m.field[i]; c >= 0 {
+			cell = row[c]
+			if fl := m.flag[i]; fl >= 0 && row[fl].Kind == CellBool && row[fl].Bool {
+				cell = RowCell{}
+			}
+		}
+		if _, err, ok := rp.field(&vals[i], &s.Fields[i], cell); !ok || err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // field reads cell as field f's value into out, as Parser.field reads
 // the JSON value appendValue renders of it; ok is false when that value
 // is no JSON.

@@ -71,6 +71,18 @@ func (n seen) sameAsJSON(t *testing.T, m *TableMap, p *Parser, name string, row 
 		t.Errorf("%s: reason %s, want %s", name, schemas.Reason(gerr), schemas.Reason(werr))
 	case !reflect.DeepEqual(got, want):
 		t.Errorf("%s: %s\n got %+v\nwant %+v", name, raw, got, want)
+	case gerr == nil && len(got) == 1:
+		// The identity alone (a read in shares) is the parsed reading's.
+		vals := make([]schemas.Value, p.spec.NumValues())
+		if !m.NewRowParser(p).Identity(vals, row) {
+			t.Errorf("%s: %s: Identity refuses a row whose reading parses", name, raw)
+			return
+		}
+		for _, id := range p.spec.Identity {
+			if i := p.spec.FieldIndex(id); !reflect.DeepEqual(vals[i], got[0].Values[i]) {
+				t.Errorf("%s: %s: identity field %s %+v, the reading's %+v", name, raw, id, vals[i], got[0].Values[i])
+			}
+		}
 	}
 }
 
