@@ -266,9 +266,9 @@ type rowOut struct {
 	// the file as a whole.
 	first bool
 	// share and shares, when shares > 1, say that this read keeps only
-	// the readings whose identity falls in share of shares (lines.Share
-	// of lines.IdentityHash); share 0 also keeps the rows without a
-	// reading and reports what is wrong with the file.
+	// the rows whose reading's identity falls in share of shares
+	// (lines.Share of lines.IdentityHash; owns); share 0 also keeps the
+	// rows without a reading and reports what is wrong with the file.
 	share, shares int
 	rows          ledger.Key
 	// read counts the rows read since the last flush, and records the
@@ -279,7 +279,7 @@ type rowOut struct {
 	max           int
 	buf           []byte
 	recs          []schemas.Record
-	// ident holds a row's identity values for a read in shares (owner).
+	// ident holds a row's identity values for a read in shares (owns).
 	ident []schemas.Value
 }
 
@@ -294,31 +294,16 @@ func (o *rowOut) flush() {
 // dead-letters it with that payload: when a cell can be no value of its
 // field, when the payload is over MaxLineBytes (too_large, its first
 // bytes), or when the reading fails the parse's checks or the builder's.
-//
-// Read in shares (shares > 1), a row is counted, and dead-lettered when
-// it fails, by one share alone (lead): its first reading's identity's, or
-// share 0 for a row without a reading. Each share emits the row's readings
-// whose identities fall in it.
+// Read in shares (shares > 1), a share reads only the rows it owns.
 func (o *rowOut) row(source string, cells []codec.RowCell) {
-	lead := true
-	if o.shares > 1 && o.rp != nil {
-		var touches bool
-		if lead, touches = o.owner(cells, source); !lead && !touches {
-			return
-		}
+	if o.shares > 1 && o.rp != nil && !o.owns(cells, source) {
+		return
 	}
-	reject := func(payload string, err error) {
-		if lead {
-			o.reject(source, payload, err)
-		}
-	}
-	if lead {
-		o.read++
-	}
+	o.read++
 	var err error
 	o.buf, err = o.m.AppendJSON(o.buf[:0], cells)
 	if err != nil {
-		reject(string(o.buf), err)
+		o.reject(source, string(o.buf), err)
 		return
 	}
 	if o.emitJSON != nil {
@@ -326,7 +311,7 @@ func (o *rowOut) row(source string, cells []codec.RowCell) {
 		return
 	}
 	if len(o.buf) > o.max {
-		reject(schemas.Prefix(string(o.buf)), schemas.TooLarge(int64(len(o.buf)), o.max))
+		o.reject(source, schemas.Prefix(string(o.buf)), schemas.TooLarge(int64(len(o.buf)), o.max))
 		return
 	}
 	raw := string(o.buf)
@@ -334,37 +319,32 @@ func (o *rowOut) row(source string, cells []codec.RowCell) {
 		err = perr
 	}
 	if err != nil {
-		reject(raw, err)
+		o.reject(source, raw, err)
 		return
 	}
+	o.records += int64(len(o.recs))
 	spec := o.fn.Spec.Spec
 	for i := range o.recs {
 		r := o.recs[i]
-		key := group.IdentityKey(spec, &r)
-		if o.shares > 1 && o.shareOf(key) != o.share {
-			continue
-		}
-		o.records++
-		o.emit(mtime.FromMilliseconds(r.EventMs), key, r)
+		o.emit(mtime.FromMilliseconds(r.EventMs), group.IdentityKey(spec, &r), r)
 	}
 }
 
-// owner says, for a read in shares, whether this share leads the row
-// (counts it, and dead-letters it if it fails) and whether any of the
-// row's readings falls in it. A row of one reading is its identity's:
-// only its identity fields are read (RowParser.Identity). Otherwise the
-// row is parsed without its payload, which only a share that keeps it
-// renders; a row that parses only as its rendered object (RowParser's
-// whole-row case) is rendered here. Every share reads the same row alike,
-// so exactly one leads it.
-func (o *rowOut) owner(cells []codec.RowCell, source string) (lead, touches bool) {
+// owns reports, for a read in shares, whether this share reads the row:
+// counts it, emits its reading, or dead-letters it. A row holds one
+// reading (codec.MapColumns refuses a spec that explodes points), and it
+// is owned by the share of its identity, read from the identity fields
+// alone (RowParser.Identity); where that cannot tell (a whole-row map),
+// by the identity of the row parsed without its payload, or, rendered,
+// with it. A row without a reading is share 0's. Every share reads the
+// row alike, so exactly one owns it.
+func (o *rowOut) owns(cells []codec.RowCell, source string) bool {
 	spec := o.fn.Spec.Spec
 	if len(o.ident) != spec.NumValues() {
 		o.ident = make([]schemas.Value, spec.NumValues())
 	}
 	if o.rp.Identity(o.ident, cells) {
-		in := o.shareOf(group.IdentityKey(spec, &schemas.Record{Values: o.ident})) == o.share
-		return in, in
+		return o.shareOf(group.IdentityKey(spec, &schemas.Record{Values: o.ident})) == o.share
 	}
 	var err error
 	parse := func(raw string) {
@@ -379,16 +359,9 @@ func (o *rowOut) owner(cells []codec.RowCell, source string) (lead, touches bool
 		}
 	}
 	if err != nil || len(o.recs) == 0 {
-		return o.share == 0, false
+		return o.share == 0
 	}
-	for i := range o.recs {
-		s := o.shareOf(group.IdentityKey(spec, &o.recs[i]))
-		if i == 0 {
-			lead = s == o.share
-		}
-		touches = touches || s == o.share
-	}
-	return lead, touches
+	return o.shareOf(group.IdentityKey(spec, &o.recs[0])) == o.share
 }
 
 // shareOf is the share an identity key falls in.

@@ -385,14 +385,12 @@ func Share(files []File, plan []Part, index map[string]string, target int64) []P
 			out = append(out, p)
 			continue
 		}
-		for s := range int(n) {
-			share := Part{Bytes: p.Bytes, Share: s, Shares: int(n)}
-			for _, r := range ranges {
-				r.Index, r.Share, r.Shares = index[r.Path], s, int(n)
-				share.Ranges = append(share.Ranges, r)
-			}
-			out = append(out, share)
+		whole := Part{Bytes: p.Bytes}
+		for _, r := range ranges {
+			r.Index = index[r.Path]
+			whole.Ranges = append(whole.Ranges, r)
 		}
+		out = append(out, shareParts(whole, int(n))...)
 	}
 	return out
 }

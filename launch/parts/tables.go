@@ -236,21 +236,26 @@ func TableShares(files []TableFile, plan []Part, spans map[int64]PartSpan, targe
 				joined.Ranges = append(joined.Ranges, fileio.FileRange{Path: r.Path, Start: r.Start, End: r.End})
 			}
 		}
-		shares := int(min((joined.Bytes+size-1)/size, lines.MaxShares))
-		if shares < 2 {
-			out = append(out, joined)
-		}
-		for s := 0; s < shares && shares >= 2; s++ {
-			share := Part{Bytes: joined.Bytes, Rows: joined.Rows, Share: s, Shares: shares}
-			for _, r := range joined.Ranges {
-				r.Share, r.Shares = s, shares
-				share.Ranges = append(share.Ranges, r)
-			}
-			out = append(out, share)
-		}
+		out = append(out, shareParts(joined, int(min((joined.Bytes+size-1)/size, lines.MaxShares)))...)
 		next = g.last + 1
 	}
 	return append(out, plan[next:]...)
+}
+
+// shareParts is p as n shares of its identities, or p itself for n < 2.
+func shareParts(p Part, n int) []Part {
+	if n < 2 {
+		return []Part{p}
+	}
+	out := make([]Part, n)
+	for s := range n {
+		out[s] = Part{Bytes: p.Bytes, Rows: p.Rows, Share: s, Shares: n}
+		for _, r := range p.Ranges {
+			r.Share, r.Shares = s, n
+			out[s].Ranges = append(out[s].Ranges, r)
+		}
+	}
+	return out
 }
 
 // sameRowGroup reports whether two parts are slices of one Parquet row
