@@ -12,6 +12,8 @@ import (
 	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -239,6 +241,7 @@ type subscriber struct {
 	seen   *seenIDs
 	// pending are the bundles whose messages neither path has acked yet.
 	pending *pending
+	wait    *pullWait
 	ctx     context.Context // for acks and lease RPCs; outlives bundles
 	cancel  context.CancelFunc
 }
@@ -265,7 +268,7 @@ func acquireSubscriber(ctx context.Context, sub, idAttribute string, extend, max
 
 // newSubscriber opens key's client and starts its lease keeper.
 func newSubscriber(ctx context.Context, key subscriberKey) (*subscriber, error) {
-	client, err := pubsub.NewSubscriptionAdminClient(ctx)
+	client, err := pubsub.NewSubscriptionAdminClient(ctx, option.WithGRPCDialOption(grpc.WithStatsHandler(answerStarted{})))
 	if err != nil {
 		return nil, fmt.Errorf("pubsubio: creating subscriber client: %w", err)
 	}
@@ -290,6 +293,7 @@ func newSubscriber(ctx context.Context, key subscriberKey) (*subscriber, error) 
 		leases:  newLeases(client, key.sub, initial, key.extend, key.maxHold),
 		seen:    seenFor(key.host, key.sub, key.idAttribute),
 		pending: newPending(key.maxHold),
+		wait:    newPullWait(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.leases.run(s.ctx)

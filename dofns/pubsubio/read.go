@@ -35,8 +35,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
@@ -79,7 +77,8 @@ const (
 const (
 	// maxPullBatch is the most messages asked for in one Pull.
 	maxPullBatch = 1000
-	// pullTimeout bounds one (blocking) Pull call; a timeout means "nothing now".
+	// pullTimeout bounds one (blocking) Pull call; a timeout means "nothing
+	// now". A slow link widens it (see pullWait).
 	pullTimeout = time.Second
 	// maxBundleDuration bounds how long one bundle keeps pulling.
 	maxBundleDuration = 4 * time.Second
@@ -624,21 +623,6 @@ func messageBytes(m *pubsubpb.PubsubMessage) int {
 		n += len(k) + len(v)
 	}
 	return n
-}
-
-// pull performs one synchronous Pull. A pull that times out without messages
-// is not an error.
-func (fn *readFn) pull(ctx context.Context, max int) (*pubsubpb.PullResponse, error) {
-	pctx, cancel := context.WithTimeout(ctx, pullTimeout)
-	defer cancel()
-	resp, err := fn.sub.client.Pull(pctx, &pubsubpb.PullRequest{Subscription: fn.Subscription, MaxMessages: int32(max)})
-	if err == nil {
-		return resp, nil
-	}
-	if ctx.Err() == nil && (pctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded) {
-		return &pubsubpb.PullResponse{}, nil
-	}
-	return nil, fmt.Errorf("pubsubio: pulling %s: %w", fn.Subscription, err)
 }
 
 // convert turns a Pub/Sub message into a dofns.Message, resolving its event time.

@@ -1,6 +1,7 @@
 package pubsubio_test
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
 	"github.com/sensorpipe/sensorpipe/internal/loopback"
+	"github.com/sensorpipe/sensorpipe/internal/testrig/slowlink"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
 
@@ -526,6 +528,62 @@ func testLargeMessages(t *testing.T, e *env) {
 	}
 	waitFor(t, "all messages to be acked", 30*time.Second, func() bool { return ackedOn(sub) >= n+1 })
 	stop()
+}
+
+// TestLargeMessageOverASlowLink: a 9 MB message over a link that carries
+// 4 MiB/s takes more than 2 s to arrive, past the second that a pull first
+// waits. It is read once, whole, and acked: the pull cut off while its
+// answer arrived widens the deadline of the pulls after it, and the
+// message's redelivery arrives within it. (With a fixed deadline each
+// redelivery would be cut off again, for ever.)
+func TestLargeMessageOverASlowLink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: starts the Pub/Sub emulator (a JVM) and a streaming prism pipeline; run without -short")
+	}
+	host := pubsubio.PubSubEmulator(t)
+	t.Setenv("PUBSUB_EMULATOR_HOST", host)
+	t.Cleanup(resetStore())
+	pubsubio.SetAfterAck(func(sub string, n int) {
+		store.Lock()
+		store.acked[sub] += n
+		store.Unlock()
+	})
+	e := newEnv(t)
+	topic, sub := e.create(t, "slowlink")
+	sizes := map[string]int{"s0": 1_000_000, "s1": 9_000_000, "s2": 1_000_000}
+	for rid, size := range sizes {
+		e.publish(t, topic, []*pubsubpb.PubsubMessage{{Data: bytes.Repeat([]byte{'x'}, size), Attributes: map[string]string{"rid": rid}}})
+	}
+	link, err := slowlink.Start(host, 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(link.Close)
+	t.Setenv("PUBSUB_EMULATOR_HOST", link.Addr()) // the reader's client only
+
+	const run = "slowlink"
+	stop := startPipeline(t, func(s beam.Scope) {
+		msgs := pubsubio.Read(s, pubsubio.Config{
+			Subscription:    mustSub(t, sub),
+			IDAttribute:     "rid",
+			AckDeadline:     30 * time.Second,
+			FinalizeTimeout: 5 * time.Second,
+		})
+		beam.ParDo0(s, &recordFn{Run: run}, msgs)
+	})
+	waitFor(t, "the messages to be read over the slow link", 90*time.Second, func() bool { return len(idsOf(elemsOf(run))) == len(sizes) })
+	waitFor(t, "all messages to be acked", 30*time.Second, func() bool { return ackedOn(sub) >= len(sizes) })
+	stop()
+	got := elemsOf(run)
+	if len(got) != len(sizes) {
+		t.Errorf("read %d messages; want each of %d once", len(got), len(sizes))
+	}
+	for _, m := range got {
+		rid := m.Msg.Attributes["rid"]
+		if len(m.Msg.Data) != sizes[rid] {
+			t.Errorf("message %s has %d bytes; want %d", rid, len(m.Msg.Data), sizes[rid])
+		}
+	}
 }
 
 // testIdleWatermark: messages with old event times fall into one one-minute

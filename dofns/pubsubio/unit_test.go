@@ -90,3 +90,55 @@ func TestNextWatermarkNeverPassesTheWallClock(t *testing.T) {
 		})
 	}
 }
+
+// TestPullWaitWidensOnCutOffAnswers: an answer cut off on the wire widens
+// the deadline fourfold up to maxPullWait. An answer halves it back, never
+// below pullTimeout, when its transfer shows that the largest answer yet
+// (after a cut-off, Pub/Sub's largest message) would arrive within a
+// quarter of it. A pull that saw an older deadline changes nothing.
+func TestPullWaitWidensOnCutOffAnswers(t *testing.T) {
+	w := newPullWait()
+	const mb = 1_000_000 // a tenth of the largest message
+	ms := time.Millisecond
+	type step struct {
+		op       string // "cut" or "answer"
+		was      time.Duration
+		bytes    int           // for "answer"
+		took     time.Duration // for "answer"
+		wantOK   bool          // for "cut"
+		wantWait time.Duration
+	}
+	for i, s := range []step{
+		{op: "answer", was: pullTimeout, bytes: mb, took: 10 * ms, wantWait: pullTimeout},
+		{op: "cut", was: pullTimeout, wantOK: true, wantWait: 4 * time.Second},
+		{op: "cut", was: pullTimeout, wantOK: false, wantWait: 4 * time.Second}, // a pull started before the widening
+		{op: "cut", was: 4 * time.Second, wantOK: true, wantWait: 16 * time.Second},
+		// 8 MB in 5 s projects 10 MB at 6.25 s: not within 16/4 s.
+		{op: "answer", was: 16 * time.Second, bytes: 8 * mb, took: 5 * time.Second, wantWait: 16 * time.Second},
+		{op: "cut", was: 16 * time.Second, wantOK: true, wantWait: maxPullWait},
+		{op: "cut", was: maxPullWait, wantOK: false, wantWait: maxPullWait},
+		// 1 MB in 0.5 s projects 10 MB at 5 s.
+		{op: "answer", was: maxPullWait, bytes: mb, took: 500 * ms, wantWait: 30 * time.Second},
+		{op: "answer", was: maxPullWait, bytes: mb, took: 500 * ms, wantWait: 30 * time.Second}, // stale
+		{op: "answer", was: 30 * time.Second, bytes: mb, took: 500 * ms, wantWait: 15 * time.Second},
+		{op: "answer", was: 15 * time.Second, bytes: mb, took: 500 * ms, wantWait: 15 * time.Second}, // 5 s is over 15/4 s
+		// The link speeds up: 10 MB in 0.4 s.
+		{op: "answer", was: 15 * time.Second, bytes: 8 * mb, took: 320 * ms, wantWait: 7500 * ms},
+		{op: "answer", was: 7500 * ms, bytes: mb, took: 40 * ms, wantWait: 3750 * ms},
+		{op: "answer", was: 3750 * ms, bytes: mb, took: 40 * ms, wantWait: 1875 * ms},
+		{op: "answer", was: 1875 * ms, bytes: mb, took: 40 * ms, wantWait: pullTimeout},
+		{op: "answer", was: pullTimeout, bytes: mb, took: 40 * ms, wantWait: pullTimeout},
+	} {
+		switch s.op {
+		case "cut":
+			if _, ok := w.cutOff(s.was); ok != s.wantOK {
+				t.Errorf("step %d: cutOff(%v) ok = %v; want %v", i, s.was, ok, s.wantOK)
+			}
+		case "answer":
+			w.answered(s.was, s.bytes, s.took)
+		}
+		if got := w.get(); got != s.wantWait {
+			t.Errorf("step %d (%s after %v): wait %v; want %v", i, s.op, s.was, got, s.wantWait)
+		}
+	}
+}
