@@ -181,7 +181,13 @@ func windowSize(t *testing.T, p *pipepb.Pipeline, id string) (time.Duration, str
 
 // checkGraph asserts what batch and stream share: the stable names and the
 // hourly event-time windows that the grouping sees.
-func checkGraph(t *testing.T, p *pipepb.Pipeline) {
+func checkGraph(t *testing.T, p *pipepb.Pipeline) { checkGraphGrouped(t, p, true) }
+
+// checkGraphGrouped is checkGraph for a graph that groups its readings by
+// identity and hour or, with grouped false, builds them with no grouping
+// (a rekey of rows that hold whole hours): no GroupByKey under
+// Ingest/BuildRows, whose input is windowed by the hour.
+func checkGraphGrouped(t *testing.T, p *pipepb.Pipeline, grouped bool) {
 	t.Helper()
 	names := transformNames(p)
 	t.Run("stable transform names", func(t *testing.T) {
@@ -201,20 +207,33 @@ func checkGraph(t *testing.T, p *pipepb.Pipeline) {
 				t.Errorf("%s output %s: window fn %s size %v; want %s size 1h0m0s", hourlyWindows, id, urn, size, urnFixedWindows)
 			}
 		}
-		grouped := 0
+		groups := 0
 		for _, tr := range p.GetComponents().GetTransforms() {
 			if tr.GetSpec().GetUrn() != urnGroupByKey || !strings.HasPrefix(tr.GetUniqueName(), "Ingest/BuildRows/") {
 				continue
 			}
-			grouped++
+			groups++
 			for _, id := range tr.GetInputs() {
 				if size, urn := windowSize(t, p, id); size != time.Hour {
 					t.Errorf("%s groups input %s windowed by %s size %v; want %s size 1h0m0s", tr.GetUniqueName(), id, urn, size, urnFixedWindows)
 				}
 			}
 		}
-		if grouped == 0 {
+		switch {
+		case grouped && groups == 0:
 			t.Errorf("no GroupByKey under Ingest/BuildRows")
+		case !grouped && groups > 0:
+			t.Errorf("%d GroupByKeys under Ingest/BuildRows; want none", groups)
+		case !grouped:
+			build := transformByName(p, "Ingest/BuildRows")
+			if build == nil || len(build.GetInputs()) == 0 {
+				t.Fatalf("no Ingest/BuildRows transform with an input")
+			}
+			for _, id := range build.GetInputs() {
+				if size, urn := windowSize(t, p, id); size != time.Hour {
+					t.Errorf("Ingest/BuildRows input %s windowed by %s size %v; want %s size 1h0m0s", id, urn, size, urnFixedWindows)
+				}
+			}
 		}
 	})
 }
@@ -264,7 +283,9 @@ func TestDataflowDryRunRekey(t *testing.T) {
 			t.Errorf("transform %s in the graph: %v; want %v\n%s", want, got, want == "bigtable.Read", strings.Join(names, "\n"))
 		}
 	}
-	checkGraph(t, out.pipeline)
+	// vitals' rows hold whole hours of the salted spec's sensors: they are
+	// built as they are read, with no shuffle.
+	checkGraphGrouped(t, out.pipeline, false)
 	checkSummary(t, out, "JOB_TYPE_BATCH", "source:     bigtable bigtable://sensorpipe-test/vitals/old_vitals (spec vitals)")
 }
 

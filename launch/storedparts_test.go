@@ -147,18 +147,23 @@ func sameAsOneJob(t *testing.T, parted, one partsRun, cut string) int {
 	return n
 }
 
-// TestRekeyInPartsEqualsOneJob: a rekey (--source=bigtable) whose
-// --local_part_mb cuts the stored table into several key ranges, each a
+// TestRekeyInPartsEqualsOneJob: a rekey (--source=bigtable) from a table
+// whose rows hold periods of 2^22 ms, so that its hours are grouped from
+// the rows they span,
+// and whose --local_part_mb cuts the table into several key ranges, each a
 // job of its own, writes the new table cell for cell as the rekey run as
-// one job does, with the same ledger.
+// one job does, with the same ledger. A rekey from a table whose rows hold
+// whole hours builds them as it reads them, as one job whatever
+// --local_part_mb, and writes the same cells again.
 func TestRekeyInPartsEqualsOneJob(t *testing.T) {
 	t.Parallel()
 	cpuHeavy(t)
 	host := emulators.StartBigtable(t)
 	env := []string{"BIGTABLE_EMULATOR_HOST=" + host}
 	in := storedPartsInput(t)
-	runParts(t, env, "old", "--input="+filepath.Join(in, "readings.jsonl"), "--spec=vitals", "--local_part_mb=0")
-	rekey := []string{"--source=bigtable", "--from_spec=vitals", "--from_table=old", "--spec=" + saltedSpec}
+	const periods = "../testdata/rekey/vitals_periods.yaml"
+	runParts(t, env, "old", "--input="+filepath.Join(in, "readings.jsonl"), "--spec="+periods, "--local_part_mb=0")
+	rekey := []string{"--source=bigtable", "--from_spec=" + periods, "--from_table=old", "--spec=" + saltedSpec}
 	one := runParts(t, env, "one", append(rekey, "--local_part_mb=0")...)
 	parted := runParts(t, env, "parted", append(rekey, "--local_part_mb=0.1")...)
 	n := sameAsOneJob(t, parted, one, "key ranges at its sample row keys")
@@ -166,6 +171,19 @@ func TestRekeyInPartsEqualsOneJob(t *testing.T) {
 		t.Errorf("stderr lacks a part's key range:\n%s", parted.stderr)
 	}
 	t.Logf("%d parts; %s", n, one.ledger)
+
+	runParts(t, env, "hourly", "--input="+filepath.Join(in, "readings.jsonl"), "--spec=vitals", "--local_part_mb=0")
+	whole := runParts(t, env, "whole", "--source=bigtable", "--from_spec=vitals", "--from_table=hourly", "--spec="+saltedSpec, "--local_part_mb=0.05")
+	if strings.Contains(whole.stderr, "runs as") {
+		t.Errorf("a rekey of rows that hold whole hours ran in parts:\n%s", whole.stderr)
+	}
+	if !slices.Equal(whole.cells, one.cells) {
+		t.Errorf("the rekey of whole hours wrote other cells than the grouped rekey: %d cells, %d grouped; %d differ:\n%s",
+			len(whole.cells), len(one.cells), cellDiff(whole.cells, one.cells), firstDiffs(whole.cells, one.cells, 10))
+	}
+	if whole.ledger != one.ledger {
+		t.Errorf("ledger of the rekey of whole hours: %s; grouped: %s", whole.ledger, one.ledger)
+	}
 
 	// Parts smaller than the chunks between the emulator's sample keys
 	// (one row key in a hundred, about 0.04 MB here) are cut at row keys inside

@@ -9,6 +9,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/bigqueryio"
 	"github.com/sensorpipe/sensorpipe/dofns/bigtableio"
 	"github.com/sensorpipe/sensorpipe/dofns/fileio"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // BatchOptions are what a batch reads and how it meets what is stored.
@@ -51,15 +52,31 @@ func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 	if cfg.Local != nil {
 		return fmt.Errorf("pipelines: the local-runner options (arrival writes, recovery, disk state) apply to a stream; a batch's windows are read whole")
 	}
-	lines, readDead, err := readInput(s, cfg, opts)
-	if err != nil {
-		return err
+	var dead []beam.PCollection
+	readDead, parseDead := beam.PCollection{}, beam.PCollection{}
+	if BuildsWholeHours(cfg, opts) {
+		// Each row read holds whole hours: they are built where they are
+		// read, with no grouping.
+		rows, rdead, err := bigtableio.ReadRows(s, *opts.FromBigtable)
+		if err != nil {
+			return err
+		}
+		readDead = rdead
+		var batches beam.PCollection
+		batches, parseDead = beam.ParDo2(s.Scope("Parse"), &dofns.ParseWholeHoursFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes}, rows)
+		dead = ingestWholeHours(s, cfg, opts.MergeStored, batches)
+	} else {
+		lines, rdead, err := readInput(s, cfg, opts)
+		if err != nil {
+			return err
+		}
+		readDead = rdead
+		records := lines
+		if !readsRecords(opts) {
+			records, parseDead = parseLines(s, cfg, lines, true)
+		}
+		dead = ingestBatch(s, cfg, opts.MergeStored, records)
 	}
-	records, parseDead := lines, beam.PCollection{}
-	if !readsRecords(opts) {
-		records, parseDead = parseLines(s, cfg, lines, true)
-	}
-	dead := ingestBatch(s, cfg, opts.MergeStored, records)
 	// The sinks' dead letters cross a Reshuffle (random keys, not a fixed
 	// key) so the dead-letter write runs in a stage of its own: a failed
 	// dead-letter write then retries only that stage, not a whole bundle of
@@ -86,6 +103,33 @@ func readsRecords(opts BatchOptions) bool {
 	return opts.FromBigtable == nil && opts.FromBigQuery == nil && fileio.IsTableFormat(opts.Format)
 }
 
+// BuildsWholeHours reports whether the batch reads a Bigtable table whose
+// rows each hold whole hours of the spec's identities
+// (hours.ReadBack.HoldsWholeHours), which it then builds where it reads
+// them, with no grouping: no step holds more than a row's readings, so a
+// local run needs no parts. Not with a cadence's rollups: their coverage
+// needs each sensor's first-seen time over the whole batch.
+func BuildsWholeHours(cfg Config, opts BatchOptions) bool {
+	if opts.FromBigtable == nil || opts.FromBigtable.Spec == nil || cfg.Replay != nil || (cfg.Spec.HasCadence() && cfg.Spec.Rollup != nil) {
+		return false
+	}
+	rb, err := hours.NewReadBack(opts.FromBigtable.Spec.Spec)
+	return err == nil && rb.HoldsWholeHours(cfg.Spec.Spec)
+}
+
+// ingestWholeHours builds each identity-hour of the HourBatches, each of
+// which holds all the hour's readings (dofns.ParseWholeHoursFn), and
+// writes the sinks, as ingestBatch does after its grouping. It returns the
+// builder's and the sinks' dead letters.
+func ingestWholeHours(s beam.Scope, cfg Config, merge bool, batches beam.PCollection) []beam.PCollection {
+	s = s.Scope("Ingest")
+	windowed := hourlyWindows(s, batches)
+	var b built
+	b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("BuildRows"), &dofns.BuildWholeHourRowsFn{BuildRowsFn: buildRowsFn(cfg, merge)}, windowed)
+	cfg.Bigtable.WorkerBudget = true // as in ingestBatch
+	return writeSinks(s, cfg, b)
+}
+
 // ingestBatch builds each identity-hour of the parsed readings,
 // KV<identity, Record> stamped with event time, once from all its
 // readings (merged with what is stored when merge is set), and writes the
@@ -109,10 +153,7 @@ func buildBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) 
 	windowed := hourlyWindows(s, batches)
 	s = s.Scope("BuildRows")
 	grouped := beam.GroupByKey(s, windowed)
-	fn := dofns.BuildRowsFn{Spec: cfg.Spec, BigQuery: cfg.BigQuery != nil, Retry: cfg.Retry}
-	if merge {
-		fn.Merge = dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}
-	}
+	fn := buildRowsFn(cfg, merge)
 	var b built
 	if cfg.Spec.HasCadence() && cfg.Spec.Rollup != nil {
 		// The rollups' coverage needs each sensor's first-seen time: the
@@ -124,6 +165,16 @@ func buildBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) 
 	}
 	b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, &dofns.BuildBatchedRowsFn{BuildRowsFn: fn}, grouped)
 	return b
+}
+
+// buildRowsFn is the hour builder of a batch, which merges each hour with
+// what is stored when merge is set.
+func buildRowsFn(cfg Config, merge bool) dofns.BuildRowsFn {
+	fn := dofns.BuildRowsFn{Spec: cfg.Spec, BigQuery: cfg.BigQuery != nil, Retry: cfg.Retry}
+	if merge {
+		fn.Merge = dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}
+	}
+	return fn
 }
 
 // readInput reads the batch's input as KV<source, payload>, with the

@@ -22,9 +22,11 @@ import (
 
 func init() {
 	dofnreg.DoFn(&sampleFn{}, register.Function3x1[context.Context, []byte, func([]byte), error])
-	dofnreg.DoFn(&readRowsFn{}, register.Function5x1[context.Context, *sdf.LockRTracker, []byte, func(string, string), func(deadletter.DeadLetter), error])
+	dofnreg.DoFn(&readRowsFn{}, register.Function5x1[context.Context, *sdf.LockRTracker, []byte, func(string, []string), func(deadletter.DeadLetter), error])
+	register.Function3x0(eachLine)
 	register.Emitter1[[]byte]()
 	register.Emitter2[string, string]()
+	register.Emitter2[string, []string]()
 }
 
 // ReadConfig is what Read reads: a table written under a spec, whose
@@ -70,22 +72,45 @@ func Source(project, instance, table string) string {
 // time.
 func Read(s beam.Scope, cfg ReadConfig) (lines, dead beam.PCollection, err error) {
 	s = s.Scope("bigtable.Read")
+	rows, dead, err := readRows(s, cfg)
+	if err != nil {
+		return lines, dead, err
+	}
+	return beam.ParDo(s.Scope("Lines"), eachLine, rows), dead, nil
+}
+
+// ReadRows is Read with the readings of each row together, as
+// KV<source, lines>: one element per row. A row of a table whose rows hold
+// whole hours (hours.ReadBack.HoldsWholeHours) holds whole hours of
+// readings, which can then be built with no grouping.
+func ReadRows(s beam.Scope, cfg ReadConfig) (rows, dead beam.PCollection, err error) {
+	return readRows(s.Scope("bigtable.ReadRows"), cfg)
+}
+
+func readRows(s beam.Scope, cfg ReadConfig) (rows, dead beam.PCollection, err error) {
 	if cfg.Spec == nil || cfg.Project == "" || cfg.Instance == "" {
-		return lines, dead, fmt.Errorf("bigtableio.Read: a spec, a project and an instance are required")
+		return rows, dead, fmt.Errorf("bigtableio.Read: a spec, a project and an instance are required")
 	}
 	rb, err := hours.NewReadBack(cfg.Spec.Spec)
 	if err != nil {
-		return lines, dead, fmt.Errorf("bigtableio.Read: %w", err)
+		return rows, dead, fmt.Errorf("bigtableio.Read: %w", err)
 	}
 	plan, err := readPlan(rb, cfg.FromMs, cfg.ToMs)
 	if err != nil {
-		return lines, dead, fmt.Errorf("bigtableio.Read: %w", err)
+		return rows, dead, fmt.Errorf("bigtableio.Read: %w", err)
 	}
 	plan = cfg.Keys.Clip(plan)
 	samples := beam.ParDo(s.Scope("SampleRowKeys"), &sampleFn{Project: cfg.Project, Instance: cfg.Instance, Table: rb.Table()}, beam.Impulse(s))
-	lines, dead = beam.ParDo2(s.Scope("ReadRows"), &readRowsFn{Project: cfg.Project, Instance: cfg.Instance, Spec: cfg.Spec,
+	rows, dead = beam.ParDo2(s.Scope("ReadRows"), &readRowsFn{Project: cfg.Project, Instance: cfg.Instance, Spec: cfg.Spec,
 		Plan: plan, FromMs: cfg.FromMs, ToMs: cfg.ToMs}, samples)
-	return lines, dead, nil
+	return rows, dead, nil
+}
+
+// eachLine emits the lines of a row one by one.
+func eachLine(source string, lines []string, emit func(string, string)) {
+	for _, l := range lines {
+		emit(source, l)
+	}
 }
 
 // readPlan is the row ranges that hold the readings of [fromMs, toMs).
@@ -145,7 +170,7 @@ func (f *sampleFn) ProcessElement(ctx context.Context, _ []byte, emit func([]byt
 }
 
 // readRowsFn reads the rows of its restriction (a KeyRange) within the
-// plan's ranges and emits their readings as lines. Its element is the
+// plan's ranges and emits the readings of each row as lines. Its element is the
 // table's sample row keys (sampleFn).
 type readRowsFn struct {
 	Project, Instance string
@@ -210,7 +235,7 @@ func (f *readRowsFn) CreateTracker(rest KeyRange) *sdf.LockRTracker {
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.
-func (f *readRowsFn) FinishBundle(ctx context.Context, _ func(string, string), _ func(deadletter.DeadLetter)) error {
+func (f *readRowsFn) FinishBundle(ctx context.Context, _ func(string, []string), _ func(deadletter.DeadLetter)) error {
 	return f.ctrs.Commit(ctx)
 }
 
@@ -218,7 +243,7 @@ func (f *readRowsFn) FinishBundle(ctx context.Context, _ func(string, string), _
 // it emits the row's readings; a claim refused (the runner split the range
 // there) ends the read. A read that fails transiently resumes after the
 // last row claimed, within readPolicy.
-func (f *readRowsFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, _ []byte, emit func(string, string), dead func(deadletter.DeadLetter)) error {
+func (f *readRowsFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, _ []byte, emit func(string, []string), dead func(deadletter.DeadLetter)) error {
 	if _, ok := rt.GetRestriction().(KeyRange); !ok {
 		return fmt.Errorf("read %s: restriction %T is not a key range", f.rb.Table(), rt.GetRestriction())
 	}
@@ -259,10 +284,14 @@ func (f *readRowsFn) ProcessElement(ctx context.Context, rt *sdf.LockRTracker, _
 
 // emitRow emits the readings of one row, and a dead letter for each
 // reading whose cells could not be rebuilt.
-func (f *readRowsFn) emitRow(ctx context.Context, row hours.ReadRow, toMs int64, emit func(string, string), dead func(deadletter.DeadLetter)) {
+func (f *readRowsFn) emitRow(ctx context.Context, row hours.ReadRow, toMs int64, emit func(string, []string), dead func(deadletter.DeadLetter)) {
 	recs, skipped := f.rb.Records([]hours.ReadRow{row}, "", f.FromMs, toMs)
-	for i := range recs {
-		emit(f.source, recs[i].Raw)
+	if len(recs) > 0 {
+		lines := make([]string, len(recs))
+		for i := range recs {
+			lines[i] = recs[i].Raw
+		}
+		emit(f.source, lines)
 	}
 	if skipped == 0 {
 		return

@@ -131,6 +131,54 @@ func newReadBack(spec *schemas.Spec, t *schemas.TableSpec) (*ReadBack, error) {
 	return rb, nil
 }
 
+// HoldsWholeHours reports whether each row of the table holds all the
+// readings the table stores of every identity under spec to and hour
+// that the row holds any of: the row key renders only literals, fields
+// of to's identity (by name, of the same type) and, if at all, the event
+// time (the same field as to's) cut to the UTC hour or coarser. A rekey into to can
+// then build each hour from the row that holds it, with no grouping.
+func (rb *ReadBack) HoldsWholeHours(to *schemas.Spec) bool {
+	if to.EventTime != rb.spec.EventTime {
+		return false
+	}
+	identity := map[string]bool{}
+	for _, n := range to.Identity {
+		identity[n] = true
+	}
+	inIdentity := func(i int) bool {
+		f := rb.spec.Fields[i]
+		tf := to.Field(f.Name)
+		return i != rb.eventIdx && identity[f.Name] && tf != nil && tf.Type == f.Type
+	}
+	for _, seg := range rb.key.Segs {
+		switch seg.Kind {
+		case schemas.SegLiteral:
+		case schemas.SegField:
+			if seg.Field == rb.eventIdx {
+				if len(seg.Ops) == 0 {
+					return false
+				}
+				switch seg.Ops[0].Name {
+				case "year", "month", "day", "hour":
+				default:
+					return false
+				}
+			} else if !inIdentity(seg.Field) {
+				return false
+			}
+		case schemas.SegSalt, schemas.SegHash:
+			for _, f := range seg.Fields {
+				if !inIdentity(f) {
+					return false
+				}
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // Table is the name of the table ReadBack reads.
 func (rb *ReadBack) Table() string { return rb.table.Name }
 

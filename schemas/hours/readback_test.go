@@ -484,3 +484,63 @@ func TestCanonicalJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestHoldsWholeHours: a row holds whole hours of a spec's identities when
+// its key renders only literals, fields of that identity (same names,
+// same types) and the event time cut to the hour or coarser.
+func TestHoldsWholeHours(t *testing.T) {
+	spec := func(identity, rowKey, idType string) *schemas.Spec {
+		t.Helper()
+		s, err := schemas.ParseSpec("wh.yaml", []byte(fmt.Sprintf(`
+name: wh
+event_time: ts
+identity: %s
+fields:
+  - {name: id, type: %s, required: true}
+  - {name: site, type: string, required: true}
+  - {name: ts, type: timestamp, required: true}
+  - {name: x, type: float}
+bigtable:
+  tables:
+    - name: t
+      row_key: %q
+      families:
+        - name: f
+          columns:
+            - {qualifier: x, value: x}
+            - {qualifier: id, value: id}
+            - {qualifier: site, value: site}
+`, identity, idType, rowKey)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	to := spec("[id, site]", "{id}#{ts|hour}", "string")
+	for _, tc := range []struct {
+		name, identity, rowKey string
+		idType                 string
+		want                   bool
+	}{
+		{"identity and hour", "[id]", "{id}#{ts|hour}", "string", true},
+		{"a day per row", "[id]", "{id}#{ts|day}", "string", true},
+		{"salted, reversed domain", "[id]", "{salt:8|id}#{site|revdomain}#{ts|month}", "string", true},
+		{"hashed identity", "[id, site]", "{hash|id,site}#{ts|hour}", "string", true},
+		{"a minute per row", "[id]", "{id}#{ts|minute}", "string", false},
+		{"a reading per row", "[id]", "{id}#{ts|reverse}", "string", false},
+		{"all of an identity's time in one row", "[id]", "{id}", "string", true},
+		{"a field outside the new identity", "[id]", "{id}#{x}#{ts|hour}", "string", false},
+		{"an identity field of another type", "[id]", "{id}#{ts|hour}", "int", false},
+		{"the time hashed", "[id]", "{hash|id,ts}#{ts|hour}", "string", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rb, err := NewReadBack(spec(tc.identity, tc.rowKey, tc.idType))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rb.HoldsWholeHours(to); got != tc.want {
+				t.Errorf("rows keyed %s hold whole hours of identity [id, site]: %v; want %v", tc.rowKey, got, tc.want)
+			}
+		})
+	}
+}
