@@ -110,7 +110,7 @@ bench-batching:
 	go run ./launch/bench/stream -rate 0 -per_message 10 -out .run/bench-stream-10.json $(STREAM_FLAGS)
 	go run ./launch/bench/stream -rate 0 -per_message 100 -out .run/bench-stream-100.json $(STREAM_FLAGS)
 
-## bench-memory: the launcher's peak RSS (pipeline side only, Bigtable; a 10-minute write retry deadline, as the emulator is the bottleneck at 3 M) on 300 k and 3 M readings from 1,000 sensors, in time order and shuffled, and on a ward's 300 k and 3 M (100 sensors; 3 M span 8.3 hours, so the local batch runs in parts of whole hours; the 1,000 sensors' 3 M are one hour, and run in shares of their identities); the 1,000 sensors' 3 M as one Parquet file (DuckDB's: one hour, so its row groups are read in shares of their identities), and a rekey of them (--source=bigtable from the table a batch wrote, parts of key ranges). About 40 minutes.
+## bench-memory: the launcher's peak RSS (pipeline side only, Bigtable; a 10-minute write retry deadline, as the emulator is the bottleneck at 3 M) on 300 k and 3 M readings from 1,000 sensors, in time order and shuffled, and on a ward's 300 k and 3 M (100 sensors; 3 M span 8.3 hours, so the local batch runs in parts of whole hours; the 1,000 sensors' 3 M are one hour, and run in shares of their identities); the 1,000 sensors' 3 M as one Parquet file (DuckDB's: one hour, so its row groups are read in shares of their identities), and a rekey of them (--source=bigtable from the table a batch wrote: its rows hold whole hours, so one job with no grouping). About 40 minutes.
 MEM_E2E := go run ./launch/bench/e2e -sides pipeline -bigquery=false -merge=false -launcher_args=--write_retry_deadline=10m
 bench-memory:
 	@mkdir -p .run
