@@ -248,6 +248,20 @@ func (e *env) redelivered(t *testing.T, sub string, ackBy time.Time) []*pubsubpb
 	}
 }
 
+// startEnv points the Pub/Sub clients at the emulator, empties the
+// recorded elements and counts the acks by subscription.
+func startEnv(t *testing.T) *env {
+	t.Helper()
+	t.Setenv("PUBSUB_EMULATOR_HOST", pubsubio.PubSubEmulator(t))
+	t.Cleanup(resetStore())
+	pubsubio.SetAfterAck(func(sub string, n int) {
+		store.Lock()
+		store.acked[sub] += n
+		store.Unlock()
+	})
+	return newEnv(t)
+}
+
 // startPipeline runs the pipeline built by build on prism until the returned
 // stop function (also registered as a cleanup) cancels it.
 func startPipeline(t *testing.T, build func(s beam.Scope)) (stop func()) {
@@ -302,14 +316,7 @@ func TestRead(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: starts the Pub/Sub emulator (a JVM) and streaming prism pipelines; run without -short")
 	}
-	t.Setenv("PUBSUB_EMULATOR_HOST", pubsubio.PubSubEmulator(t))
-	t.Cleanup(resetStore())
-	pubsubio.SetAfterAck(func(sub string, n int) {
-		store.Lock()
-		store.acked[sub] += n
-		store.Unlock()
-	})
-	e := newEnv(t)
+	e := startEnv(t)
 
 	// Each case has a topic, a subscription and a run name of its own, and
 	// most of its time is waiting on Pub/Sub's ack deadline: they run side
@@ -540,15 +547,8 @@ func TestLargeMessageOverASlowLink(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: starts the Pub/Sub emulator (a JVM) and a streaming prism pipeline; run without -short")
 	}
-	host := pubsubio.PubSubEmulator(t)
-	t.Setenv("PUBSUB_EMULATOR_HOST", host)
-	t.Cleanup(resetStore())
-	pubsubio.SetAfterAck(func(sub string, n int) {
-		store.Lock()
-		store.acked[sub] += n
-		store.Unlock()
-	})
-	e := newEnv(t)
+	e := startEnv(t)
+	host := os.Getenv("PUBSUB_EMULATOR_HOST")
 	topic, sub := e.create(t, "slowlink")
 	sizes := map[string]int{"s0": 1_000_000, "s1": 9_000_000, "s2": 1_000_000}
 	for rid, size := range sizes {
