@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -113,12 +114,38 @@ func (j *jobRunner) run(ctx context.Context, p *beam.Pipeline, interval time.Dur
 			}
 		}
 	}
+	// The counters a job ends with are its ledger: they are read
+	// patiently, and a ledger that is an earlier read says so.
+	settle := func() {
+		deadline := time.Now().Add(finalCountersWait)
+		err := errors.New("the job is not on its job service")
+		for {
+			if jobID == "" {
+				jobID = findJob(ctx, client, name, j.ran)
+			}
+			if jobID != "" {
+				c, cerr := jobCounters(client, jobID)
+				if cerr == nil {
+					last = c
+					return
+				}
+				err = cerr
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if last != nil {
+			fmt.Fprintf(os.Stderr, "sensorpipe: the job's final counters cannot be read (%v); the ledger is their last read, from before the job ended\n", err)
+		}
+	}
 	tick := time.NewTicker(max(interval, 500*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
 		case r := <-done:
-			poll()
+			settle()
 			if last == nil {
 				last = resultCounters(r.pr)
 			}
@@ -144,7 +171,7 @@ func (j *jobRunner) run(ctx context.Context, p *beam.Pipeline, interval time.Dur
 			case <-done:
 			case <-time.After(15 * time.Second):
 			}
-			poll()
+			settle()
 			return jobRun{Stopped: true, Counters: last}
 		}
 	}
@@ -224,6 +251,10 @@ func findJob(ctx context.Context, client jobpb.JobServiceClient, name string, ra
 	}
 	return ""
 }
+
+// finalCountersWait bounds the reads of a job's counters once it has
+// ended (a read that times out after 5 s is tried again).
+const finalCountersWait = 30 * time.Second
 
 // jobCounters reads a job's counters from its job service.
 func jobCounters(client jobpb.JobServiceClient, jobID string) (ledger.Counters, error) {
