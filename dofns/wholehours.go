@@ -2,7 +2,7 @@ package dofns
 
 import (
 	"context"
-	"time"
+	"math"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
@@ -37,34 +37,27 @@ type ParseWholeHoursFn struct {
 	MaxLineBytes int
 
 	parse ParseFn
+	group PreGroupFn // with no bound: a batch holds all its hour's readings
 }
 
-// Setup makes the ParseFn that parses each line.
+// Setup makes the ParseFn that parses each line, and the PreGroupFn that
+// packs an element's readings by identity and hour.
 func (f *ParseWholeHoursFn) Setup() error {
+	f.group = PreGroupFn{MaxReadings: math.MaxInt, MaxBuffered: math.MaxInt}
 	f.parse = ParseFn{Spec: f.Spec, MaxLineBytes: f.MaxLineBytes}
 	return f.parse.Setup()
 }
 
 // ProcessElement parses the element's lines and emits their hours.
 func (f *ParseWholeHoursFn) ProcessElement(ctx context.Context, source string, lines []string, emit func(beam.EventTime, string, HourBatch), dead func(deadletter.DeadLetter)) {
-	batches := map[preGroupKey]*HourBatch{}
-	var order []preGroupKey
-	add := func(_ beam.EventTime, key string, r schemas.Record) {
-		k := preGroupKey{key, hours.WindowStart(r.EventMs, time.Hour)}
-		b := batches[k]
-		if b == nil {
-			b = &HourBatch{}
-			batches[k] = b
-			order = append(order, k)
-		}
-		b.Records = append(b.Records, r)
+	f.group.StartBundle(emit) // an element's hours are its own
+	add := func(et beam.EventTime, key string, r schemas.Record) {
+		f.group.ProcessElement(ctx, et, key, r, emit)
 	}
 	for _, l := range lines {
 		f.parse.ProcessElement(ctx, source, l, add, dead)
 	}
-	for _, k := range order {
-		emit(beam.EventTime(k.startMs), k.identity, *batches[k])
-	}
+	f.group.flush(emit)
 }
 
 // FinishBundle writes the bundle's counts to the run's ledger record.

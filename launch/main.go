@@ -49,12 +49,12 @@ import (
 
 // wholeHoursGCPercent and wholeHoursMemoryLimit tune the garbage
 // collector of a local job that builds whole hours as it reads them: it
-// holds no grouping, only the rows and writes in flight (about 50 MB live
-// at 300 k readings), so at Go's default GOGC of 100 it collects every few
-// tens of MB allocated, which took about a fifth of its CPU. At 400 it
-// collects a fifth as often; the soft memory limit makes it collect sooner
-// where more is live (rows of thousands of readings), so that its peak
-// stays within a file batch's (figures in docs/performance.md).
+// holds no grouping, only the rows and writes in flight, so at Go's
+// default GOGC of 100, which scales each collection's trigger with that
+// small live heap, it collects often. At 400 it collects a fifth as
+// often; the soft memory limit makes it collect sooner where more is live
+// (rows of thousands of readings), so that its peak stays within a file
+// batch's (figures in docs/performance.md).
 const (
 	wholeHoursGCPercent   = 400
 	wholeHoursMemoryLimit = 384 << 20

@@ -104,39 +104,29 @@ func (j *jobRunner) run(ctx context.Context, p *beam.Pipeline, interval time.Dur
 			j.ran[jobID] = true
 		}
 	}()
-	poll := func() {
+	poll := func() error {
 		if jobID == "" {
 			jobID = findJob(ctx, client, name, j.ran)
 		}
-		if jobID != "" {
-			if c, err := jobCounters(client, jobID); err == nil {
-				last = c
-			}
+		if jobID == "" {
+			return errors.New("the job is not on its job service")
 		}
+		c, err := jobCounters(client, jobID)
+		if err == nil {
+			last = c
+		}
+		return err
 	}
-	// The counters a job ends with are its ledger: they are read
-	// patiently, and a ledger that is an earlier read says so.
+	// The counters a job ends with are its ledger: a failed read of them
+	// is tried again, and a ledger that is an earlier read says so.
 	settle := func() {
 		deadline := time.Now().Add(finalCountersWait)
-		err := errors.New("the job is not on its job service")
-		for {
-			if jobID == "" {
-				jobID = findJob(ctx, client, name, j.ran)
-			}
-			if jobID != "" {
-				c, cerr := jobCounters(client, jobID)
-				if cerr == nil {
-					last = c
-					return
-				}
-				err = cerr
-			}
-			if time.Now().After(deadline) {
-				break
-			}
+		err := poll()
+		for err != nil && jobID != "" && time.Now().Before(deadline) {
 			time.Sleep(time.Second)
+			err = poll()
 		}
-		if last != nil {
+		if err != nil && last != nil {
 			fmt.Fprintf(os.Stderr, "sensorpipe: the job's final counters cannot be read (%v); the ledger is their last read, from before the job ended\n", err)
 		}
 	}
@@ -151,7 +141,7 @@ func (j *jobRunner) run(ctx context.Context, p *beam.Pipeline, interval time.Dur
 			}
 			return jobRun{Err: r.err, Counters: last}
 		case <-tick.C:
-			poll()
+			_ = poll() // a read that fails leaves the last one
 			if interval > 0 && last != nil {
 				progress(last)
 			}
@@ -159,7 +149,7 @@ func (j *jobRunner) run(ctx context.Context, p *beam.Pipeline, interval time.Dur
 				watch(last)
 			}
 		case <-ctx.Done():
-			poll()
+			_ = poll() // the job's id, and its counters so far
 			if jobID != "" {
 				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				_, _ = client.Cancel(cctx, &jobpb.CancelJobRequest{JobId: jobID})

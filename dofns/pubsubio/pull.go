@@ -15,8 +15,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
 )
 
-// maxPullWait bounds a pull's deadline however slow the link: a 10 MB
-// message still arrives whole over a link of 200 KB/s.
+// maxPullWait bounds a pull's deadline however slow the link, and so how
+// long an idle subscription's pull waits to answer "nothing now".
 const maxPullWait = time.Minute
 
 // pull performs one synchronous Pull. A pull that times out without messages
