@@ -54,6 +54,11 @@ type BuildRowsFn struct {
 	Merge Recovery
 	// Retry bounds each read back as it bounds a write.
 	Retry retry.Settings
+	// BQMarks, with a Table (hours.MarksTable), has each merged hour's
+	// BigQuery marks read with it, and the BigQuery rows its tables hold
+	// left out (hours.MergeChanges); its RowKey is set per hour. Zero:
+	// every BigQuery row of a merged hour is sent.
+	BQMarks hours.BQMarks
 
 	hour        hourBuilder
 	reader      *readBacker
@@ -136,6 +141,12 @@ func (f *BuildRowsFn) buildFirstSeen(ctx context.Context, pane beam.PaneInfo, w 
 	// A replay rewrites its hours whole: a dead letter's write failed, so
 	// the store may lack what the read-back table holds.
 	changesOnly := !replay && f.reader != nil
+	var marks *hours.BQMarks
+	if changesOnly && f.BigQuery && f.BQMarks.Table != "" {
+		m := f.BQMarks
+		m.RowKey = hours.MarkRowKey(key, p.StartMs)
+		marks = &m
+	}
 	var sh hours.StoredHour
 	if f.reader != nil && time.Now().Before(f.downUntil) {
 		f.mergeFailed.Inc(ctx, 1)
@@ -145,7 +156,7 @@ func (f *BuildRowsFn) buildFirstSeen(ctx context.Context, pane beam.PaneInfo, w 
 		policy := f.Retry.Policy()
 		policy.MaxAttempts = 4
 		if changesOnly {
-			sh, skipped, err = f.reader.storedHour(ctx, policy, f.Spec, key, p.StartMs, p.EndMs)
+			sh, skipped, err = f.reader.storedHour(ctx, policy, f.Spec, key, p.StartMs, p.EndMs, marks)
 			stored = sh.Records
 		} else {
 			stored, skipped, err = f.reader.windowWithin(ctx, policy, key, p.StartMs, p.EndMs)
@@ -182,7 +193,7 @@ func (f *BuildRowsFn) buildFirstSeen(ctx context.Context, pane beam.PaneInfo, w 
 	now := time.Now().UnixMilli()
 	if err := ledger.Guard(func() {
 		if changesOnly {
-			out, un = hours.MergeChanges(f.Spec, p, sh, f.BigQuery, now)
+			out, un = hours.MergeChanges(f.Spec, p, sh, f.BigQuery, marks, now)
 		} else {
 			out = hours.MergeHour(f.Spec, p, stored, f.BigQuery, now)
 		}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/hours"
+	"github.com/sensorpipe/sensorpipe/schemas/rowkey"
 )
 
 // storedHour reads back one identity's hour for a batch's merge
@@ -16,7 +19,42 @@ import (
 // the rollup family's cells at the hour's end. With the readings in
 // another table the rollup is not read, and an hour with stored readings
 // has its rollup written again.
-func (r *readBacker) storedHour(ctx context.Context, policy retry.Policy, spec *hours.Compiled, identity string, startMs, endMs int64) (hours.StoredHour, int, error) {
+//
+// With marks set, the hour's BigQuery marks are read too (marksOf).
+func (r *readBacker) storedHour(ctx context.Context, policy retry.Policy, spec *hours.Compiled, identity string, startMs, endMs int64,
+	marks *hours.BQMarks) (hours.StoredHour, int, error) {
+	sh, skipped, err := r.storedReadings(ctx, policy, spec, identity, startMs, endMs)
+	if err == nil && marks != nil {
+		sh.Marks, sh.MarksRead = r.marksOf(ctx, policy, marks, endMs)
+	}
+	return sh, skipped, err
+}
+
+// marksOf reads an hour's BigQuery marks (hours.MarksTable): BigQuery
+// table reference to fingerprint. A failed read is logged and leaves
+// read false: the hour's rows are all sent.
+func (r *readBacker) marksOf(ctx context.Context, policy retry.Policy, marks *hours.BQMarks, endMs int64) (map[string][]byte, bool) {
+	got := map[string][]byte{}
+	err := retry.Do(ctx, policy, func(actx context.Context) error {
+		clear(got)
+		return r.reader.ReadRows(actx, marks.Table, []rowkey.RowRange{{Start: marks.RowKey, End: marks.RowKey + "\x00"}},
+			[]string{hours.MarksFamily}, endMs, endMs+1, func(row hours.ReadRow) {
+				for _, c := range row.Cells {
+					if _, ok := got[c.Qualifier]; !ok { // the newest version comes first
+						got[c.Qualifier] = c.Value
+					}
+				}
+			})
+	})
+	if err != nil {
+		log.Warnf(ctx, "hour %s: its BigQuery marks cannot be read from %s (%v): its BigQuery rows are all sent", marks.RowKey, marks.Table, err)
+		return nil, false
+	}
+	return got, true
+}
+
+// storedReadings is storedHour's read of the readings and the rollup.
+func (r *readBacker) storedReadings(ctx context.Context, policy retry.Policy, spec *hours.Compiled, identity string, startMs, endMs int64) (hours.StoredHour, int, error) {
 	roller := spec.Roller()
 	if roller == nil || r.rb.Table() != spec.Bigtable.Tables[0].Name {
 		recs, skipped, err := r.windowWithin(ctx, policy, identity, startMs, endMs)
@@ -67,6 +105,9 @@ func contains(list []string, s string) bool {
 func (f *BuildRowsFn) countUnchanged(ctx context.Context, un hours.Unchanged) {
 	for _, u := range un.Bigtable {
 		f.hour.ctrs.Sink(ctx, deadletter.SinkBigtable, u.Table, u.Kind, ledger.Unchanged, u.N)
+	}
+	for _, u := range un.BigQuery {
+		f.hour.ctrs.Sink(ctx, u.Sink, u.Table, u.Kind, ledger.Unchanged, u.N)
 	}
 	if un.Hour {
 		f.hour.ctrs.Inc(ctx, ledger.UnchangedHours, 1)

@@ -58,6 +58,7 @@ type flags struct {
 	replayPayload  string
 	allowRejected  bool
 	mergeStored    bool
+	bqSkipStored   bool
 
 	// Stored-data sources (--source=bigtable or bigquery).
 	fromSpec     string
@@ -118,6 +119,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.replaySink, "replay_sink", "", "With --format=deadletter: replay only the dead letters of these sinks, comma-separated (parse, window, bigtable, bigquery, bigquery_rollups); empty: every sink. A write's dead letter (bigtable, bigquery, bigquery_rollups) is written to that sink only.")
 	fs.StringVar(&f.replayPayload, "replay_payload_format", "json", "With --format=deadletter: the format of the dead letters' payloads (json or proto).")
 	fs.BoolVar(&f.allowRejected, "allow_all_rejected", false, "A batch that read records and rejected every one exits 0 rather than 1 (e.g. a replay of dead letters known to fail again). Without it such a run fails with its top reasons and their likely cause: a wrong --format, a wrong --spec, or the unit of the timestamps.")
+	fs.BoolVar(&f.bqSkipStored, "bigquery_skip_stored", true, "A batch with --merge_stored and BigQuery keeps, per sensor-hour, a mark of the rows each BigQuery table acknowledged, in the Bigtable table <first table>_bqmarks (created with --create_tables; without the table no marks are kept), and sends a stored hour only the rows the marks say its table lacks: nothing when the hour is unchanged. false sends every row of each hour again: after a BigQuery table was emptied or re-created.")
 	fs.BoolVar(&f.mergeStored, "merge_stored", true, "A batch reads each sensor-hour it writes back from Bigtable and builds it with the readings earlier runs stored there, so that batches that split an hour, in any order, or a batch after a stream, leave what one batch over all the readings leaves; a stream does the same at each hour's on-time and late firings, so that streams sharing a subscription, or a drain-and-replace update, leave what one batch leaves. false builds each hour from the run's own readings only (a backfill into empty tables skips one read per sensor-hour).")
 
 	// Stored-data flags (--source=bigtable or bigquery).

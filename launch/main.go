@@ -145,7 +145,7 @@ func run(ctx context.Context, start time.Time, cfg pipelines.Config, p plan) err
 		return err
 	}
 	if !p.dryRun {
-		if err := preflight(ctx, cfg, p); err != nil {
+		if err := preflight(ctx, &cfg, p); err != nil {
 			return err
 		}
 	}

@@ -269,6 +269,12 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 		return cfg, p, usagef("--dry_run_out=%s is the file a dry run writes its job to: add --dry_run (and --runner=dataflow)", p.dryRunOut)
 	}
 	readBack := cfg.Local != nil && cfg.Local.Recover
+	// A batch that merges with stored hours (as the checks below leave
+	// it) and writes BigQuery keeps BigQuery marks; a replay rewrites
+	// its hours whole.
+	defer func() {
+		cfg.BigQueryMarks = f.bqSkipStored && !p.streaming && p.batch.MergeStored && cfg.BigQuery != nil && cfg.Replay == nil
+	}()
 	if !p.batch.MergeStored && !p.stream.MergeStored && !readBack {
 		return cfg, p, nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/pipelines"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/silences"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
 )
@@ -27,11 +28,14 @@ import (
 // BigQuery dataset and tables. Transient
 // errors are retried within --startup_timeout. Each failure is one line
 // naming the flag and the fix.
-func preflight(ctx context.Context, cfg pipelines.Config, p plan) error {
+//
+// A batch's BigQuery marks (cfg.BigQueryMarks) are turned off, with a
+// note, when their table is missing and --create_tables is false.
+func preflight(ctx context.Context, cfg *pipelines.Config, p plan) error {
 	limit := p.startupTimeout
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	if err := checkEndpoints(ctx, cfg, p); err != nil {
+	if err := checkEndpoints(ctx, *cfg, p); err != nil {
 		return err
 	}
 	if err := checkDeadLetter(ctx, cfg.DeadLetter, limit); err != nil {
@@ -39,6 +43,18 @@ func preflight(ctx context.Context, cfg pipelines.Config, p plan) error {
 	}
 	if err := bigtableio.EnsureTables(ctx, cfg.Bigtable.Project, cfg.Bigtable.Instance, cfg.Spec.Spec, p.createTables, limit); err != nil {
 		return fmt.Errorf("--bigtable_project=%s --bigtable_instance=%s: %w", cfg.Bigtable.Project, cfg.Bigtable.Instance, err)
+	}
+	if cfg.BigQueryMarks {
+		ok, err := bigtableio.EnsureMarksTable(ctx, cfg.Bigtable.Project, cfg.Bigtable.Instance, cfg.Spec.Spec, p.createTables, limit)
+		if err != nil {
+			return fmt.Errorf("--bigtable_project=%s --bigtable_instance=%s: %w", cfg.Bigtable.Project, cfg.Bigtable.Instance, err)
+		}
+		if !ok {
+			t := hours.MarksTable(cfg.Spec.Spec)
+			fmt.Fprintf(os.Stderr, "sensorpipe: Bigtable table %s (family %s) is missing: this batch keeps no BigQuery marks and sends every BigQuery row of a stored hour again (create it with cbt createtable %s families=%s, or run with --create_tables=true)\n",
+				t, hours.MarksFamily, t, hours.MarksFamily)
+			cfg.BigQueryMarks = false
+		}
 	}
 	if rc := p.batch.FromBigtable; rc != nil {
 		if err := checkFromTable(ctx, rc, limit); err != nil {

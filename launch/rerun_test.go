@@ -100,6 +100,22 @@ func bqWritten(t *testing.T, bq *bqemu.TestServer, dataset string) (readings, ho
 	return readings, hourly
 }
 
+// bqSent reads, per key, when each row of dataset.table was last sent:
+// the readings' ingested_at (by reading_id) and the rollups' fired_at (by
+// sensor and hour). A row sent again has a later time.
+func bqSent(t *testing.T, bq *bqemu.TestServer, dataset string) (readings, hourly map[string]string) {
+	t.Helper()
+	readings, _ = bqLatest(t, bq, dataset, "readings", "ingested_at",
+		func(row map[string]bigquery.Value) string { id, _ := row["reading_id"].(string); return id },
+		func(row map[string]bigquery.Value) string { return fmt.Sprint(row["ingested_at"]) })
+	hourly, _ = bqLatest(t, bq, dataset, "readings_hourly", "fired_at",
+		func(row map[string]bigquery.Value) string {
+			return fmt.Sprint(row["sensor_id"], " ", row["window_start"])
+		},
+		func(row map[string]bigquery.Value) string { return fmt.Sprint(row["fired_at"]) })
+	return readings, hourly
+}
+
 // changedKeys lists the keys whose values differ between a and b.
 func changedKeys(a, b map[string]string) []string {
 	var out []string
@@ -119,11 +135,13 @@ func changedKeys(a, b map[string]string) []string {
 
 // TestBatchRerunWritesOnlyWhatChanged runs the acceptance input as a
 // batch with both sinks, then again: the re-run writes no Bigtable cell
-// (a proxy sees every mutation the launcher sends), BigQuery's latest rows
-// hold what they held, and its summary says what it left unchanged. A
-// third run with one reading's heart rate lowered (so that it wins over
-// the stored copy) writes that reading's cell and its hour's rollup cells
-// and nothing else to Bigtable; both stores then hold the new value.
+// (a proxy sees every mutation the launcher sends) and sends BigQuery no
+// row (every row's ingested_at and fired_at is the first run's), and its
+// summary says what it left unchanged. A third run with one reading's
+// heart rate lowered (so that it wins over the stored copy) writes that
+// reading's cell, its hour's rollup cells and the hour's BigQuery marks,
+// and nothing else, to Bigtable, and sends BigQuery that reading's row and
+// its hour's rollup row; both stores then hold the new value.
 func TestBatchRerunWritesOnlyWhatChanged(t *testing.T) {
 	t.Parallel()
 	bt := emulators.StartBigtable(t)
@@ -144,14 +162,25 @@ func TestBatchRerunWritesOnlyWhatChanged(t *testing.T) {
 	}
 
 	run("first run", lines)
-	if got := log.take(); len(got) == 0 {
+	got := log.take()
+	if len(got) == 0 {
 		t.Fatal("the proxy saw no mutation of the first run")
+	}
+	var marks int
+	for _, c := range got {
+		if strings.HasPrefix(c, "rerun_bqmarks ") {
+			marks++
+		}
+	}
+	if marks != 6 {
+		t.Errorf("the first run wrote %d BigQuery marks, want 6 (3 sensor-hours, 2 tables)", marks)
 	}
 	firstCells := dump(t, bt, "rerun")
 	firstReadings, firstHourly := bqWritten(t, bq, "rerun")
 	if len(firstReadings) != 304 || len(firstHourly) != 3 {
 		t.Fatalf("first run: %d BigQuery readings, %d rollups; want 304 and 3", len(firstReadings), len(firstHourly))
 	}
+	firstSentReadings, firstSentHourly := bqSent(t, bq, "rerun")
 
 	t.Run("a re-run writes nothing", func(t *testing.T) {
 		stdout, summary := run("re-run", lines)
@@ -168,22 +197,41 @@ func TestBatchRerunWritesOnlyWhatChanged(t *testing.T) {
 		if d := changedKeys(firstHourly, hourly); len(d) != 0 {
 			t.Errorf("BigQuery rollups changed: %v", d)
 		}
+		sentReadings, sentHourly := bqSent(t, bq, "rerun")
+		if d := changedKeys(firstSentReadings, sentReadings); len(d) != 0 {
+			t.Errorf("the re-run sent BigQuery %d reading rows, want none; e.g. %s at %s", len(d), d[0], sentReadings[d[0]])
+		}
+		if d := changedKeys(firstSentHourly, sentHourly); len(d) != 0 {
+			t.Errorf("the re-run sent BigQuery rollup rows, want none: %v", d)
+		}
 		l := readSummary(t, summary)
 		if !l.Balanced || l.UnchangedHours != 3 {
 			t.Errorf("ledger balanced %v, unchanged hours %d (want 3): %v", l.Balanced, l.UnchangedHours, l.Problems)
 		}
+		var bigQuery int
 		for _, s := range l.Sinks {
-			if s.Sink != "bigtable" {
-				continue
-			}
-			if s.Routed != 0 || s.Rows != 0 {
+			switch {
+			case s.Sink == "bigquery" || s.Sink == "bigquery_rollups":
+				bigQuery++
+				want := int64(304)
+				if s.Sink == "bigquery_rollups" {
+					want = 3
+				}
+				if s.Routed != 0 || s.Rows != 0 || s.Unchanged != want {
+					t.Errorf("%s %s: routed %d, rows written %d, unchanged %d; want 0, 0 and %d", s.Sink, s.Table, s.Routed, s.Rows, s.Unchanged, want)
+				}
+			case s.Sink != "bigtable":
+			case s.Routed != 0 || s.Rows != 0:
 				t.Errorf("%s %s: routed %d, rows written %d; want none", s.Sink, s.Table, s.Routed, s.Rows)
-			}
-			if want := int64(304); s.Table != "sensor_inventory" && s.Unchanged != want {
-				t.Errorf("%s %s: %d unchanged, want %d", s.Sink, s.Table, s.Unchanged, want)
+			case s.Table != "sensor_inventory" && s.Unchanged != 304:
+				t.Errorf("%s %s: %d unchanged, want 304", s.Sink, s.Table, s.Unchanged)
 			}
 		}
+		if bigQuery != 2 {
+			t.Errorf("the ledger has %d BigQuery sinks, want 2: %+v", bigQuery, l.Sinks)
+		}
 		for _, want := range []string{"unchanged, not rewritten: 3 sensor-hours", "bigtable rerun: readings routed 0 = written 0 + dead-lettered 0; readings unchanged, not rewritten 304",
+			"bigquery readings: readings routed 0 = written 0 + dead-lettered 0; readings unchanged, not rewritten 304",
 			"ledger: balanced"} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("summary lacks %q:\n%s", want, stdout)
@@ -211,7 +259,14 @@ func TestBatchRerunWritesOnlyWhatChanged(t *testing.T) {
 		const readingMicros, hourEndMicros = (1772359200000 + 5000) * 1000, 1772362800000 * 1000
 		cells := log.take()
 		var value bool
+		var marks int
 		for _, c := range cells {
+			if strings.HasPrefix(c, "rerun_bqmarks ") {
+				if marks++; !strings.HasPrefix(c, "rerun_bqmarks p-4#") || !strings.Contains(c, fmt.Sprintf("@%d=", hourEndMicros)) {
+					t.Errorf("wrote %s: a BigQuery mark not of the changed hour", c)
+				}
+				continue
+			}
 			if !strings.Contains(c, fmt.Sprintf("@%d=", readingMicros)) && !strings.Contains(c, " hourly:") {
 				t.Errorf("wrote %s: neither the changed reading's cell nor its hour's rollup", c)
 			}
@@ -224,6 +279,16 @@ func TestBatchRerunWritesOnlyWhatChanged(t *testing.T) {
 		}
 		if !value {
 			t.Errorf("the changed heart rate was not written; wrote:\n%s", strings.Join(cells, "\n"))
+		}
+		if marks != 2 {
+			t.Errorf("wrote %d BigQuery marks, want the changed hour's 2", marks)
+		}
+		sentReadings, sentHourly := bqSent(t, bq, "rerun")
+		if d := changedKeys(firstSentReadings, sentReadings); len(d) != 1 {
+			t.Errorf("sent BigQuery %d reading rows, want the changed one", len(d))
+		}
+		if d := changedKeys(firstSentHourly, sentHourly); len(d) != 1 || !strings.HasPrefix(d[0], "p-4 ") {
+			t.Errorf("sent BigQuery rollup rows %v, want p-4's hour's", d)
 		}
 		if d := cellDiff(dump(t, bt, "rerun"), firstCells); d == 0 {
 			t.Error("Bigtable holds the first run's cells: the change did not land")

@@ -124,8 +124,9 @@ func BuildsWholeHours(cfg Config, opts BatchOptions) bool {
 func ingestWholeHours(s beam.Scope, cfg Config, merge bool, batches beam.PCollection) []beam.PCollection {
 	s = s.Scope("Ingest")
 	windowed := hourlyWindows(s, batches)
-	var b built
-	b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("BuildRows"), &dofns.BuildWholeHourRowsFn{BuildRowsFn: buildRowsFn(cfg, merge)}, windowed)
+	fn := buildRowsFn(cfg, merge)
+	b := built{Marked: fn.BQMarks.Table != ""}
+	b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("BuildRows"), &dofns.BuildWholeHourRowsFn{BuildRowsFn: fn}, windowed)
 	cfg.Bigtable.WorkerBudget = true // as in ingestBatch
 	return writeSinks(s, cfg, b)
 }
@@ -154,7 +155,7 @@ func buildBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) 
 	s = s.Scope("BuildRows")
 	grouped := beam.GroupByKey(s, windowed)
 	fn := buildRowsFn(cfg, merge)
-	var b built
+	b := built{Marked: fn.BQMarks.Table != ""}
 	if cfg.Spec.HasCadence() && cfg.Spec.Rollup != nil {
 		// The rollups' coverage needs each sensor's first-seen time: the
 		// batch's earliest reading of it, a side input.
@@ -168,11 +169,13 @@ func buildBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) 
 }
 
 // buildRowsFn is the hour builder of a batch, which merges each hour with
-// what is stored when merge is set.
+// what is stored when merge is set, keeping BigQuery marks with
+// Config.BigQueryMarks.
 func buildRowsFn(cfg Config, merge bool) dofns.BuildRowsFn {
 	fn := dofns.BuildRowsFn{Spec: cfg.Spec, BigQuery: cfg.BigQuery != nil, Retry: cfg.Retry}
 	if merge {
 		fn.Merge = dofns.Recovery{Project: cfg.Bigtable.Project, Instance: cfg.Bigtable.Instance}
+		fn.BQMarks = cfg.bigQueryMarks()
 	}
 	return fn
 }

@@ -69,6 +69,12 @@ type Config struct {
 	// raiseSilences).
 	SilencesTopic *targets.Topic
 
+	// BigQueryMarks has a batch that merges with stored hours keep, per
+	// sensor-hour, a mark of what each BigQuery table holds of it, in
+	// Bigtable table hours.MarksTable (which must exist), and leave out
+	// the rows a table holds already (hours.MergeChanges).
+	BigQueryMarks bool
+
 	// Local are a stream's options for runners that keep its windows in
 	// their workers' memory: every runner but Dataflow, whose state is
 	// durable. nil: none.
@@ -207,28 +213,78 @@ type built struct {
 	Rollups beam.PCollection
 	// Dead are the records that could not be built.
 	Dead beam.PCollection
+	// Marked says the BigQuery rows carry marks (hours.BQMark), which
+	// the BigQuery sinks hand to Bigtable once their rows land.
+	Marked bool
+}
+
+// bigQueryTables are the BigQuery sinks of c: the readings' table and the
+// rollups' (nil when the spec has no rollup); both nil without BigQuery.
+func (c Config) bigQueryTables() (readings, rollups *bigqueryio.Config) {
+	_, bq := c.sinks()
+	if bq == nil {
+		return nil, nil
+	}
+	if bq.Table == "" {
+		bq.Table = c.Spec.BigQuery.Table
+	}
+	r := *bq
+	r.Sink, r.Columns = deadletter.SinkBigQuery, c.Spec.BigQuery
+	if roller := c.Spec.Roller(); roller != nil {
+		ru := *bq
+		ru.Table = roller.BigQuery().Table
+		ru.Sink, ru.Columns = deadletter.SinkBigQueryRollups, roller.BigQuery()
+		rollups = &ru
+	}
+	return &r, rollups
 }
 
 // writeSinks writes b's rows to Bigtable and, when configured, BigQuery
 // (the readings, and the rollups when the spec has them), and returns the
-// sinks' dead letters and the builder's.
+// sinks' dead letters and the builder's. The marks of b's BigQuery rows
+// (b.Marked) go to Bigtable once BigQuery holds their rows.
 func writeSinks(s beam.Scope, cfg Config, b built) []beam.PCollection {
-	bt, bq := cfg.sinks()
+	bt, _ := cfg.sinks()
 	dead := []beam.PCollection{b.Dead, bigtableio.Write(s, bt, b.Rows)}
-	if bq == nil {
+	readings, rollups := cfg.bigQueryTables()
+	if readings == nil {
 		return dead
 	}
-	if bq.Table == "" {
-		bq.Table = cfg.Spec.BigQuery.Table
+	var marks []beam.PCollection
+	write := func(s beam.Scope, cfg bigqueryio.Config, rows beam.PCollection) {
+		if !b.Marked {
+			dead = append(dead, bigqueryio.Write(s, cfg, rows))
+			return
+		}
+		d, m := bigqueryio.WriteMarked(s, cfg, rows)
+		dead, marks = append(dead, d), append(marks, m)
 	}
-	readings := *bq
-	readings.Sink, readings.Columns = deadletter.SinkBigQuery, cfg.Spec.BigQuery
-	dead = append(dead, bigqueryio.Write(s, readings, b.BQRows))
-	if roller := cfg.Spec.Roller(); roller != nil {
-		rollups := *bq
-		rollups.Table = roller.BigQuery().Table
-		rollups.Sink, rollups.Columns = deadletter.SinkBigQueryRollups, roller.BigQuery()
-		dead = append(dead, bigqueryio.Write(s.Scope("rollups"), rollups, b.Rollups))
+	write(s, *readings, b.BQRows)
+	if rollups != nil {
+		write(s.Scope("rollups"), *rollups, b.Rollups)
+	}
+	if b.Marked {
+		mbt := bt
+		mbt.Uncounted = true
+		bigtableio.Write(s.Scope("marks"), mbt, beam.Flatten(s.Scope("marks"), marks...))
 	}
 	return dead
+}
+
+// bigQueryMarks are where a batch's hours keep their BigQuery marks
+// (Config.BigQueryMarks), or the zero value when they keep none.
+func (c Config) bigQueryMarks() hours.BQMarks {
+	readings, rollups := c.bigQueryTables()
+	if !c.BigQueryMarks || readings == nil {
+		return hours.BQMarks{}
+	}
+	m := hours.BQMarks{Table: hours.MarksTable(c.Spec.Spec), Readings: bqDest(readings)}
+	if rollups != nil {
+		m.Rollups = bqDest(rollups)
+	}
+	return m
+}
+
+func bqDest(c *bigqueryio.Config) hours.BQDest {
+	return hours.BQDest{Ref: c.Project + ":" + c.Dataset + "." + c.Table, Table: c.Table}
 }

@@ -63,7 +63,21 @@ type Config struct {
 // global window, where its end-of-bundle dead letters are emitted.
 func Write(s beam.Scope, cfg Config, rows beam.PCollection) beam.PCollection {
 	s = s.Scope("bigquery.Write")
+	return beam.ParDo(s, cfg.writeFn(), beam.WindowInto(s.Scope("GlobalWindow"), window.NewGlobalWindows(), rows))
+}
+
+// WriteMarked is Write that also returns the BigQuery marks the rows carry
+// (hours.BQRow.Mark), as Bigtable mutations of the marks table
+// (hours.MarksTable), each once BigQuery holds every row of it (see
+// markedWriteFn), in the global window.
+func WriteMarked(s beam.Scope, cfg Config, rows beam.PCollection) (dead, marks beam.PCollection) {
+	s = s.Scope("bigquery.Write")
+	return beam.ParDo2(s, &markedWriteFn{*cfg.writeFn()}, beam.WindowInto(s.Scope("GlobalWindow"), window.NewGlobalWindows(), rows))
+}
+
+// writeFn is the writer cfg describes.
+func (cfg Config) writeFn() *writeFn {
 	fn := newWriteFn(cfg.Project, cfg.Dataset, cfg.Table, cfg.WriteMethod, cfg.Columns)
 	fn.Sink, fn.Retry, fn.MaxRequestBytes, fn.MaxBufferedBytes = cfg.Sink, cfg.Retry, cfg.MaxRequestBytes, cfg.MaxBufferedBytes
-	return beam.ParDo(s, fn, beam.WindowInto(s.Scope("GlobalWindow"), window.NewGlobalWindows(), rows))
+	return fn
 }

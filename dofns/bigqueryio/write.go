@@ -22,6 +22,8 @@ import (
 
 func init() {
 	dofnreg.DoFn(&writeFn{}, register.Function3x1[context.Context, hours.BQRow, func(deadletter.DeadLetter), error])
+	dofnreg.DoFn(&markedWriteFn{}, register.Function4x1[context.Context, hours.BQRow, func(deadletter.DeadLetter), func(hours.RowMutation), error])
+	register.Emitter1[hours.RowMutation]()
 }
 
 // BigQuery write methods.
@@ -119,6 +121,19 @@ type writeFn struct {
 	// latency is the worker's latencies of this write method's calls,
 	// which set the attempts' timeouts (retry.Latency).
 	latency *retry.Latency
+	// marks counts the bundle's rows by the mark they carry; failed says
+	// a row of the bundle was dead-lettered.
+	marks  map[markKey]*markCount
+	failed bool
+}
+
+// markKey names one mark: its row and qualifier.
+type markKey struct{ table, row, qualifier string }
+
+// markCount is a mark and the rows of the bundle that carried it.
+type markCount struct {
+	mark hours.BQMark
+	n    int64
 }
 
 // bqWriter is one write method: it takes a bundle's rows and reports each
@@ -200,6 +215,70 @@ func (f *writeFn) open(w bqWriter, err error) error {
 // ProcessElement's emitters.
 func (f *writeFn) StartBundle(ctx context.Context, _ func(deadletter.DeadLetter)) {
 	f.ctrs.Register(ctx, ledger.RowsKey(f.Sink, f.Table))
+	f.dropMarks()
+}
+
+// markedWriteFn is writeFn that also writes the BigQuery marks its rows
+// carry (hours.BQMark), as Bigtable mutations of the marks table: each
+// row is counted against its mark, and when a bundle ends with every row
+// it took landed, each mark all of whose rows came in the bundle is
+// emitted. A mark whose rows came in more than one bundle, or in a bundle
+// with a failed row, is not emitted, and the next batch sends its hour's
+// rows again. The marks, like the dead letters, are emitted in the global
+// window.
+type markedWriteFn struct {
+	writeFn
+}
+
+// StartBundle is writeFn's; Beam wants it to take ProcessElement's
+// emitters.
+func (f *markedWriteFn) StartBundle(ctx context.Context, dead func(deadletter.DeadLetter), _ func(hours.RowMutation)) {
+	f.writeFn.StartBundle(ctx, dead)
+}
+
+// ProcessElement is writeFn's.
+func (f *markedWriteFn) ProcessElement(ctx context.Context, row hours.BQRow, dead func(deadletter.DeadLetter), _ func(hours.RowMutation)) error {
+	return f.writeFn.ProcessElement(ctx, row, dead)
+}
+
+// FinishBundle is writeFn's, which emits the marks whose rows all landed.
+func (f *markedWriteFn) FinishBundle(ctx context.Context, dead func(deadletter.DeadLetter), marks func(hours.RowMutation)) error {
+	return f.finish(ctx, dead, marks)
+}
+
+// dropMarks forgets the bundle's marks.
+func (f *writeFn) dropMarks() {
+	clear(f.marks)
+	f.failed = false
+}
+
+// count counts a row against the mark it carries.
+func (f *writeFn) count(m hours.BQMark) {
+	if m.Rows <= 0 {
+		return
+	}
+	k := markKey{m.Table, m.RowKey, m.Qualifier}
+	c := f.marks[k]
+	if c == nil {
+		if f.marks == nil {
+			f.marks = map[markKey]*markCount{}
+		}
+		c = &markCount{mark: m}
+		f.marks[k] = c
+	}
+	c.n++
+}
+
+// emitMarks emits the marks all of whose rows landed in this bundle.
+func (f *writeFn) emitMarks(emit func(hours.RowMutation)) {
+	if !f.failed {
+		for _, c := range f.marks {
+			if c.n == c.mark.Rows {
+				emit(c.mark.Mutation())
+			}
+		}
+	}
+	f.dropMarks()
 }
 
 // Teardown closes the writer.
@@ -217,6 +296,7 @@ func (f *writeFn) Teardown() error {
 func (f *writeFn) ProcessElement(ctx context.Context, row hours.BQRow, dead func(deadletter.DeadLetter)) (err error) {
 	defer f.resetOnError(&err)
 	f.ctrs.Sink(ctx, f.Sink, f.Table, row.Origin.Kind, ledger.Routed, 1)
+	f.count(row.Mark)
 	if perr := ledger.Guard(func() { f.scratch, err = f.enc.Append(f.scratch[:0], row.Values) }); perr != nil {
 		err = perr
 	}
@@ -230,10 +310,19 @@ func (f *writeFn) ProcessElement(ctx context.Context, row hours.BQRow, dead func
 // FinishBundle sends what is left and waits for every write, so the bundle
 // commits only once each row has landed or been dead-lettered; then its
 // counts go to the run's ledger record.
-func (f *writeFn) FinishBundle(ctx context.Context, dead func(deadletter.DeadLetter)) (err error) {
+func (f *writeFn) FinishBundle(ctx context.Context, dead func(deadletter.DeadLetter)) error {
+	return f.finish(ctx, dead, nil)
+}
+
+// finish is FinishBundle, which also emits the marks whose rows all
+// landed to marks (nil: none).
+func (f *writeFn) finish(ctx context.Context, dead func(deadletter.DeadLetter), marks func(hours.RowMutation)) (err error) {
 	defer f.resetOnError(&err)
 	if err := f.w.flush(ctx, dead); err != nil {
 		return err
+	}
+	if marks != nil {
+		f.emitMarks(marks)
 	}
 	return f.ctrs.Commit(ctx)
 }
@@ -251,6 +340,7 @@ func (f *writeFn) policy() retry.Policy {
 func (f *writeFn) resetOnError(err *error) {
 	if *err != nil {
 		f.w.reset()
+		f.dropMarks()
 	}
 }
 
@@ -266,6 +356,7 @@ func (f *writeFn) landed(ctx context.Context, origins []hours.Origin) {
 // reject dead-letters one row as write_failed (internal when the row could
 // not be handled) with the server's message.
 func (f *writeFn) reject(ctx context.Context, o hours.Origin, cause error, dead func(deadletter.DeadLetter)) {
+	f.failed = true
 	f.ctrs.Sink(ctx, f.Sink, f.Table, o.Kind, ledger.Failed, 1)
 	if errors.Is(cause, retry.ErrExhausted) {
 		f.down.Record(cause)

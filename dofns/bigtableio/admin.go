@@ -20,6 +20,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/retry"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/coverage"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 )
 
 // errUnreachable means Bigtable did not answer.
@@ -51,6 +52,42 @@ func EnsureTables(ctx context.Context, project, instance string, spec *schemas.S
 		return ensureTable(ctx, ac, t, create, timeout)
 	}
 	return nil
+}
+
+// EnsureMarksTable checks the table of spec's BigQuery marks
+// (hours.MarksTable, one family hours.MarksFamily), creating what is
+// missing when create is true. ok is false when it is missing and create
+// false: a batch then keeps no marks, and sends every BigQuery row of a
+// stored hour again.
+func EnsureMarksTable(ctx context.Context, project, instance string, spec *schemas.Spec, create bool, timeout time.Duration) (ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ac, err := bigtable.NewAdminClient(ctx, project, instance)
+	if err != nil {
+		return false, fmt.Errorf("bigtable admin client: %w", err)
+	}
+	defer ac.Close()
+	t := schemas.TableSpec{Name: hours.MarksTable(spec), Families: []schemas.FamilySpec{{Name: hours.MarksFamily}}}
+	if create {
+		return true, ensureTable(ctx, ac, t, true, timeout)
+	}
+	var info *bigtable.TableInfo
+	err = retry.Do(ctx, retry.Policy{Deadline: timeout, AttemptTimeout: timeout}, func(ctx context.Context) (err error) {
+		info, err = ac.TableInfo(ctx, t.Name)
+		return err
+	})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		return false, nil
+	case err != nil:
+		return false, unreachable("bigtable table "+t.Name, timeout, err)
+	}
+	for _, f := range info.FamilyInfos {
+		if f.Name == hours.MarksFamily {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func hasFamily(t schemas.TableSpec, name string) bool {

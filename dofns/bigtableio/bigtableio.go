@@ -43,6 +43,10 @@ type Config struct {
 	// WorkerBudget bounds the cells in flight per worker process rather
 	// than per DoFn instance (see writeFn.WorkerBudget): a batch's.
 	WorkerBudget bool
+	// Uncounted writes bookkeeping, not readings (the BigQuery marks,
+	// hours.MarksTable): none of its writes is counted in the run's
+	// ledger, and one that fails is logged, not dead-lettered.
+	Uncounted bool
 }
 
 // Write writes RowMutations to cfg's instance and returns the dead
@@ -54,6 +58,6 @@ func Write(s beam.Scope, cfg Config, rows beam.PCollection) beam.PCollection {
 	fn := newWriteFn(cfg.Project, cfg.Instance)
 	fn.Retry, fn.BatchCells = cfg.Retry, cfg.BatchCells
 	fn.AppProfile, fn.Flow = cfg.AppProfile, cfg.Flow
-	fn.WorkerBudget = cfg.WorkerBudget
+	fn.WorkerBudget, fn.Uncounted = cfg.WorkerBudget, cfg.Uncounted
 	return beam.ParDo(s, fn, beam.WindowInto(s.Scope("GlobalWindow"), window.NewGlobalWindows(), rows))
 }

@@ -80,6 +80,8 @@ type writeFn struct {
 	AppProfile string
 	// Flow caps and paces the worker's outstanding writes (flowcontrol.go).
 	Flow flowcontrol.Settings
+	// Uncounted says the writes are not readings' (Config.Uncounted).
+	Uncounted bool
 
 	client  *bigtable.Client
 	flow    *flowcontrol.Controller
@@ -338,6 +340,9 @@ func (f *writeFn) collect(ctx context.Context, dead func(deadletter.DeadLetter))
 
 // count counts an entry's writes as acknowledged.
 func (f *writeFn) count(ctx context.Context, e entry) {
+	if f.Uncounted {
+		return
+	}
 	f.countOrigins(ctx, e.table, ledger.Written, e.origins)
 	f.ctrs.Inc(ctx, ledger.RowsKey(deadletter.SinkBigtable, e.table), 1)
 }
@@ -346,6 +351,9 @@ func (f *writeFn) count(ctx context.Context, e entry) {
 // update per kind, not per reading (each update builds its key and looks
 // its counter up; per reading that was 1-2 % of a batch's CPU).
 func (f *writeFn) countOrigins(ctx context.Context, table, outcome string, origins []hours.Origin) {
+	if f.Uncounted {
+		return
+	}
 	var n [4]int64
 	for _, o := range origins {
 		if int(o.Kind) < len(n) {
@@ -364,6 +372,10 @@ func (f *writeFn) fail(ctx context.Context, fe failedEntry, dead func(deadletter
 	err := fe.err
 	if !errors.Is(err, schemas.ErrInternal) {
 		err = fmt.Errorf("%w: bigtable table %s row %q: %w", schemas.ErrWriteFailed, fe.entry.table, fe.entry.key, err)
+	}
+	if f.Uncounted {
+		log.Warnf(ctx, "%v (left unwritten)", err)
+		return
 	}
 	unavailable := errors.Is(err, retry.ErrExhausted)
 	for _, o := range fe.entry.origins {

@@ -160,7 +160,8 @@ const (
 	// stayed unavailable until the retry deadline, rather than rejected it.
 	Unavailable = "unavailable"
 	// Unchanged: not routed, because the sink holds it already (a batch
-	// merged with stored hours; see hours.MergeChanges).
+	// merged with stored hours: Bigtable's cells, or a BigQuery table's
+	// marks; see hours.MergeChanges).
 	Unchanged = "unchanged"
 )
 

@@ -88,6 +88,9 @@ type BQRow struct {
 	Values []schemas.Value
 	Origin Origin
 	Seq    ChangeSeq
+	// Mark, when set (Rows > 0), is the BigQuery mark the sink writes
+	// once the table holds this row and the others that carry it.
+	Mark BQMark
 }
 
 // Builder turns prepared groups into Bigtable mutations and BigQuery rows.

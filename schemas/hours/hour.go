@@ -1,4 +1,4 @@
-// Package hours compiles a spec and builds one identity's event-time hour from its records, prepared by package group: cells and rows, rollups with their coverage, the inventory row, a batch's hour, a stream's early and final firings, the merge with the readings already stored, their read-back from Bigtable, and a local stream's hour state on disk.
+// Package hours compiles a spec and builds one identity's event-time hour from its records, prepared by package group: cells and rows, rollups with their coverage, the inventory row, a batch's hour, a stream's early and final firings, the merge with the readings already stored, their read-back from Bigtable, the BigQuery marks of what a merge need not send again, and a local stream's hour state on disk.
 package hours
 
 import (
@@ -120,6 +120,21 @@ func hourCoverage(c *Compiled, p HourPane, start, end int64, kept []schemas.Reco
 // and the rollup row, stamped nowMs. Zero bounds (outside an interval
 // window) mean the UTC hour of the first reading kept.
 func BatchHour(c *Compiled, p HourPane, bigQuery bool, nowMs int64) Firing {
+	out, _ := batchHour(c, p, bigQuery, nowMs)
+	return out
+}
+
+// builtHour is what an hour was built from: its prepared readings, its
+// window, rollup and coverage.
+type builtHour struct {
+	kept       []schemas.Record
+	start, end int64
+	rollup     *Rollup
+	cov        *coverage.Coverage
+}
+
+// batchHour is BatchHour, which also returns what it built the hour from.
+func batchHour(c *Compiled, p HourPane, bigQuery bool, nowMs int64) (Firing, builtHour) {
 	kept, dropped := group.Prepare(c.Spec, p.Records)
 	start, end := p.StartMs, p.EndMs
 	if start == 0 && end == 0 && len(kept) > 0 {
@@ -128,10 +143,11 @@ func BatchHour(c *Compiled, p HourPane, bigQuery bool, nowMs int64) Firing {
 	out := Firing{Readings: int64(len(kept)), Dropped: int64(dropped)}
 	rollup := hourRollup(c, start, end, kept)
 	cov := hourCoverage(c, p, start, end, kept)
+	h := builtHour{kept: kept, start: start, end: end, rollup: rollup, cov: cov}
 	out.Rows, out.Dead = hourRows(c, kept, rollup, cov, false, nil, nil)
 	out.Rows = withInventory(c, out.Rows, rollup, kept)
 	if !bigQuery {
-		return out
+		return out, h
 	}
 	for i := range kept {
 		out.BQ = append(out.BQ, c.Builder().BQRow(&kept[i], nowMs))
@@ -141,7 +157,7 @@ func BatchHour(c *Compiled, p HourPane, bigQuery bool, nowMs int64) Firing {
 		c.Roller().SetCoverage(&row, cov)
 		out.Rollup = &row
 	}
-	return out
+	return out, h
 }
 
 // EarlyFiring builds an early firing of an hour from its early state,

@@ -22,6 +22,11 @@ type StoredHour struct {
 	// stored rollup was not read has its rollup written.
 	Rollup     map[string]map[string][]byte
 	RollupRead bool
+	// Marks are the hour's BigQuery marks (see MarksTable): BigQuery
+	// table reference to fingerprint. MarksRead says they were read; an
+	// hour whose marks were not read has every BigQuery row sent.
+	Marks     map[string][]byte
+	MarksRead bool
 }
 
 // Unchanged counts what MergeChanges left out because the stores hold it
@@ -31,6 +36,9 @@ type Unchanged struct {
 	// cells in the table are all as stored (by its kind), each row whose
 	// rollup cells are, and the inventory row (OriginRollup).
 	Bigtable []UnchangedWrites
+	// BigQuery counts, by table, the BigQuery rows left out because the
+	// hour's marks say the table holds them.
+	BigQuery []UnchangedRows
 	// Hour is set when nothing was written to Bigtable for the hour.
 	Hour bool
 }
@@ -59,18 +67,30 @@ type UnchangedWrites struct {
 //   - The inventory row is written when the hour's first or last reading
 //     moved.
 //   - With bigQuery, every kept reading's row and the rollup's row are
-//     sent, as BatchHour sends them. What Bigtable holds says nothing of
-//     what a BigQuery table holds (the hour may have been written by a
-//     run without BigQuery, or to another dataset), and a row sent again
-//     is an upsert of the same reading.
+//     sent, as BatchHour sends them: what Bigtable's readings hold says
+//     nothing of what a BigQuery table holds (the hour may have been
+//     written by a run without BigQuery, or to another dataset). With
+//     marks, the hour's BigQuery marks decide instead (markedBQ): a
+//     table that holds the merged hour's rows is sent none, one that
+//     holds the stored readings' rows only the changed readings' rows;
+//     the rows sent carry the new mark.
 //
 // The comparison is exact where the read-back is lossless (ReadBack: every
 // field in a column or the row key, each imputed value with its flag) and
 // the stored hour was written by this spec: the readings' cells then hold
 // what the stored readings give. Unchanged counts what was left out.
-func MergeChanges(c *Compiled, p HourPane, stored StoredHour, bigQuery bool, nowMs int64) (Firing, Unchanged) {
+func MergeChanges(c *Compiled, p HourPane, stored StoredHour, bigQuery bool, marks *BQMarks, nowMs int64) (Firing, Unchanged) {
 	if len(stored.Records) == 0 {
-		return BatchHour(c, p, bigQuery, nowMs), Unchanged{}
+		out, h := batchHour(c, p, bigQuery, nowMs)
+		var un Unchanged
+		if bigQuery && marks != nil {
+			changed := make([]bool, len(out.BQ))
+			for i := range changed {
+				changed[i] = true
+			}
+			markedBQ(c, &out, marks, stored, nil, changed, h.rollup, h.cov, p.Pane, h.end, &un)
+		}
+		return out, un
 	}
 	// group.Prepare re-imputes in place: keep the stored values apart.
 	before := make(map[int64]*schemas.Record, len(stored.Records))
@@ -92,6 +112,7 @@ func MergeChanges(c *Compiled, p HourPane, stored StoredHour, bigQuery bool, now
 	var total [OriginRollup + 1]int64
 	var changed, changedOld []schemas.Record
 	var changedKinds []OriginKind
+	isChanged := make([]bool, 0, len(kept))
 	for i := range kept {
 		r := &kept[i]
 		kind := OriginReading
@@ -108,7 +129,9 @@ func MergeChanges(c *Compiled, p HourPane, stored StoredHour, bigQuery bool, now
 			out.BQ = append(out.BQ, row)
 		}
 		old := before[r.EventMs]
-		if old != nil && SameValues(old.Values, r.Values) {
+		same := old != nil && SameValues(old.Values, r.Values)
+		isChanged = append(isChanged, !same)
+		if same {
 			continue
 		}
 		changed = append(changed, *r)
@@ -157,6 +180,9 @@ func MergeChanges(c *Compiled, p HourPane, stored StoredHour, bigQuery bool, now
 		row := c.Roller().BQRow(rollup, p.Pane, nowMs)
 		c.Roller().SetCoverage(&row, cov)
 		out.Rollup = &row
+	}
+	if bigQuery && marks != nil {
+		markedBQ(c, &out, marks, stored, olds, isChanged, rollup, cov, p.Pane, end, &un)
 	}
 	un.Hour = len(out.Rows) == 0 && len(out.Dead) == 0
 	return out, un

@@ -1,6 +1,8 @@
 package hours
 
 import (
+	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +61,7 @@ func TestMergeChangesAnySplitAnyOrderIsTheBatch(t *testing.T) {
 		tb := table{}
 		var rollup *BQRow
 		for _, k := range order {
-			out, _ := MergeChanges(sh.h, sh.pane(t, pieces[k]), storedHourOf(t, sh.rb, tb, sh.start, sh.end), true, 1)
+			out, _ := MergeChanges(sh.h, sh.pane(t, pieces[k]), storedHourOf(t, sh.rb, tb, sh.start, sh.end), true, nil, 1)
 			if len(out.Dead) > 0 {
 				t.Fatalf("dead letters: %v", out.Dead)
 			}
@@ -74,7 +76,11 @@ func TestMergeChangesAnySplitAnyOrderIsTheBatch(t *testing.T) {
 }
 
 // TestMergeChanges shows what a batch over a stored hour writes.
-func TestMergeChanges(t *testing.T) {
+// mergedHour is the hour TestMergeChanges and
+// TestMergeChangesBigQueryMarks store first and merge with: its spec,
+// read-back, readings and bounds.
+func mergedHour(t *testing.T) (*schemas.Spec, *Compiled, *ReadBack, []string, int64, int64) {
+	t.Helper()
 	spec, h := firingsSpec(t)
 	rb, err := NewReadBack(spec)
 	if err != nil {
@@ -86,7 +92,11 @@ func TestMergeChanges(t *testing.T) {
 		vitals(40*time.Minute, "90", "36.8", "98"),
 		vitals(50*time.Minute, "90", "36.8", "98"),
 	}
-	start, end := firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
+	return spec, h, rb, first, firingsHour.UnixMilli(), firingsHour.Add(time.Hour).UnixMilli()
+}
+
+func TestMergeChanges(t *testing.T) {
+	spec, h, rb, first, start, end := mergedHour(t)
 	table0 := h.Bigtable.Tables[0].Name
 	for _, tc := range []struct {
 		name  string
@@ -116,7 +126,7 @@ func TestMergeChanges(t *testing.T) {
 			tb.apply(BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, first...)}, true, 1).Rows)
 			stored := storedHourOf(t, rb, tb, start, end)
 			p := HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, tc.again...)}
-			out, un := MergeChanges(h, p, stored, true, 2)
+			out, un := MergeChanges(h, p, stored, true, nil, 2)
 			// The table ends as the whole rewrite leaves it.
 			whole := table{}
 			for k, v := range tb {
@@ -178,7 +188,7 @@ func TestMergeChangesWithoutTheStoredRollup(t *testing.T) {
 	tb.apply(BatchHour(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, lines...)}, true, 1).Rows)
 	stored := storedHourOf(t, rb, tb, start, end)
 	stored.Rollup, stored.RollupRead = nil, false
-	out, un := MergeChanges(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, lines...)}, stored, true, 2)
+	out, un := MergeChanges(h, HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, lines...)}, stored, true, nil, 2)
 	if un.Hour {
 		t.Error("hour unchanged; want the rollup's cells written")
 	}
@@ -218,5 +228,158 @@ func TestSameValues(t *testing.T) {
 				t.Errorf("SameValues = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestMergeChangesBigQueryMarks: with the hour's BigQuery marks, a merge
+// sends a table only the rows it lacks, and marks the rows it sends with
+// the fingerprint of what the table then holds.
+func TestMergeChangesBigQueryMarks(t *testing.T) {
+	spec, h, rb, first, start, end := mergedHour(t)
+	marks := &BQMarks{Table: MarksTable(spec), RowKey: MarkRowKey("s", start),
+		Readings: BQDest{Ref: "p:d.readings", Table: "readings"}, Rollups: BQDest{Ref: "p:d.readings_hourly", Table: "readings_hourly"}}
+	pane := func(lines []string) HourPane {
+		return HourPane{StartMs: start, EndMs: end, Records: readingtest.Parse(t, spec, lines...)}
+	}
+	// acked is what the marks table holds once BigQuery acknowledged the
+	// rows a merge sent.
+	acked := func(t *testing.T, out Firing, had map[string][]byte) map[string][]byte {
+		t.Helper()
+		got := map[string][]byte{}
+		for k, v := range had {
+			got[k] = v
+		}
+		rows := append([]BQRow(nil), out.BQ...)
+		if out.Rollup != nil {
+			rows = append(rows, *out.Rollup)
+		}
+		for _, r := range rows {
+			m := r.Mark
+			n := int64(0)
+			for _, o := range rows {
+				if o.Mark.Qualifier == m.Qualifier {
+					n++
+				}
+			}
+			if m.Rows != n || m.Table != marks.Table || m.RowKey != marks.RowKey || m.TsMicros != end*1000 {
+				t.Fatalf("row marked %+v; want %d rows of %s in %s at the hour's end", m, n, marks.RowKey, marks.Table)
+			}
+			mut := m.Mutation()
+			if len(mut.Cells) != 1 || len(mut.Origins) != 1 || mut.Origins[0].Cells != 1 || mut.Origins[0].Raw != "" || mut.Cells[0].Family != MarksFamily {
+				t.Fatalf("mark mutation %+v: want one cell of family %s, of one origin naming no reading", mut, MarksFamily)
+			}
+			got[m.Qualifier] = m.Value
+		}
+		return got
+	}
+	tb := table{}
+	out, un := MergeChanges(h, pane(first), StoredHour{MarksRead: true, Marks: map[string][]byte{}}, true, marks, 1)
+	if len(out.BQ) != 4 || out.Rollup == nil || len(un.BigQuery) != 0 {
+		t.Fatalf("into an empty hour: %d reading rows, rollup %v, unchanged %v; want 4, a rollup, none", len(out.BQ), out.Rollup != nil, un.BigQuery)
+	}
+	tb.apply(out.Rows)
+	firstMarks := acked(t, out, nil)
+
+	type want struct {
+		rows       string // the sent readings' minutes
+		rollup     bool
+		unReadings int64
+	}
+	minutes := func(out Firing) string {
+		var b []string
+		for _, r := range out.BQ {
+			for _, v := range r.Values {
+				if v.Kind == schemas.KindTime && v.Int >= start && v.Int < end {
+					b = append(b, strconv.FormatInt((v.Int-start)/60000, 10))
+					break
+				}
+			}
+		}
+		return strings.Join(b, " ")
+	}
+	for _, tc := range []struct {
+		name  string
+		again []string
+		marks map[string][]byte
+		read  bool
+		want  want
+	}{
+		{"the same readings send nothing", first, firstMarks, true, want{"", false, 4}},
+		{"a changed value sends its row and the rollup", []string{vitals(50*time.Minute, "80", "36.8", "98")}, firstMarks, true, want{"50", true, 3}},
+		{"a new reading sends itself, the imputation it moved and the rollup", []string{vitals(5*time.Minute, "70", "36.8", "98")}, firstMarks, true, want{"5 10", true, 3}},
+		{"marks not read send every row", first, nil, false, want{"0 10 40 50", true, 0}},
+		{"no mark sends every row", first, map[string][]byte{}, true, want{"0 10 40 50", true, 0}},
+		{"a mark of other rows sends every row", []string{vitals(50*time.Minute, "80", "36.8", "98")},
+			map[string][]byte{marks.Readings.Ref: []byte("other"), marks.Rollups.Ref: []byte("other")}, true, want{"0 10 40 50", true, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stored := storedHourOf(t, rb, tb, start, end)
+			stored.Marks, stored.MarksRead = tc.marks, tc.read
+			out, un := MergeChanges(h, pane(tc.again), stored, true, marks, 2)
+			if got := minutes(out); got != tc.want.rows {
+				t.Errorf("sent the rows of minutes %q, want %q", got, tc.want.rows)
+			}
+			if (out.Rollup != nil) != tc.want.rollup {
+				t.Errorf("rollup sent %v, want %v", out.Rollup != nil, tc.want.rollup)
+			}
+			var unReadings, unRollups int64
+			for _, u := range un.BigQuery {
+				switch u.Table {
+				case "readings":
+					unReadings += u.N
+				case "readings_hourly":
+					unRollups += u.N
+				}
+			}
+			if unReadings != tc.want.unReadings || (unRollups == 1) == tc.want.rollup {
+				t.Errorf("unchanged: %d readings, %d rollups; want %d and %v", unReadings, unRollups, tc.want.unReadings, !tc.want.rollup)
+			}
+			// Once acknowledged, the marks are the whole merged hour's:
+			// the same readings again send nothing.
+			after := acked(t, out, tc.marks)
+			next := table{}
+			for k, v := range tb {
+				next[k] = v
+			}
+			next.apply(out.Rows)
+			stored = storedHourOf(t, rb, next, start, end)
+			stored.Marks, stored.MarksRead = after, true
+			again, _ := MergeChanges(h, pane(tc.again), stored, true, marks, 3)
+			if len(again.BQ) != 0 || again.Rollup != nil {
+				t.Errorf("the same merge again sent %d reading rows and rollup %v; want none", len(again.BQ), again.Rollup != nil)
+			}
+		})
+	}
+}
+
+// TestBQFingerprint: the fingerprint is of the rows whatever their order,
+// leaves out the skipped columns, and tells a changed value, a missing
+// row and another table apart.
+func TestBQFingerprint(t *testing.T) {
+	row := func(vals ...int64) BQRow {
+		var r BQRow
+		for _, v := range vals {
+			r.Values = append(r.Values, schemas.Value{Kind: schemas.KindInt, Int: v})
+		}
+		return r
+	}
+	skipLast := func(col int) bool { return col == 2 }
+	base := BQFingerprint("p:d.t", []BQRow{row(1, 2, 100), row(3, 4, 100)}, skipLast)
+	for _, tc := range []struct {
+		name string
+		ref  string
+		rows []BQRow
+		same bool
+	}{
+		{"reordered", "p:d.t", []BQRow{row(3, 4, 100), row(1, 2, 100)}, true},
+		{"a skipped column differs", "p:d.t", []BQRow{row(1, 2, 7), row(3, 4, 8)}, true},
+		{"a value differs", "p:d.t", []BQRow{row(1, 2, 100), row(3, 5, 100)}, false},
+		{"a row missing", "p:d.t", []BQRow{row(1, 2, 100)}, false},
+		{"a row twice", "p:d.t", []BQRow{row(1, 2, 100), row(3, 4, 100), row(3, 4, 100)}, false},
+		{"another table", "p:d.u", []BQRow{row(1, 2, 100), row(3, 4, 100)}, false},
+	} {
+		if got := BQFingerprint(tc.ref, tc.rows, skipLast); bytes.Equal(got, base) != tc.same {
+			t.Errorf("%s: same fingerprint %v, want %v", tc.name, !tc.same, tc.same)
+		}
 	}
 }

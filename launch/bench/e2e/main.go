@@ -115,6 +115,16 @@ type Side struct {
 	LauncherSummary string  `json:"launcher_summary,omitempty"`
 
 	ledger *ledger.Ledger // exec mode: the launcher's --summary_json
+	// table is the Bigtable table the side writes ("": tableName(Name)).
+	table string
+}
+
+// Table is the Bigtable table the side writes.
+func (s *Side) Table() string {
+	if s.table != "" {
+		return s.table
+	}
+	return tableName(s.Name)
 }
 
 // Report is the run's figures.
@@ -268,13 +278,25 @@ func run(ctx context.Context) error {
 		printSide(off)
 		var first *Side
 		exist, err := withEmulator(func(host string) (*Side, error) {
+			// Both runs write the first run's table (and, with -bigquery,
+			// one BigQuery emulator's dataset): the re-run merges with the
+			// hours the first stored.
+			var args, env []string
+			if *withBQ {
+				bq, closeBQ, err := startBigQuery()
+				if err != nil {
+					return nil, err
+				}
+				defer closeBQ()
+				args, env = append(args, bq.args("upsert")...), bq.env
+			}
 			first = &Side{Name: "rerun_first", PipelineMode: *mode}
-			if err := pipelineExec(ctx, first, host, work, input, filepath.Join(work, "deadletter-fill"), nil, nil); err != nil {
+			if err := pipelineExec(ctx, first, host, work, input, filepath.Join(work, "deadletter-fill"), args, env); err != nil {
 				return nil, err
 			}
 			first.ReadingsPerSec = float64(first.Readings) / first.Seconds
-			s := &Side{Name: "hours_exist", PipelineMode: *mode}
-			if err := pipelineExec(ctx, s, host, work, input, filepath.Join(work, "deadletter-exist"), nil, nil); err != nil {
+			s := &Side{Name: "hours_exist", PipelineMode: *mode, table: first.Table()}
+			if err := pipelineExec(ctx, s, host, work, input, filepath.Join(work, "deadletter-exist"), args, env); err != nil {
 				return nil, err
 			}
 			s.ReadingsPerSec = float64(s.Readings) / s.Seconds
@@ -289,6 +311,9 @@ func run(ctx context.Context) error {
 		rep.RerunRatio = exist.Seconds / first.Seconds
 		fmt.Printf("re-run of %d readings into the hours the first run stored: %.1fs against the first run's %.1fs into empty tables = %.2fx (target <= 1.5)\n",
 			exist.Readings, exist.Seconds, first.Seconds, rep.RerunRatio)
+		if err := rerunWroteNothing(exist); err != nil {
+			return err
+		}
 		if rep.Pipeline != nil {
 			rep.MergeCost = rep.Pipeline.Seconds / off.Seconds
 			rep.MergeExistCost = exist.Seconds / off.Seconds
@@ -393,7 +418,7 @@ func withEmulator(fn func(host string) (*Side, error)) (*Side, error) {
 	s.EmulatorCPU = emu.CPUSeconds()
 	s.EmulatorPID = emu.PID
 	if *verify {
-		if s.Rows, s.Cells, err = countCells(context.Background(), tableName(s.Name)); err != nil {
+		if s.Rows, s.Cells, err = countCells(context.Background(), s.Table()); err != nil {
 			return nil, err
 		}
 	}
@@ -435,23 +460,57 @@ func pipelineSide(ctx context.Context, host, work, input string) (*Side, error) 
 // bothSinksSide runs the launcher into Bigtable and a BigQuery emulator
 // served by this process with BigQuery write method method, and checks
 // every reading reached BigQuery.
-func bothSinksSide(ctx context.Context, host, work, input, method string) (*Side, error) {
+// bigQuery is an in-process BigQuery emulator a launcher run writes to.
+type bigQuery struct {
+	env []string
+}
+
+// args are the launcher's flags to write the emulator's bench.readings
+// with method.
+func (bigQuery) args(method string) []string {
+	return []string{"--bigquery_project=" + project, "--bigquery_dataset=bench", "--bigquery_table=readings", "--bigquery_write_method=" + method}
+}
+
+// startBigQuery serves an in-process BigQuery emulator until closed.
+func startBigQuery() (bigQuery, func(), error) {
 	srv := bqemu.New(bqemu.Options{Quiet: true})
-	defer srv.Close()
 	rest, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		srv.Close()
+		return bigQuery{}, nil, err
 	}
 	grpcLis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		rest.Close()
+		srv.Close()
+		return bigQuery{}, nil, err
 	}
 	go srv.ServeREST(rest)
 	go srv.ServeGRPC(grpcLis)
-	s := &Side{Name: "bigquery_" + method, PipelineMode: *mode}
 	env := []string{"BIGQUERY_EMULATOR_HOST=" + rest.Addr().String(), "BIGQUERY_STORAGE_EMULATOR_HOST=" + grpcLis.Addr().String()}
-	args := []string{"--bigquery_project=" + project, "--bigquery_dataset=bench", "--bigquery_table=readings", "--bigquery_write_method=" + method}
-	if err := pipelineExec(ctx, s, host, work, input, filepath.Join(work, "deadletter-"+s.Name), args, env); err != nil {
+	return bigQuery{env: env}, func() { srv.Close() }, nil
+}
+
+// rerunWroteNothing checks that a re-run of unchanged readings wrote
+// nothing: no sink was routed a reading, and every sink the first run
+// wrote readings to counts them all unchanged.
+func rerunWroteNothing(s *Side) error {
+	for _, sk := range s.ledger.Sinks {
+		if sk.Routed != 0 || (sk.Unchanged != 0 && sk.Sink != deadletter.SinkBigQueryRollups && sk.Unchanged != s.ledger.Readings) {
+			return fmt.Errorf("the re-run wrote %s %s: %d readings routed, %d unchanged of %d", sk.Sink, sk.Table, sk.Routed, sk.Unchanged, s.ledger.Readings)
+		}
+	}
+	return nil
+}
+
+func bothSinksSide(ctx context.Context, host, work, input, method string) (*Side, error) {
+	bq, closeBQ, err := startBigQuery()
+	if err != nil {
+		return nil, err
+	}
+	defer closeBQ()
+	s := &Side{Name: "bigquery_" + method, PipelineMode: *mode}
+	if err := pipelineExec(ctx, s, host, work, input, filepath.Join(work, "deadletter-"+s.Name), bq.args(method), bq.env); err != nil {
 		return nil, err
 	}
 	var bqRows int64
@@ -484,7 +543,7 @@ func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string, 
 		source = []string{"--source=files", "--input=" + input}
 	}
 	cmd := exec.CommandContext(ctx, bin, append(source,
-		"--bigtable_project="+project, "--bigtable_instance="+instance, "--bigtable_table="+tableName(s.Name),
+		"--bigtable_project="+project, "--bigtable_instance="+instance, "--bigtable_table="+s.Table(),
 		"--dead_letter="+dead, "--progress_interval=0", "--summary_json="+summary)...)
 	cmd.Args = append(append(cmd.Args, extraArgs...), strings.Fields(*extraFlags)...)
 	cmd.Env = append(append(os.Environ(), "BIGTABLE_EMULATOR_HOST="+host), extraEnv...)
@@ -525,7 +584,8 @@ func pipelineExec(ctx context.Context, s *Side, host, work, input, dead string, 
 	}
 	for _, sk := range s.ledger.Sinks {
 		if sk.Sink == deadletter.SinkBigtable {
-			s.Readings += sk.Written
+			// A re-run's readings are unchanged, not written.
+			s.Readings += sk.Written + sk.Unchanged
 		}
 	}
 	s.DeadLetters = s.ledger.DeadLettered()
@@ -632,7 +692,7 @@ func plainSide(ctx context.Context, host, input string) (*Side, error) {
 		return nil, err
 	}
 	defer client.Close()
-	tbl := client.Open(tableName(s.Name))
+	tbl := client.Open(s.Table())
 
 	type groupKey struct {
 		identity string
