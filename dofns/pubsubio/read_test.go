@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,12 +202,17 @@ func newEnv(t *testing.T) *env {
 	return &env{topics: topics, subs: subs}
 }
 
+// created numbers the topics the tests create, so that a test run again
+// in the same process (-count) against the same emulator gets new ones.
+var created atomic.Int64
+
 // create makes a topic and a subscription with a 10s ack deadline (the
-// minimum), returning their names.
+// minimum), returning their names: name and a number of their own.
 func (e *env) create(t *testing.T, name string) (topic, sub string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	name = fmt.Sprintf("%s-%d", name, created.Add(1))
 	topic = fmt.Sprintf("projects/%s/topics/%s", project, name)
 	sub = fmt.Sprintf("projects/%s/subscriptions/%s", project, name)
 	if _, err := e.topics.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {

@@ -2,6 +2,7 @@ package pubsubio
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -31,7 +32,8 @@ func TestReadersWithOtherSettingsShareNoSubscriber(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer subs.Close()
-	const topic, sub = "projects/p/topics/shared", "projects/p/subscriptions/shared"
+	n := time.Now().UnixNano() // a name of its own when run again (-count)
+	topic, sub := fmt.Sprintf("projects/p/topics/shared-%d", n), fmt.Sprintf("projects/p/subscriptions/shared-%d", n)
 	if _, err := topics.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
 		t.Fatal(err)
 	}

@@ -37,23 +37,26 @@ var (
 
 // Backlog is the stream-backlog comparison's figures.
 type Backlog struct {
-	Machine         bench.Machine `json:"machine"`
-	Time            string        `json:"time"`
-	Readings        int           `json:"readings"`
-	Sensors         int           `json:"sensors"`
-	PublishSeconds  float64       `json:"publish_seconds"`
-	PublishPerSec   float64       `json:"publish_readings_per_sec"`
-	LauncherArgs    []string      `json:"launcher_args"`
-	Pipeline        *BacklogSide  `json:"pipeline,omitempty"`
-	Plain           *BacklogSide  `json:"plain,omitempty"`
-	Ratio           float64       `json:"rate_ratio_pipeline_over_plain,omitempty"`
-	CPURatio        float64       `json:"cpu_per_reading_ratio_pipeline_over_plain,omitempty"`
-	HourClosed      bool          `json:"hour_closed_during_run"`
-	Profile         string        `json:"launcher_cpu_profile,omitempty"`
-	LauncherSummary string        `json:"launcher_summary,omitempty"`
-	PlainSummary    string        `json:"plain_summary,omitempty"`
-	TotalSeconds    float64       `json:"total_seconds"`
-	Error           string        `json:"error,omitempty"`
+	Machine        bench.Machine `json:"machine"`
+	Time           string        `json:"time"`
+	Readings       int           `json:"readings"`
+	Sensors        int           `json:"sensors"`
+	PublishSeconds float64       `json:"publish_seconds"`
+	PublishPerSec  float64       `json:"publish_readings_per_sec"`
+	LauncherArgs   []string      `json:"launcher_args"`
+	Pipeline       *BacklogSide  `json:"pipeline,omitempty"`
+	Plain          *BacklogSide  `json:"plain,omitempty"`
+	Ratio          float64       `json:"rate_ratio_pipeline_over_plain,omitempty"`
+	// EndToEndRatio is the rates' ratio over the whole drain, each side's
+	// start-up included: the contract's.
+	EndToEndRatio   float64 `json:"end_to_end_rate_ratio_pipeline_over_plain,omitempty"`
+	CPURatio        float64 `json:"cpu_per_reading_ratio_pipeline_over_plain,omitempty"`
+	HourClosed      bool    `json:"hour_closed_during_run"`
+	Profile         string  `json:"launcher_cpu_profile,omitempty"`
+	LauncherSummary string  `json:"launcher_summary,omitempty"`
+	PlainSummary    string  `json:"plain_summary,omitempty"`
+	TotalSeconds    float64 `json:"total_seconds"`
+	Error           string  `json:"error,omitempty"`
 }
 
 // BacklogSide is one side's drain of the backlog, timed by its readings'
@@ -295,6 +298,7 @@ func runBacklog(ctx context.Context) (err error) {
 
 	p, q := rep.Pipeline, rep.Plain
 	rep.Ratio = round(p.ReadingsPerSec/q.ReadingsPerSec, 3)
+	rep.EndToEndRatio = round(p.EndToEndPerSec/q.EndToEndPerSec, 3)
 	rep.CPURatio = round(p.CPUMicrosPerRead/q.CPUMicrosPerRead, 2)
 	rep.HourClosed = time.Now().UTC().After(hourEnd)
 	fmt.Printf("\n%d readings of %d sensors, drained by each side from its own subscription into its own Bigtable emulator:\n", *readings, *sensors)
@@ -303,7 +307,8 @@ func runBacklog(ctx context.Context) (err error) {
 		fmt.Printf("  %-9s %12.0f %12.0f %11.1f µs %10.1f s %10.1f s %8.1f s\n", s.Name, s.ReadingsPerSec, s.EndToEndPerSec, s.CPUMicrosPerRead,
 			s.BigtableCPUSeconds, s.PubSubCPUSeconds, s.StartCPUSeconds)
 	}
-	fmt.Printf("  ratio pipeline/plain: %.2f readings/s (target >= 0.8); CPU per reading %.2fx (target <= 2)\n", rep.Ratio, rep.CPURatio)
+	fmt.Printf("  ratio pipeline/plain: %.2f readings/s end to end, start-up included (target >= 0.9); %.2f from each side's first landed reading; CPU per reading %.2fx (target <= 1.5)\n",
+		rep.EndToEndRatio, rep.Ratio, rep.CPURatio)
 	fmt.Printf("  (rates and CPU from the first landed reading to the last; emulators' CPU over the same span; end to end includes each side's start-up)\n")
 	if rep.HourClosed {
 		fmt.Printf("  the readings' hour closed during the run: the pipeline's on-time firing may have come within it\n")
