@@ -239,6 +239,9 @@ func parse(args []string) (cfg pipelines.Config, p plan, err error) {
 			return cfg, p, err
 		}
 	case "pubsub":
+		if given["bigquery_skip_stored"] {
+			return cfg, p, usagef("--bigquery_skip_stored applies to batches: a stream sends each firing's BigQuery rows and keeps no BigQuery marks")
+		}
 		if err := parseStream(&f, r, &cfg, &p); err != nil {
 			return cfg, p, err
 		}

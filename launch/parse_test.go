@@ -120,6 +120,7 @@ func TestParseUsageErrors(t *testing.T) {
 		{"a stream flag in a batch", nil, with(batch, "--early_firing=5s"), "--early_firing applies to --source=pubsub only"},
 		{"a local input on Dataflow", nil, with(batch[1:3], "--input=../testdata/vitals/*", "--dead_letter=gs://b/dl", "--runner=dataflow"), "this machine's disk"},
 		{"a stream with input", nil, with(stream, "--input=x"), "--input applies to --source=files only"},
+		{"a stream that skips stored BigQuery rows", nil, with(stream, "--bigquery_skip_stored=false"), "--bigquery_skip_stored applies to batches"},
 		{"a stream without a subscription", nil, with(stream[:1], stream[2:]...), "--subscription is required"},
 		{"a subscription", nil, with(stream, "--subscription=projects/p/topics/t"), "--subscription"},
 		{"a zero early firing", nil, with(stream, "--early_firing=0"), "--early_firing"},
