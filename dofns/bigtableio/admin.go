@@ -68,27 +68,18 @@ func EnsureMarksTable(ctx context.Context, project, instance string, spec *schem
 	}
 	defer ac.Close()
 	t := schemas.TableSpec{Name: hours.MarksTable(spec), Families: []schemas.FamilySpec{{Name: hours.MarksFamily}}}
-	if create {
-		return true, ensureTable(ctx, ac, t, true, timeout)
-	}
-	var info *bigtable.TableInfo
-	err = retry.Do(ctx, retry.Policy{Deadline: timeout, AttemptTimeout: timeout}, func(ctx context.Context) (err error) {
-		info, err = ac.TableInfo(ctx, t.Name)
-		return err
-	})
-	switch {
-	case status.Code(err) == codes.NotFound:
+	err = ensureTable(ctx, ac, t, create, timeout)
+	if _, missing := errors.AsType[*missingError](err); missing {
 		return false, nil
-	case err != nil:
-		return false, unreachable("bigtable table "+t.Name, timeout, err)
 	}
-	for _, f := range info.FamilyInfos {
-		if f.Name == hours.MarksFamily {
-			return true, nil
-		}
-	}
-	return false, nil
+	return err == nil, err
 }
+
+// missingError is ensureTable's error for a table or family that is
+// missing and may not be created.
+type missingError struct{ msg string }
+
+func (e *missingError) Error() string { return e.msg }
 
 func hasFamily(t schemas.TableSpec, name string) bool {
 	for _, f := range t.Families {
@@ -120,7 +111,7 @@ func ensureTable(ctx context.Context, ac *bigtable.AdminClient, t schemas.TableS
 	switch {
 	case status.Code(err) == codes.NotFound:
 		if !create {
-			return fmt.Errorf("bigtable table %q does not exist: create it (cbt createtable %s) or run with --create_tables=true", t.Name, t.Name)
+			return &missingError{fmt.Sprintf("bigtable table %q does not exist: create it (cbt createtable %s) or run with --create_tables=true", t.Name, t.Name)}
 		}
 		err := call(func(ctx context.Context) error {
 			if err := ac.CreateTable(ctx, t.Name); status.Code(err) != codes.AlreadyExists {
@@ -144,7 +135,7 @@ func ensureTable(ctx context.Context, ac *bigtable.AdminClient, t schemas.TableS
 			continue
 		}
 		if !create {
-			return fmt.Errorf("bigtable table %q has no column family %q: create it (cbt createfamily %s %s) or run with --create_tables=true", t.Name, fam.Name, t.Name, fam.Name)
+			return &missingError{fmt.Sprintf("bigtable table %q has no column family %q: create it (cbt createfamily %s %s) or run with --create_tables=true", t.Name, fam.Name, t.Name, fam.Name)}
 		}
 		err := call(func(ctx context.Context) error {
 			if err := ac.CreateColumnFamily(ctx, t.Name, fam.Name); status.Code(err) != codes.AlreadyExists {

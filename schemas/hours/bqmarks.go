@@ -154,7 +154,7 @@ func (b *Builder) ingestedColumn(col int) bool {
 // marks (stored.Marks) say the tables hold, and puts a mark on the rows it
 // sends. olds are the stored readings (nil: none stored); changed[i]
 // says the reading of out.BQ[i] differs from its stored version or has
-// none; rollup, cov and pane are what out.Rollup was built from. The rows left out
+// none (read only when olds are given); rollup, cov and pane are what out.Rollup was built from. The rows left out
 // are counted in un. A table whose mark equals the merged hour's
 // fingerprint is sent nothing; one whose mark equals the stored readings'
 // fingerprint is sent the changed readings' rows; any other, every row.

@@ -84,11 +84,8 @@ func MergeChanges(c *Compiled, p HourPane, stored StoredHour, bigQuery bool, mar
 		out, h := batchHour(c, p, bigQuery, nowMs)
 		var un Unchanged
 		if bigQuery && marks != nil {
-			changed := make([]bool, len(out.BQ))
-			for i := range changed {
-				changed[i] = true
-			}
-			markedBQ(c, &out, marks, stored, nil, changed, h.rollup, h.cov, p.Pane, h.end, &un)
+			// Nothing stored: no reading is unchanged.
+			markedBQ(c, &out, marks, stored, nil, nil, h.rollup, h.cov, p.Pane, h.end, &un)
 		}
 		return out, un
 	}
