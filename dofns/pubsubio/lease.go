@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sensorpipe/sensorpipe/internal/registry"
@@ -242,6 +243,7 @@ type subscriber struct {
 	// pending are the bundles whose messages neither path has acked yet.
 	pending *pending
 	wait    *pullWait
+	busy    atomic.Bool     // the last pull returned messages (see busyPullWait)
 	ctx     context.Context // for acks and lease RPCs; outlives bundles
 	cancel  context.CancelFunc
 }

@@ -19,25 +19,49 @@ import (
 // long an idle subscription's pull waits to answer "nothing now".
 const maxPullWait = time.Minute
 
+// busyPullWait is the least deadline of a pull while the subscription has
+// a backlog (the subscriber's last pull returned messages).
+const busyPullWait = 10 * time.Second
+
 // pull performs one synchronous Pull. A pull that times out without messages
 // is not an error.
 //
 // A pull's deadline also tells the server how long to wait for messages,
 // so it is short (pullTimeout): an idle subscription answers "nothing now"
 // promptly. But the server dequeues the messages of an answer before
-// sending it, so a pull whose answer is cut off on the wire by the deadline
-// leaves them leased to no one until their ack deadline, and on a link too
-// slow to carry them within the deadline, their redelivery would be cut off
-// again, for ever. Such a pull widens the subscriber's deadline (pullWait).
+// sending it, so a pull cut off by its deadline after that leaves them
+// leased to no one until their ack deadline. On a Pub/Sub emulator sharing
+// two cores with the pipeline, pulls of a backlog were cut off so, and
+// its last few hundred messages came up to a minute after the rest. So
+// while the subscription has a backlog (the last pull returned messages)
+// a pull asks the server to answer at once with what it has
+// (ReturnImmediately; an empty answer ends the bundle as before) and waits
+// up to busyPullWait for that answer. Once a pull answers nothing, the
+// short, waiting pull applies again.
+//
+// And on a link too slow to carry an answer within the deadline, its
+// redelivery would be cut off again, for ever: a pull cut off while its
+// answer arrived widens the subscriber's deadline (pullWait).
 func (fn *readFn) pull(ctx context.Context, max int) (*pubsubpb.PullResponse, error) {
 	wait := fn.sub.wait.get()
-	pctx, cancel := context.WithTimeout(ctx, wait)
+	busy := fn.sub.busy.Load()
+	deadline := wait
+	if busy && deadline < busyPullWait {
+		deadline = busyPullWait
+	}
+	pctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	began := new(atomic.Int64) // when the answer began (Unix ns), or 0
 	start := time.Now()
-	resp, err := fn.sub.client.Pull(context.WithValue(pctx, answerKey{}, began), &pubsubpb.PullRequest{Subscription: fn.Subscription, MaxMessages: int32(max)})
+	// ReturnImmediately is deprecated as a way to poll an idle subscription
+	// (it may answer nothing while messages wait); here it only asks a
+	// subscription known to have a backlog for what it has now.
+	req := &pubsubpb.PullRequest{Subscription: fn.Subscription, MaxMessages: int32(max), ReturnImmediately: busy}
+	resp, err := fn.sub.client.Pull(context.WithValue(pctx, answerKey{}, began), req)
 	if err == nil {
-		if msgs := resp.GetReceivedMessages(); len(msgs) > 0 {
+		msgs := resp.GetReceivedMessages()
+		fn.sub.busy.Store(len(msgs) > 0)
+		if len(msgs) > 0 {
 			from := start
 			if ns := began.Load(); ns > 0 {
 				from = time.Unix(0, ns)
@@ -51,6 +75,7 @@ func (fn *readFn) pull(ctx context.Context, max int) (*pubsubpb.PullResponse, er
 		return resp, nil
 	}
 	if ctx.Err() == nil && (pctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded) {
+		fn.sub.busy.Store(false)
 		if began.Load() > 0 {
 			if next, ok := fn.sub.wait.cutOff(wait); ok {
 				log.Warnf(ctx, "pubsubio: a pull of %s was cut off by its %v deadline while its answer arrived; pulls now wait up to %v (its messages are redelivered after their ack deadline)", fn.Subscription, wait, next)
