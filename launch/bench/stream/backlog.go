@@ -349,24 +349,26 @@ func drain(ctx context.Context, name string, pid int, started time.Time, bt, ps 
 	deadline := time.Now().Add(*backlogTimeout)
 	tick := time.NewTicker(*backlogPoll)
 	defer tick.Stop()
+	// moment is an instant of the drain with the CPU seconds the side's
+	// process and its emulators had used by then.
+	type moment struct {
+		at           time.Time
+		proc, bt, ps float64
+	}
+	mark := func() moment {
+		return moment{time.Now(), bench.ProcessCPUSeconds(pid), bt.CPUSeconds(), ps.CPUSeconds()}
+	}
 	var (
-		first           *Landed
-		proc0, bt0, ps0 float64
+		first  *Landed
+		start0 moment // at the first landed reading
 	)
 	for {
 		if err := exited(); err != nil {
 			return s, err
 		}
 		pctx, cancel := context.WithDeadline(ctx, deadline)
-		var sampled struct {
-			at           time.Time
-			proc, bt, ps float64
-			valid        bool
-		}
-		landed, counted, err := cnt.count(pctx, func() {
-			sampled.at, sampled.valid = time.Now(), true
-			sampled.proc, sampled.bt, sampled.ps = bench.ProcessCPUSeconds(pid), bt.CPUSeconds(), ps.CPUSeconds()
-		})
+		var sampled *moment // when the sample was found complete
+		landed, counted, err := cnt.count(pctx, func() { m := mark(); sampled = &m })
 		cancel()
 		if err != nil {
 			return s, err
@@ -374,22 +376,21 @@ func drain(ctx context.Context, name string, pid int, started time.Time, bt, ps 
 		if !counted {
 			landed = min(landed, n-1) // an estimate is never all
 		}
-		now := time.Now()
-		proc, btCPU, psCPU := bench.ProcessCPUSeconds(pid), bt.CPUSeconds(), ps.CPUSeconds()
-		if counted && landed >= n && sampled.valid {
+		end := mark()
+		if counted && landed >= n && sampled != nil {
 			// The moment the sample was complete, which the whole table's
 			// count then confirmed; not the end of that count, which
 			// takes seconds and would count in each side's time.
-			s.ConfirmSeconds = round(now.Sub(sampled.at).Seconds(), 1)
-			now, proc, btCPU, psCPU = sampled.at, sampled.proc, sampled.bt, sampled.ps
+			s.ConfirmSeconds = round(end.at.Sub(sampled.at).Seconds(), 1)
+			end = *sampled
 		}
+		now := end.at
 		at := Landed{Seconds: round(now.Sub(started).Seconds(), 3), Count: landed}
 		s.Polls = append(s.Polls, at)
 		if first == nil && landed > 0 {
-			first = &at
-			proc0, bt0, ps0 = proc, btCPU, psCPU
+			first, start0 = &at, end
 			s.FirstLandedSeconds = at.Seconds
-			s.StartCPUSeconds = round(proc0, 2)
+			s.StartCPUSeconds = round(start0.proc, 2)
 			fmt.Printf("%s: first readings landed %.1fs after its start (%d)\n", name, at.Seconds, landed)
 			if onFirst != nil {
 				onFirst()
@@ -399,9 +400,9 @@ func drain(ctx context.Context, name string, pid int, started time.Time, bt, ps 
 			s.AllLandedSeconds = at.Seconds
 			s.DrainReadings = landed - first.Count
 			s.DrainSeconds = round(at.Seconds-first.Seconds, 3)
-			s.CPUSeconds = round(proc-proc0, 2)
-			s.BigtableCPUSeconds = round(btCPU-bt0, 2)
-			s.PubSubCPUSeconds = round(psCPU-ps0, 2)
+			s.CPUSeconds = round(end.proc-start0.proc, 2)
+			s.BigtableCPUSeconds = round(end.bt-start0.bt, 2)
+			s.PubSubCPUSeconds = round(end.ps-start0.ps, 2)
 			s.RSSMB = rssMB(pid)
 			if s.DrainSeconds > 0 && s.DrainReadings > 0 {
 				s.ReadingsPerSec = round(float64(s.DrainReadings)/s.DrainSeconds, 0)
