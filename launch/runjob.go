@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/metricsx"
 	jobpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/jobmanagement_v1"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -22,6 +20,7 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/sensorpipe/sensorpipe/internal/ledger"
+	"github.com/sensorpipe/sensorpipe/internal/localprism"
 	"github.com/sensorpipe/sensorpipe/internal/loopback"
 )
 
@@ -191,7 +190,7 @@ func (j *jobRunner) jobService(ctx context.Context) (jobpb.JobServiceClient, err
 		if !j.runner.prism() {
 			return nil, usagef("--runner=%s submits to a Beam job server: give its --endpoint=HOST:PORT", j.runner.name)
 		}
-		c, err := startPrism(ctx)
+		c, err := localprism.Start(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -204,25 +203,6 @@ func (j *jobRunner) jobService(ctx context.Context) (jobpb.JobServiceClient, err
 	}
 	j.client = jobpb.NewJobServiceClient(conn)
 	return j.client, nil
-}
-
-// startPrism starts prism's job service in this process on a free port and
-// points the Beam options at it, and returns a client of it.
-func startPrism(ctx context.Context) (jobpb.JobServiceClient, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("prism: find a free port: %w", err)
-	}
-	port := lis.Addr().(*net.TCPAddr).Port
-	lis.Close()
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	client, err := prism.CreateJobServer(cctx, prism.Options{Port: port})
-	if err != nil {
-		return nil, fmt.Errorf("prism: start its job service on port %d: %w", port, err)
-	}
-	*jobopts.Endpoint = fmt.Sprintf("localhost:%d", port)
-	return client, nil
 }
 
 // findJob returns the id of the job named name that has not run before

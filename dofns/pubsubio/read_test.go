@@ -18,6 +18,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
@@ -25,6 +26,7 @@ import (
 	"github.com/sensorpipe/sensorpipe/dofns"
 	"github.com/sensorpipe/sensorpipe/dofns/pubsubio"
 	"github.com/sensorpipe/sensorpipe/internal/dofnreg"
+	"github.com/sensorpipe/sensorpipe/internal/localprism"
 	"github.com/sensorpipe/sensorpipe/internal/loopback"
 	"github.com/sensorpipe/sensorpipe/internal/testrig/slowlink"
 	"github.com/sensorpipe/sensorpipe/schemas/targets"
@@ -268,10 +270,23 @@ func startEnv(t *testing.T) *env {
 	return newEnv(t)
 }
 
+var (
+	startPrism sync.Once
+	prismErr   error
+)
+
 // startPipeline runs the pipeline built by build on prism until the returned
 // stop function (also registered as a cleanup) cancels it.
 func startPipeline(t *testing.T, build func(s beam.Scope)) (stop func()) {
 	t.Helper()
+	startPrism.Do(func() {
+		// Once, before any pipeline: see package localprism.
+		*jobopts.EnvironmentType = "loopback"
+		_, prismErr = localprism.Start(context.Background())
+	})
+	if prismErr != nil {
+		t.Fatal(prismErr)
+	}
 	p, s := beam.NewPipelineWithRoot()
 	build(s)
 	ctx, cancel := context.WithCancel(context.Background())
