@@ -108,7 +108,7 @@ var (
 	sideBySide   = flag.Bool("side_by_side", false, "With -cadence: run the launcher -pairs times without the cadence and with it, alternately, each on fresh emulators, and report each side's figures and their ratios (written to -out).")
 	pairs        = flag.Int("pairs", 1, "With -side_by_side: how many runs each side gets.")
 	cadence      = flag.Duration("cadence", 0, "Run the spec with this cadence declared (cadence: in a copy of schemas/specs/SPEC.yaml), so that the stream also tracks each sensor and raises silences to BigQuery's sensor_silences; compare its figures with a run without (0: the spec as it is).")
-	hourCloseAt  = flag.Duration("hour_close_at", 0, "Latency phase: move the event times ahead so that the top of an hour falls this long into the phase, and its on-time firings come within the run (0: event times are the wall clock's; an hour then closes only if the run crosses one).")
+	hourCloseAt  = flag.Duration("hour_close_at", 0, "Latency phase: move the event times back so that the top of an hour falls this long into the phase, and its on-time firings come within the run (0: event times are the wall clock's; an hour then closes only if the run crosses one).")
 )
 
 const (
@@ -601,10 +601,13 @@ func latency(ctx context.Context, j *job, pub *publisher, tbl *bigtable.Table, c
 	tick := time.NewTicker(10 * time.Millisecond)
 	start := time.Now()
 	if *hourCloseAt > 0 {
-		// Event time start+hourCloseAt+shift is the top of an hour.
+		// Event time start+hourCloseAt+shift is the top of an hour. The
+		// event times are moved back, not ahead: the local reader never
+		// moves the watermark past the wall clock, so an hour ahead of it
+		// would not close within the run.
 		at := start.Add(*hourCloseAt)
-		pub.shift = at.Truncate(time.Hour).Add(time.Hour).Sub(at)
-		fmt.Printf("latency: event times %v ahead of the wall clock: an hour closes %v into the phase\n", pub.shift.Round(time.Second), *hourCloseAt)
+		pub.shift = at.Truncate(time.Hour).Sub(at)
+		fmt.Printf("latency: event times %v behind the wall clock: an hour closes %v into the phase\n", (-pub.shift).Round(time.Second), *hourCloseAt)
 	}
 	rctx, stopRSS := context.WithCancel(ctx)
 	rssDone := make(chan struct{})
