@@ -108,7 +108,7 @@ var (
 	sideBySide   = flag.Bool("side_by_side", false, "With -cadence: run the launcher -pairs times without the cadence and with it, alternately, each on fresh emulators, and report each side's figures and their ratios (written to -out).")
 	pairs        = flag.Int("pairs", 1, "With -side_by_side: how many runs each side gets.")
 	cadence      = flag.Duration("cadence", 0, "Run the spec with this cadence declared (cadence: in a copy of schemas/specs/SPEC.yaml), so that the stream also tracks each sensor and raises silences to BigQuery's sensor_silences; compare its figures with a run without (0: the spec as it is).")
-	hourCloseAt  = flag.Duration("hour_close_at", 0, "Latency phase: move the event times back so that the top of an hour falls this long into the phase, and its on-time firings come within the run (0: event times are the wall clock's; an hour then closes only if the run crosses one).")
+	hourCloseAt  = flag.Duration("hour_close_at", 0, "With -readings 0: move every event time back, from the warm-up on, so that the top of an hour falls this long after the warm-up's start (a few seconds before the latency phase's), and the hour's on-time firings come within the run (0: event times are the wall clock's; an hour then closes only if the run crosses one).")
 )
 
 const (
@@ -263,8 +263,22 @@ func validate() error {
 		return fmt.Errorf("-sample must be in 1..-sensors")
 	case *pollers < 1 || *pollInterval <= 0 || *deadline <= 0 || *earlyFiring <= 0:
 		return fmt.Errorf("-pollers, -poll_interval, -deadline and -early_firing must be positive")
+	case *hourCloseAt < 0 || *hourCloseAt > 0 && (*readings != 0 || *rate <= 0):
+		return fmt.Errorf("-hour_close_at needs -readings 0 and a -rate: the latency phase must follow the warm-up at once (see hourShift)")
 	}
 	return nil
+}
+
+// hourShift is how far back to move event times so that the top of an
+// hour falls at wall time at. Back, not ahead: the local reader never
+// moves the watermark past the wall clock, so an hour ahead of it would
+// not close within the run. And from the warm-up on: the warm-up's
+// readings move the watermark to their event times, and readings behind
+// it would all be late, each firing its hour again. For the same reason
+// the latency phase must follow the warm-up within the reader's idle
+// advance (3 s), after which the watermark moves to the wall clock.
+func hourShift(at time.Time) time.Duration {
+	return at.Truncate(time.Hour).Sub(at)
 }
 
 func run(ctx context.Context) error {
@@ -402,6 +416,9 @@ func runOne(ctx context.Context, cad time.Duration) (rep *Report, err error) {
 	cpu := cpuMeter{launcher: j.cmd.Process.Pid, bt: bt, ps: ps}
 
 	// Warm-up: the job reads (prism has started it) before any phase.
+	if *hourCloseAt > 0 {
+		pub.shift = hourShift(time.Now().Add(*hourCloseAt))
+	}
 	for i := range warmup {
 		s := warmupSensor0 + i
 		pub.send(ctx, s, pub.eventMs(s), nil)
@@ -443,6 +460,11 @@ func runOne(ctx context.Context, cad time.Duration) (rep *Report, err error) {
 	} else {
 		rep.Mutations = m
 		fmt.Printf("mutations: %s\n", m)
+		if *hourCloseAt > 0 {
+			// Every sensor, the warm-up's too, reported in the closed hour.
+			fmt.Printf("closed hour: %d BigQuery rollup rows for %d sensor-hours: one each when the hour closed on time, one more for each late firing\n",
+				m.RollupRows, *sensors+warmup)
+		}
 	}
 	rep.LauncherErrors, rep.LauncherFirstError = j.errorLines()
 	rep.HourClosed = *hourCloseAt > 0 || began.UTC().Truncate(time.Hour) != time.Now().UTC().Truncate(time.Hour)
@@ -601,13 +623,9 @@ func latency(ctx context.Context, j *job, pub *publisher, tbl *bigtable.Table, c
 	tick := time.NewTicker(10 * time.Millisecond)
 	start := time.Now()
 	if *hourCloseAt > 0 {
-		// Event time start+hourCloseAt+shift is the top of an hour. The
-		// event times are moved back, not ahead: the local reader never
-		// moves the watermark past the wall clock, so an hour ahead of it
-		// would not close within the run.
-		at := start.Add(*hourCloseAt)
-		pub.shift = at.Truncate(time.Hour).Sub(at)
-		fmt.Printf("latency: event times %v behind the wall clock: an hour closes %v into the phase\n", (-pub.shift).Round(time.Second), *hourCloseAt)
+		top := start.Add(pub.shift).Truncate(time.Hour).Add(time.Hour) // in event time
+		fmt.Printf("latency: event times %v behind the wall clock: an hour closes %v into the phase\n",
+			(-pub.shift).Round(time.Second), top.Add(-pub.shift).Sub(start).Round(100*time.Millisecond))
 	}
 	rctx, stopRSS := context.WithCancel(ctx)
 	rssDone := make(chan struct{})

@@ -224,6 +224,9 @@ type Mutations struct {
 	WritesPerRead   float64 `json:"reading_writes_per_reading"`
 	RowsPerReading  float64 `json:"row_mutations_per_reading"`
 	RollupRowWrites int64   `json:"rollup_row_writes"`
+	// RollupRows are the BigQuery rollup rows routed: one a sensor-hour
+	// when its hour closed on time, one more for each late firing.
+	RollupRows int64 `json:"bigquery_rollup_rows"`
 }
 
 // mutations reads the launcher's ledger JSON.
@@ -238,6 +241,9 @@ func mutations(path string) (*Mutations, error) {
 	}
 	m := &Mutations{Read: l.Read, ByKind: map[string]int64{}}
 	for _, s := range l.Sinks {
+		if s.Sink == deadletter.SinkBigQueryRollups {
+			m.RollupRows += s.Routed
+		}
 		if s.Sink != deadletter.SinkBigtable {
 			continue
 		}
