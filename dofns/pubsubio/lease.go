@@ -243,6 +243,7 @@ type subscriber struct {
 	// pending are the bundles whose messages neither path has acked yet.
 	pending *pending
 	wait    *pullWait
+	ramp    bundleRamp
 	busy    atomic.Bool     // the last pull returned messages (see busyPullWait)
 	ctx     context.Context // for acks and lease RPCs; outlives bundles
 	cancel  context.CancelFunc

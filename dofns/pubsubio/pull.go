@@ -137,6 +137,47 @@ func (w *pullWait) noteAnswer(n int) int64 {
 	}
 }
 
+// bundleRamp sizes the bundles at the start of a backlog: the first is
+// capped at firstBundleCap messages, and each that ends full doubles the
+// cap of the next, up to MaxMessagesPerBundle; a bundle that ends at an
+// empty pull (the reader caught up) sets it back. Large bundles cost the
+// runner less a reading (see defaultMaxMessagesPerBundle), but nothing
+// downstream starts until the reader's first bundle is committed: with a
+// 200,000-message backlog on the emulator, a first bundle of 16,000
+// delayed the first written reading by 2.5 s, against 0.5 s for a
+// subscriber that writes as it reads. A live stream's bundles end at an
+// empty pull, well below the cap, so it does not see the ramp.
+type bundleRamp struct {
+	full atomic.Int32 // bundles ended full since the reader last caught up
+}
+
+// firstBundleCap is the cap of the first bundle into a backlog.
+const firstBundleCap = 1000
+
+// cap returns the next bundle's cap on messages, at most limit.
+func (r *bundleRamp) cap(limit int) int {
+	n := firstBundleCap
+	for range r.full.Load() {
+		if n >= limit {
+			break
+		}
+		n *= 2
+	}
+	return min(n, limit)
+}
+
+// ended records how a bundle ended: full, or at an empty pull (idle).
+func (r *bundleRamp) ended(full, idle bool) {
+	switch {
+	case full:
+		if r.full.Load() < 32 {
+			r.full.Add(1)
+		}
+	case idle:
+		r.full.Store(0)
+	}
+}
+
 // answerKey keys the flag that answerStarted sets in a pull's context.
 type answerKey struct{}
 

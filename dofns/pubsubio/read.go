@@ -61,7 +61,8 @@ func init() {
 // bundle adds to it, so larger bundles drain a backlog with less CPU a
 // reading (make bench-backlog; figures in docs/performance.md). A bundle
 // of a live stream ends well before it is full: at its first empty pull,
-// so its latency does not grow with the bound.
+// so its latency does not grow with the bound. A backlog's first bundles
+// are smaller (bundleRamp), so that the first readings land promptly.
 //
 // defaultMaxBytesPerBundle bounds the message bytes one bundle holds, so
 // that a backlog of large messages (batched readings, up to Pub/Sub's 10
@@ -114,7 +115,8 @@ type Config struct {
 	// watermark advances to wall time (default defaultIdleAdvance).
 	IdleAdvance time.Duration
 	// MaxMessagesPerBundle caps the messages emitted by one bundle
-	// (default defaultMaxMessagesPerBundle).
+	// (default defaultMaxMessagesPerBundle). The first bundles into a
+	// backlog are capped lower, from 1,000 doubling up to it (bundleRamp).
 	MaxMessagesPerBundle int
 	// MaxBytesPerBundle caps the bytes of the messages one bundle emits
 	// (default defaultMaxBytesPerBundle): a pull asks for no more messages
@@ -371,6 +373,10 @@ func (fn *readFn) ProcessElement(
 		stopped     bool
 	)
 
+	// The bundle's cap on messages: MaxMessagesPerBundle once the reader
+	// is into a backlog, smaller at its start (see bundleRamp).
+	bundleCap := fn.sub.ramp.cap(fn.MaxMessagesPerBundle)
+
 	// Up to maxPullsInFlight pulls run at once, so that pulling overlaps
 	// with emitting (and with the downstream work that emitting runs) and
 	// a backlog is read with several requests in flight, as the client
@@ -391,7 +397,7 @@ func (fn *readFn) ProcessElement(
 		pullErr   error // the first failed pull: start no more
 	)
 	start1 := func() bool {
-		room := fn.MaxMessagesPerBundle - emitted - received - requested
+		room := bundleCap - emitted - received - requested
 		byteRoom := fn.maxBytes() - bytes - recBytes - reqBytes
 		limit := 1
 		if busy {
@@ -411,7 +417,7 @@ func (fn *readFn) ProcessElement(
 		}
 		n := min(room, maxPullBatch)
 		if busy {
-			n = min(n, max(1, fn.MaxMessagesPerBundle/maxPullsInFlight))
+			n = min(n, max(1, bundleCap/maxPullsInFlight))
 		}
 		// At least one: a message larger than the bundle's bytes is read
 		// alone.
@@ -487,7 +493,7 @@ func (fn *readFn) ProcessElement(
 			}
 		}
 		fn.messages.Inc(ctx, int64(len(msgs)))
-		if emitted >= fn.MaxMessagesPerBundle || bytes >= fn.maxBytes() {
+		if emitted >= bundleCap || bytes >= fn.maxBytes() {
 			full = true
 		}
 		for start1() { // the room that these left
@@ -545,6 +551,7 @@ func (fn *readFn) ProcessElement(
 	if wm, ok := nextWatermark(minOnTime, we.state.LastMessageMs, time.Now().UnixMilli(), fn.IdleAdvance); ok {
 		we.UpdateWatermark(wm)
 	}
+	fn.sub.ramp.ended(full, idle)
 	if stopped {
 		return sdf.StopProcessing(), nil
 	}

@@ -142,3 +142,46 @@ func TestPullWaitWidensOnCutOffAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestBundleRampDoublesIntoABacklog: the first bundle into a backlog is
+// capped at firstBundleCap; each that ends full doubles the next one's
+// cap up to the limit; one that ends by time keeps it; one that ends at an
+// empty pull (caught up) starts the ramp again.
+func TestBundleRampDoublesIntoABacklog(t *testing.T) {
+	type step struct {
+		full, idle bool
+		wantNext   int // the cap after the step, at a limit of 16,000
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"into a backlog", []step{{true, false, 2000}, {true, false, 4000}, {true, false, 8000}, {true, false, 16000}, {true, false, 16000}}},
+		{"a bundle ended by time keeps the cap", []step{{true, false, 2000}, {false, false, 2000}, {true, false, 4000}}},
+		{"caught up, it starts again", []step{{true, false, 2000}, {true, false, 4000}, {false, true, 1000}, {true, false, 2000}}},
+		{"a live stream stays at the first cap", []step{{false, true, 1000}, {false, true, 1000}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r bundleRamp
+			if got := r.cap(16000); got != firstBundleCap {
+				t.Fatalf("first cap %d; want %d", got, firstBundleCap)
+			}
+			for i, s := range tc.steps {
+				r.ended(s.full, s.idle)
+				if got := r.cap(16000); got != s.wantNext {
+					t.Errorf("after step %d (full %v, idle %v): cap %d; want %d", i, s.full, s.idle, got, s.wantNext)
+				}
+			}
+		})
+	}
+	var r bundleRamp
+	if got := r.cap(300); got != 300 {
+		t.Errorf("cap under a limit of 300: %d; want the limit", got)
+	}
+	for range 100 {
+		r.ended(true, false)
+	}
+	if got := r.cap(16000); got != 16000 {
+		t.Errorf("after 100 full bundles: cap %d; want the limit", got)
+	}
+}
