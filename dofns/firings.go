@@ -356,14 +356,15 @@ func (f *StreamRowsFn) probe(ctx context.Context, sp state.Provider, tp timers.P
 }
 
 // readBack reads back the window's readings in Bigtable when it is marked
-// Pending, and clears the mark; a failed read-back is counted and logged,
-// and leaves the mark for the next firing.
-func (f *StreamRowsFn) readBack(ctx context.Context, sp state.Provider, key string, p PaneBatch) ([]schemas.Record, error) {
+// Pending, or with MergeStored unless merged is set (see mergedAtClose),
+// and clears the mark; a failed read-back is counted and logged, and
+// leaves the mark for the next firing.
+func (f *StreamRowsFn) readBack(ctx context.Context, sp state.Provider, key string, p PaneBatch, merged bool) ([]schemas.Record, error) {
 	if f.reader == nil {
 		return nil, nil
 	}
 	pending, _, err := f.Pending.Read(sp)
-	if err != nil || !(pending || f.MergeStored) {
+	if err != nil || !(pending || f.MergeStored && !merged) {
 		return nil, err
 	}
 	recs, skipped, err := f.reader.window(ctx, stateIdentity(key), p.StartMs, p.EndMs)
@@ -387,6 +388,34 @@ func (f *StreamRowsFn) readBack(ctx context.Context, sp state.Provider, key stri
 		}
 	}
 	return recs, nil
+}
+
+// mergedAtClose reports whether the on-time pane p, which comes after
+// the close timer's firing of its window (prev being the window's held
+// readings), brings only readings which that firing's read-back already
+// merged: each of them held as a read-back copy with the same values. On
+// prism the close timer fires just before the runner's on-time pane of
+// the same window arrives, and the timer's read-back found the pane's
+// readings in Bigtable, written on arrival. Reading the window back once
+// more would find what that read found, plus what another writer stored
+// in between, which the settle read-back a minute later reads
+// (settleTimer): so the pane's firing builds from the state alone.
+func (f *StreamRowsFn) mergedAtClose(p PaneBatch, prev []schemas.Record) bool {
+	if p.Timing != typex.PaneOnTime || len(p.Records) == 0 || min(SettleAfter, f.AllowedLateness/2) <= 0 {
+		return false
+	}
+	readBack := make(map[int64]uint64, len(prev))
+	for i := range prev {
+		if deadletter.IsReadBack(&prev[i]) {
+			readBack[prev[i].EventMs] = prev[i].Fingerprint()
+		}
+	}
+	for i := range p.Records {
+		if fp, ok := readBack[p.Records[i].EventMs]; !ok || fp != p.Records[i].Fingerprint() {
+			return false
+		}
+	}
+	return true
 }
 
 // OnTimer fires a window's on-time firing in place of the runner's
@@ -474,7 +503,7 @@ func (f *StreamRowsFn) fire(ctx context.Context, sp state.Provider, tp timers.Pr
 				return fmt.Errorf("decode the window's readings: %w", err)
 			}
 		}
-		recovered, err := f.readBack(ctx, sp, key, p)
+		recovered, err := f.readBack(ctx, sp, key, p, final && !settle && f.mergedAtClose(p, prev))
 		if err != nil {
 			return err
 		}

@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 
 	"github.com/sensorpipe/sensorpipe/schemas"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
 	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
 
@@ -98,6 +100,39 @@ func TestStateKeyNamesIdentityAndWindow(t *testing.T) {
 		k := stateKey(id, 3600000)
 		if got := stateIdentity(k); got != id {
 			t.Errorf("stateIdentity(%q) = %q; want %q", k, got, id)
+		}
+	}
+}
+
+// TestMergedAtClose: the on-time pane that follows the close timer's
+// firing skips the read-back only when every reading it brings is held
+// as a read-back copy with the same values, and a settle read-back will
+// come.
+func TestMergedAtClose(t *testing.T) {
+	reading := func(ms int64, hr float64, source string) schemas.Record {
+		return schemas.Record{Values: []schemas.Value{{Kind: schemas.KindString, Str: "s1"}, {Kind: schemas.KindFloat, Num: hr}}, EventMs: ms, Source: source}
+	}
+	const sub = "projects/p/subscriptions/s"
+	readBack := deadletter.ReadBackSource("patient_vitals")
+	held := []schemas.Record{reading(1000, 60, sub), reading(2000, 61, readBack), reading(3000, 62, readBack)}
+	for _, tc := range []struct {
+		name     string
+		timing   typex.PaneTiming
+		brings   []schemas.Record
+		lateness time.Duration
+		want     bool
+	}{
+		{"every reading read back", typex.PaneOnTime, []schemas.Record{reading(2000, 61, sub), reading(3000, 62, sub)}, time.Hour, true},
+		{"one reading not read back", typex.PaneOnTime, []schemas.Record{reading(2000, 61, sub), reading(4000, 63, sub)}, time.Hour, false},
+		{"a value differs from its read-back copy", typex.PaneOnTime, []schemas.Record{reading(3000, 70, sub)}, time.Hour, false},
+		{"held by this run, not read back", typex.PaneOnTime, []schemas.Record{reading(1000, 60, sub)}, time.Hour, false},
+		{"a late pane", typex.PaneLate, []schemas.Record{reading(2000, 61, sub)}, time.Hour, false},
+		{"no settle read-back to come", typex.PaneOnTime, []schemas.Record{reading(2000, 61, sub)}, 0, false},
+		{"no readings", typex.PaneOnTime, nil, time.Hour, false},
+	} {
+		f := &StreamRowsFn{AllowedLateness: tc.lateness, MergeStored: true}
+		if got := f.mergedAtClose(PaneBatch{Timing: tc.timing, Records: tc.brings}, held); got != tc.want {
+			t.Errorf("%s: mergedAtClose = %v; want %v", tc.name, got, tc.want)
 		}
 	}
 }
