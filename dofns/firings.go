@@ -401,7 +401,7 @@ func (f *StreamRowsFn) readBack(ctx context.Context, sp state.Provider, key stri
 // in between, which the settle read-back a minute later reads
 // (settleTimer): so the pane's firing builds from the state alone.
 func (f *StreamRowsFn) mergedAtClose(p PaneBatch, prev []schemas.Record) bool {
-	if p.Timing != typex.PaneOnTime || len(p.Records) == 0 || min(SettleAfter, f.AllowedLateness/2) <= 0 {
+	if p.Timing != typex.PaneOnTime || len(p.Records) == 0 || f.settleDelay() <= 0 {
 		return false
 	}
 	readBack := make(map[int64]uint64, len(prev))
@@ -572,11 +572,17 @@ func (f *StreamRowsFn) settleTimer(tp timers.Provider, endMs int64) {
 	if f.reader == nil || !f.MergeStored {
 		return
 	}
-	after := min(SettleAfter, f.AllowedLateness/2)
+	after := f.settleDelay()
 	if after <= 0 {
 		return
 	}
 	f.Timer.Set(tp, time.UnixMilli(endMs).Add(after), timers.WithTag(settleTag), timers.WithNoOutputTimestamp())
+}
+
+// settleDelay is how long after a window's end its settle read-back comes:
+// SettleAfter, at most half the allowed lateness; none when not positive.
+func (f *StreamRowsFn) settleDelay() time.Duration {
+	return min(SettleAfter, f.AllowedLateness/2)
 }
 
 // SettleAfter is how long in event time after a window's end its settle
