@@ -26,24 +26,28 @@ func init() {
 		func(hours.RowMutation), func(hours.BQRow), func(hours.BQRow), func(deadletter.DeadLetter), error])
 }
 
-// identityEventMs keys a reading's event time by its identity, for the
-// batch's first-seen times (FirstSeen). Each carries the earliest
-// timestamp, so that the combine's pending values hold its output
-// watermark until it fires: a runner may judge the side input ready by
-// its producer's watermark alone (prism does), and a value timestamped in
-// the batch's hours would let an hour's rows be built before the
+// identityEventMs keys the earliest event time of a batch's readings by
+// its identity, for the batch's first-seen times (FirstSeen). Each carries
+// the earliest timestamp, so that the combine's pending values hold its
+// output watermark until it fires: a runner may judge the side input ready
+// by its producer's watermark alone (prism does), and a value timestamped
+// in the batch's hours would let an hour's rows be built before the
 // combine's result exists.
-func identityEventMs(identity string, r schemas.Record) (beam.EventTime, string, int64) {
-	return mtime.MinTimestamp, identity, r.EventMs
+func identityEventMs(identity string, b HourBatch) (beam.EventTime, string, int64) {
+	first := int64(math.MaxInt64)
+	for i := range b.Records {
+		first = min(first, b.Records[i].EventMs)
+	}
+	return mtime.MinTimestamp, identity, first
 }
 
 // FirstSeen is the earliest event time of each identity's readings:
-// KV<identity, Record> in, KV<identity, int64 epoch ms> out. A batch's
-// hours take it as the sensor's first-seen time for their coverage
-// (BuildFirstSeenRowsFn).
-func FirstSeen(s beam.Scope, records beam.PCollection) beam.PCollection {
+// KV<identity, HourBatch> (PreGroupFn's batches) in, KV<identity, int64
+// epoch ms> out. A batch's hours take it as the sensor's first-seen time
+// for their coverage (BuildFirstSeenRowsFn).
+func FirstSeen(s beam.Scope, batches beam.PCollection) beam.PCollection {
 	s = s.Scope("FirstSeen")
-	times := beam.ParDo(s, identityEventMs, records)
+	times := beam.ParDo(s, identityEventMs, batches)
 	return beam.CombinePerKey(s, minMs, times)
 }
 

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +16,8 @@ import (
 	"github.com/sensorpipe/sensorpipe/internal/testrig/synth"
 	"github.com/sensorpipe/sensorpipe/schemas"
 	"github.com/sensorpipe/sensorpipe/schemas/codec"
+	"github.com/sensorpipe/sensorpipe/schemas/deadletter"
+	"github.com/sensorpipe/sensorpipe/schemas/hours"
 	"github.com/sensorpipe/sensorpipe/schemas/packed"
 )
 
@@ -144,4 +149,87 @@ func BenchmarkHourBatchCoder(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/reading")
 	b.ReportMetric(float64(len(enc))/float64(len(recs)), "bytes/reading")
 	b.ReportMetric(float64(len(packed.AppendRecords(nil, recs)))/float64(len(recs)), "uncompressed_bytes/reading")
+}
+
+// TestParseBatchesFnIsParseFnThenPreGroupFn: the fused parse gives the
+// batches and dead letters that ParseFn followed by PreGroupFn gives, on
+// lines of several sensors across hours with bad lines among them, and
+// counts what ParseFn counts.
+func TestParseBatchesFnIsParseFnThenPreGroupFn(t *testing.T) {
+	spec, err := schemas.BuiltinSpec("vitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled := hours.MustCompile(spec, hours.CompileOptions{})
+	var lines []string
+	for i := range 3000 {
+		ts := strconv.FormatInt(1772359200000+int64((i*7919)%10800)*1000, 10) // three hours, in no order
+		switch {
+		case i%500 == 7:
+			lines = append(lines, "not json")
+		case i%700 == 3:
+			lines = append(lines, strings.Repeat("x", 300))
+		default:
+			lines = append(lines, vitalsLine(fmt.Sprint("s", i%11), ts))
+		}
+	}
+	type out struct {
+		batches []string
+		dead    []string
+	}
+	collect := func(o *out) (func(beam.EventTime, string, HourBatch), func(deadletter.DeadLetter)) {
+		return func(et beam.EventTime, key string, b HourBatch) {
+				for _, r := range b.Records {
+					o.batches = append(o.batches, fmt.Sprint(key, "@", et.Milliseconds(), " ", r.EventMs, " ", r.Raw, " ", r.Source))
+				}
+			}, func(d deadletter.DeadLetter) {
+				o.dead = append(o.dead, d.Reason+" "+d.Payload+" "+d.Source)
+			}
+	}
+	ctx := context.Background()
+	// Two bundles each, the second smaller than a batch.
+	bundles := [][]string{lines[:2500], lines[2500:]}
+
+	var want out
+	emit, dead := collect(&want)
+	parse, group := &ParseFn{Spec: compiled, MaxLineBytes: 200}, &PreGroupFn{}
+	if err := parse.Setup(); err != nil {
+		t.Fatal(err)
+	}
+	for b, bundle := range bundles {
+		group.StartBundle(emit)
+		for i, l := range bundle {
+			parse.ProcessElement(ctx, fmt.Sprint("f:", b, ":", i), l, func(et beam.EventTime, k string, r schemas.Record) {
+				group.ProcessElement(ctx, et, k, r, emit)
+			}, dead)
+		}
+		group.FinishBundle(emit)
+	}
+
+	var got out
+	emit, dead = collect(&got)
+	fused := &ParseBatchesFn{Spec: compiled, MaxLineBytes: 200}
+	if err := fused.Setup(); err != nil {
+		t.Fatal(err)
+	}
+	for b, bundle := range bundles {
+		fused.StartBundle(emit, dead)
+		for i, l := range bundle {
+			fused.ProcessElement(ctx, fmt.Sprint("f:", b, ":", i), l, emit, dead)
+		}
+		if err := fused.FinishBundle(ctx, emit, dead); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(want.batches)
+	slices.Sort(got.batches)
+	if len(want.batches) != 3000-6-5 || len(want.dead) != 11 {
+		t.Fatalf("the reference gives %d readings and %d dead letters; want 2989 and 11", len(want.batches), len(want.dead))
+	}
+	if !slices.Equal(got.batches, want.batches) {
+		t.Errorf("the fused parse gives %d readings in its batches, differing from ParseFn then PreGroupFn's %d", len(got.batches), len(want.batches))
+	}
+	if !slices.Equal(got.dead, want.dead) {
+		t.Errorf("dead letters:\n%q\nwant\n%q", got.dead, want.dead)
+	}
 }

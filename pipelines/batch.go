@@ -71,11 +71,20 @@ func Batch(s beam.Scope, cfg Config, opts BatchOptions) error {
 			return err
 		}
 		readDead = rdead
-		records := lines
-		if !readsRecords(opts) {
+		var batches beam.PCollection
+		switch {
+		case readsRecords(opts):
+			batches = preGroup(s, lines)
+		case cfg.Replay == nil:
+			// The parse packs its readings itself: one DoFn boundary
+			// less for every reading (dofns.ParseBatchesFn).
+			batches, parseDead = beam.ParDo2(s.Scope("Parse"), &dofns.ParseBatchesFn{Spec: cfg.Spec, MaxLineBytes: cfg.MaxLineBytes}, lines)
+		default:
+			var records beam.PCollection
 			records, parseDead = parseLines(s, cfg, lines, true)
+			batches = preGroup(s, records)
 		}
-		dead = ingestBatch(s, cfg, opts.MergeStored, records)
+		dead = ingestBatches(s, cfg, opts.MergeStored, batches)
 	}
 	// The sinks' dead letters cross a Reshuffle (random keys, not a fixed
 	// key) so the dead-letter write runs in a stage of its own: a failed
@@ -136,21 +145,36 @@ func ingestWholeHours(s beam.Scope, cfg Config, merge bool, batches beam.PCollec
 // readings (merged with what is stored when merge is set), and writes the
 // sinks. It returns the builder's and the sinks' dead letters.
 func ingestBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) []beam.PCollection {
+	return ingestBatches(s, cfg, merge, preGroup(s, records))
+}
+
+// ingestBatches is ingestBatch for readings already packed by identity
+// and hour (preGroup's, or dofns.ParseBatchesFn's).
+func ingestBatches(s beam.Scope, cfg Config, merge bool, batches beam.PCollection) []beam.PCollection {
 	s = s.Scope("Ingest")
-	b := buildBatch(s, cfg, merge, records)
+	b := buildBatches(s, cfg, merge, batches)
 	// A batch's bundles run side by side: bound the cells in flight per
 	// worker process, not per bundle.
 	cfg.Bigtable.WorkerBudget = true
 	return writeSinks(s, cfg, b)
 }
 
-// buildBatch packs the readings into one element per identity and hour
-// (dofns.PreGroupFn), so the hourly GroupByKey carries a few hundred times
-// fewer elements, groups them by identity and hour, and builds each hour
-// whole (dofns.BuildBatchedRowsFn), merged with the identity's stored
-// readings of the hour when merge is set.
+// preGroup packs readings, KV<identity, Record>, into one element per
+// identity and hour (dofns.PreGroupFn), so the hourly GroupByKey carries a
+// few hundred times fewer elements.
+func preGroup(s beam.Scope, records beam.PCollection) beam.PCollection {
+	return beam.ParDo(s.Scope("PreGroup"), &dofns.PreGroupFn{}, records)
+}
+
+// buildBatch is buildBatches for parsed readings, KV<identity, Record>.
 func buildBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) built {
-	batches := beam.ParDo(s.Scope("PreGroup"), &dofns.PreGroupFn{}, records)
+	return buildBatches(s, cfg, merge, preGroup(s, records))
+}
+
+// buildBatches groups the readings' batches (preGroup's) by identity and
+// hour, and builds each hour whole (dofns.BuildBatchedRowsFn), merged with
+// the identity's stored readings of the hour when merge is set.
+func buildBatches(s beam.Scope, cfg Config, merge bool, batches beam.PCollection) built {
 	windowed := hourlyWindows(s, batches)
 	s = s.Scope("BuildRows")
 	grouped := beam.GroupByKey(s, windowed)
@@ -159,7 +183,7 @@ func buildBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) 
 	if cfg.Spec.HasCadence() && cfg.Spec.Rollup != nil {
 		// The rollups' coverage needs each sensor's first-seen time: the
 		// batch's earliest reading of it, a side input.
-		first := dofns.FirstSeen(s, records)
+		first := dofns.FirstSeen(s, batches)
 		b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s, &dofns.BuildFirstSeenRowsFn{BuildBatchedRowsFn: dofns.BuildBatchedRowsFn{BuildRowsFn: fn}},
 			grouped, beam.SideInput{Input: first})
 		return b
