@@ -128,7 +128,7 @@ func BuildsWholeHours(cfg Config, opts BatchOptions) bool {
 
 // ingestWholeHours builds each identity-hour of the HourBatches, each of
 // which holds all the hour's readings (dofns.ParseWholeHoursFn), and
-// writes the sinks, as ingestBatch does after its grouping. It returns the
+// writes the sinks, as ingestBatches does after its grouping. It returns the
 // builder's and the sinks' dead letters.
 func ingestWholeHours(s beam.Scope, cfg Config, merge bool, batches beam.PCollection) []beam.PCollection {
 	s = s.Scope("Ingest")
@@ -136,20 +136,15 @@ func ingestWholeHours(s beam.Scope, cfg Config, merge bool, batches beam.PCollec
 	fn := buildRowsFn(cfg, merge)
 	b := built{Marked: fn.BQMarks.Table != ""}
 	b.Rows, b.BQRows, b.Rollups, b.Dead = beam.ParDo4(s.Scope("BuildRows"), &dofns.BuildWholeHourRowsFn{BuildRowsFn: fn}, windowed)
-	cfg.Bigtable.WorkerBudget = true // as in ingestBatch
+	cfg.Bigtable.WorkerBudget = true // as in ingestBatches
 	return writeSinks(s, cfg, b)
 }
 
-// ingestBatch builds each identity-hour of the parsed readings,
-// KV<identity, Record> stamped with event time, once from all its
-// readings (merged with what is stored when merge is set), and writes the
-// sinks. It returns the builder's and the sinks' dead letters.
-func ingestBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) []beam.PCollection {
-	return ingestBatches(s, cfg, merge, preGroup(s, records))
-}
-
-// ingestBatches is ingestBatch for readings already packed by identity
-// and hour (preGroup's, or dofns.ParseBatchesFn's).
+// ingestBatches builds each identity-hour of the readings' batches,
+// KV<identity, HourBatch> (preGroup's, or dofns.ParseBatchesFn's), once
+// from all its readings (merged with what is stored when merge is set),
+// and writes the sinks. It returns the builder's and the sinks' dead
+// letters.
 func ingestBatches(s beam.Scope, cfg Config, merge bool, batches beam.PCollection) []beam.PCollection {
 	s = s.Scope("Ingest")
 	b := buildBatches(s, cfg, merge, batches)
@@ -164,11 +159,6 @@ func ingestBatches(s beam.Scope, cfg Config, merge bool, batches beam.PCollectio
 // few hundred times fewer elements.
 func preGroup(s beam.Scope, records beam.PCollection) beam.PCollection {
 	return beam.ParDo(s.Scope("PreGroup"), &dofns.PreGroupFn{}, records)
-}
-
-// buildBatch is buildBatches for parsed readings, KV<identity, Record>.
-func buildBatch(s beam.Scope, cfg Config, merge bool, records beam.PCollection) built {
-	return buildBatches(s, cfg, merge, preGroup(s, records))
 }
 
 // buildBatches groups the readings' batches (preGroup's) by identity and
