@@ -5,7 +5,7 @@
 // time, build each identity-hour's rows, and write Bigtable, BigQuery
 // and the dead letter; they differ in how an hour is grouped and fired.
 //
-//	Batch:  fileio.Read (or bigtableio.Read, a rekey; or bigqueryio.Read) → parse (a table file's rows are parsed in the read) → Ingest{PreGroup → HourlyWindows → BuildRows{GBK → BuildBatchedRowsFn}} → sinks
+//	Batch:  fileio.Read (or bigtableio.Read, a rekey; or bigqueryio.Read) → parse into batches (ParseBatchesFn; a table file's rows are parsed in the read, then PreGroup) → Ingest{HourlyWindows → BuildRows{GBK → BuildBatchedRowsFn}} → sinks
 //	Stream: pubsubio.ReadMessages → parse → Ingest{TooLate → [arrival write] → HourlyWindows(triggered) → BuildRows{GBK → PaneBatchFn → StreamRowsFn}} → sinks
 //	Stream replay: pubsubio.ReadMessages → unwrap → parse → Ingest{PreGroup → BuildRows{ReplayRowsFn}} → sinks
 package pipelines
