@@ -47,28 +47,25 @@ import (
 	"github.com/sensorpipe/sensorpipe/pipelines"
 )
 
-// localBatchGCPercent and localBatchMemoryLimit tune the garbage
-// collector of a local batch. Its live heap is small: the grouping holds a
-// part's readings packed and compressed, the rest is the rows and writes
-// in flight. At Go's default GOGC of 100, which scales each collection's
-// trigger with that small live heap, the collector took a fifth of the
-// launcher's CPU. At 400 it collects a fifth as often; the soft memory
-// limit makes it collect sooner where more is live (a part of many
-// readings, rows of thousands of readings), so that the peak stays near
-// the limit, not at five times what is live (figures in
-// docs/performance.md). A stream keeps the default: its memory is
-// measured as it grows over hours, and it collects at its own pace.
+// wholeHoursGCPercent and wholeHoursMemoryLimit tune the garbage
+// collector of a local job that builds whole hours as it reads them: it
+// holds no grouping, only the rows and writes in flight, so at Go's
+// default GOGC of 100, which scales each collection's trigger with that
+// small live heap, it collects often. At 400 it collects a fifth as
+// often; the soft memory limit makes it collect sooner where more is live
+// (rows of thousands of readings), so that its peak stays within a file
+// batch's (figures in docs/performance.md).
 const (
-	localBatchGCPercent   = 400
-	localBatchMemoryLimit = 384 << 20
+	wholeHoursGCPercent   = 400
+	wholeHoursMemoryLimit = 384 << 20
 )
 
-// localBatchGC tunes the collector for a local batch, unless GOGC or
+// wholeHoursGC tunes the collector for such a job, unless GOGC or
 // GOMEMLIMIT says otherwise.
-func localBatchGC() {
+func wholeHoursGC() {
 	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetGCPercent(localBatchGCPercent)
-		debug.SetMemoryLimit(localBatchMemoryLimit)
+		debug.SetGCPercent(wholeHoursGCPercent)
+		debug.SetMemoryLimit(wholeHoursMemoryLimit)
 	}
 }
 
@@ -194,14 +191,12 @@ func run(ctx context.Context, start time.Time, cfg pipelines.Config, p plan) err
 		return nil
 	}
 	cut := []parts.Part{{}}
-	if !p.streaming && p.runner.local() {
-		localBatchGC()
-	}
 	if p.streaming {
 		fmt.Fprintf(os.Stderr, "sensorpipe: streaming %s on %s; Ctrl-C or SIGTERM stops\n", p.stream.Source.Subscription, p.runner.name)
 	} else if p.runner.local() && pipelines.BuildsWholeHours(cfg, p.batch) {
 		// Its rows hold whole hours, built as they are read: one job,
 		// whatever the table's size.
+		wholeHoursGC()
 	} else if p.runner.local() && cfg.Replay == nil && p.batch.FromBigtable != nil {
 		// A stored table's parts: key ranges of its rows.
 		var err error
