@@ -124,8 +124,8 @@ func (f *PreGroupFn) flush(emit func(beam.EventTime, string, HourBatch)) {
 // ParseFn's, and HourBatches out as PreGroupFn sends them. A batch's
 // readings then cross no DoFn boundary between the parse and the
 // grouping, each crossing of which costs Beam's harness its emitter, the
-// next DoFn's invocation and the window's bookkeeping (measured in
-// process: 10.7 against 11.5 µs a reading; docs/performance.md).
+// next DoFn's invocation and the window's bookkeeping (figures in
+// docs/performance.md).
 type ParseBatchesFn struct {
 	// Spec and MaxLineBytes are ParseFn's.
 	Spec         *hours.Compiled
