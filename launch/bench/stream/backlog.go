@@ -26,7 +26,7 @@ import (
 
 var (
 	backlogMode = flag.Bool("backlog", false, "Instead of the two phases, the stream-backlog comparison: -readings readings (default 200,000 here) from -sensors sensors (default 1,000 here), "+
-		"all in the current hour, published first to one topic with two subscriptions; the launcher (--source=pubsub, its defaults) drains one into a fresh Bigtable emulator, "+
+		"all in the current hour, published first to each side's own Pub/Sub emulator; the launcher (--source=pubsub, its defaults) drains its subscription into a fresh Bigtable emulator, "+
 		"then a plain Go subscriber (the -plain_* flags) drains the other into another; readings count when their probe cell lands in Bigtable.")
 	backlogPoll    = flag.Duration("backlog_poll", 500*time.Millisecond, "-backlog: how often each side's landed probe cells are counted in its Bigtable emulator.")
 	backlogSample  = flag.Int("backlog_sample", 20, "-backlog: the polls count the landed readings of one sensor in this many (estimating the rest), and all of them once those are complete.")
@@ -80,8 +80,8 @@ type BacklogSide struct {
 	ReadingsPerSec float64 `json:"readings_per_sec"`
 	EndToEndPerSec float64 `json:"end_to_end_readings_per_sec"`
 	// DrainReadings landed between the two polls; the CPU figures are over
-	// the same span: the side's process, its Bigtable emulator, the
-	// Pub/Sub emulator (both sides share it, one after the other).
+	// the same span: the side's process, its Bigtable emulator and its
+	// Pub/Sub emulator.
 	DrainReadings      int64   `json:"drain_readings"`
 	DrainSeconds       float64 `json:"drain_seconds"`
 	CPUSeconds         float64 `json:"cpu_seconds"`
@@ -127,6 +127,8 @@ func runBacklog(ctx context.Context) (err error) {
 		return fmt.Errorf("-readings must be positive and -sensors in 1..%d", maxSensors)
 	case *backlogPoll <= 0 || *backlogTimeout <= 0 || *backlogSample < 1 || *backlogSample > *sensors:
 		return errors.New("-backlog_poll and -backlog_timeout must be positive, -backlog_sample in 1..-sensors")
+	case *backlogWarmup < -1:
+		return errors.New("-backlog_warmup must be -1 (as many as -readings), 0 (none) or a number of messages")
 	}
 	began := time.Now()
 	rep := &Backlog{Machine: bench.ThisMachine(), Time: began.UTC().Format(time.RFC3339), Readings: *readings, Sensors: *sensors}
@@ -150,25 +152,31 @@ func runBacklog(ctx context.Context) (err error) {
 		return err
 	}
 
-	// The emulators and the launcher build, at once.
+	// The emulators and the launcher build, at once. Each side has its own
+	// Pub/Sub emulator, as it has its own Bigtable emulator: with one
+	// emulator for both, the side that drained first did so while the
+	// emulator also held the other side's whole backlog, and that cost
+	// the emulator about 1.5 times the CPU a message (see
+	// docs/performance.md), whichever side it was.
 	var (
-		wg                  sync.WaitGroup
-		btPipe, btPlain, ps *bench.Emulator
-		bin                 string
-		errs                [4]error
+		wg                               sync.WaitGroup
+		btPipe, btPlain, psPipe, psPlain *bench.Emulator
+		bin                              string
+		errs                             [5]error
 	)
-	wg.Add(4)
+	wg.Add(5)
 	go func() { defer wg.Done(); btPipe, errs[0] = bench.StartBigtable() }()
 	go func() { defer wg.Done(); btPlain, errs[1] = bench.StartBigtable() }()
-	go func() { defer wg.Done(); ps, errs[2] = bench.StartPubSub() }()
+	go func() { defer wg.Done(); psPipe, errs[2] = bench.StartPubSub() }()
+	go func() { defer wg.Done(); psPlain, errs[3] = bench.StartPubSub() }()
 	go func() {
 		defer wg.Done()
 		if bin = *launcherBin; bin == "" {
-			bin, errs[3] = bench.BuildLauncher(ctx, work)
+			bin, errs[4] = bench.BuildLauncher(ctx, work)
 		}
 	}()
 	wg.Wait()
-	for _, e := range []*bench.Emulator{btPipe, btPlain, ps} {
+	for _, e := range []*bench.Emulator{btPipe, btPlain, psPipe, psPlain} {
 		if e != nil {
 			defer e.Stop()
 		}
@@ -176,30 +184,21 @@ func runBacklog(ctx context.Context) (err error) {
 	if err := errors.Join(errs[:]...); err != nil {
 		return err
 	}
-	fmt.Printf("emulators: Pub/Sub pid %d on %s; Bigtable pid %d on %s (pipeline), pid %d on %s (plain subscriber)\n",
-		ps.PID, ps.HostPort, btPipe.PID, btPipe.HostPort, btPlain.PID, btPlain.HostPort)
-	os.Setenv("PUBSUB_EMULATOR_HOST", ps.HostPort)
+	fmt.Printf("emulators: pipeline: Pub/Sub pid %d on %s, Bigtable pid %d on %s; plain subscriber: Pub/Sub pid %d on %s, Bigtable pid %d on %s\n",
+		psPipe.PID, psPipe.HostPort, btPipe.PID, btPipe.HostPort, psPlain.PID, psPlain.HostPort, btPlain.PID, btPlain.HostPort)
 
-	psClient, err := pubsub.NewClient(ctx, project)
-	if err != nil {
-		return fmt.Errorf("pubsub client: %w", err)
-	}
-	defer psClient.Close()
-	if *backlogWarmup > 0 {
-		took, err := warmPubSub(ctx, psClient, project, *backlogWarmup)
-		if err != nil {
-			return err
-		}
-		rep.WarmupSeconds = round(took.Seconds(), 1)
-		fmt.Printf("warm-up: %d messages published and drained by Pull and by Receive in %.1fs (the emulator's pull paths compiled before either side)\n", *backlogWarmup, took.Seconds())
-	}
 	topic := "projects/" + project + "/topics/" + target.spec.Name
 	subPipe, subPlain := "projects/"+project+"/subscriptions/"+target.spec.Name+"-pipeline", "projects/"+project+"/subscriptions/"+target.spec.Name+"-plain"
-	pub, err := newPublisher(ctx, psClient, topic, subPipe, subPlain)
+	pubPipe, err := backlogPublisher(ctx, psPipe, topic, subPipe, rep)
 	if err != nil {
 		return err
 	}
-	defer pub.close()
+	defer pubPipe.close()
+	pubPlain, err := backlogPublisher(ctx, psPlain, topic, subPlain, rep)
+	if err != nil {
+		return err
+	}
+	defer pubPlain.close()
 
 	// The backlog: every reading published before either side starts,
 	// with event times of now (each sensor's in time order), all in the
@@ -213,19 +212,22 @@ func runBacklog(ctx context.Context) (err error) {
 		if lim := hourEnd.Add(-10 * time.Second); at.After(lim) {
 			at = lim
 		}
-		ms := pub.clock.Next(s, at)
+		ms := pubPipe.clock.Next(s, at)
 		ls.add(s, ms)
-		pub.send(ctx, s, ms, nil)
+		pubPipe.send(ctx, s, ms, nil)
+		pubPlain.send(ctx, s, ms, nil)
 	}
-	if err := pub.waitAnswered(ctx); err != nil {
-		return err
-	}
-	if n := pub.failed.Load(); n > 0 {
-		return fmt.Errorf("%d publishes failed: %w", n, pub.firstError())
+	for _, pub := range []*publisher{pubPipe, pubPlain} {
+		if err := pub.waitAnswered(ctx); err != nil {
+			return err
+		}
+		if n := pub.failed.Load(); n > 0 {
+			return fmt.Errorf("%d publishes failed: %w", n, pub.firstError())
+		}
 	}
 	rep.PublishSeconds = round(time.Since(start).Seconds(), 2)
 	rep.PublishPerSec = round(float64(*readings)/rep.PublishSeconds, 0)
-	fmt.Printf("backlog: %d readings of %d sensors published to %s (subscriptions %s and %s) in %.1fs = %.0f/s\n",
+	fmt.Printf("backlog: %d readings of %d sensors published to %s on each side's emulator (subscriptions %s and %s) in %.1fs = %.0f/s\n",
 		*readings, *sensors, topic, subPipe, subPlain, rep.PublishSeconds, rep.PublishPerSec)
 
 	// The pipeline side: the launcher, as users run it, Bigtable only.
@@ -241,7 +243,7 @@ func runBacklog(ctx context.Context) (err error) {
 		"--summary_json=" + filepath.Join(work, "ledger.json"), "--debug_addr=" + debug}
 	args = append(args, strings.Fields(*launcherArgs)...)
 	rep.LauncherArgs = args
-	env := []string{"BIGTABLE_EMULATOR_HOST=" + btPipe.HostPort, "PUBSUB_EMULATOR_HOST=" + ps.HostPort}
+	env := []string{"BIGTABLE_EMULATOR_HOST=" + btPipe.HostPort, "PUBSUB_EMULATOR_HOST=" + psPipe.HostPort}
 	j, err := startJob(bin, filepath.Join(work, "launcher.stderr"), env, args...)
 	if err != nil {
 		return err
@@ -255,7 +257,7 @@ func runBacklog(ctx context.Context) (err error) {
 		profiled = make(chan error, 1)
 		go func() { profiled <- fetchProfile(ctx, debug, *cpuProfile, *cpuProfileSecs) }()
 	}
-	rep.Pipeline, err = drain(ctx, "pipeline", j.cmd.Process.Pid, j.started, btPipe, ps, ls, j.exited, onFirst)
+	rep.Pipeline, err = drain(ctx, "pipeline", j.cmd.Process.Pid, j.started, btPipe, psPipe, ls, j.exited, onFirst)
 	if profiled != nil {
 		if perr := <-profiled; perr != nil {
 			fmt.Printf("pipeline: CPU profile: %v\n", perr)
@@ -276,7 +278,7 @@ func runBacklog(ctx context.Context) (err error) {
 	// The plain side: this program as the plain subscriber.
 	cmd := exec.CommandContext(ctx, self, "-plain_subscriber="+subPlain, fmt.Sprintf("-plain_streams=%d", *plainStreams),
 		fmt.Sprintf("-plain_batch=%d", *plainBatch), fmt.Sprintf("-plain_in_flight=%d", *plainInFlight), "-plain_flush_after="+plainFlushAfter.String())
-	cmd.Env = append(os.Environ(), "BIGTABLE_EMULATOR_HOST="+btPlain.HostPort, "PUBSUB_EMULATOR_HOST="+ps.HostPort)
+	cmd.Env = append(os.Environ(), "BIGTABLE_EMULATOR_HOST="+btPlain.HostPort, "PUBSUB_EMULATOR_HOST="+psPlain.HostPort)
 	var out tailBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	plainStart := time.Now()
@@ -295,7 +297,7 @@ func runBacklog(ctx context.Context) (err error) {
 		}
 	}
 	fmt.Printf("plain: subscriber pid %d: %s\n", cmd.Process.Pid, strings.Join(cmd.Args, " "))
-	rep.Plain, err = drain(ctx, "plain", cmd.Process.Pid, plainStart, btPlain, ps, ls, exited, nil)
+	rep.Plain, err = drain(ctx, "plain", cmd.Process.Pid, plainStart, btPlain, psPlain, ls, exited, nil)
 	if exitErr == nil {
 		_ = cmd.Process.Signal(os.Interrupt)
 		select {
@@ -329,6 +331,44 @@ func runBacklog(ctx context.Context) (err error) {
 	}
 	fmt.Printf("pipeline launcher's summary:\n%s\nplain subscriber: %s\n", indent(rep.LauncherSummary), rep.PlainSummary)
 	return nil
+}
+
+// backlogPublisher connects to the Pub/Sub emulator ps, warms it up
+// (-backlog_warmup) and returns a publisher to topic, created there with
+// its one subscription sub. The client is closed with the publisher.
+func backlogPublisher(ctx context.Context, ps *bench.Emulator, topic, sub string, rep *Backlog) (*publisher, error) {
+	// The clients take their emulator from PUBSUB_EMULATOR_HOST; the
+	// emulators are set up one after the other.
+	os.Setenv("PUBSUB_EMULATOR_HOST", ps.HostPort)
+	c, err := pubsub.NewClient(ctx, project)
+	if err != nil {
+		return nil, fmt.Errorf("pubsub client: %w", err)
+	}
+	if n := warmupMessages(); n > 0 {
+		took, err := warmPubSub(ctx, c, project, n)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		rep.WarmupSeconds = round(rep.WarmupSeconds+took.Seconds(), 1)
+		fmt.Printf("warm-up of %s: %d messages published and drained by Pull and by Receive in %.1fs (the emulator's pull paths compiled before its side drains)\n",
+			ps.HostPort, n, took.Seconds())
+	}
+	pub, err := newPublisher(ctx, c, topic, sub)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	pub.onClose = func() { c.Close() }
+	return pub, nil
+}
+
+// warmupMessages is -backlog_warmup, or -readings where it is -1.
+func warmupMessages() int {
+	if *backlogWarmup == -1 {
+		return *readings
+	}
+	return *backlogWarmup
 }
 
 // drain polls bt until all -readings readings have landed and returns

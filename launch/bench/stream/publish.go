@@ -89,6 +89,8 @@ type publisher struct {
 	failed  atomic.Int64
 	errMu   sync.Mutex
 	first   error
+	// onClose, if set, runs after close has stopped the publisher.
+	onClose func()
 }
 
 // pending is a publish awaiting its answer; onFail, if set, runs when it
@@ -193,4 +195,7 @@ func (p *publisher) close() {
 	p.pub.Stop()
 	close(p.results)
 	p.wg.Wait()
+	if p.onClose != nil {
+		p.onClose()
+	}
 }

@@ -13,9 +13,9 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 )
 
-var backlogWarmup = flag.Int("backlog_warmup", 100_000, "-backlog: before the backlog, publish this many messages to a topic of their own and drain them twice, "+
-	"by unary Pull (as the launcher's reader pulls) and by StreamingPull (as the plain subscriber receives), so that neither measured side pays the Pub/Sub emulator's "+
-	"warm-up (a JVM: its pull path runs several times slower until it is compiled); 0 skips it.")
+var backlogWarmup = flag.Int("backlog_warmup", -1, "-backlog: before the backlog, publish this many messages to a topic of their own on each side's Pub/Sub emulator and drain them twice, "+
+	"by unary Pull (as the launcher's reader pulls) and by StreamingPull (as the plain subscriber receives), so that neither measured side pays its Pub/Sub emulator's "+
+	"warm-up (a JVM: its pull path costs it less CPU a message once it has run a while); -1: as many as -readings; 0 skips it.")
 
 // warmPubSub publishes n messages to a topic of its own with two
 // subscriptions, drains one with unary pulls and the other with the v2
