@@ -153,11 +153,10 @@ func runBacklog(ctx context.Context) (err error) {
 	}
 
 	// The emulators and the launcher build, at once. Each side has its own
-	// Pub/Sub emulator, as it has its own Bigtable emulator: with one
-	// emulator for both, the side that drained first did so while the
-	// emulator also held the other side's whole backlog, and that cost
-	// the emulator about 1.5 times the CPU a message (see
-	// docs/performance.md), whichever side it was.
+	// Pub/Sub emulator, as it has its own Bigtable emulator, warmed the
+	// same way: with one emulator for both, the side that drained first
+	// cost it 1.5-1.9 times the CPU of the side that drained second,
+	// whichever side that was (docs/performance.md).
 	var (
 		wg                               sync.WaitGroup
 		btPipe, btPlain, psPipe, psPlain *bench.Emulator
