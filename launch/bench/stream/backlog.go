@@ -90,9 +90,13 @@ type BacklogSide struct {
 	PubSubCPUSeconds   float64 `json:"pubsub_emulator_cpu_seconds"`
 	// StartCPUSeconds is the process's CPU from its start to the first
 	// landed reading (the launcher's includes prism's start-up).
-	StartCPUSeconds float64  `json:"start_cpu_seconds"`
-	RSSMB           float64  `json:"rss_mb"` // at the last poll
-	Polls           []Landed `json:"polls"`
+	StartCPUSeconds float64 `json:"start_cpu_seconds"`
+	RSSMB           float64 `json:"rss_mb"` // at the last poll
+	// Heap is the launcher's Go heap at the last poll, from its
+	// /debug/vars (the pipeline side only): how much of RSSMB is objects,
+	// and how much spans free or the collector's headroom.
+	Heap  *RSSAt   `json:"heap,omitempty"`
+	Polls []Landed `json:"polls"`
 }
 
 // Landed is a poll's count of landed readings, Seconds after the side's
@@ -256,7 +260,7 @@ func runBacklog(ctx context.Context) (err error) {
 		profiled = make(chan error, 1)
 		go func() { profiled <- fetchProfile(ctx, debug, *cpuProfile, *cpuProfileSecs) }()
 	}
-	rep.Pipeline, err = drain(ctx, "pipeline", j.cmd.Process.Pid, j.started, btPipe, psPipe, ls, j.exited, onFirst)
+	rep.Pipeline, err = drain(ctx, "pipeline", j.cmd.Process.Pid, j.started, btPipe, psPipe, ls, debug, j.exited, onFirst)
 	if profiled != nil {
 		if perr := <-profiled; perr != nil {
 			fmt.Printf("pipeline: CPU profile: %v\n", perr)
@@ -296,7 +300,7 @@ func runBacklog(ctx context.Context) (err error) {
 		}
 	}
 	fmt.Printf("plain: subscriber pid %d: %s\n", cmd.Process.Pid, strings.Join(cmd.Args, " "))
-	rep.Plain, err = drain(ctx, "plain", cmd.Process.Pid, plainStart, btPlain, psPlain, ls, exited, nil)
+	rep.Plain, err = drain(ctx, "plain", cmd.Process.Pid, plainStart, btPlain, psPlain, ls, "", exited, nil)
 	if exitErr == nil {
 		_ = cmd.Process.Signal(os.Interrupt)
 		select {
@@ -372,8 +376,9 @@ func warmupMessages() int {
 
 // drain polls bt until all -readings readings have landed and returns
 // the side's figures; started is its process start, exited reports its
-// end; onFirst, if set, runs at the first poll that counts a reading.
-func drain(ctx context.Context, name string, pid int, started time.Time, bt, ps *bench.Emulator, ls *landingSample, exited func() error, onFirst func()) (*BacklogSide, error) {
+// end; debug, if set, is its --debug_addr, for its Go heap's figures at
+// the end; onFirst, if set, runs at the first poll that counts a reading.
+func drain(ctx context.Context, name string, pid int, started time.Time, bt, ps *bench.Emulator, ls *landingSample, debug string, exited func() error, onFirst func()) (*BacklogSide, error) {
 	s := &BacklogSide{Name: name}
 	// The client takes its emulator from BIGTABLE_EMULATOR_HOST (over
 	// any endpoint option); the sides are drained one after the other.
@@ -443,13 +448,20 @@ func drain(ctx context.Context, name string, pid int, started time.Time, bt, ps 
 			s.BigtableCPUSeconds = round(end.bt-start0.bt, 2)
 			s.PubSubCPUSeconds = round(end.ps-start0.ps, 2)
 			s.RSSMB = rssMB(pid)
+			heap := ""
+			if debug != "" {
+				s.Heap = &RSSAt{Seconds: at.Seconds, MB: s.RSSMB}
+				heapFigures(ctx, debug, s.Heap)
+				heap = fmt.Sprintf(" (Go heap: objects %.0f MB, spans in use %.0f, free not returned %.0f, next collection at %.0f)",
+					s.Heap.HeapAllocMB, s.Heap.HeapInuseMB, s.Heap.HeapFreeMB, s.Heap.NextGCMB)
+			}
 			if s.DrainSeconds > 0 && s.DrainReadings > 0 {
 				s.ReadingsPerSec = round(float64(s.DrainReadings)/s.DrainSeconds, 0)
 				s.CPUMicrosPerRead = round(s.CPUSeconds*1e6/float64(s.DrainReadings), 1)
 			}
 			s.EndToEndPerSec = round(float64(n)/at.Seconds, 0)
-			fmt.Printf("%s: all %d landed %.1fs after its start: %.0f readings/s over %.1fs from the first landed; CPU %.1fs = %.1f µs a reading; Bigtable emulator %.1fs, Pub/Sub emulator %.1fs; RSS %.0f MB (the sample complete then; the count of the whole table that confirmed it took %.1fs more)\n",
-				name, n, at.Seconds, s.ReadingsPerSec, s.DrainSeconds, s.CPUSeconds, s.CPUMicrosPerRead, s.BigtableCPUSeconds, s.PubSubCPUSeconds, s.RSSMB, s.ConfirmSeconds)
+			fmt.Printf("%s: all %d landed %.1fs after its start: %.0f readings/s over %.1fs from the first landed; CPU %.1fs = %.1f µs a reading; Bigtable emulator %.1fs, Pub/Sub emulator %.1fs; RSS %.0f MB%s (the sample complete then; the count of the whole table that confirmed it took %.1fs more)\n",
+				name, n, at.Seconds, s.ReadingsPerSec, s.DrainSeconds, s.CPUSeconds, s.CPUMicrosPerRead, s.BigtableCPUSeconds, s.PubSubCPUSeconds, s.RSSMB, heap, s.ConfirmSeconds)
 			if landed > n {
 				return s, fmt.Errorf("%d readings landed, more than the %d published", landed, n)
 			}
