@@ -23,15 +23,9 @@ const (
 	dedupTTL    = 10 * time.Minute
 )
 
-type seenEntry struct {
-	id   string
-	when time.Time
-}
-
 type seenIDs struct {
-	mu    sync.Mutex
-	ids   map[string]time.Time
-	order []seenEntry // FIFO of insertions, for eviction
+	mu  sync.Mutex
+	ids *recentIDs
 }
 
 // seen are the process's caches, one per server, subscription and id
@@ -47,7 +41,7 @@ type seenKey struct{ emulatorHost, sub, idAttribute string }
 // subscription sub on the server at emulatorHost ("" for Google's).
 func seenFor(emulatorHost, sub, idAttribute string) *seenIDs {
 	return seen.Get(seenKey{emulatorHost, sub, idAttribute}, func() *seenIDs {
-		return &seenIDs{ids: map[string]time.Time{}}
+		return &seenIDs{ids: newRecentIDs(dedupTTL, dedupMaxIDs)}
 	})
 }
 
@@ -55,33 +49,13 @@ func seenFor(emulatorHost, sub, idAttribute string) *seenIDs {
 func (s *seenIDs) contains(id string, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, ok := s.ids[id]
-	return ok && now.Sub(t) < dedupTTL
+	return s.ids.contains(id, now)
 }
 
-// record remembers ids as delivered.
+// record remembers ids as delivered, forgetting those older than the TTL
+// and the oldest beyond dedupMaxIDs.
 func (s *seenIDs) record(ids []string, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, id := range ids {
-		s.ids[id] = now
-		s.order = append(s.order, seenEntry{id: id, when: now})
-	}
-	// Evict by age and size. An id re-recorded later keeps its newer time.
-	drop := 0
-	for drop < len(s.order) && (len(s.order)-drop > dedupMaxIDs || now.Sub(s.order[drop].when) >= dedupTTL) {
-		e := s.order[drop]
-		if t, ok := s.ids[e.id]; ok && !t.After(e.when) {
-			delete(s.ids, e.id)
-		}
-		drop++
-	}
-	if drop > 0 {
-		// Drop the prefix in place (its strings released); append moves
-		// the rest to a new array once this one is full, so the array is
-		// never more than about twice the ids kept, and a record call does
-		// not copy every id kept, as it did.
-		clear(s.order[:drop])
-		s.order = s.order[drop:]
-	}
+	s.ids.record(ids, now)
 }

@@ -47,21 +47,20 @@ type leases struct {
 
 	mu    sync.Mutex
 	held  map[string]heldMsg
-	acked map[string]time.Time // recently acked here, to avoid acking twice
+	acked *recentIDs // recently acked here, to avoid acking twice
 }
 
 // recentAckTTL is how long acked ids are remembered to avoid double acks.
 // The two acknowledgement paths (finalization and the committed residual)
 // meet within seconds, and acknowledging an id twice is harmless (Pub/Sub
 // ignores it, and a failed ack is only logged), so a short memory suffices:
-// the map holds an entry per message read in this span, 240,000 at 2,000
-// readings/s with 2 minutes. Ten minutes would hold 1.2 million entries,
-// about 100 MB of the launcher's memory in a stream's first 10 minutes.
+// it holds an entry per message read in this span, 240,000 at 2,000
+// readings/s with 2 minutes; ten minutes would hold 1.2 million.
 const recentAckTTL = 2 * time.Minute
 
 func newLeases(client *pubsub.SubscriptionAdminClient, sub string, initial, extend, maxHold time.Duration) *leases {
 	return &leases{client: client, sub: sub, initial: initial, extend: extend, maxHold: maxHold,
-		held: map[string]heldMsg{}, acked: map[string]time.Time{}}
+		held: map[string]heldMsg{}, acked: newRecentIDs(recentAckTTL, 0)}
 }
 
 // add starts tracking freshly pulled ack IDs.
@@ -107,10 +106,11 @@ func (l *leases) ackHeld(ctx context.Context, ackIDs []string) (int, error) {
 // acknowledged recently. It returns how many it acknowledged.
 func (l *leases) ackAll(ctx context.Context, ackIDs []string) (int, error) {
 	l.take(ackIDs)
+	now := time.Now()
 	l.mu.Lock()
 	ids := make([]string, 0, len(ackIDs))
 	for _, id := range ackIDs {
-		if _, done := l.acked[id]; !done {
+		if !l.acked.contains(id, now) {
 			ids = append(ids, id)
 		}
 	}
@@ -120,12 +120,9 @@ func (l *leases) ackAll(ctx context.Context, ackIDs []string) (int, error) {
 }
 
 func (l *leases) markAcked(ids []string) {
-	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, id := range ids {
-		l.acked[id] = now
-	}
+	l.acked.record(ids, time.Now())
 }
 
 // send sends Acknowledge requests for ids.
@@ -183,11 +180,7 @@ func (l *leases) tick(ctx context.Context, now time.Time) {
 	margin := min(l.initial/2, 5*time.Second)
 	var extend, release []string
 	l.mu.Lock()
-	for id, t := range l.acked {
-		if now.Sub(t) >= recentAckTTL {
-			delete(l.acked, id)
-		}
-	}
+	l.acked.expire(now)
 	for id, h := range l.held {
 		switch {
 		case now.Sub(h.pulled) >= l.maxHold:
