@@ -106,16 +106,9 @@ func (l *leases) ackHeld(ctx context.Context, ackIDs []string) (int, error) {
 // acknowledged recently. It returns how many it acknowledged.
 func (l *leases) ackAll(ctx context.Context, ackIDs []string) (int, error) {
 	l.take(ackIDs)
-	now := time.Now()
 	l.mu.Lock()
-	ids := make([]string, 0, len(ackIDs))
-	for _, id := range ackIDs {
-		if !l.acked.contains(id, now) {
-			ids = append(ids, id)
-		}
-	}
+	ids := l.acked.recordNew(ackIDs, time.Now())
 	l.mu.Unlock()
-	l.markAcked(ids)
 	return len(ids), l.send(ctx, ids)
 }
 

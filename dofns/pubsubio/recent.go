@@ -56,11 +56,32 @@ func (r *recentIDs) contains(id string, now time.Time) bool {
 func (r *recentIDs) record(ids []string, now time.Time) {
 	at := since(now)
 	for _, id := range ids {
-		h := hashID(id)
-		r.ids[h] = at
-		r.order = append(r.order, recentID{h, at})
+		r.add(hashID(id), at)
 	}
 	r.expire(now)
+}
+
+// recordNew returns those of ids not recorded within the ttl before now,
+// and records them as record does; the others keep their time. Each id is
+// hashed once.
+func (r *recentIDs) recordNew(ids []string, now time.Time) []string {
+	at := since(now)
+	fresh := make([]string, 0, len(ids))
+	for _, id := range ids {
+		h := hashID(id)
+		if t, ok := r.ids[h]; ok && at-t < int64(r.ttl) {
+			continue
+		}
+		r.add(h, at)
+		fresh = append(fresh, id)
+	}
+	r.expire(now)
+	return fresh
+}
+
+func (r *recentIDs) add(h idHash, at int64) {
+	r.ids[h] = at
+	r.order = append(r.order, recentID{h, at})
 }
 
 // expire forgets what was recorded ttl or more before now, and the oldest

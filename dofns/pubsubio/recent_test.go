@@ -77,3 +77,19 @@ func TestRecentIDsTellManyIDsApart(t *testing.T) {
 		}
 	}
 }
+
+// TestRecentIDsRecordNewReturnsOnlyTheNew: recordNew records and returns
+// the ids not recorded within the ttl (one listed twice once), and leaves
+// the others and their times alone.
+func TestRecentIDsRecordNewReturnsOnlyTheNew(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	r := newRecentIDs(time.Minute, 0)
+	r.record([]string{"a"}, t0)
+	if got := r.recordNew([]string{"a", "b", "b", "c"}, t0.Add(30*time.Second)); fmt.Sprint(got) != "[b c]" {
+		t.Errorf("recordNew(a b b c) at +30s = %v; want [b c]", got)
+	}
+	// a keeps its time (0): at +60s it is new again, b and c are not.
+	if got := r.recordNew([]string{"a", "b", "c"}, t0.Add(time.Minute)); fmt.Sprint(got) != "[a]" {
+		t.Errorf("recordNew(a b c) at +60s = %v; want [a]", got)
+	}
+}
